@@ -1,0 +1,45 @@
+// What memory_diagnostics does, as a library call: resolve the case and the
+// device, run the workload under a recorder, print progress, write the report.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+// Exit codes, shared with the CLI and its tests.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitOom = 3;
+inline constexpr int kExitInterrupted = 130;
+
+struct HarnessOptions {
+  std::string case_arg = "alpha";
+  std::string output;  // empty: "<case>.json"
+  std::optional<int> batch_size;
+  std::string preset;  // empty: the case's default
+  std::optional<int> steps;
+  std::string device = "auto";
+  std::uint64_t seed = 0;
+  std::optional<double> memory_limit_mib;
+  bool quiet = false;
+  bool warm_up_kernels = true;
+  std::vector<std::string> case_dirs;
+};
+
+// Where built-in cases are looked for: $MEMDIAG_CASES_DIR, the directory
+// beside the executable's ../share/memdiag/cases, then the source tree's.
+std::vector<std::string> default_case_dirs(const std::string& argv0);
+
+// Returns one of the exit codes above. Usage errors print one line to err
+// and write nothing.
+int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err);
+
+// Prints the built-in cases with their presets and descriptions.
+int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std::ostream& err);
+
+}  // namespace memdiag

@@ -1,0 +1,30 @@
+// The one interface every memory probe implements. Probes know how to read a
+// device's memory; they know nothing of phases, steps or reports.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace memdiag {
+
+struct ProbeReading {
+  double allocated_mib = 0;
+  std::optional<double> reserved_mib;
+  std::optional<double> device_used_mib;
+  double peak_allocated_mib = 0;  // since the last reset_peak()
+  std::optional<double> inactive_split_mib;
+  std::optional<double> process_device_mib;
+};
+
+class MemoryProbe {
+ public:
+  virtual ~MemoryProbe() = default;
+  // Short identifier written to reports: "cuda-caching-allocator", "cpu-tracking-allocator".
+  virtual std::string name() const = 0;
+  // Reads the counters now. Implementations wait for queued device work first,
+  // so the figures describe the phase that just ended, not part of it.
+  virtual ProbeReading read() = 0;
+  virtual void reset_peak() = 0;
+};
+
+}  // namespace memdiag

@@ -1,0 +1,67 @@
+// The phase/step API a training loop calls. The harness is one user of it; any
+// LibTorch loop can be another (see examples/).
+//
+//   memdiag::Recorder rec(probe);           // setup phase starts now
+//   ... build model ...        rec.mark(memdiag::phase::kModelReady);
+//   ... build optimizer ...    rec.mark(memdiag::phase::kOptimizerReady);
+//   for (int s = 0; s < n; ++s) {
+//     rec.begin_step(s);
+//     ... forward ...          rec.mark(memdiag::phase::kForward);
+//     ...
+//   }
+//   memdiag::write_report(path, rec.finish(memdiag::RunStatus::kComplete));
+//
+// A phase runs from the previous mark (or begin_step) to its own mark; its
+// sample holds the memory at the end and the peak within it.
+#pragma once
+
+#include "memdiag/probe.hpp"
+#include "memdiag/report.hpp"
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace memdiag {
+
+class Recorder {
+ public:
+  using Listener = std::function<void(const Sample&)>;
+
+  explicit Recorder(MemoryProbe& probe);
+
+  // Metadata (case, config, model, environment) goes here before finish().
+  Report& report() { return report_; }
+
+  // Starts a step: the next phase belongs to it and begins now, so time spent
+  // between steps (logging, data loading) does not land in the forward phase.
+  void begin_step(int step);
+
+  // Ends the phase in progress and starts the next one.
+  const Sample& mark(const std::string& phase, std::optional<TensorCensus> census = std::nullopt);
+
+  void add_event(Event event);
+  // Event tied to the phase in progress and the current step.
+  void add_event(const std::string& kind, const std::string& message,
+                 std::optional<double> mib = std::nullopt);
+
+  // Restarts the phase clock and the peak without recording, for work that
+  // should not count toward any phase.
+  void restart_phase();
+
+  std::optional<int> current_step() const { return step_; }
+  // Called with every sample as it is taken: progress output hangs off this.
+  void set_listener(Listener l) { listener_ = std::move(l); }
+
+  Report finish(RunStatus status);
+
+ private:
+  MemoryProbe& probe_;
+  Report report_;
+  std::optional<int> step_;
+  std::chrono::steady_clock::time_point phase_start_;
+  Listener listener_;
+};
+
+}  // namespace memdiag

@@ -1,0 +1,30 @@
+// CPU memory accounting: a c10 CPU allocator that counts every byte it hands
+// out, so "allocated" and "peak" mean on the CPU what they mean on CUDA.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace memdiag {
+
+class CpuTrackingAllocator {
+ public:
+  // Registers the allocator with c10 (once per process; later calls return the
+  // same instance). Only tensors allocated after this are counted.
+  static CpuTrackingAllocator& install();
+
+  std::int64_t current_bytes() const;
+  std::int64_t peak_bytes() const;
+  std::int64_t allocation_count() const;
+  void reset_peak();
+
+  // A simulated smaller memory: an allocation that would take current bytes
+  // past the limit throws c10::OutOfMemoryError, as the CUDA allocator does.
+  void set_limit(std::optional<std::int64_t> bytes);
+  std::optional<std::int64_t> limit() const;
+
+ private:
+  CpuTrackingAllocator() = default;
+};
+
+}  // namespace memdiag

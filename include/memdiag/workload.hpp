@@ -1,0 +1,41 @@
+// The training workload a case file describes: an MLP, an optimizer, and a
+// step whose graph lifetime the case chooses. It reports through a Recorder
+// like any other training loop would.
+#pragma once
+
+#include "memdiag/case_spec.hpp"
+#include "memdiag/probe.hpp"
+#include "memdiag/recorder.hpp"
+
+#include <c10/core/Device.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace memdiag {
+
+struct WorkloadOptions {
+  CaseSpec spec;
+  std::string preset;
+  int batch_size = 1;
+  int steps = 1;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  std::uint64_t seed = 0;
+  // Make the per-thread cuBLAS workspaces before the first sample, and report
+  // their size as an event; otherwise step 0 carries them (~64 MiB on H200).
+  bool warm_up_kernels = true;
+};
+
+// Counts parameters of the model the spec builds, without building it.
+std::int64_t count_parameters(const ModelSpec& m);
+std::int64_t bytes_per_element(const ModelSpec& m);
+
+// Runs setup and every step, marking phases on rec. Stops early, with the
+// matching status, on c10::OutOfMemoryError (recorded as an "oom" event) or
+// when *interrupt becomes true between phases.
+RunStatus run_workload(const WorkloadOptions& opts, MemoryProbe& probe, Recorder& rec,
+                       const std::atomic<bool>* interrupt = nullptr);
+
+}  // namespace memdiag

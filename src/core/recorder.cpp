@@ -1,0 +1,52 @@
+#include "memdiag/recorder.hpp"
+
+namespace memdiag {
+
+Recorder::Recorder(MemoryProbe& probe) : probe_(probe) { restart_phase(); }
+
+void Recorder::restart_phase() {
+  probe_.reset_peak();
+  phase_start_ = std::chrono::steady_clock::now();
+}
+
+void Recorder::begin_step(int step) {
+  step_ = step;
+  restart_phase();
+}
+
+const Sample& Recorder::mark(const std::string& phase, std::optional<TensorCensus> census) {
+  // Read before taking the time so that the device synchronisation inside the
+  // probe is counted in this phase: kernels queued here finish here.
+  const ProbeReading r = probe_.read();
+  const auto now = std::chrono::steady_clock::now();
+  Sample s;
+  s.phase = phase;
+  s.step = step_;
+  s.allocated_mib = r.allocated_mib;
+  s.reserved_mib = r.reserved_mib;
+  s.device_used_mib = r.device_used_mib;
+  s.peak_allocated_mib = std::max(r.peak_allocated_mib, r.allocated_mib);
+  s.inactive_split_mib = r.inactive_split_mib;
+  s.process_device_mib = r.process_device_mib;
+  s.elapsed_ms = std::chrono::duration<double, std::milli>(now - phase_start_).count();
+  s.tensors = census;
+  report_.samples.push_back(std::move(s));
+  if (listener_) listener_(report_.samples.back());
+  restart_phase();
+  return report_.samples.back();
+}
+
+void Recorder::add_event(Event event) { report_.events.push_back(std::move(event)); }
+
+void Recorder::add_event(const std::string& kind, const std::string& message,
+                         std::optional<double> mib) {
+  add_event(Event{kind, "", step_, message, mib});
+}
+
+Report Recorder::finish(RunStatus status) {
+  report_.status = status;
+  report_.schema_version = kSchemaVersion;
+  return report_;
+}
+
+}  // namespace memdiag

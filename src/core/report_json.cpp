@@ -1,0 +1,99 @@
+#include "memdiag/report_json.hpp"
+
+#include "memdiag/atomic_file.hpp"
+
+namespace memdiag {
+using nlohmann::json;
+
+namespace {
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+}  // namespace
+
+json to_json(const Sample& s) {
+  json j = {
+      {"phase", s.phase},
+      {"step", opt(s.step)},
+      {"allocated_mib", s.allocated_mib},
+      {"reserved_mib", opt(s.reserved_mib)},
+      {"device_used_mib", opt(s.device_used_mib)},
+      {"peak_allocated_mib", s.peak_allocated_mib},
+      {"inactive_split_mib", opt(s.inactive_split_mib)},
+      {"process_device_mib", opt(s.process_device_mib)},
+      {"elapsed_ms", s.elapsed_ms},
+  };
+  if (s.tensors) {
+    j["tensors"] = {{"parameters_mib", s.tensors->parameters_mib},
+                    {"gradients_mib", s.tensors->gradients_mib},
+                    {"optimizer_state_mib", s.tensors->optimizer_state_mib}};
+  } else {
+    j["tensors"] = nullptr;
+  }
+  return j;
+}
+
+json to_json(const Report& r) {
+  json jcase = r.case_spec.is_object() ? r.case_spec : json::object();
+  jcase["name"] = r.case_name;
+  jcase["description"] = r.case_description;
+
+  const RunConfig& c = r.config;
+  json config = {
+      {"batch_size_per_device", c.batch_size_per_device},
+      {"preset", c.preset},
+      {"steps", c.steps},
+      {"device", c.device},
+      {"seed", c.seed},
+      {"memory_limit_mib", opt(c.memory_limit_mib)},
+      {"rank", c.rank},
+      {"local_rank", c.local_rank},
+      {"world_size", c.world_size},
+      {"backend", c.backend},
+      {"rank_zero_extra_samples", c.rank_zero_extra_samples},
+      {"shard_optimizer_state", c.shard_optimizer_state},
+  };
+
+  const Environment& e = r.environment;
+  json env = {
+      {"device_name", e.device_name},
+      {"device_total_mib", opt(e.device_total_mib)},
+      {"torch_version", e.torch_version},
+      {"cuda_runtime_version", opt(e.cuda_runtime_version)},
+      {"driver_version", opt(e.driver_version)},
+      {"host", e.host},
+      {"start_time", e.start_time},
+      {"memdiag_version", e.memdiag_version},
+  };
+
+  json samples = json::array();
+  for (const Sample& s : r.samples) samples.push_back(to_json(s));
+  json events = json::array();
+  for (const Event& ev : r.events) {
+    events.push_back({{"kind", ev.kind},
+                      {"phase", ev.phase},
+                      {"step", opt(ev.step)},
+                      {"message", ev.message},
+                      {"mib", opt(ev.mib)}});
+  }
+
+  return json{
+      {"schema_version", r.schema_version},
+      {"case", jcase},
+      {"config", config},
+      {"model", {{"parameters", r.model.parameters}, {"parameter_bytes", r.model.parameter_bytes}}},
+      {"environment", env},
+      {"samples", samples},
+      {"events", events},
+      {"status", to_string(r.status)},
+  };
+}
+
+std::string dump_report(const Report& report) { return to_json(report).dump(2) + "\n"; }
+
+void write_report(const std::string& path, const Report& report) {
+  write_file_atomically(path, dump_report(report));
+}
+
+}  // namespace memdiag

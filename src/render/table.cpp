@@ -1,0 +1,98 @@
+#include "memdiag/render.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace memdiag {
+
+std::string fmt_mib(const std::optional<double>& v) {
+  if (!v) return "-";
+  const double a = std::fabs(*v);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4)), *v);
+  return buf;
+}
+
+std::string Table::to_text(const std::string& indent) const {
+  std::vector<std::size_t> w(headers.size(), 0);
+  for (std::size_t i = 0; i < headers.size(); ++i) w[i] = headers[i].size();
+  for (const auto& r : rows) {
+    for (std::size_t i = 0; i < r.size() && i < w.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = indent;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const std::string c = i < cells.size() ? cells[i] : "";
+      // First column left-aligned (names), figures right-aligned.
+      if (i == 0) {
+        s += c + std::string(w[i] - c.size(), ' ');
+      } else {
+        s += "  " + std::string(w[i] - c.size(), ' ') + c;
+      }
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  };
+  std::string out = line(headers);
+  for (const auto& r : rows) out += line(r);
+  return out;
+}
+
+std::string Table::to_markdown() const {
+  std::string out = "|";
+  for (const auto& h : headers) out += " " + h + " |";
+  out += "\n|";
+  for (std::size_t i = 0; i < headers.size(); ++i) out += i == 0 ? " --- |" : " ---: |";
+  out += "\n";
+  for (const auto& r : rows) {
+    out += "|";
+    for (const auto& c : r) out += " " + c + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string group_title(const Group& g) {
+  std::string t = g.case_name + " on " + g.device_kind;
+  if (g.world_size > 1) t += ", " + std::to_string(g.world_size) + " ranks";
+  t += " (" + std::to_string(g.runs.size()) + " report" + (g.runs.size() == 1 ? "" : "s") + ")";
+  return t;
+}
+
+Table runs_table(const Group& g) {
+  Table t;
+  t.headers = {"report", "rank", "batch", "preset", "steps", "params MiB", "forward MiB",
+               "1st-step MiB", "growth MiB/step", "peak MiB", "reserved MiB", "status"};
+  for (const RunFeatures& r : g.runs) {
+    t.rows.push_back({
+        std::filesystem::path(r.source).filename().string(),
+        std::to_string(r.config.rank),
+        std::to_string(r.config.batch_size_per_device),
+        r.config.preset,
+        std::to_string(r.steps.size()),
+        fmt_mib(r.parameter_mib),
+        fmt_mib(r.forward_increment_mib),
+        fmt_mib(r.first_step_persistent_mib),
+        fmt_mib(r.growth_per_step_mib),
+        fmt_mib(r.peak_allocated_mib),
+        fmt_mib(r.peak_reserved_mib),
+        to_string(r.status),
+    });
+  }
+  return t;
+}
+
+Table ranks_table(const DistributedView& d) {
+  Table t;
+  t.headers = {"rank", "report", "peak MiB", "forward MiB", "1st-step excess MiB", ""};
+  for (const RankRow& r : d.ranks) {
+    t.rows.push_back({std::to_string(r.rank), std::filesystem::path(r.source).filename().string(),
+                      fmt_mib(r.peak_allocated_mib), fmt_mib(r.forward_increment_mib),
+                      fmt_mib(r.first_step_excess_mib), r.rank == d.max_rank ? "<- capacity constraint" : ""});
+  }
+  return t;
+}
+
+}  // namespace memdiag

@@ -1,0 +1,45 @@
+#include "memdiag/probes.hpp"
+#include "memdiag/report.hpp"
+#include "memdiag/tracking_allocator.hpp"
+
+namespace memdiag {
+namespace {
+
+// CPU has no caching allocator and no device: reserved, device and NVML
+// fields stay empty rather than being invented.
+class CpuProbe final : public MemoryProbe {
+ public:
+  CpuProbe() : alloc_(CpuTrackingAllocator::install()) {}
+  std::string name() const override { return "cpu-tracking-allocator"; }
+  ProbeReading read() override {
+    ProbeReading r;
+    r.allocated_mib = to_mib(alloc_.current_bytes());
+    r.peak_allocated_mib = to_mib(alloc_.peak_bytes());
+    return r;
+  }
+  void reset_peak() override { alloc_.reset_peak(); }
+
+ private:
+  CpuTrackingAllocator& alloc_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryProbe> make_cpu_probe() { return std::make_unique<CpuProbe>(); }
+
+#ifndef MEMDIAG_HAVE_CUDA
+bool cuda_probe_compiled() { return false; }
+std::unique_ptr<MemoryProbe> make_cuda_probe(int) {
+  throw std::runtime_error("this memdiag was built against LibTorch without CUDA");
+}
+void cuda_set_memory_limit(int, double) {
+  throw std::runtime_error("this memdiag was built against LibTorch without CUDA");
+}
+CudaDeviceInfo cuda_device_info(int) {
+  throw std::runtime_error("this memdiag was built against LibTorch without CUDA");
+}
+std::optional<double> nvml_process_mib(const std::string&) { return std::nullopt; }
+std::optional<std::string> nvml_driver_version() { return std::nullopt; }
+#endif
+
+}  // namespace memdiag

@@ -1,0 +1,95 @@
+#include "memdiag/probes.hpp"
+#include "memdiag/report.hpp"
+
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace memdiag {
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) {
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+  }
+}
+
+std::string version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+constexpr auto kAggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+
+class CudaProbe final : public MemoryProbe {
+ public:
+  explicit CudaProbe(int device) : device_(static_cast<c10::DeviceIndex>(device)) {
+    char bus[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess) pci_bus_id_ = bus;
+  }
+
+  std::string name() const override { return "cuda-caching-allocator"; }
+
+  ProbeReading read() override {
+    // Kernels run asynchronously; without this a phase's memory is read
+    // before its last kernels have released their temporaries.
+    c10::cuda::device_synchronize();
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_);
+    ProbeReading r;
+    r.allocated_mib = to_mib(stats.allocated_bytes[kAggregate].current);
+    r.peak_allocated_mib = to_mib(stats.allocated_bytes[kAggregate].peak);
+    r.reserved_mib = to_mib(stats.reserved_bytes[kAggregate].current);
+    r.inactive_split_mib = to_mib(stats.inactive_split_bytes[kAggregate].current);
+    std::size_t free_b = 0, total_b = 0;
+    c10::cuda::CUDAGuard guard(device_);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+      r.device_used_mib = to_mib(static_cast<std::int64_t>(total_b - free_b));
+    }
+    if (!pci_bus_id_.empty()) r.process_device_mib = nvml_process_mib(pci_bus_id_);
+    return r;
+  }
+
+  void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+
+ private:
+  c10::DeviceIndex device_;
+  std::string pci_bus_id_;
+};
+
+}  // namespace
+
+bool cuda_probe_compiled() { return true; }
+
+std::unique_ptr<MemoryProbe> make_cuda_probe(int device_index) {
+  return std::make_unique<CudaProbe>(device_index);
+}
+
+void cuda_set_memory_limit(int device_index, double limit_mib) {
+  std::size_t free_b = 0, total_b = 0;
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  const double total_mib = to_mib(static_cast<std::int64_t>(total_b));
+  const double fraction = std::min(1.0, limit_mib / total_mib);
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device_index));
+}
+
+CudaDeviceInfo cuda_device_info(int device_index) {
+  CudaDeviceInfo info;
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties");
+  info.name = prop.name;
+  info.total_mib = to_mib(static_cast<std::int64_t>(prop.totalGlobalMem));
+  int rt = 0, drv = 0;
+  check(cudaRuntimeGetVersion(&rt), "cudaRuntimeGetVersion");
+  check(cudaDriverGetVersion(&drv), "cudaDriverGetVersion");
+  info.runtime_version = version_string(rt);
+  info.driver_version = version_string(drv);
+  info.nvml_driver_version = nvml_driver_version();
+  return info;
+}
+
+}  // namespace memdiag

@@ -1,0 +1,238 @@
+#include "memdiag/harness.hpp"
+
+#include "memdiag/atomic_file.hpp"
+#include "memdiag/case_spec.hpp"
+#include "memdiag/environment.hpp"
+#include "memdiag/probes.hpp"
+#include "memdiag/recorder.hpp"
+#include "memdiag/report_json.hpp"
+#include "memdiag/tracking_allocator.hpp"
+#include "memdiag/workload.hpp"
+
+#include <torch/cuda.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#ifndef MEMDIAG_SOURCE_CASES_DIR
+#define MEMDIAG_SOURCE_CASES_DIR ""
+#endif
+
+namespace memdiag {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::atomic<bool> g_interrupt{false};
+extern "C" void on_sigint(int) { g_interrupt.store(true); }
+
+struct UsageError {
+  std::string message;
+};
+
+c10::Device resolve_device(const std::string& arg) {
+  if (arg == "cpu") return c10::Device(c10::DeviceType::CPU);
+  const bool cuda_ok = cuda_probe_compiled() && torch::cuda::is_available();
+  if (arg == "auto") {
+    return cuda_ok ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+  }
+  if (arg == "cuda" || arg.rfind("cuda:", 0) == 0) {
+    if (!cuda_probe_compiled()) throw UsageError{"--device: this build has no CUDA support (LibTorch without CUDA)"};
+    if (!cuda_ok) throw UsageError{"--device: '" + arg + "' asked for, but CUDA is not available on this machine"};
+    int index = 0;
+    if (arg.size() > 5) {
+      const std::string digits = arg.substr(5);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 4) {
+        throw UsageError{"--device: '" + arg + "' is not cuda:K with K a device index"};
+      }
+      index = std::stoi(digits);
+    }
+    const int count = static_cast<int>(torch::cuda::device_count());
+    if (index >= count) {
+      throw UsageError{"--device: cuda:" + std::to_string(index) + " does not exist (this machine has " +
+                       std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ")"};
+    }
+    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  throw UsageError{"--device: '" + arg + "' is not auto, cpu, cuda or cuda:K"};
+}
+
+std::string fmt(double v, int prec = 1) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(prec) << v;
+  return os.str();
+}
+std::string fmt(const std::optional<double>& v) { return v ? fmt(*v) : "-"; }
+
+void print_header(std::ostream& out) {
+  out << std::right << std::setw(5) << "step" << "  " << std::left << std::setw(16) << "phase" << std::right
+      << std::setw(12) << "alloc MiB" << std::setw(12) << "peak MiB" << std::setw(12) << "reserved"
+      << std::setw(12) << "device" << std::setw(10) << "ms" << "\n";
+}
+
+void print_row(std::ostream& out, const Sample& s) {
+  out << std::right << std::setw(5) << (s.step ? std::to_string(*s.step) : std::string("-")) << "  " << std::left
+      << std::setw(16) << s.phase << std::right << std::setw(12) << fmt(s.allocated_mib) << std::setw(12)
+      << fmt(s.peak_allocated_mib) << std::setw(12) << fmt(s.reserved_mib) << std::setw(12)
+      << fmt(s.device_used_mib) << std::setw(10) << fmt(s.elapsed_ms) << "\n"
+      << std::flush;
+}
+
+int exit_code_for(RunStatus s) {
+  switch (s) {
+    case RunStatus::kComplete: return kExitOk;
+    case RunStatus::kOom: return kExitOom;
+    case RunStatus::kInterrupted: return kExitInterrupted;
+    case RunStatus::kFailed: return kExitFailed;
+  }
+  return kExitFailed;
+}
+
+}  // namespace
+
+std::vector<std::string> default_case_dirs(const std::string& argv0) {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("MEMDIAG_CASES_DIR"); env && *env) dirs.emplace_back(env);
+  std::error_code ec;
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  const fs::path base = ec ? fs::path(argv0).parent_path() : exe.parent_path();
+  dirs.push_back((base / ".." / "share" / "memdiag" / "cases").lexically_normal().string());
+  if (*MEMDIAG_SOURCE_CASES_DIR) dirs.emplace_back(MEMDIAG_SOURCE_CASES_DIR);
+  return dirs;
+}
+
+int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std::ostream& err) {
+  try {
+    for (const CaseSpec& c : list_cases(case_dirs)) {
+      std::string presets;
+      for (const auto& kv : c.presets) {
+        presets += (presets.empty() ? "" : ", ") + kv.first + (kv.first == c.default_preset ? "*" : "");
+      }
+      out << std::left << std::setw(8) << c.name << " " << c.description << "\n"
+          << std::setw(8) << "" << " presets: " << presets << "  (file: " << c.source << ")\n";
+    }
+  } catch (const CaseError& e) {
+    err << "memory_diagnostics: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
+  CaseSpec spec;
+  std::string preset;
+  int batch = 0, steps = 0;
+  std::string output = opts.output;
+  c10::Device device(c10::DeviceType::CPU);
+  try {
+    try {
+      spec = resolve_case(opts.case_arg, opts.case_dirs);
+    } catch (const CaseError& e) {
+      throw UsageError{std::string("--case: ") + e.what()};
+    }
+    preset = opts.preset.empty() ? spec.default_preset : opts.preset;
+    if (!spec.presets.count(preset)) {
+      std::string known;
+      for (const auto& kv : spec.presets) known += (known.empty() ? "" : ", ") + kv.first;
+      throw UsageError{"--preset: case " + spec.name + " has no preset '" + preset + "' (has: " + known + ")"};
+    }
+    const PresetSpec& p = spec.preset(preset);
+    batch = opts.batch_size.value_or(p.batch_size);
+    steps = opts.steps.value_or(p.steps);
+    if (batch < 1) throw UsageError{"--batch-size-per-device: must be at least 1, got " + std::to_string(batch)};
+    if (steps < 1) throw UsageError{"--steps: must be at least 1, got " + std::to_string(steps)};
+    if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
+      throw UsageError{"--memory-limit-mib: must be greater than 0"};
+    }
+    if (output.empty()) output = spec.name + ".json";
+    if (const std::string why = check_writable(output); !why.empty()) {
+      throw UsageError{"--output: " + output + ": " + why};
+    }
+    device = resolve_device(opts.device);
+  } catch (const UsageError& u) {
+    err << "memory_diagnostics: " << u.message << "\n";
+    return kExitUsage;
+  }
+
+  // The tracking allocator must be in place before the first CPU tensor.
+  std::unique_ptr<MemoryProbe> probe;
+  if (device.is_cuda()) {
+    probe = make_cuda_probe(device.index());
+    if (opts.memory_limit_mib) cuda_set_memory_limit(device.index(), *opts.memory_limit_mib);
+  } else {
+    probe = make_cpu_probe();
+    if (opts.memory_limit_mib) {
+      CpuTrackingAllocator::install().set_limit(static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB));
+    }
+  }
+
+  Recorder rec(*probe);
+  Report& r = rec.report();
+  r.case_name = spec.name;
+  r.case_description = spec.description;
+  r.case_spec = resolved_case_json(spec, preset);
+  r.case_spec["probe"] = probe->name();
+  r.config.batch_size_per_device = batch;
+  r.config.preset = preset;
+  r.config.steps = steps;
+  r.config.device = device.str();
+  r.config.seed = opts.seed;
+  r.config.memory_limit_mib = opts.memory_limit_mib;
+  const ModelSpec& m = spec.preset(preset).model;
+  r.model.parameters = count_parameters(m);
+  r.model.parameter_bytes = r.model.parameters * bytes_per_element(m);
+  r.environment = describe_environment(device);
+
+  if (!opts.quiet) {
+    out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << preset << ", batch " << batch
+        << ", " << steps << " step" << (steps == 1 ? "" : "s") << ") on " << device.str() << " ["
+        << r.environment.device_name << "], " << r.model.parameters << " parameters ("
+        << fmt(to_mib(r.model.parameter_bytes)) << " MiB)\n";
+    print_header(out);
+    rec.set_listener([&out](const Sample& s) { print_row(out, s); });
+  }
+
+  g_interrupt.store(false);
+  auto previous = std::signal(SIGINT, on_sigint);
+
+  WorkloadOptions w{spec, preset, batch, steps, device, opts.seed, opts.warm_up_kernels};
+  RunStatus status = RunStatus::kFailed;
+  try {
+    status = run_workload(w, *probe, rec, &g_interrupt);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    rec.add_event("error", msg);
+    err << "memory_diagnostics: run failed: " << msg << "\n";
+  }
+  std::signal(SIGINT, previous);
+  if (status == RunStatus::kInterrupted) rec.add_event("interrupted", "stopped by SIGINT");
+
+  const Report report = rec.finish(status);
+  try {
+    write_report(output, report);
+  } catch (const std::exception& e) {
+    err << "memory_diagnostics: --output: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  if (!opts.quiet) {
+    for (const Event& ev : report.events) {
+      if (ev.kind == "oom") {
+        out << "out of memory in phase " << ev.phase << (ev.step ? " of step " + std::to_string(*ev.step) : "")
+            << ": " << ev.message << "\n";
+      }
+    }
+    out << "wrote " << output << " (status " << to_string(status) << ")\n";
+  } else if (status == RunStatus::kOom) {
+    err << "memory_diagnostics: out of memory; report written to " << output << "\n";
+  }
+  return exit_code_for(status);
+}
+
+}  // namespace memdiag

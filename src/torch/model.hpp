@@ -1,0 +1,17 @@
+// Internal: the MLP a case's model spec describes.
+#pragma once
+
+#include "memdiag/case_spec.hpp"
+
+#include <torch/nn/modules/container/sequential.h>
+
+namespace memdiag {
+
+c10::ScalarType model_dtype(const ModelSpec& m);
+
+// input -> [Linear(hidden) -> activation] x depth -> Linear(output).
+// Every block saves its input and its activation output for backward, so
+// activation memory is about 2 * depth * hidden_dim elements per sample.
+torch::nn::Sequential build_model(const ModelSpec& m);
+
+}  // namespace memdiag

@@ -1,0 +1,100 @@
+#include "memdiag/tracking_allocator.hpp"
+
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace memdiag {
+namespace {
+
+// c10 aligns CPU tensors to 64 bytes; the size header takes one such slot so
+// the data pointer keeps that alignment.
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kHeader = kAlign;
+
+std::atomic<std::int64_t> g_current{0};
+std::atomic<std::int64_t> g_peak{0};
+std::atomic<std::int64_t> g_count{0};
+std::atomic<std::int64_t> g_limit{-1};  // -1: no limit
+
+void raise_peak(std::int64_t now) {
+  std::int64_t p = g_peak.load(std::memory_order_relaxed);
+  while (now > p && !g_peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+  }
+}
+
+void tracked_free(void* data) {
+  if (data == nullptr) return;
+  char* base = static_cast<char*>(data) - kHeader;
+  std::size_t n;
+  std::memcpy(&n, base, sizeof n);
+  g_current.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  std::free(base);
+}
+
+class Allocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t n) override {
+    if (n == 0) return {nullptr, nullptr, &tracked_free, c10::Device(c10::DeviceType::CPU)};
+    const auto want = static_cast<std::int64_t>(n);
+    const std::int64_t limit = g_limit.load(std::memory_order_relaxed);
+    const std::int64_t now = g_current.fetch_add(want, std::memory_order_relaxed) + want;
+    if (limit >= 0 && now > limit) {
+      g_current.fetch_sub(want, std::memory_order_relaxed);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory (memdiag simulated limit): tried to allocate ",
+                       n, " bytes with ", now - want, " of ", limit, " bytes in use");
+    }
+    void* base = nullptr;
+    if (posix_memalign(&base, kAlign, n + kHeader) != 0 || base == nullptr) {
+      g_current.fetch_sub(want, std::memory_order_relaxed);
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes");
+    }
+    std::memcpy(base, &n, sizeof n);
+    raise_peak(now);
+    g_count.fetch_add(1, std::memory_order_relaxed);
+    void* data = static_cast<char*>(base) + kHeader;
+    // Context must equal data: LibTorch's raw_allocate asserts it.
+    return {data, data, &tracked_free, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &tracked_free; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+}  // namespace
+
+CpuTrackingAllocator& CpuTrackingAllocator::install() {
+  // Leaked on purpose: tensors freed during static destruction still need
+  // their deleter's counters to exist.
+  static CpuTrackingAllocator* instance = [] {
+    static Allocator* alloc = new Allocator();
+    // Priority above the default CPU allocator's, so ours wins.
+    c10::SetAllocator(c10::DeviceType::CPU, alloc, /*priority=*/1);
+    return new CpuTrackingAllocator();
+  }();
+  return *instance;
+}
+
+std::int64_t CpuTrackingAllocator::current_bytes() const { return g_current.load(); }
+std::int64_t CpuTrackingAllocator::peak_bytes() const { return g_peak.load(); }
+std::int64_t CpuTrackingAllocator::allocation_count() const { return g_count.load(); }
+void CpuTrackingAllocator::reset_peak() { g_peak.store(g_current.load()); }
+
+void CpuTrackingAllocator::set_limit(std::optional<std::int64_t> bytes) {
+  g_limit.store(bytes ? *bytes : -1);
+}
+
+std::optional<std::int64_t> CpuTrackingAllocator::limit() const {
+  const std::int64_t l = g_limit.load();
+  return l < 0 ? std::nullopt : std::optional<std::int64_t>(l);
+}
+
+}  // namespace memdiag

@@ -1,0 +1,135 @@
+#include "memdiag/workload.hpp"
+
+#include "memdiag/tensor_census.hpp"
+#include "model.hpp"
+
+#include <c10/util/Exception.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/utils.h>
+
+#include <memory>
+#include <vector>
+
+namespace memdiag {
+namespace {
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o,
+                                                        const std::vector<torch::Tensor>& params) {
+  if (o.type == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(
+        params, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  }
+  if (o.type == "adam") {
+    return std::make_unique<torch::optim::Adam>(
+        params, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+}
+
+// The first matmul on a thread makes that thread's cuBLAS workspace through
+// the caching allocator, and autograd runs CUDA backward on its own thread.
+// Both persist. A tiny forward+backward makes them now, so step 0 measures
+// the workload rather than library set-up; the event says how much it was.
+void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
+  const double before = probe.read().allocated_mib;
+  {
+    const auto opts = torch::TensorOptions().device(o.device).dtype(model_dtype(o.spec.preset(o.preset).model));
+    torch::Tensor a = torch::randn({64, 64}, opts).requires_grad_(true);
+    torch::Tensor b = torch::randn({64, 64}, opts);
+    torch::mm(a, b).sum().backward();
+  }
+  const double after = probe.read().allocated_mib;
+  rec.add_event(Event{"warmup", "setup", std::nullopt,
+                      "kernel library workspaces made before the first sample (cuBLAS: one per thread; "
+                      "persistent, included in every later figure)",
+                      after - before});
+  rec.restart_phase();
+}
+
+bool interrupted(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(); }
+
+}  // namespace
+
+RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec,
+                       const std::atomic<bool>* interrupt) {
+  const PresetSpec& preset = o.spec.preset(o.preset);
+  const ModelSpec& mspec = preset.model;
+  const bool retain_graph = o.spec.graph.retain_graph;
+  const bool keep_loss = o.spec.graph.keep_graph_connected_loss;
+  torch::manual_seed(o.seed);
+
+  std::string phase = "setup";
+  std::vector<torch::Tensor> kept_losses;  // gamma's leak lives here when asked for
+  double logged_loss_sum = 0;              // the repair: a detached CPU scalar
+  try {
+    if (o.warm_up_kernels) warm_up(o, probe, rec);
+
+    phase = phase::kModelReady;
+    torch::nn::Sequential model = build_model(mspec);
+    model->to(o.device, model_dtype(mspec));
+    const std::vector<torch::Tensor> params = model->parameters();
+    rec.mark(phase::kModelReady, take_census(params, nullptr));
+    if (interrupted(interrupt)) return RunStatus::kInterrupted;
+
+    phase = phase::kOptimizerReady;
+    std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(o.spec.optimizer, params);
+    rec.mark(phase::kOptimizerReady, take_census(params, optimizer.get()));
+    if (interrupted(interrupt)) return RunStatus::kInterrupted;
+
+    const auto data_opts = torch::TensorOptions().device(o.device).dtype(model_dtype(mspec));
+    const auto label_opts = torch::TensorOptions().device(o.device).dtype(torch::kLong);
+    for (int step = 0; step < o.steps; ++step) {
+      rec.begin_step(step);
+
+      phase = phase::kForward;
+      // The batch is made on the device inside the phase, as a loader's
+      // host-to-device copy would be; the first Linear saves it for backward.
+      torch::Tensor x = torch::randn({o.batch_size, mspec.input_dim}, data_opts);
+      torch::Tensor y = torch::randint(0, mspec.output_dim, {o.batch_size}, label_opts);
+      torch::Tensor logits = model->forward(x);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), y);
+      rec.mark(phase::kForward, take_census(params, optimizer.get()));
+      if (interrupted(interrupt)) return RunStatus::kInterrupted;
+
+      phase = phase::kBackward;
+      loss.backward({}, retain_graph);
+      rec.mark(phase::kBackward, take_census(params, optimizer.get()));
+      if (interrupted(interrupt)) return RunStatus::kInterrupted;
+
+      phase = phase::kStep;
+      optimizer->step();
+      rec.mark(phase::kStep, take_census(params, optimizer.get()));
+      if (interrupted(interrupt)) return RunStatus::kInterrupted;
+
+      phase = phase::kCleanup;
+      optimizer->zero_grad(/*set_to_none=*/true);
+      if (keep_loss) {
+        kept_losses.push_back(loss);  // graph-connected: keeps every saved activation alive
+      } else {
+        logged_loss_sum += loss.detach().to(torch::kCPU).item<double>();
+      }
+      x = torch::Tensor();
+      y = torch::Tensor();
+      logits = torch::Tensor();
+      loss = torch::Tensor();
+      rec.mark(phase::kCleanup, take_census(params, optimizer.get()));
+      if (interrupted(interrupt)) return RunStatus::kInterrupted;
+    }
+    (void)logged_loss_sum;
+    return RunStatus::kComplete;
+  } catch (const c10::OutOfMemoryError& e) {
+    std::string msg = e.what_without_backtrace();
+    const auto nl = msg.find('\n');
+    if (nl != std::string::npos) msg.resize(nl);
+    // The step's tensors are gone by now; the peak of the failing phase is
+    // still in the counters and tells how far the phase got.
+    rec.add_event(Event{"oom", phase, rec.current_step(), msg, probe.read().peak_allocated_mib});
+    return RunStatus::kOom;
+  }
+}
+
+}  // namespace memdiag
