@@ -1,0 +1,219 @@
+// memory_diagnostics as a user runs it, on the CPU: real process, real files.
+#include "patterns.hpp"
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+
+namespace {
+
+const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+
+Proc diag(std::vector<std::string> args) {
+  args.insert(args.begin(), kExe);
+  return run(args);
+}
+
+Report run_case(const TempDir& d, const std::string& name, std::vector<std::string> extra) {
+  const std::string out = d.file(name + ".json");
+  std::vector<std::string> args{"--device", "cpu", "--quiet", "--output", out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Proc r = diag(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(schema_errors(out).empty()) << schema_errors(out).front();
+  return load_report(out);
+}
+
+}  // namespace
+
+TEST(DiagnosticsCpu, AlphaForwardIncrementScalesWithBatch) {
+  TempDir d("memdiag_alpha");
+  const Report b1 = run_case(d, "b1", {"--case", "alpha", "--batch-size-per-device", "1"});
+  const Report b4 = run_case(d, "b4", {"--case", "alpha", "--batch-size-per-device", "4"});
+  expect_activation_scaling(b1, b4);
+  EXPECT_EQ(b1.config.batch_size_per_device, 1);
+  EXPECT_EQ(b1.status, RunStatus::kComplete);
+  EXPECT_FALSE(b1.samples.front().reserved_mib);  // CPU: null, never invented
+}
+
+TEST(DiagnosticsCpu, BetaOptimizerStateAppearsAtFirstStepAndStays) {
+  TempDir d("memdiag_beta");
+  const Report r = run_case(d, "beta", {"--case", "beta"});
+  expect_optimizer_state_pattern(r);
+  // The census agrees with the allocator: the state is AdamW's moments.
+  const Sample& cleanup0 = r.samples[5];
+  ASSERT_TRUE(cleanup0.tensors);
+  EXPECT_NEAR(cleanup0.tensors->optimizer_state_mib, 2 * cleanup0.tensors->parameters_mib, 1e-6);
+  EXPECT_EQ(cleanup0.tensors->gradients_mib, 0);
+}
+
+TEST(DiagnosticsCpu, GammaGrowsEveryStepAndMoreStepsGrowMore) {
+  TempDir d("memdiag_gamma");
+  const Report s4 = run_case(d, "g4", {"--case", "gamma", "--steps", "4"});
+  const Report s8 = run_case(d, "g8", {"--case", "gamma", "--steps", "8"});
+  expect_retained_graph_pattern(s4, s8);
+}
+
+TEST(DiagnosticsCpu, ReportCarriesTheResolvedCaseAndEnvironment) {
+  TempDir d("memdiag_env");
+  const Report r = run_case(d, "a", {"--case", "gamma", "--steps", "2", "--seed", "7"});
+  EXPECT_EQ(r.case_name, "gamma");
+  EXPECT_EQ(r.case_spec["graph"]["retain_graph"], true);
+  EXPECT_EQ(r.config.seed, 7u);
+  EXPECT_EQ(r.config.device, "cpu");
+  EXPECT_EQ(r.config.steps, 2);
+  EXPECT_EQ(r.environment.torch_version, "2.11.0");
+  EXPECT_EQ(r.samples.size(), 2u + 4u * 2u);
+  EXPECT_GT(r.model.parameters, 0);
+}
+
+TEST(DiagnosticsCpu, SeedReferenceCommandsRunAsWritten) {
+  TempDir d("memdiag_seed");
+  // The seed's commands, with python memory_diagnostics.py replaced.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--case", "alpha", "--output", d.file("alpha.json")},
+           {"--case", "beta", "--output", d.file("beta.json")},
+           {"--case", "gamma", "--output", d.file("gamma.json")},
+           {"--case", "alpha", "--batch-size-per-device", "1", "--output", d.file("alpha-batch1.json")},
+           {"--case", "alpha", "--batch-size-per-device", "4", "--output", d.file("alpha-batch4.json")},
+           {"--case", "gamma", "--steps", "10", "--output", d.file("gamma-steps10.json")}}) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--device", "cpu", "--quiet"});
+    const Proc r = diag(a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file("alpha.json"), d.file("beta.json"), d.file("gamma.json"),
+                       d.file("alpha-batch1.json"), d.file("alpha-batch4.json"), d.file("gamma-steps10.json"),
+                       "--expect", "alpha=activations", "--expect", "beta=optimizer_state", "--expect",
+                       "gamma=retained_graph"});
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+}
+
+TEST(DiagnosticsCpu, ProgressTableUnlessQuiet) {
+  TempDir d("memdiag_table");
+  const Proc loud = diag({"--case", "gamma", "--steps", "1", "--device", "cpu", "-o", d.file("a.json")});
+  EXPECT_EQ(loud.exit_code, 0);
+  EXPECT_NE(loud.out.find("optimizer_ready"), std::string::npos);
+  EXPECT_NE(loud.out.find("wrote " + d.file("a.json")), std::string::npos);
+  const Proc quiet = diag({"--case", "gamma", "--steps", "1", "--device", "cpu", "-q", "-o", d.file("b.json")});
+  EXPECT_EQ(quiet.out, "");
+}
+
+TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
+  TempDir d("memdiag_bad");
+  const std::string out = d.file("never.json");
+  struct Case {
+    std::vector<std::string> args;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {{"--case", "delta"}, "--case"},
+      {{"--case", "alpha", "--batch-size-per-device", "0"}, "--batch-size-per-device"},
+      {{"--case", "alpha", "--steps", "-3"}, "--steps"},
+      {{"--case", "alpha", "--preset", "huge"}, "--preset"},
+      {{"--case", "alpha", "--device", "tpu"}, "--device"},
+      {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "0"}, "--memory-limit-mib"},
+      {{"--case", "alpha", "--batch-size-per-device", "many"}, "--batch-size-per-device"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> a = c.args;
+    a.insert(a.end(), {"--output", out});
+    const Proc r = diag(a);
+    EXPECT_EQ(r.exit_code, 2) << c.names;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(out)) << c.names;
+  }
+  const Proc unwritable = diag({"--case", "alpha", "--output", d.file("no/such/dir/r.json")});
+  EXPECT_EQ(unwritable.exit_code, 2);
+  EXPECT_NE(unwritable.err.find("--output"), std::string::npos);
+  const Proc is_dir = diag({"--case", "alpha", "--output", d.path()});
+  EXPECT_EQ(is_dir.exit_code, 2);
+}
+
+TEST(DiagnosticsCpu, CudaAskedForWithoutCudaIsAUsageError) {
+  TempDir d("memdiag_cuda");
+  const Proc r = diag({"--case", "alpha", "--device", "cuda", "--steps", "1", "-q", "--output", d.file("r.json")});
+  if (r.exit_code == 0) GTEST_SKIP() << "CUDA is available here; the gpu tests cover it";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--device"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1);
+  EXPECT_FALSE(exists(d.file("r.json")));
+}
+
+TEST(DiagnosticsCpu, OutOfMemoryUnderASimulatedLimitIsRecorded) {
+  TempDir d("memdiag_oom");
+  const std::string out = d.file("oom.json");
+  const Proc r = diag({"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "40", "-o", out});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const Report rep = load_report(out);
+  EXPECT_EQ(rep.status, RunStatus::kOom);
+  ASSERT_FALSE(rep.events.empty());
+  const Event& oom = rep.events.back();
+  EXPECT_EQ(oom.kind, "oom");
+  EXPECT_EQ(oom.phase, "forward");
+  EXPECT_EQ(oom.step, 0);
+  EXPECT_NE(oom.message.find("out of memory"), std::string::npos);
+  EXPECT_TRUE(schema_errors(out).empty());
+  EXPECT_DOUBLE_EQ(*rep.config.memory_limit_mib, 40);
+}
+
+TEST(DiagnosticsCpu, UserCaseFileRunsWithoutRecompiling) {
+  TempDir d("memdiag_usercase");
+  const std::string file = d.file("mine.json");
+  write_text(file, R"({"name": "mine", "description": "two wide layers with Adam",
+    "optimizer": {"type": "adam", "lr": 0.001},
+    "presets": {"small": {"model": {"input_dim": 512, "hidden_dim": 512, "depth": 2, "output_dim": 8},
+                          "batch_size": 4, "steps": 3}}})");
+  const Report r = run_case(d, "mine-report", {"--case", file});
+  EXPECT_EQ(r.case_name, "mine");
+  expect_optimizer_state_pattern(r);  // Adam keeps two moments too
+
+  write_text(file, R"({"name": "mine", "optimizer": {"type": "adam"}, "presets": {"small": {"model":
+    {"input_dim": 512, "hidden_dim": 512, "depth": "two", "output_dim": 8}, "batch_size": 4, "steps": 3}}})");
+  const Proc bad = diag({"--case", file, "--device", "cpu", "-o", d.file("x.json")});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(file + ": presets.small.model.depth"), std::string::npos) << bad.err;
+  EXPECT_FALSE(exists(d.file("x.json")));
+}
+
+TEST(DiagnosticsCpu, InterruptWritesAnInterruptedReport) {
+  TempDir d("memdiag_sigint");
+  const std::string out = d.file("int.json");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl(kExe.c_str(), kExe.c_str(), "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu",
+          "-q", "-o", out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const Report r = load_report(out);
+  EXPECT_EQ(r.status, RunStatus::kInterrupted);
+  EXPECT_LT(r.samples.size(), 2u + 4u * 50u);
+}
+
+TEST(DiagnosticsCpu, HelpVersionAndListCases) {
+  const Proc help = diag({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("optimizer_ready"), std::string::npos);
+  EXPECT_NE(help.out.find("--memory-limit-mib"), std::string::npos);
+  const Proc ver = diag({"--version"});
+  EXPECT_EQ(ver.exit_code, 0);
+  EXPECT_NE(ver.out.find(MEMDIAG_VERSION), std::string::npos);
+  const Proc list = diag({"--list-cases"});
+  EXPECT_EQ(list.exit_code, 0);
+  for (const char* c : {"alpha", "beta", "gamma"}) EXPECT_NE(list.out.find(c), std::string::npos);
+}

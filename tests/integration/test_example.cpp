@@ -1,0 +1,23 @@
+// examples/instrumented_loop: a loop of its own, instrumented with the
+// recorder, writes a report that compare_memory_reports reads.
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace memdiag::testkit;
+
+TEST(Example, InstrumentedLoopReportIsReadByCompare) {
+  const std::string exe = MEMDIAG_EXAMPLE_EXE;
+  if (exe.empty()) GTEST_SKIP() << "examples not built (MEMDIAG_BUILD_EXAMPLES=OFF)";
+  TempDir d("memdiag_example");
+  const std::string out = d.file("loop.json");
+  const Proc r = run({exe, out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(schema_errors(out).empty());
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, out, "--format", "json"});
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+  const auto j = nlohmann::json::parse(cmp.out);
+  EXPECT_EQ(j["groups"][0]["case"], "example-regression");
+  // Adam's two moments over ~2 MiB of weights outweigh 64 samples' activations.
+  EXPECT_EQ(j["groups"][0]["dominant_cause"], "optimizer_state");
+}

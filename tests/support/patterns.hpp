@@ -1,0 +1,18 @@
+// The patterns each case must show, asserted from report files alone. Shared
+// by the CPU integration tests and the GPU tests.
+#pragma once
+
+#include "memdiag/report.hpp"
+
+namespace memdiag::testkit {
+
+// Forward increment at batch 4 is 4x that at batch 1, within 15%.
+void expect_activation_scaling(const Report& batch1, const Report& batch4);
+// The post-cleanup allocation rises after step 0 by 2x the parameter bytes
+// (within 3%) and not after later steps.
+void expect_optimizer_state_pattern(const Report& r);
+// Post-cleanup allocation grows by a near-constant amount every step, and
+// the longer run grows more.
+void expect_retained_graph_pattern(const Report& shorter, const Report& longer);
+
+}  // namespace memdiag::testkit

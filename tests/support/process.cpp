@@ -1,0 +1,95 @@
+#include "process.hpp"
+
+#include "json_schema.hpp"
+#include "memdiag/report_reader.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace memdiag::testkit {
+namespace fs = std::filesystem;
+
+Proc run(const std::vector<std::string>& argv, const std::string& stdin_text) {
+  TempDir io("memdiag_io");
+  const std::string in = io.file("in"), out = io.file("out"), err = io.file("err");
+  write_text(in, stdin_text);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fi = open(in.c_str(), O_RDONLY);
+    const int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fi, 0);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Proc r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+TempDir::TempDir(const std::string& name) {
+  std::string templ = (fs::temp_directory_path() / (name + ".XXXXXX")).string();
+  if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = templ;
+}
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+std::string TempDir::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+Report load_report(const std::string& path) {
+  ReadResult r = read_report_file(path);
+  if (r.error) {
+    ADD_FAILURE() << r.error->to_string();
+    return Report{};
+  }
+  return *r.report;
+}
+
+std::vector<std::string> schema_errors(const std::string& report_path) {
+  return validate(load_json(MEMDIAG_SCHEMA_FILE), load_json(report_path));
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+bool exists(const std::string& path) { return fs::exists(path); }
+
+double alloc_at(const Report& r, const std::string& phase, int step) {
+  for (const Sample& s : r.samples) {
+    if (s.phase == phase && (step < 0 ? !s.step : s.step == step)) return s.allocated_mib;
+  }
+  ADD_FAILURE() << "no sample " << phase << " step " << step;
+  return 0;
+}
+
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace memdiag::testkit

@@ -1,0 +1,102 @@
+// The measuring half on the CPU, with real LibTorch tensors: the tracking
+// allocator, the CPU probe, the recorder, the tensor census and a workload.
+#include "memdiag/probes.hpp"
+#include "memdiag/recorder.hpp"
+#include "memdiag/tensor_census.hpp"
+#include "memdiag/tracking_allocator.hpp"
+#include "memdiag/workload.hpp"
+
+#include <c10/util/Exception.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adamw.h>
+
+#include <gtest/gtest.h>
+
+using namespace memdiag;
+
+TEST(TrackingAllocator, CountsEveryByteOfACpuTensor) {
+  CpuTrackingAllocator& a = CpuTrackingAllocator::install();
+  const std::int64_t before = a.current_bytes();
+  {
+    torch::Tensor t = torch::empty({1024, 256}, torch::kFloat);  // exactly 1 MiB
+    EXPECT_EQ(a.current_bytes() - before, 1 << 20);
+    EXPECT_EQ(t.data_ptr(), t.storage().data_ptr().get_context());
+  }
+  EXPECT_EQ(a.current_bytes(), before);
+}
+
+TEST(TrackingAllocator, PeakResetsToCurrent) {
+  CpuTrackingAllocator& a = CpuTrackingAllocator::install();
+  a.reset_peak();
+  const std::int64_t base = a.current_bytes();
+  { torch::Tensor t = torch::ones({4 << 20}, torch::kByte); }
+  EXPECT_GE(a.peak_bytes() - base, 4 << 20);
+  a.reset_peak();
+  EXPECT_EQ(a.peak_bytes(), a.current_bytes());
+}
+
+TEST(TrackingAllocator, LimitRaisesTheSameErrorAsCuda) {
+  CpuTrackingAllocator& a = CpuTrackingAllocator::install();
+  a.set_limit(a.current_bytes() + (1 << 20));
+  EXPECT_THROW(torch::empty({2 << 20}, torch::kByte), c10::OutOfMemoryError);
+  EXPECT_NO_THROW(torch::empty({1 << 19}, torch::kByte));
+  a.set_limit(std::nullopt);
+  EXPECT_NO_THROW(torch::empty({2 << 20}, torch::kByte));
+}
+
+TEST(CpuProbe, ReportsNullForWhatTheCpuDoesNotHave) {
+  auto probe = make_cpu_probe();
+  const ProbeReading r = probe->read();
+  EXPECT_FALSE(r.reserved_mib);
+  EXPECT_FALSE(r.device_used_mib);
+  EXPECT_FALSE(r.process_device_mib);
+  EXPECT_EQ(probe->name(), "cpu-tracking-allocator");
+}
+
+TEST(Recorder, PhasesCarryEndStateAndPeakWithin) {
+  auto probe = make_cpu_probe();
+  Recorder rec(*probe);
+  torch::Tensor keep = torch::zeros({2 << 20}, torch::kByte);  // 2 MiB kept
+  rec.mark("setup_a");
+  rec.begin_step(0);
+  { torch::Tensor transient = torch::zeros({8 << 20}, torch::kByte); }  // 8 MiB, freed
+  const Sample& s = rec.mark("work");
+  EXPECT_EQ(s.step, 0);
+  EXPECT_NEAR(s.peak_allocated_mib - s.allocated_mib, 8.0, 0.01);
+  const Report r = rec.finish(RunStatus::kComplete);
+  ASSERT_EQ(r.samples.size(), 2u);
+  EXPECT_FALSE(r.samples[0].step);
+  EXPECT_NEAR(r.samples[1].allocated_mib, r.samples[0].allocated_mib, 0.01);
+}
+
+TEST(TensorCensus, AdamWStateIsTwiceTheParametersAfterTheFirstStep) {
+  torch::nn::Linear lin(256, 256);
+  std::vector<torch::Tensor> params = lin->parameters();
+  torch::optim::AdamW opt(params, torch::optim::AdamWOptions(1e-3));
+  TensorCensus before = take_census(params, &opt);
+  EXPECT_EQ(before.optimizer_state_mib, 0);
+  EXPECT_EQ(before.gradients_mib, 0);
+  lin->forward(torch::randn({4, 256})).sum().backward();
+  opt.step();
+  TensorCensus after = take_census(params, &opt);
+  EXPECT_NEAR(after.gradients_mib, after.parameters_mib, 1e-9);
+  EXPECT_NEAR(after.optimizer_state_mib, 2 * after.parameters_mib, 1e-9);
+}
+
+TEST(Workload, CustomCaseRunsAndRecordsEveryPhase) {
+  CaseSpec c = parse_case(nlohmann::json::parse(R"({"name": "tiny", "optimizer": {"type": "sgd"},
+      "presets": {"small": {"model": {"input_dim": 8, "hidden_dim": 16, "depth": 2, "output_dim": 4},
+                            "batch_size": 4, "steps": 2}}})"),
+                          "tiny.json");
+  auto probe = make_cpu_probe();
+  Recorder rec(*probe);
+  WorkloadOptions o{c, "small", 4, 2, c10::Device(c10::DeviceType::CPU), 1, true};
+  EXPECT_EQ(run_workload(o, *probe, rec), RunStatus::kComplete);
+  const Report r = rec.finish(RunStatus::kComplete);
+  ASSERT_EQ(r.samples.size(), 2u + 4u * 2u);
+  EXPECT_EQ(r.samples[0].phase, "model_ready");
+  EXPECT_EQ(r.samples[5].phase, "cleanup");
+  EXPECT_EQ(r.samples[9].step, 1);
+  EXPECT_EQ(count_parameters(c.preset("small").model), 8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4);
+  EXPECT_NEAR(r.samples[0].tensors->parameters_mib, to_mib(count_parameters(c.preset("small").model) * 4), 1e-9);
+}
