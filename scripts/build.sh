@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Configures and builds memdiag into $MEMDIAG_BUILD_DIR (default build/).
+# Executables land in build/bin/. Extra arguments go to CMake's configure
+# step (for example -DMEMDIAG_BUILD_TESTS=OFF). Does not install anything:
+# scripts/setup.sh does that.
+#
+#   MEMDIAG_WITH_TORCH=OFF   only the report-reading half, no LibTorch needed
+#   MEMDIAG_TORCH_PREFIX=DIR a LibTorch of your own (its share/cmake)
+#   CMAKE_PREFIX_PATH=...    more packages (the offline bundle on GPU hosts)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+with_torch="${MEMDIAG_WITH_TORCH:-ON}"
+prefix="${CMAKE_PREFIX_PATH:-}"
+if [ "$with_torch" != OFF ]; then
+  tp="$(torch_prefix)"
+  [ -n "$tp" ] || die "no LibTorch found: run scripts/setup.sh, or set MEMDIAG_TORCH_PREFIX"
+  prefix="$tp${prefix:+;$prefix}"
+fi
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+# Configure on the first build, or when asked to change something; later
+# builds let CMake re-run itself only when its inputs changed.
+if [ ! -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] || [ "$#" -gt 0 ] ||
+   ! grep -q "^MEMDIAG_WITH_TORCH:BOOL=$with_torch\$" "$MEMDIAG_BUILD_DIR/CMakeCache.txt"; then
+  say "configuring $MEMDIAG_BUILD_DIR"
+  mkdir -p "$MEMDIAG_BUILD_DIR"
+  log="$MEMDIAG_BUILD_DIR/configure.log"
+  [ -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] && generator=()  # the cache keeps its generator
+  cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" "$@" >"$log" 2>&1 \
+    || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
+fi
+say "building ($(nproc) jobs)"
+cmake --build "$MEMDIAG_BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,24 @@
+# Sourced by the other scripts: where things live, and the one LibTorch pin.
+MEMDIAG_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MEMDIAG_HOME="${MEMDIAG_HOME:-$HOME/.cache/memdiag}"
+MEMDIAG_VENV="${MEMDIAG_VENV:-$MEMDIAG_HOME/venv}"
+MEMDIAG_BUILD_DIR="${MEMDIAG_BUILD_DIR:-$MEMDIAG_ROOT/build}"
+MEMDIAG_TORCH_PIN="2.11.0"   # the GPU hosts' version; keep them equal
+
+say() { printf 'memdiag: %s\n' "$*" >&2; }
+die() { printf 'memdiag: error: %s\n' "$*" >&2; exit 1; }
+
+# The CMake prefix of a LibTorch, in order: MEMDIAG_TORCH_PREFIX, the
+# project's virtual environment, then whatever python3 imports as torch (the
+# GPU hosts' system torch).
+torch_prefix() {
+  if [ -n "${MEMDIAG_TORCH_PREFIX:-}" ]; then echo "$MEMDIAG_TORCH_PREFIX"; return; fi
+  local py
+  for py in "$MEMDIAG_VENV/bin/python" python3; do
+    if command -v "$py" >/dev/null 2>&1 &&
+       "$py" -c 'import torch' >/dev/null 2>&1; then
+      "$py" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null
+      return
+    fi
+  done
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs what memdiag needs to build and test, and nothing that is already
+# there: Debian packages (compiler, CMake, Ninja, CLI11, nlohmann_json,
+# GoogleTest) and LibTorch from the PyPI wheel torch==2.11.0 in a virtual
+# environment outside the work tree ($MEMDIAG_VENV, default
+# ~/.cache/memdiag/venv). On a machine where it already ran it downloads
+# nothing and takes seconds.
+#
+#   MEMDIAG_SKIP_APT=1     skip the Debian step (not root, or packages managed elsewhere)
+#   MEMDIAG_WITH_TORCH=OFF skip LibTorch (build only the report-reading half)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+start=$(date +%s)
+
+# --- Debian packages --------------------------------------------------------
+need=()
+for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev python3-venv; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+# A python3 that can make virtual environments already (pyenv, say) does not
+# need Debian's python3-venv.
+if python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  need=("${need[@]/python3-venv}")
+fi
+need=($(printf '%s\n' "${need[@]}" | grep -v '^$' || true))
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "${MEMDIAG_SKIP_APT:-0}" = 1 ]; then
+    say "missing Debian packages (MEMDIAG_SKIP_APT=1, not installing): ${need[*]}"
+  else
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    say "installing Debian packages: ${need[*]}"
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
+  fi
+else
+  say "Debian packages: all present"
+fi
+
+# --- LibTorch -------------------------------------------------------------
+if [ "${MEMDIAG_WITH_TORCH:-ON}" = OFF ]; then
+  say "MEMDIAG_WITH_TORCH=OFF: not installing LibTorch"
+elif [ -n "${MEMDIAG_TORCH_PREFIX:-}" ]; then
+  say "using the LibTorch at MEMDIAG_TORCH_PREFIX=$MEMDIAG_TORCH_PREFIX"
+elif "$MEMDIAG_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$MEMDIAG_TORCH_PIN')" >/dev/null 2>&1; then
+  say "LibTorch $MEMDIAG_TORCH_PIN: present in $MEMDIAG_VENV"
+else
+  say "installing torch==$MEMDIAG_TORCH_PIN (LibTorch and its CUDA libraries, about 3 GB) into $MEMDIAG_VENV"
+  mkdir -p "$(dirname "$MEMDIAG_VENV")"
+  [ -x "$MEMDIAG_VENV/bin/python" ] || python3 -m venv "$MEMDIAG_VENV"
+  "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip
+  # pip's own progress bars show the download on a terminal.
+  "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check "torch==$MEMDIAG_TORCH_PIN"
+fi
+
+# The PyPI wheel is a CUDA build; its CMake package needs the CUDA toolkit to
+# configure, even to run on the CPU.
+if [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  say "warning: no nvcc found; the PyPI LibTorch's CMake package needs the CUDA toolkit"
+  say "         (or point MEMDIAG_TORCH_PREFIX at a CPU LibTorch; see README)"
+fi
+
+say "setup done in $(( $(date +%s) - start )) s"
