@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
   opts.case_dirs = extra_dirs;
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);
 
-  if (list) return memdiag::list_cases(opts.case_dirs, std::cout, std::cerr);
-  return memdiag::run_harness(opts, std::cout, std::cerr);
+  try {
+    if (list) return memdiag::list_cases(opts.case_dirs, std::cout, std::cerr);
+    return memdiag::run_harness(opts, std::cout, std::cerr);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    std::cerr << "memory_diagnostics: error: " << what.substr(0, what.find('\n')) << "\n";
+    return memdiag::kExitFailed;
+  }
 }

@@ -1,6 +1,7 @@
 #include "memdiag/probes.hpp"
 #include "memdiag/report.hpp"
 
+#include <ATen/Context.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -23,11 +24,16 @@ std::string version_string(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
+// The caching allocator is set up lazily, at the first CUDA tensor; its
+// statistics calls before that fail with "Invalid device argument".
+void ensure_cuda_initialised() { at::globalContext().lazyInitDevice(c10::DeviceType::CUDA); }
+
 constexpr auto kAggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
 class CudaProbe final : public MemoryProbe {
  public:
   explicit CudaProbe(int device) : device_(static_cast<c10::DeviceIndex>(device)) {
+    ensure_cuda_initialised();
     char bus[32] = {0};
     if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess) pci_bus_id_ = bus;
   }
@@ -69,6 +75,7 @@ std::unique_ptr<MemoryProbe> make_cuda_probe(int device_index) {
 }
 
 void cuda_set_memory_limit(int device_index, double limit_mib) {
+  ensure_cuda_initialised();
   std::size_t free_b = 0, total_b = 0;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
   check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");

@@ -84,6 +84,9 @@ void print_row(std::ostream& out, const Sample& s) {
       << std::flush;
 }
 
+// c10 errors carry a backtrace after the first line; users need the first.
+std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
+
 int exit_code_for(RunStatus s) {
   switch (s) {
     case RunStatus::kComplete: return kExitOk;
@@ -162,14 +165,21 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
 
   // The tracking allocator must be in place before the first CPU tensor.
   std::unique_ptr<MemoryProbe> probe;
-  if (device.is_cuda()) {
-    probe = make_cuda_probe(device.index());
-    if (opts.memory_limit_mib) cuda_set_memory_limit(device.index(), *opts.memory_limit_mib);
-  } else {
-    probe = make_cpu_probe();
-    if (opts.memory_limit_mib) {
-      CpuTrackingAllocator::install().set_limit(static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB));
+  Environment environment;
+  try {
+    if (device.is_cuda()) {
+      probe = make_cuda_probe(device.index());
+      if (opts.memory_limit_mib) cuda_set_memory_limit(device.index(), *opts.memory_limit_mib);
+    } else {
+      probe = make_cpu_probe();
+      if (opts.memory_limit_mib) {
+        CpuTrackingAllocator::install().set_limit(static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB));
+      }
     }
+    environment = describe_environment(device);
+  } catch (const std::exception& e) {
+    err << "memory_diagnostics: --device: cannot use " << device.str() << ": " << first_line(e.what()) << "\n";
+    return kExitFailed;
   }
 
   Recorder rec(*probe);
@@ -187,7 +197,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   const ModelSpec& m = spec.preset(preset).model;
   r.model.parameters = count_parameters(m);
   r.model.parameter_bytes = r.model.parameters * bytes_per_element(m);
-  r.environment = describe_environment(device);
+  r.environment = environment;
 
   if (!opts.quiet) {
     out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << preset << ", batch " << batch
@@ -206,8 +216,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   try {
     status = run_workload(w, *probe, rec, &g_interrupt);
   } catch (const std::exception& e) {
-    std::string msg = e.what();
-    if (auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    const std::string msg = first_line(e.what());
     rec.add_event("error", msg);
     err << "memory_diagnostics: run failed: " << msg << "\n";
   }
