@@ -32,15 +32,18 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o,
 
 // The first matmul on a thread makes that thread's cuBLAS workspace through
 // the caching allocator, and autograd runs CUDA backward on its own thread.
-// Both persist. A tiny forward+backward makes them now, so step 0 measures
-// the workload rather than library set-up; the event says how much it was.
+// Linear's forward is addmm with a bias, which takes the cuBLASLt path and its
+// own workspace (1 MiB more on the H200). All of them persist. A tiny
+// Linear-shaped forward+backward makes them now, so step 0 measures the
+// workload rather than library set-up; the event says how much it was.
 void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
   const double before = probe.read().allocated_mib;
   {
     const auto opts = torch::TensorOptions().device(o.device).dtype(model_dtype(o.spec.preset(o.preset).model));
-    torch::Tensor a = torch::randn({64, 64}, opts).requires_grad_(true);
-    torch::Tensor b = torch::randn({64, 64}, opts);
-    torch::mm(a, b).sum().backward();
+    torch::Tensor x = torch::randn({64, 64}, opts).requires_grad_(true);
+    torch::Tensor w = torch::randn({64, 64}, opts).requires_grad_(true);
+    torch::Tensor bias = torch::randn({64}, opts).requires_grad_(true);
+    torch::addmm(bias, x, w.t()).sum().backward();
   }
   const double after = probe.read().allocated_mib;
   rec.add_event(Event{"warmup", "setup", std::nullopt,

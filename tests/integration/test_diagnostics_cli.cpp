@@ -7,8 +7,7 @@
 #include <csignal>
 #include <thread>
 
-#include <sys/wait.h>
-#include <unistd.h>
+#include <signal.h>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -188,18 +187,12 @@ TEST(DiagnosticsCpu, UserCaseFileRunsWithoutRecompiling) {
 TEST(DiagnosticsCpu, InterruptWritesAnInterruptedReport) {
   TempDir d("memdiag_sigint");
   const std::string out = d.file("int.json");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl(kExe.c_str(), kExe.c_str(), "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu",
-          "-q", "-o", out.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t pid = spawn({kExe, "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu", "-q",
+                          "-o", out},
+                         "/dev/null", d.file("stdout"), d.file("stderr"));
   std::this_thread::sleep_for(std::chrono::seconds(2));
   kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(wait_exit_code(pid), 130) << read_text(d.file("stderr"));
   const Report r = load_report(out);
   EXPECT_EQ(r.status, RunStatus::kInterrupted);
   EXPECT_LT(r.samples.size(), 2u + 4u * 50u);

@@ -6,40 +6,53 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
+extern char** environ;
+
 namespace memdiag::testkit {
 namespace fs = std::filesystem;
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const std::string& out,
+            const std::string& err) {
+  // posix_spawn rather than fork: a test process that has touched CUDA must
+  // not run fork handlers in a child (it crashed the gpu suite that way).
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 Proc run(const std::vector<std::string>& argv, const std::string& stdin_text) {
   TempDir io("memdiag_io");
   const std::string in = io.file("in"), out = io.file("out"), err = io.file("err");
   write_text(in, stdin_text);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fi = open(in.c_str(), O_RDONLY);
-    const int fo = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int fe = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fi, 0);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
   Proc r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.exit_code = wait_exit_code(spawn(argv, in, out, err));
   r.out = read_text(out);
   r.err = read_text(err);
   return r;

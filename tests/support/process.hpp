@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -15,6 +17,11 @@ struct Proc {
   std::string out;
   std::string err;
 };
+
+// Starts argv[0] (no shell) with stdin, stdout and stderr on the given files.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const std::string& out,
+            const std::string& err);
+int wait_exit_code(pid_t pid);  // 128 + signal when killed
 
 // Runs argv[0] with the rest as arguments (no shell), capturing both streams.
 Proc run(const std::vector<std::string>& argv, const std::string& stdin_text = {});
