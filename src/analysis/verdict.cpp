@@ -16,11 +16,15 @@ std::string num(double v, int prec = 2) {
   return buf;
 }
 std::string mib(double v) {
-  // Small figures need more digits to stay meaningful (batch-1 activations).
+  // Small figures need more digits to stay meaningful (batch-1 activations);
+  // nothing at all reads best as plain zero.
   const double a = std::fabs(v);
+  if (a < 5e-5) return "0.00 MiB";
   return num(v, a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4))) + " MiB";
 }
-std::string signed_mib(double v) { return (v >= 0 ? "+" : "") + mib(v); }
+// A ratio with as many digits as it needs: x988, x3.97.
+std::string times(double v) { return "x" + num(v, v >= 100 ? 0 : (v >= 10 ? 1 : 2)); }
+std::string signed_mib(double v) { return (v >= 5e-5 ? "+" : "") + mib(v); }
 
 struct CauseText {
   Cause cause;
@@ -131,7 +135,7 @@ std::string sweep_line(const Sweep& s, const std::string& xname, const std::stri
   const SweepPoint& lo = s.points.front();
   const SweepPoint& hi = s.points.back();
   std::string ratio;
-  if (lo.x > 0 && lo.y > 0) ratio = " (x" + num(hi.y / lo.y) + " for x" + num(hi.x / lo.x) + " " + xname + ")";
+  if (lo.x > 0 && lo.y > 0) ratio = " (" + times(hi.y / lo.y) + " for " + times(hi.x / lo.x) + " " + xname + ")";
   return xname + " " + xs + ": " + yname + " " + ys + ratio + "; " + num(s.slope, 4) + " " + unit + ", " +
          (linear(s) ? "within " + num(100 * s.max_deviation, 1) + "% of proportional"
                     : std::string(s.increasing ? "not proportional" : "not increasing") + " (largest departure " +

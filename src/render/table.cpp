@@ -10,6 +10,7 @@ namespace memdiag {
 std::string fmt_mib(const std::optional<double>& v) {
   if (!v) return "-";
   const double a = std::fabs(*v);
+  if (a < 5e-5) return "0.00";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4)), *v);
   return buf;

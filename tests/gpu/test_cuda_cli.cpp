@@ -1,0 +1,103 @@
+// memory_diagnostics on CUDA: the three patterns, the warm-up accounting, the
+// OOM path under a memory limit, and compare's diagnosis. This process never
+// touches CUDA itself (it crashed when a test process that had initialised
+// CUDA waited on a child using the same GPU); whether CUDA is usable is
+// asked of the executable, and every test skips with its answer if not.
+#include "patterns.hpp"
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+
+namespace {
+
+const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+
+// Empty when CUDA runs; otherwise the executable's own one-line reason.
+const std::string& cuda_unavailable() {
+  static const std::string reason = [] {
+    TempDir d("memdiag_gpu_probe");
+    const Proc r = run({kExe, "--case", "gamma", "--steps", "1", "--device", "cuda", "-q", "-o", d.file("p.json")});
+    if (r.exit_code == 0) return std::string();
+    return r.err.empty() ? "memory_diagnostics --device cuda exited " + std::to_string(r.exit_code) : r.err;
+  }();
+  return reason;
+}
+
+#define REQUIRE_CUDA() \
+  do {                 \
+    if (!cuda_unavailable().empty()) GTEST_SKIP() << "no CUDA here: " << cuda_unavailable(); \
+  } while (0)
+
+Report run_cuda(const TempDir& d, const std::string& name, std::vector<std::string> extra, int expect_exit = 0) {
+  const std::string out = d.file(name + ".json");
+  std::vector<std::string> args{kExe, "--device", "cuda", "--quiet", "--output", out};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Proc r = run(args);
+  EXPECT_EQ(r.exit_code, expect_exit) << r.err;
+  EXPECT_TRUE(schema_errors(out).empty());
+  return load_report(out);
+}
+
+}  // namespace
+
+TEST(CudaDiagnostics, AlphaForwardIncrementScalesWithBatch) {
+  REQUIRE_CUDA();
+  TempDir d("memdiag_gpu_alpha");
+  const Report b1 = run_cuda(d, "b1", {"--case", "alpha", "--batch-size-per-device", "1"});
+  const Report b4 = run_cuda(d, "b4", {"--case", "alpha", "--batch-size-per-device", "4"});
+  expect_activation_scaling(b1, b4);
+  EXPECT_TRUE(b1.samples.front().reserved_mib);
+  EXPECT_TRUE(b1.environment.cuda_runtime_version);
+}
+
+TEST(CudaDiagnostics, BetaOptimizerStateIsTwiceTheParameters) {
+  REQUIRE_CUDA();
+  TempDir d("memdiag_gpu_beta");
+  expect_optimizer_state_pattern(run_cuda(d, "beta", {"--case", "beta"}));
+}
+
+TEST(CudaDiagnostics, GammaGrowsEveryStep) {
+  REQUIRE_CUDA();
+  TempDir d("memdiag_gpu_gamma");
+  expect_retained_graph_pattern(run_cuda(d, "g6", {"--case", "gamma"}),
+                                run_cuda(d, "g10", {"--case", "gamma", "--steps", "10"}));
+}
+
+TEST(CudaDiagnostics, WarmupAccountsForTheCublasWorkspaces) {
+  REQUIRE_CUDA();
+  TempDir d("memdiag_gpu_warm");
+  const Report warm = run_cuda(d, "warm", {"--case", "beta", "--steps", "2"});
+  double warm_mib = -1;
+  for (const Event& e : warm.events) {
+    if (e.kind == "warmup") warm_mib = e.mib.value_or(-1);
+  }
+  EXPECT_GT(warm_mib, 0) << "cuBLAS workspaces should appear in the warm-up";
+  // Without the warm-up, step 0 carries the workspaces and the 2x reading is off.
+  const Report cold = run_cuda(d, "cold", {"--case", "beta", "--steps", "2", "--no-warmup"});
+  const double two_p = 2.0 * to_mib(cold.model.parameter_bytes);
+  const double rise = alloc_at(cold, phase::kCleanup, 0) - alloc_at(cold, phase::kOptimizerReady);
+  EXPECT_GT(rise - two_p, 0.5 * warm_mib);
+}
+
+TEST(CudaDiagnostics, OutOfMemoryUnderAMemoryLimit) {
+  REQUIRE_CUDA();
+  TempDir d("memdiag_gpu_oom");
+  const Report r = run_cuda(d, "oom", {"--case", "alpha", "--preset", "large", "--memory-limit-mib", "2048"}, 3);
+  EXPECT_EQ(r.status, RunStatus::kOom);
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_EQ(r.events.back().kind, "oom");
+  EXPECT_EQ(r.events.back().phase, "forward");
+  EXPECT_NE(r.events.back().message.find("out of memory"), std::string::npos) << r.events.back().message;
+}
+
+TEST(CudaDiagnostics, CompareGivesTheSeedDiagnosis) {
+  REQUIRE_CUDA();
+  TempDir d("memdiag_gpu_cmp");
+  for (const char* c : {"alpha", "beta", "gamma"}) run_cuda(d, c, {"--case", c});
+  const Proc r = run({MEMDIAG_COMPARE_EXE, d.path(), "--expect", "alpha=activations", "--expect",
+                     "beta=optimizer_state", "--expect", "gamma=retained_graph"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
