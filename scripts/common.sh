@@ -5,6 +5,15 @@ MEMDIAG_VENV="${MEMDIAG_VENV:-$MEMDIAG_HOME/venv}"
 MEMDIAG_BUILD_DIR="${MEMDIAG_BUILD_DIR:-$MEMDIAG_ROOT/build}"
 MEMDIAG_TORCH_PIN="2.11.0"   # the GPU hosts' version; keep them equal
 
+# True when the venv holds the pinned torch (read from its metadata, no import).
+venv_has_pinned_torch() {
+  local d
+  for d in "$MEMDIAG_VENV"/lib/python3*/site-packages/torch-"$MEMDIAG_TORCH_PIN"*.dist-info; do
+    [ -d "$d" ] && [ -d "$(dirname "$d")/torch/share/cmake/Torch" ] && return 0
+  done
+  return 1
+}
+
 say() { printf 'memdiag: %s\n' "$*" >&2; }
 die() { printf 'memdiag: error: %s\n' "$*" >&2; exit 1; }
 
@@ -13,6 +22,11 @@ die() { printf 'memdiag: error: %s\n' "$*" >&2; exit 1; }
 # GPU hosts' system torch).
 torch_prefix() {
   if [ -n "${MEMDIAG_TORCH_PREFIX:-}" ]; then echo "$MEMDIAG_TORCH_PREFIX"; return; fi
+  # The venv's torch is found without importing it (an import takes seconds).
+  local d
+  for d in "$MEMDIAG_VENV"/lib/python3*/site-packages/torch/share/cmake; do
+    if [ -d "$d/Torch" ]; then echo "$d"; return; fi
+  done
   local py
   for py in "$MEMDIAG_VENV/bin/python" python3; do
     if command -v "$py" >/dev/null 2>&1 &&

@@ -43,7 +43,7 @@ if [ "${MEMDIAG_WITH_TORCH:-ON}" = OFF ]; then
   say "MEMDIAG_WITH_TORCH=OFF: not installing LibTorch"
 elif [ -n "${MEMDIAG_TORCH_PREFIX:-}" ]; then
   say "using the LibTorch at MEMDIAG_TORCH_PREFIX=$MEMDIAG_TORCH_PREFIX"
-elif "$MEMDIAG_VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$MEMDIAG_TORCH_PIN')" >/dev/null 2>&1; then
+elif venv_has_pinned_torch; then
   say "LibTorch $MEMDIAG_TORCH_PIN: present in $MEMDIAG_VENV"
 else
   say "installing torch==$MEMDIAG_TORCH_PIN (LibTorch and its CUDA libraries, about 3 GB) into $MEMDIAG_VENV"
