@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the installed CLI11, nlohmann_json and GoogleTest CMake packages
-# (headers, package configs, static libraries) into DIR, a relocatable
+# (headers, package configs, static libraries) and Gloo's headers into DIR, a relocatable
 # prefix, for a host with no package registry (the GPU machines):
 #
 #   scripts/bundle-deps.sh .bundle            # here, where apt works
@@ -16,7 +16,7 @@ dest="${1:?usage: scripts/bundle-deps.sh DIR}"
 mkdir -p "$dest"
 dest="$(cd "$dest" && pwd)"
 
-pkgs=(libcli11-dev nlohmann-json3-dev libgtest-dev)
+pkgs=(libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev)
 # GTest's package config also declares GTest::gmock, whose library Debian
 # ships separately; without it the config refuses to load.
 dpkg -s libgmock-dev >/dev/null 2>&1 && pkgs+=(libgmock-dev)
@@ -24,8 +24,10 @@ count=0
 for pkg in "${pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || die "$pkg is not installed (run scripts/setup.sh first)"
   while IFS= read -r f; do
-    case "$f" in
-      /usr/include/*|/usr/share/cmake/*|/usr/lib/*) ;;
+    case "$pkg:$f" in
+      libgloo-dev:/usr/include/*) ;;  # headers only: torch carries Gloo's code
+      libgloo-dev:*) continue ;;
+      *:/usr/include/*|*:/usr/share/cmake/*|*:/usr/lib/*) ;;
       *) continue ;;
     esac
     [ -f "$f" ] || continue

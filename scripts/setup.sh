@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what memdiag needs to build and test, and nothing that is already
 # there: Debian packages (compiler, CMake, Ninja, CLI11, nlohmann_json,
-# GoogleTest) and LibTorch from the PyPI wheel torch==2.11.0 in a virtual
+# GoogleTest, Gloo's headers) and LibTorch from the PyPI wheel torch==2.11.0 in a virtual
 # environment outside the work tree ($MEMDIAG_VENV, default
 # ~/.cache/memdiag/venv). On a machine where it already ran it downloads
 # nothing and takes seconds.
@@ -15,7 +15,7 @@ start=$(date +%s)
 
 # --- Debian packages --------------------------------------------------------
 need=()
-for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev python3-venv; do
+for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # A python3 that can make virtual environments already (pyenv, say) does not

@@ -29,7 +29,15 @@ struct HarnessOptions {
   bool quiet = false;
   bool warm_up_kernels = true;
   std::vector<std::string> case_dirs;
+  // Data-parallel runs (started by torchrun or with its variables set).
+  int rank_zero_extra_samples = 0;
+  bool shard_optimizer_state = false;
+  double dist_timeout_s = 60;
 };
+
+// The report path of one rank: "{rank}" is replaced by the rank; without it,
+// a world of more than one gets "-rankK" before the extension.
+std::string output_for_rank(const std::string& output, int rank, int world_size);
 
 // Where built-in cases are looked for: $MEMDIAG_CASES_DIR, the directory
 // beside the executable's ../share/memdiag/cases, then the source tree's.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "memdiag/case_spec.hpp"
+#include "memdiag/distributed.hpp"
 #include "memdiag/probe.hpp"
 #include "memdiag/recorder.hpp"
 
@@ -26,6 +27,13 @@ struct WorkloadOptions {
   // Make the per-thread cuBLAS workspaces before the first sample, and report
   // their size as an event; otherwise step 0 carries them (~64 MiB on H200).
   bool warm_up_kernels = true;
+  // Data parallel (null: one process). Gradients are averaged through flat
+  // buckets made at the first backward and kept, as DDP does.
+  Communicator* comm = nullptr;
+  int rank_zero_extra_samples = 0;  // added to rank 0's local batch
+  // ZeRO-1: each rank keeps optimizer state for its shard of the parameters
+  // only, updates that shard, and broadcasts it to the others.
+  bool shard_optimizer_state = false;
 };
 
 // Counts parameters of the model the spec builds, without building it.

@@ -18,6 +18,11 @@ Fields: allocated_mib = live tensors; reserved_mib = caching-allocator segments
 inactive_split_mib = fragmentation; process_device_mib = NVML, this process.
 On CPU every tensor goes through a tracking allocator; reserved and device are null.
 
+Data parallel: started by a launcher, it joins a c10d process group (NCCL on
+CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
+  torchrun --nproc-per-node=2 --no-python build/bin/memory_diagnostics \
+      --case beta --output 'beta-{rank}.json' [--shard-optimizer-state]
+
 Exit codes: 0 complete, 1 failed, 2 bad usage, 3 out of memory (report still
 written, status "oom"), 130 interrupted.
 
@@ -50,6 +55,13 @@ int main(int argc, char** argv) {
   app.add_option("--cases-dir", extra_dirs, "Extra directory searched first for built-in case names");
   app.add_flag("--list-cases", list, "List the built-in cases and exit");
   app.add_flag("--quiet,-q", opts.quiet, "No table on stdout");
+  app.add_option("--rank-zero-extra-samples", opts.rank_zero_extra_samples,
+                 "Data parallel: N more samples in rank 0's local batch (an imbalanced job)");
+  app.add_flag("--shard-optimizer-state", opts.shard_optimizer_state,
+               "Data parallel: ZeRO-1, each rank keeps optimizer state for its shard of the parameters");
+  app.add_option("--dist-timeout-s", opts.dist_timeout_s,
+                 "Data parallel: give up on a peer that does not join or answer after this long")
+      ->capture_default_str();
   bool no_warmup = false;
   app.add_flag("--no-warmup", no_warmup,
                "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");

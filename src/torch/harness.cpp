@@ -2,6 +2,7 @@
 
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
+#include "memdiag/distributed.hpp"
 #include "memdiag/environment.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
@@ -99,6 +100,19 @@ int exit_code_for(RunStatus s) {
 
 }  // namespace
 
+std::string output_for_rank(const std::string& output, int rank, int world_size) {
+  const std::string token = "{rank}";
+  std::string out = output;
+  if (const auto at = out.find(token); at != std::string::npos) {
+    for (auto pos = at; pos != std::string::npos; pos = out.find(token)) out.replace(pos, token.size(), std::to_string(rank));
+    return out;
+  }
+  if (world_size <= 1) return out;
+  const fs::path p(out);
+  const std::string ext = p.extension().string();
+  return (p.parent_path() / (p.stem().string() + "-rank" + std::to_string(rank) + ext)).string();
+}
+
 std::vector<std::string> default_case_dirs(const std::string& argv0) {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("MEMDIAG_CASES_DIR"); env && *env) dirs.emplace_back(env);
@@ -133,6 +147,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   int batch = 0, steps = 0;
   std::string output = opts.output;
   c10::Device device(c10::DeviceType::CPU);
+  std::optional<LaunchInfo> launch;
   try {
     try {
       spec = resolve_case(opts.case_arg, opts.case_dirs);
@@ -153,11 +168,25 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
       throw UsageError{"--memory-limit-mib: must be greater than 0"};
     }
+    if (opts.rank_zero_extra_samples < 0) {
+      throw UsageError{"--rank-zero-extra-samples: must be 0 or more"};
+    }
+    if (!(opts.dist_timeout_s > 0)) throw UsageError{"--dist-timeout-s: must be greater than 0"};
+    try {
+      launch = launch_from_environment();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError{std::string("launcher environment: ") + e.what()};
+    }
     if (output.empty()) output = spec.name + ".json";
+    if (launch) output = output_for_rank(output, launch->rank, launch->world_size);
     if (const std::string why = check_writable(output); !why.empty()) {
       throw UsageError{"--output: " + output + ": " + why};
     }
     device = resolve_device(opts.device);
+    // One GPU per local rank, unless a device index was given explicitly.
+    if (launch && device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
+      device = resolve_device("cuda:" + std::to_string(launch->local_rank));
+    }
   } catch (const UsageError& u) {
     err << "memory_diagnostics: " << u.message << "\n";
     return kExitUsage;
@@ -194,12 +223,21 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   r.config.device = device.str();
   r.config.seed = opts.seed;
   r.config.memory_limit_mib = opts.memory_limit_mib;
+  r.config.rank_zero_extra_samples = opts.rank_zero_extra_samples;
+  r.config.shard_optimizer_state = opts.shard_optimizer_state;
+  if (launch) {
+    r.config.rank = launch->rank;
+    r.config.local_rank = launch->local_rank;
+    r.config.world_size = launch->world_size;
+    r.config.backend = device.is_cuda() ? "nccl" : "gloo";
+  }
   const ModelSpec& m = spec.preset(preset).model;
   r.model.parameters = count_parameters(m);
   r.model.parameter_bytes = r.model.parameters * bytes_per_element(m);
   r.environment = environment;
 
-  if (!opts.quiet) {
+  const bool talk = !opts.quiet && (!launch || launch->rank == 0);
+  if (talk) {
     out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << preset << ", batch " << batch
         << ", " << steps << " step" << (steps == 1 ? "" : "s") << ") on " << device.str() << " ["
         << r.environment.device_name << "], " << r.model.parameters << " parameters ("
@@ -212,13 +250,25 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   auto previous = std::signal(SIGINT, on_sigint);
 
   WorkloadOptions w{spec, preset, batch, steps, device, opts.seed, opts.warm_up_kernels};
+  w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
+  w.shard_optimizer_state = opts.shard_optimizer_state;
+  std::unique_ptr<Communicator> comm;
   RunStatus status = RunStatus::kFailed;
   try {
+    if (launch) {
+      // Joined after the recorder exists: a peer that never comes still
+      // leaves this rank a report (status failed) once the timeout passes.
+      const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts.dist_timeout_s * 1000));
+      comm = join_process_group(*launch, device, timeout);
+      w.comm = comm.get();
+      rec.restart_phase();
+    }
     status = run_workload(w, *probe, rec, &g_interrupt);
   } catch (const std::exception& e) {
     const std::string msg = first_line(e.what());
     rec.add_event("error", msg);
-    err << "memory_diagnostics: run failed: " << msg << "\n";
+    err << "memory_diagnostics: " << (launch ? "rank " + std::to_string(launch->rank) + ": " : std::string())
+        << "run failed: " << msg << "\n";
   }
   std::signal(SIGINT, previous);
   if (status == RunStatus::kInterrupted) rec.add_event("interrupted", "stopped by SIGINT");
@@ -230,7 +280,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     err << "memory_diagnostics: --output: " << e.what() << "\n";
     return kExitFailed;
   }
-  if (!opts.quiet) {
+  if (talk) {
     for (const Event& ev : report.events) {
       if (ev.kind == "oom") {
         out << "out of memory in phase " << ev.phase << (ev.step ? " of step " + std::to_string(*ev.step) : "")

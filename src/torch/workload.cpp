@@ -10,6 +10,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -55,6 +56,76 @@ void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
 
 bool interrupted(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(); }
 
+// DDP's default bucket size.
+constexpr std::int64_t kBucketCapBytes = 25 * 1024 * 1024;
+
+// Gradient averaging through persistent flat buckets, made at the first
+// backward as DDP's reducer makes its buckets. Unlike DDP the all-reduce
+// runs after backward rather than overlapped with it; the memory is the same.
+class GradientBuckets {
+ public:
+  void all_reduce(const std::vector<torch::Tensor>& params, Communicator& comm) {
+    if (buckets_.empty()) build(params);
+    for (Bucket& b : buckets_) {
+      for (const Slot& s : b.slots) {
+        const torch::Tensor& g = params[s.param].grad();
+        b.flat.narrow(0, s.offset, s.numel).copy_(g.defined() ? g.reshape(-1) : torch::zeros_like(params[s.param]).reshape(-1));
+      }
+      comm.all_reduce_sum(b.flat);
+      b.flat.div_(comm.world_size());
+      for (const Slot& s : b.slots) {
+        torch::Tensor g = params[s.param].mutable_grad();
+        if (!g.defined()) continue;
+        g.view(-1).copy_(b.flat.narrow(0, s.offset, s.numel));
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    std::size_t param;
+    std::int64_t offset;
+    std::int64_t numel;
+  };
+  struct Bucket {
+    torch::Tensor flat;
+    std::vector<Slot> slots;
+  };
+
+  void build(const std::vector<torch::Tensor>& params) {
+    std::vector<Slot> slots;
+    std::int64_t numel = 0, bytes = 0;
+    auto flush = [&](const torch::Tensor& like) {
+      if (slots.empty()) return;
+      buckets_.push_back({torch::empty({numel}, like.options()), std::move(slots)});
+      slots.clear();
+      numel = bytes = 0;
+    };
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const torch::Tensor& p = params[i];
+      slots.push_back({i, numel, p.numel()});
+      numel += p.numel();
+      bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
+      if (bytes >= kBucketCapBytes) flush(p);
+    }
+    if (!params.empty()) flush(params.back());
+  }
+
+  std::vector<Bucket> buckets_;
+};
+
+// Parameter i belongs to owner[i]: greedy by size, so shards weigh about the same.
+std::vector<int> shard_owners(const std::vector<torch::Tensor>& params, int world) {
+  std::vector<std::int64_t> load(static_cast<std::size_t>(world), 0);
+  std::vector<int> owner(params.size(), 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[i] = static_cast<int>(r);
+    load[r] += params[i].numel();
+  }
+  return owner;
+}
+
 }  // namespace
 
 RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec,
@@ -74,12 +145,26 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     phase = phase::kModelReady;
     torch::nn::Sequential model = build_model(mspec);
     model->to(o.device, model_dtype(mspec));
-    const std::vector<torch::Tensor> params = model->parameters();
+    std::vector<torch::Tensor> params = model->parameters();
+    if (o.comm != nullptr) {
+      // Every rank starts from rank 0's weights.
+      torch::NoGradGuard no_grad;
+      o.comm->broadcast(params, 0);
+    }
     rec.mark(phase::kModelReady, take_census(params, nullptr));
     if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
     phase = phase::kOptimizerReady;
-    std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(o.spec.optimizer, params);
+    const bool sharded = o.comm != nullptr && o.shard_optimizer_state;
+    const std::vector<int> owner = sharded ? shard_owners(params, o.comm->world_size()) : std::vector<int>();
+    std::vector<torch::Tensor> owned;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (!sharded || owner[i] == o.comm->rank()) owned.push_back(params[i]);
+    }
+    std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(o.spec.optimizer, owned);
+    GradientBuckets buckets;
+    const int local_batch =
+        o.batch_size + (o.comm != nullptr && o.comm->rank() == 0 ? o.rank_zero_extra_samples : 0);
     rec.mark(phase::kOptimizerReady, take_census(params, optimizer.get()));
     if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
@@ -91,8 +176,8 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       phase = phase::kForward;
       // The batch is made on the device inside the phase, as a loader's
       // host-to-device copy would be; the first Linear saves it for backward.
-      torch::Tensor x = torch::randn({o.batch_size, mspec.input_dim}, data_opts);
-      torch::Tensor y = torch::randint(0, mspec.output_dim, {o.batch_size}, label_opts);
+      torch::Tensor x = torch::randn({local_batch, mspec.input_dim}, data_opts);
+      torch::Tensor y = torch::randint(0, mspec.output_dim, {local_batch}, label_opts);
       torch::Tensor logits = model->forward(x);
       torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), y);
       rec.mark(phase::kForward, take_census(params, optimizer.get()));
@@ -100,16 +185,28 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
 
       phase = phase::kBackward;
       loss.backward({}, retain_graph);
+      if (o.comm != nullptr) buckets.all_reduce(params, *o.comm);
       rec.mark(phase::kBackward, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
       phase = phase::kStep;
       optimizer->step();
+      if (sharded) {
+        // ZeRO-1's all-gather: each shard's owner sends its updated weights.
+        torch::NoGradGuard no_grad;
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          std::vector<torch::Tensor> one{params[i]};
+          o.comm->broadcast(one, owner[i]);
+        }
+      }
       rec.mark(phase::kStep, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
       phase = phase::kCleanup;
       optimizer->zero_grad(/*set_to_none=*/true);
+      if (sharded) {
+        for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();  // the shards others own
+      }
       if (keep_loss) {
         kept_losses.push_back(loss);  // graph-connected: keeps every saved activation alive
       } else {

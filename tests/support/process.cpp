@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +26,7 @@ namespace memdiag::testkit {
 namespace fs = std::filesystem;
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const std::string& out,
-            const std::string& err) {
+            const std::string& err, const std::vector<std::string>& extra_env) {
   // posix_spawn rather than fork: a test process that has touched CUDA must
   // not run fork handlers in a child (it crashed the gpu suite that way).
   posix_spawn_file_actions_t fa;
@@ -34,11 +37,31 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const s
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<std::string> env_text(extra_env);
+  for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);  // first definition wins
+  std::vector<char*> envp;
+  for (std::string& e : env_text) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
   return pid;
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    throw std::runtime_error("cannot find a free port");
+  }
+  close(fd);
+  return ntohs(a.sin_port);
 }
 
 int wait_exit_code(pid_t pid) {

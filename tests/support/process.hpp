@@ -19,8 +19,11 @@ struct Proc {
 };
 
 // Starts argv[0] (no shell) with stdin, stdout and stderr on the given files.
+// extra_env ("NAME=value") is added to this process's environment.
 pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const std::string& out,
-            const std::string& err);
+            const std::string& err, const std::vector<std::string>& extra_env = {});
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int free_port();
 int wait_exit_code(pid_t pid);  // 128 + signal when killed
 
 // Runs argv[0] with the rest as arguments (no shell), capturing both streams.

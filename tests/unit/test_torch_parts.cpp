@@ -1,5 +1,7 @@
 // The measuring half on the CPU, with real LibTorch tensors: the tracking
 // allocator, the CPU probe, the recorder, the tensor census and a workload.
+#include "memdiag/distributed.hpp"
+#include "memdiag/harness.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
 #include "memdiag/tensor_census.hpp"
@@ -99,4 +101,30 @@ TEST(Workload, CustomCaseRunsAndRecordsEveryPhase) {
   EXPECT_EQ(r.samples[9].step, 1);
   EXPECT_EQ(count_parameters(c.preset("small").model), 8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4);
   EXPECT_NEAR(r.samples[0].tensors->parameters_mib, to_mib(count_parameters(c.preset("small").model) * 4), 1e-9);
+}
+
+TEST(Harness, OutputPathPerRank) {
+  EXPECT_EQ(output_for_rank("beta-{rank}.json", 3, 4), "beta-3.json");
+  EXPECT_EQ(output_for_rank("out/beta.json", 1, 2), "out/beta-rank1.json");
+  EXPECT_EQ(output_for_rank("beta.json", 0, 1), "beta.json");
+  EXPECT_EQ(output_for_rank("r{rank}/b{rank}.json", 2, 4), "r2/b2.json");
+}
+
+TEST(Distributed, LauncherVariables) {
+  unsetenv("RANK");
+  unsetenv("WORLD_SIZE");
+  EXPECT_FALSE(launch_from_environment());
+  setenv("RANK", "1", 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("MASTER_PORT", "1234", 1);
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  const auto l = launch_from_environment();
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->rank, 1);
+  EXPECT_EQ(l->local_rank, 1);
+  EXPECT_EQ(l->master_port, 1234);
+  EXPECT_TRUE(l->agent_store);
+  setenv("RANK", "2", 1);
+  EXPECT_THROW(launch_from_environment(), std::invalid_argument);
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) unsetenv(v);
 }

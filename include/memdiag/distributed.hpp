@@ -1,0 +1,52 @@
+// Data-parallel runs: joining a c10d process group when a launcher (torchrun)
+// started the process, and the few collectives the workload needs. NCCL on
+// CUDA, Gloo on the CPU.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+// What torchrun (or any launcher setting the same variables) says about this
+// process: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and
+// TORCHELASTIC_USE_AGENT_STORE when the launcher's agent already hosts the
+// store.
+struct LaunchInfo {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool agent_store = false;
+};
+
+// nullopt when the variables are absent (a plain single-process run).
+// Throws std::invalid_argument naming the variable when one is malformed.
+std::optional<LaunchInfo> launch_from_environment();
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string backend() const = 0;
+  virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
+  virtual void all_reduce_sum(at::Tensor& tensor) = 0;
+  virtual void barrier() = 0;
+};
+
+// Connects to the store at MASTER_ADDR:MASTER_PORT (rank 0 hosts it unless
+// the agent does) and creates the backend for device. A peer that never
+// joins, or dies, makes every call here throw within timeout.
+std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const c10::Device& device,
+                                                 std::chrono::milliseconds timeout);
+
+}  // namespace memdiag

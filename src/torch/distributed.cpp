@@ -1,0 +1,128 @@
+#include "memdiag/distributed.hpp"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#if defined(MEMDIAG_HAVE_CUDA) && defined(MEMDIAG_HAVE_NCCL) && defined(USE_C10D_NCCL)
+#define MEMDIAG_NCCL 1
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace memdiag {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+int env_int(const char* name, int lo, int hi) {
+  const std::string v = *env(name);
+  std::size_t used = 0;
+  int x = 0;
+  try {
+    x = std::stoi(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || x < lo || x > hi) {
+    throw std::invalid_argument(std::string(name) + "='" + v + "' is not an integer in [" + std::to_string(lo) +
+                                ", " + std::to_string(hi) + "]");
+  }
+  return x;
+}
+
+class C10dCommunicator final : public Communicator {
+ public:
+  C10dCommunicator(c10::intrusive_ptr<c10d::Backend> pg, std::string name, std::chrono::milliseconds timeout)
+      : pg_(std::move(pg)), name_(std::move(name)), timeout_(timeout) {}
+
+  int rank() const override { return pg_->getRank(); }
+  int world_size() const override { return pg_->getSize(); }
+  std::string backend() const override { return name_; }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = timeout_;
+    for (at::Tensor& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      pg_->broadcast(one, o)->wait(timeout_);
+    }
+  }
+
+  void all_reduce_sum(at::Tensor& tensor) override {
+    std::vector<at::Tensor> one{tensor};
+    c10d::AllreduceOptions o;
+    o.timeout = timeout_;
+    pg_->allreduce(one, o)->wait(timeout_);
+  }
+
+  void barrier() override {
+    c10d::BarrierOptions o;
+    o.timeout = timeout_;
+    pg_->barrier(o)->wait(timeout_);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> pg_;
+  std::string name_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::optional<LaunchInfo> launch_from_environment() {
+  if (!env("RANK") || !env("WORLD_SIZE")) return std::nullopt;
+  LaunchInfo l;
+  l.world_size = env_int("WORLD_SIZE", 1, 1 << 20);
+  l.rank = env_int("RANK", 0, l.world_size - 1);
+  l.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, 1 << 16) : l.rank;
+  l.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
+  l.master_port = env("MASTER_PORT") ? env_int("MASTER_PORT", 1, 65535) : 29500;
+  const std::string agent = env("TORCHELASTIC_USE_AGENT_STORE").value_or("");
+  l.agent_store = agent == "True" || agent == "true" || agent == "1";
+  return l;
+}
+
+std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const c10::Device& device,
+                                                 std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(launch.master_port);
+  so.isServer = launch.rank == 0 && !launch.agent_store;
+  so.numWorkers = launch.world_size;
+  so.waitWorkers = false;
+  so.timeout = timeout;
+  auto tcp = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, so);
+  // torchrun's agent store is shared with the launcher; keep our keys apart.
+  auto store = c10::make_intrusive<c10d::PrefixStore>("memdiag", tcp);
+
+  if (device.is_cuda()) {
+#ifdef MEMDIAG_NCCL
+    c10::cuda::set_device(device.index());
+    // Let a timed-out collective throw here, so the report is still written,
+    // instead of NCCL's watchdog tearing the process down first.
+    setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", /*overwrite=*/0);
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout;
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, launch.rank, launch.world_size, opts);
+    return std::make_unique<C10dCommunicator>(pg, "nccl", timeout);
+#else
+    throw std::runtime_error("this memdiag was built without NCCL (no nccl.h at build time); data-parallel CUDA runs are unavailable");
+#endif
+  }
+  auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+  // One host: talk over loopback. Several: bind to this host's own address.
+  const bool local = launch.master_addr == "localhost" || launch.master_addr.rfind("127.", 0) == 0;
+  opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                : c10d::ProcessGroupGloo::createDefaultDevice());
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank, launch.world_size, opts);
+  return std::make_unique<C10dCommunicator>(pg, "gloo", timeout);
+}
+
+}  // namespace memdiag

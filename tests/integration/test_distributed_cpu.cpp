@@ -1,0 +1,136 @@
+// Data-parallel runs on the CPU: two real processes joined over Gloo, started
+// with the launcher's variables as torchrun would set them.
+#include "launch.hpp"
+#include "memdiag/analysis.hpp"
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+
+namespace {
+
+const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+
+std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vector<std::string> extra,
+                            LaunchOptions lo = {}) {
+  std::vector<std::string> argv{kExe, "--device", "cpu", "-q", "--dist-timeout-s", "30",
+                                "-o", d.file(name + "-{rank}.json")};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const std::vector<Proc> procs = launch_ranks(argv, d, lo);
+  std::vector<Report> reports;
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    EXPECT_EQ(procs[r].exit_code, 0) << "rank " << r << ": " << procs[r].err;
+    const std::string path = d.file(name + "-" + std::to_string(r) + ".json");
+    EXPECT_TRUE(schema_errors(path).empty());
+    reports.push_back(load_report(path));
+  }
+  return reports;
+}
+
+double forward_increment(const Report& r) { return *compute_features(r, "x").forward_increment_mib; }
+
+}  // namespace
+
+TEST(DistributedCpu, TwoRanksOverGlooWithPersistentGradientBuckets) {
+  TempDir d("memdiag_ddp");
+  const std::vector<Report> r = run_two(d, "alpha", {"--case", "alpha", "--steps", "3"});
+  ASSERT_EQ(r.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(r[k].config.rank, k);
+    EXPECT_EQ(r[k].config.world_size, 2);
+    EXPECT_EQ(r[k].config.backend, "gloo");
+    EXPECT_EQ(r[k].status, RunStatus::kComplete);
+    // DDP's buckets: one flat copy of the gradients, made at the first
+    // backward and kept, shifts the baseline by the parameter bytes.
+    const double p = to_mib(r[k].model.parameter_bytes);
+    EXPECT_NEAR(alloc_at(r[k], phase::kCleanup, 0) - alloc_at(r[k], phase::kOptimizerReady), p, 0.03 * p);
+    EXPECT_NEAR(alloc_at(r[k], phase::kCleanup, 2), alloc_at(r[k], phase::kCleanup, 0), 0.01 * p);
+  }
+  EXPECT_NEAR(forward_increment(r[0]), forward_increment(r[1]), 0.01 * forward_increment(r[1]));
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.path(), "--format", "json"});
+  const auto j = nlohmann::json::parse(cmp.out);
+  ASSERT_EQ(j["groups"].size(), 1u);
+  ASSERT_EQ(j["groups"][0]["distributed"].size(), 1u);
+  EXPECT_EQ(j["groups"][0]["distributed"][0]["ranks"].size(), 2u);
+  EXPECT_FALSE(j["groups"][0]["distributed"][0]["imbalanced"]);
+  EXPECT_EQ(j["groups"][0]["dominant_cause"], "activations");
+}
+
+TEST(DistributedCpu, RankZeroExtraSamplesMakeRankZeroTheConstraint) {
+  TempDir d("memdiag_ddp_extra");
+  const std::vector<Report> r =
+      run_two(d, "alpha", {"--case", "alpha", "--steps", "2", "--rank-zero-extra-samples", "512"});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_NEAR(forward_increment(r[0]) / forward_increment(r[1]), 1.5, 0.05);  // 1536 against 1024 samples
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.path(), "--format", "json"});
+  const auto dist = nlohmann::json::parse(cmp.out)["groups"][0]["distributed"][0];
+  EXPECT_EQ(dist["capacity_constraint_rank"], 0);
+  EXPECT_TRUE(dist["imbalanced"]);
+}
+
+TEST(DistributedCpu, ShardedOptimizerStateIsHalfPerRank) {
+  TempDir d("memdiag_zero1");
+  const std::vector<Report> full = run_two(d, "full", {"--case", "beta", "--steps", "2"});
+  const std::vector<Report> shard = run_two(d, "shard", {"--case", "beta", "--steps", "2", "--shard-optimizer-state"});
+  for (int k = 0; k < 2; ++k) {
+    const double state_full = full[k].samples[5].tensors->optimizer_state_mib;
+    const double state_shard = shard[k].samples[5].tensors->optimizer_state_mib;
+    EXPECT_NEAR(state_full, 2 * to_mib(full[k].model.parameter_bytes), 1e-6);
+    EXPECT_NEAR(state_shard, state_full / 2, 0.05 * state_full) << "rank " << k;
+    // The allocator sees the same saving.
+    EXPECT_NEAR(alloc_at(full[k], phase::kCleanup, 0) - alloc_at(shard[k], phase::kCleanup, 0),
+                state_full - state_shard, 0.02 * state_full);
+    EXPECT_TRUE(shard[k].config.shard_optimizer_state);
+  }
+}
+
+TEST(DistributedCpu, APeerThatNeverJoinsFailsWithinTheTimeout) {
+  TempDir d("memdiag_ddp_lonely");
+  LaunchOptions lo;
+  lo.start_ranks = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Proc> p = launch_ranks(
+      {kExe, "--case", "beta", "--device", "cpu", "-q", "--dist-timeout-s", "3", "-o", d.file("b.json")}, d, lo);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p[0].exit_code, 1);
+  EXPECT_NE(p[0].err.find("rank 0: run failed"), std::string::npos) << p[0].err;
+  EXPECT_LT(s, 30);
+  const Report r = load_report(d.file("b-rank0.json"));  // no {rank}: -rankK is added
+  EXPECT_EQ(r.status, RunStatus::kFailed);
+}
+
+TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
+  TempDir d("memdiag_ddp_crash");
+  LaunchOptions lo;
+  lo.kill_rank = 1;
+  lo.kill_after_ms = 3000;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Proc> p = launch_ranks({kExe, "--case", "alpha", "--preset", "medium", "--steps", "200",
+                                            "--device", "cpu", "-q", "--dist-timeout-s", "10", "-o",
+                                            d.file("a-{rank}.json")},
+                                           d, lo);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p[0].exit_code, 1) << p[0].err;
+  EXPECT_EQ(p[1].exit_code, 128 + 9);
+  EXPECT_LT(s, 60);
+  EXPECT_EQ(load_report(d.file("a-0.json")).status, RunStatus::kFailed);
+}
+
+TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
+  TempDir d("memdiag_ddp_env");
+  const Proc bad = [&] {
+    const pid_t pid = spawn({kExe, "--case", "beta", "--device", "cpu", "-o", d.file("b.json")}, "/dev/null",
+                            d.file("o"), d.file("e"), {"RANK=3", "WORLD_SIZE=2"});
+    Proc r;
+    r.exit_code = wait_exit_code(pid);
+    r.err = read_text(d.file("e"));
+    return r;
+  }();
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("RANK='3'"), std::string::npos) << bad.err;
+  EXPECT_FALSE(exists(d.file("b.json")));
+}

@@ -1,0 +1,36 @@
+#include "launch.hpp"
+
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+namespace memdiag::testkit {
+
+std::vector<Proc> launch_ranks(const std::vector<std::string>& argv, const TempDir& dir, const LaunchOptions& o) {
+  const int port = free_port();
+  const int n = o.start_ranks < 0 ? o.world_size : o.start_ranks;
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    const std::string tag = "rank" + std::to_string(r);
+    pids.push_back(spawn(argv, "/dev/null", dir.file(tag + ".out"), dir.file(tag + ".err"),
+                         {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+                          "WORLD_SIZE=" + std::to_string(o.world_size), "MASTER_ADDR=127.0.0.1",
+                          "MASTER_PORT=" + std::to_string(port), "NCCL_NVLS_ENABLE=0"}));
+  }
+  if (o.kill_rank >= 0 && o.kill_rank < n) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.kill_after_ms));
+    kill(pids[static_cast<std::size_t>(o.kill_rank)], SIGKILL);
+  }
+  std::vector<Proc> out;
+  for (int r = 0; r < n; ++r) {
+    Proc p;
+    p.exit_code = wait_exit_code(pids[static_cast<std::size_t>(r)]);
+    p.out = read_text(dir.file("rank" + std::to_string(r) + ".out"));
+    p.err = read_text(dir.file("rank" + std::to_string(r) + ".err"));
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace memdiag::testkit

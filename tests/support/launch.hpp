@@ -1,0 +1,23 @@
+// Starting a data-parallel run the way torchrun does, without torchrun: one
+// process per rank with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+// MASTER_PORT set (CI machines have no torchrun).
+#pragma once
+
+#include "process.hpp"
+
+#include <string>
+#include <vector>
+
+namespace memdiag::testkit {
+
+struct LaunchOptions {
+  int world_size = 2;
+  int start_ranks = -1;     // how many ranks to start (-1: all); fewer = peers that never join
+  int kill_rank = -1;       // SIGKILL this rank ...
+  int kill_after_ms = 0;    // ... this long after the start
+};
+
+// Returns each started rank's exit code and stderr, in rank order.
+std::vector<Proc> launch_ranks(const std::vector<std::string>& argv, const TempDir& dir, const LaunchOptions& o);
+
+}  // namespace memdiag::testkit
