@@ -231,7 +231,9 @@ Verdict diagnose(const Group& g) {
   for (const std::string& n : p.notes) v.warnings.push_back(p.source + ": " + n);
 
   const std::string base = base_command(g, p);
-  const std::string at = " at batch " + std::to_string(p.config.batch_size_per_device) + ", preset " +
+  const int local_batch = p.config.batch_size_per_device +
+                          (p.config.rank == 0 && p.config.world_size > 1 ? p.config.rank_zero_extra_samples : 0);
+  const std::string at = " at batch " + std::to_string(local_batch) + ", preset " +
                          p.config.preset + ", " + std::to_string(p.steps.size()) + " step" +
                          (p.steps.size() == 1 ? "" : "s");
 
@@ -335,6 +337,11 @@ Verdict diagnose(const Group& g) {
                                   : std::string()));
       }
       v.evidence.push_back(stable + ": made once, then kept");
+      if (p.config.world_size > 1) {
+        v.evidence.push_back("data parallel over " + std::to_string(p.config.world_size) +
+                             " ranks: the persistent increase includes the gradient buckets made in the first "
+                             "backward (about 1x the parameters) besides the optimizer's state");
+      }
       if (const Sweep* s = sweep("parameters")) {
         v.evidence.push_back(sweep_line(*s, "parameter MiB", "persistent increase", "MiB per parameter MiB"));
         v.confirmed = linear(*s);

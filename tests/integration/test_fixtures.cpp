@@ -50,6 +50,28 @@ TEST(Fixtures, EveryFixtureIsAValidReport) {
   EXPECT_GE(n, 3);
 }
 
+TEST(Fixtures, TwoRankH200RunsShowRanksImbalanceAndSharding) {
+  const std::string dir = (fs::path(kFixtures) / "h200-2rank").string();
+  if (!fs::exists(dir)) GTEST_SKIP() << "no 2-rank fixtures";
+  const Proc r = run({MEMDIAG_COMPARE_EXE, dir, "--format", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto groups = nlohmann::json::parse(r.out)["groups"];
+  std::map<std::string, nlohmann::json> by_group;
+  for (const auto& g : groups) by_group[g["group"].get<std::string>()] = g;
+  const auto& equal = by_group.at("alpha | cuda | world 2 | nccl");
+  const auto& extra = by_group.at("alpha | cuda | world 2 | nccl | rank0 +512");
+  EXPECT_FALSE(equal["distributed"][0]["imbalanced"]);
+  EXPECT_TRUE(extra["distributed"][0]["imbalanced"]);
+  EXPECT_EQ(extra["distributed"][0]["capacity_constraint_rank"], 0);
+  const auto& full = by_group.at("beta | cuda | world 2 | nccl")["runs"];
+  const auto& shard = by_group.at("beta | cuda | world 2 | nccl | sharded optimizer")["runs"];
+  for (std::size_t k = 0; k < 2; ++k) {
+    // Unsharded: AdamW's 2P plus DDP's P of buckets; sharded: P of state plus P.
+    EXPECT_NEAR(full[k]["excess_to_parameter_ratio"].get<double>(), 3.0, 0.05);
+    EXPECT_NEAR(shard[k]["excess_to_parameter_ratio"].get<double>(), 2.0, 0.05);
+  }
+}
+
 TEST(Fixtures, SeedDiagnosisOnEachMachine) {
   for (const std::string& m : machines()) {
     const Proc r = run({MEMDIAG_COMPARE_EXE, (fs::path(kFixtures) / m).string(), "--expect", "alpha=activations",
