@@ -17,12 +17,7 @@ const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
 
 // Empty when CUDA runs; otherwise the executable's own one-line reason.
 const std::string& cuda_unavailable() {
-  static const std::string reason = [] {
-    TempDir d("memdiag_gpu_probe");
-    const Proc r = run({kExe, "--case", "gamma", "--steps", "1", "--device", "cuda", "-q", "-o", d.file("p.json")});
-    if (r.exit_code == 0) return std::string();
-    return r.err.empty() ? "memory_diagnostics --device cuda exited " + std::to_string(r.exit_code) : r.err;
-  }();
+  static const std::string reason = device_unavailable(kExe, "cuda");
   return reason;
 }
 

@@ -14,11 +14,7 @@ namespace {
 const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
 
 const std::string& two_gpus_unavailable() {
-  static const std::string reason = [] {
-    TempDir d("memdiag_gpu2_probe");
-    const Proc r = run({kExe, "--case", "gamma", "--steps", "1", "--device", "cuda:1", "-q", "-o", d.file("p.json")});
-    return r.exit_code == 0 ? std::string() : (r.err.empty() ? std::string("cuda:1 unusable") : r.err);
-  }();
+  static const std::string reason = device_unavailable(kExe, "cuda:1");
   return reason;
 }
 

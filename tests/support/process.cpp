@@ -118,6 +118,13 @@ void write_text(const std::string& path, const std::string& text) {
 
 bool exists(const std::string& path) { return fs::exists(path); }
 
+std::string device_unavailable(const std::string& exe, const std::string& device) {
+  TempDir d("memdiag_device_probe");
+  const Proc r = run({exe, "--case", "gamma", "--steps", "1", "--device", device, "-q", "-o", d.file("p.json")});
+  if (r.exit_code == 0) return {};
+  return r.err.empty() ? "memory_diagnostics --device " + device + " exited " + std::to_string(r.exit_code) : r.err;
+}
+
 double alloc_at(const Report& r, const std::string& phase, int step) {
   for (const Sample& s : r.samples) {
     if (s.phase == phase && (step < 0 ? !s.step : s.step == step)) return s.allocated_mib;

@@ -49,6 +49,11 @@ std::string read_text(const std::string& path);
 void write_text(const std::string& path, const std::string& text);
 bool exists(const std::string& path);
 
+// Empty when memory_diagnostics (exe) can run a one-step case on device;
+// otherwise its own one-line reason. Asks a child process so that the test
+// process never initialises CUDA itself.
+std::string device_unavailable(const std::string& exe, const std::string& device);
+
 // Allocation (MiB) at the end of a phase of a step, or of a setup phase.
 double alloc_at(const Report& r, const std::string& phase, int step = -1);
 int count_lines(const std::string& s);
