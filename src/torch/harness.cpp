@@ -141,56 +141,104 @@ int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std
   return kExitOk;
 }
 
-int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
+namespace {
+
+// Everything the flags and the environment decide, checked before anything
+// runs or is written.
+struct ResolvedRun {
   CaseSpec spec;
   std::string preset;
-  int batch = 0, steps = 0;
-  std::string output = opts.output;
-  c10::Device device(c10::DeviceType::CPU);
+  int batch = 0;
+  int steps = 0;
+  std::string output;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
   std::optional<LaunchInfo> launch;
+};
+
+// Throws UsageError naming the flag at fault.
+ResolvedRun resolve_run(const HarnessOptions& opts) {
+  ResolvedRun run;
   try {
-    try {
-      spec = resolve_case(opts.case_arg, opts.case_dirs);
-    } catch (const CaseError& e) {
-      throw UsageError{std::string("--case: ") + e.what()};
-    }
-    preset = opts.preset.empty() ? spec.default_preset : opts.preset;
-    if (!spec.presets.count(preset)) {
-      std::string known;
-      for (const auto& kv : spec.presets) known += (known.empty() ? "" : ", ") + kv.first;
-      throw UsageError{"--preset: case " + spec.name + " has no preset '" + preset + "' (has: " + known + ")"};
-    }
-    const PresetSpec& p = spec.preset(preset);
-    batch = opts.batch_size.value_or(p.batch_size);
-    steps = opts.steps.value_or(p.steps);
-    if (batch < 1) throw UsageError{"--batch-size-per-device: must be at least 1, got " + std::to_string(batch)};
-    if (steps < 1) throw UsageError{"--steps: must be at least 1, got " + std::to_string(steps)};
-    if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
-      throw UsageError{"--memory-limit-mib: must be greater than 0"};
-    }
-    if (opts.rank_zero_extra_samples < 0) {
-      throw UsageError{"--rank-zero-extra-samples: must be 0 or more"};
-    }
-    if (!(opts.dist_timeout_s > 0)) throw UsageError{"--dist-timeout-s: must be greater than 0"};
-    try {
-      launch = launch_from_environment();
-    } catch (const std::invalid_argument& e) {
-      throw UsageError{std::string("launcher environment: ") + e.what()};
-    }
-    if (output.empty()) output = spec.name + ".json";
-    if (launch) output = output_for_rank(output, launch->rank, launch->world_size);
-    if (const std::string why = check_writable(output); !why.empty()) {
-      throw UsageError{"--output: " + output + ": " + why};
-    }
-    device = resolve_device(opts.device);
-    // One GPU per local rank, unless a device index was given explicitly.
-    if (launch && device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
-      device = resolve_device("cuda:" + std::to_string(launch->local_rank));
-    }
+    run.spec = resolve_case(opts.case_arg, opts.case_dirs);
+  } catch (const CaseError& e) {
+    throw UsageError{std::string("--case: ") + e.what()};
+  }
+  const CaseSpec& spec = run.spec;
+  run.preset = opts.preset.empty() ? spec.default_preset : opts.preset;
+  if (!spec.presets.count(run.preset)) {
+    std::string known;
+    for (const auto& kv : spec.presets) known += (known.empty() ? "" : ", ") + kv.first;
+    throw UsageError{"--preset: case " + spec.name + " has no preset '" + run.preset + "' (has: " + known + ")"};
+  }
+  const PresetSpec& p = spec.preset(run.preset);
+  run.batch = opts.batch_size.value_or(p.batch_size);
+  run.steps = opts.steps.value_or(p.steps);
+  if (run.batch < 1) throw UsageError{"--batch-size-per-device: must be at least 1, got " + std::to_string(run.batch)};
+  if (run.steps < 1) throw UsageError{"--steps: must be at least 1, got " + std::to_string(run.steps)};
+  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
+    throw UsageError{"--memory-limit-mib: must be greater than 0"};
+  }
+  if (opts.rank_zero_extra_samples < 0) throw UsageError{"--rank-zero-extra-samples: must be 0 or more"};
+  if (!(opts.dist_timeout_s > 0)) throw UsageError{"--dist-timeout-s: must be greater than 0"};
+  try {
+    run.launch = launch_from_environment();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError{std::string("launcher environment: ") + e.what()};
+  }
+  run.output = opts.output.empty() ? spec.name + ".json" : opts.output;
+  if (run.launch) run.output = output_for_rank(run.output, run.launch->rank, run.launch->world_size);
+  if (const std::string why = check_writable(run.output); !why.empty()) {
+    throw UsageError{"--output: " + run.output + ": " + why};
+  }
+  run.device = resolve_device(opts.device);
+  // One GPU per local rank, unless a device index was given explicitly.
+  if (run.launch && run.device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
+    run.device = resolve_device("cuda:" + std::to_string(run.launch->local_rank));
+  }
+  return run;
+}
+
+// The report's description of the run: case, configuration, model, machine.
+void describe_run(Report& r, const ResolvedRun& run, const HarnessOptions& opts, const MemoryProbe& probe,
+                  Environment environment) {
+  r.case_name = run.spec.name;
+  r.case_description = run.spec.description;
+  r.case_spec = resolved_case_json(run.spec, run.preset);
+  r.case_spec["probe"] = probe.name();
+  r.config.batch_size_per_device = run.batch;
+  r.config.preset = run.preset;
+  r.config.steps = run.steps;
+  r.config.device = run.device.str();
+  r.config.seed = opts.seed;
+  r.config.memory_limit_mib = opts.memory_limit_mib;
+  r.config.rank_zero_extra_samples = opts.rank_zero_extra_samples;
+  r.config.shard_optimizer_state = opts.shard_optimizer_state;
+  if (run.launch) {
+    r.config.rank = run.launch->rank;
+    r.config.local_rank = run.launch->local_rank;
+    r.config.world_size = run.launch->world_size;
+    r.config.backend = run.device.is_cuda() ? "nccl" : "gloo";
+  }
+  const ModelSpec& m = run.spec.preset(run.preset).model;
+  r.model.parameters = count_parameters(m);
+  r.model.parameter_bytes = r.model.parameters * bytes_per_element(m);
+  r.environment = std::move(environment);
+}
+
+}  // namespace
+
+int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
+  ResolvedRun run;
+  try {
+    run = resolve_run(opts);
   } catch (const UsageError& u) {
     err << "memory_diagnostics: " << u.message << "\n";
     return kExitUsage;
   }
+  const CaseSpec& spec = run.spec;
+  const c10::Device& device = run.device;
+  const std::optional<LaunchInfo>& launch = run.launch;
+  const std::string& output = run.output;
 
   // The tracking allocator must be in place before the first CPU tensor.
   std::unique_ptr<MemoryProbe> probe;
@@ -212,34 +260,13 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   }
 
   Recorder rec(*probe);
-  Report& r = rec.report();
-  r.case_name = spec.name;
-  r.case_description = spec.description;
-  r.case_spec = resolved_case_json(spec, preset);
-  r.case_spec["probe"] = probe->name();
-  r.config.batch_size_per_device = batch;
-  r.config.preset = preset;
-  r.config.steps = steps;
-  r.config.device = device.str();
-  r.config.seed = opts.seed;
-  r.config.memory_limit_mib = opts.memory_limit_mib;
-  r.config.rank_zero_extra_samples = opts.rank_zero_extra_samples;
-  r.config.shard_optimizer_state = opts.shard_optimizer_state;
-  if (launch) {
-    r.config.rank = launch->rank;
-    r.config.local_rank = launch->local_rank;
-    r.config.world_size = launch->world_size;
-    r.config.backend = device.is_cuda() ? "nccl" : "gloo";
-  }
-  const ModelSpec& m = spec.preset(preset).model;
-  r.model.parameters = count_parameters(m);
-  r.model.parameter_bytes = r.model.parameters * bytes_per_element(m);
-  r.environment = environment;
+  describe_run(rec.report(), run, opts, *probe, environment);
+  const Report& r = rec.report();
 
   const bool talk = !opts.quiet && (!launch || launch->rank == 0);
   if (talk) {
-    out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << preset << ", batch " << batch
-        << ", " << steps << " step" << (steps == 1 ? "" : "s") << ") on " << device.str() << " ["
+    out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << run.preset << ", batch "
+        << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << device.str() << " ["
         << r.environment.device_name << "], " << r.model.parameters << " parameters ("
         << fmt(to_mib(r.model.parameter_bytes)) << " MiB)\n";
     print_header(out);
@@ -249,7 +276,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   g_interrupt.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
 
-  WorkloadOptions w{spec, preset, batch, steps, device, opts.seed, opts.warm_up_kernels};
+  WorkloadOptions w{spec, run.preset, run.batch, run.steps, device, opts.seed, opts.warm_up_kernels};
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   w.shard_optimizer_state = opts.shard_optimizer_state;
   std::unique_ptr<Communicator> comm;
