@@ -1,4 +1,4 @@
-#include "memdiag/analysis.hpp"
+#include "internal.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -25,85 +25,6 @@ std::string mib(double v) {
 // A ratio with as many digits as it needs: x988, x3.97.
 std::string times(double v) { return "x" + num(v, v >= 100 ? 0 : (v >= 10 ? 1 : 2)); }
 std::string signed_mib(double v) { return (v >= 5e-5 ? "+" : "") + mib(v); }
-
-struct CauseText {
-  Cause cause;
-  const char* name;
-  const char* label;
-  const char* response;
-  std::vector<const char*> not_helpful;
-};
-
-const std::vector<CauseText>& cause_texts() {
-  static const std::vector<CauseText> t = {
-      {Cause::kActivations, "activations", "forward activations",
-       "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "
-       "checkpointing to recompute intermediates in backward, or use lower-precision (bf16) activations or a "
-       "memory-efficient kernel.",
-       {"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
-        "Optimizer-state sharding or a lighter optimizer: the optimizer's state is not what grows with the batch.",
-        "Fixing graph lifetime: the post-cleanup allocation is stable, nothing is being retained across steps."}},
-      {Cause::kOptimizerState, "optimizer_state", "optimizer state (persistent per-parameter buffers)",
-       "Shard optimizer state across data-parallel ranks (ZeRO-1 / FSDP), use a lower-memory optimizer (SGD with "
-       "momentum, Adafactor, 8-bit Adam), or keep optimizer state in lower precision where that is acceptable.",
-       {"Activation checkpointing: it recomputes forward intermediates; the moment buffers persist between steps "
-        "regardless.",
-        "A smaller batch: the state is per parameter, not per sample.",
-        "empty_cache(): the moments are live tensors held by the optimizer."}},
-      {Cause::kRetainedGraph, "retained_graph", "retained autograd graphs (a lifetime bug)",
-       "Stop retaining graphs: call backward() without retain_graph, and log losses as detached CPU scalars "
-       "(loss.detach().cpu().item(), or a running sum) instead of keeping graph-connected tensors.",
-       {"Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
-        "empty_cache(): the retained graphs are live tensors; nothing cached is freed.",
-        "Activation checkpointing or a smaller batch: they shrink each retained graph but the growth per step "
-        "continues until it runs out.",
-        "loss.detach() kept on the GPU: it cuts the graph but keeps the loss tensor's own storage alive."}},
-      {Cause::kParameters, "parameters", "model parameters (weights and their gradients)",
-       "Shard parameters (FSDP), train in bf16 with fp32 master weights only where needed, or use a smaller "
-       "model or parameter-efficient fine-tuning.",
-       {"A smaller batch or activation checkpointing: weights do not depend on the batch.",
-        "empty_cache(): the weights are live tensors."}},
-      {Cause::kAllocatorCache, "allocator_cache", "caching-allocator reserve (cached but free blocks)",
-       "Look at fragmentation first (inactive_split_mib); try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
-       "and call empty_cache() only to hand memory back to other processes.",
-       {"Treating the reserved - allocated gap as a leak: cached blocks are reused by later allocations.",
-        "Reducing tensors the model holds: allocated memory is not what is large here."}},
-      {Cause::kInconclusive, "inconclusive", "no single dominant cause",
-       "Run the confirming commands below; compare reports of the same case that differ in one setting.",
-       {}},
-  };
-  return t;
-}
-
-const CauseText& text_of(Cause c) {
-  for (const CauseText& t : cause_texts()) {
-    if (t.cause == c) return t;
-  }
-  return cause_texts().back();
-}
-
-Sweep fit(std::string kind, std::vector<SweepPoint> pts) {
-  std::sort(pts.begin(), pts.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.x < b.x; });
-  Sweep s;
-  s.kind = std::move(kind);
-  s.points = std::move(pts);
-  double sxy = 0, sxx = 0;
-  for (const SweepPoint& p : s.points) {
-    sxy += p.x * p.y;
-    sxx += p.x * p.x;
-  }
-  s.slope = sxx > 0 ? sxy / sxx : 0;
-  s.increasing = s.points.size() >= 2;
-  for (std::size_t i = 0; i < s.points.size(); ++i) {
-    const SweepPoint& p = s.points[i];
-    if (i > 0 && !(p.y > s.points[i - 1].y)) s.increasing = false;
-    if (p.x > 0 && s.slope > 0) s.max_deviation = std::max(s.max_deviation, std::fabs(p.y / p.x - s.slope) / s.slope);
-  }
-  if (s.slope <= 0) s.max_deviation = 1;
-  return s;
-}
-
-bool linear(const Sweep& s) { return s.increasing && s.max_deviation <= thresholds::kLinearTolerance; }
 
 // Distinct values of one setting among rank-0 runs, keeping the rest equal to
 // the primary run's, so a sweep varies one thing at a time.
@@ -137,7 +58,7 @@ std::string sweep_line(const Sweep& s, const std::string& xname, const std::stri
   std::string ratio;
   if (lo.x > 0 && lo.y > 0) ratio = " (" + times(hi.y / lo.y) + " for " + times(hi.x / lo.x) + " " + xname + ")";
   return xname + " " + xs + ": " + yname + " " + ys + ratio + "; " + num(s.slope, 4) + " " + unit + ", " +
-         (linear(s) ? "within " + num(100 * s.max_deviation, 1) + "% of proportional"
+         (detail::is_linear(s) ? "within " + num(100 * s.max_deviation, 1) + "% of proportional"
                     : std::string(s.increasing ? "not proportional" : "not increasing") + " (largest departure " +
                           num(100 * s.max_deviation, 1) + "%)");
 }
@@ -154,54 +75,9 @@ const RunFeatures& pick_primary(const Group& g) {
   return *best;
 }
 
-std::vector<DistributedView> distributed_views(const Group& g) {
-  std::map<std::tuple<double, int, int>, std::vector<const RunFeatures*>> runs;
-  for (const RunFeatures& r : g.runs) {
-    runs[{r.parameter_mib, r.config.batch_size_per_device, r.config.steps}].push_back(&r);
-  }
-  std::vector<DistributedView> out;
-  for (const auto& [key, rs] : runs) {
-    std::set<int> ranks;
-    for (const RunFeatures* r : rs) ranks.insert(r->config.rank);
-    if (ranks.size() < 2) continue;
-    DistributedView v;
-    v.run_label = "preset " + rs.front()->config.preset + ", batch " + std::to_string(std::get<1>(key)) + ", " +
-                  std::to_string(std::get<2>(key)) + " steps";
-    double lo = 1e300;
-    for (const RunFeatures* r : rs) {
-      v.ranks.push_back({r->config.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib,
-                         r->first_step_excess_mib});
-      if (r->peak_allocated_mib > v.max_peak_mib) {
-        v.max_peak_mib = r->peak_allocated_mib;
-        v.max_rank = r->config.rank;
-      }
-      lo = std::min(lo, r->peak_allocated_mib);
-    }
-    std::sort(v.ranks.begin(), v.ranks.end(), [](const RankRow& a, const RankRow& b) { return a.rank < b.rank; });
-    v.imbalance = v.max_peak_mib > 0 ? (v.max_peak_mib - lo) / v.max_peak_mib : 0;
-    v.imbalanced = v.imbalance > thresholds::kRankImbalance;
-    out.push_back(std::move(v));
-  }
-  return out;
-}
 
 }  // namespace
 
-const char* to_string(Cause c) { return text_of(c).name; }
-const char* cause_label(Cause c) { return text_of(c).label; }
-
-std::optional<Cause> cause_from_string(const std::string& s) {
-  for (const CauseText& t : cause_texts()) {
-    if (s == t.name) return t.cause;
-  }
-  return std::nullopt;
-}
-
-const std::vector<Cause>& all_causes() {
-  static const std::vector<Cause> v = {Cause::kActivations,   Cause::kOptimizerState, Cause::kRetainedGraph,
-                                       Cause::kParameters,    Cause::kAllocatorCache, Cause::kInconclusive};
-  return v;
-}
 
 std::vector<Component> components_of(const RunFeatures& f) {
   std::vector<Component> c;
@@ -222,7 +98,7 @@ Verdict diagnose(const Group& g) {
   Verdict v;
   v.case_name = g.case_name;
   v.group_key = g.key;
-  v.distributed = distributed_views(g);
+  v.distributed = detail::distributed_views(g);
   if (g.runs.empty()) return v;
 
   const RunFeatures& p = pick_primary(g);
@@ -259,9 +135,9 @@ Verdict diagnose(const Group& g) {
       spts.push_back({double(r->steps.size()), *r->steps.back().cleanup_allocated_mib - *r->baseline_mib, r->source});
     }
   }
-  if (bpts.size() >= 2) v.sweeps.push_back(fit("batch", bpts));
-  if (ppts.size() >= 2) v.sweeps.push_back(fit("parameters", ppts));
-  if (spts.size() >= 2) v.sweeps.push_back(fit("steps", spts));
+  if (bpts.size() >= 2) v.sweeps.push_back(detail::fit_sweep("batch", bpts));
+  if (ppts.size() >= 2) v.sweeps.push_back(detail::fit_sweep("parameters", ppts));
+  if (spts.size() >= 2) v.sweeps.push_back(detail::fit_sweep("steps", spts));
   auto sweep = [&](const char* kind) -> const Sweep* {
     for (const Sweep& s : v.sweeps) {
       if (s.kind == kind) return &s;
@@ -313,7 +189,7 @@ Verdict diagnose(const Group& g) {
       v.evidence.push_back(stable);
       if (const Sweep* s = sweep("batch")) {
         v.evidence.push_back(sweep_line(*s, "batch", "forward increment", "MiB per sample"));
-        v.confirmed = linear(*s);
+        v.confirmed = detail::is_linear(*s);
       }
       if (!v.confirmed) {
         v.confirm.push_back(base + " --batch-size-per-device 1 --output " + g.case_name + "-batch1.json");
@@ -344,7 +220,7 @@ Verdict diagnose(const Group& g) {
       }
       if (const Sweep* s = sweep("parameters")) {
         v.evidence.push_back(sweep_line(*s, "parameter MiB", "persistent increase", "MiB per parameter MiB"));
-        v.confirmed = linear(*s);
+        v.confirmed = detail::is_linear(*s);
       }
       if (!v.confirmed) v.confirm.push_back(base.substr(0, base.find(" --preset")) +
                                             " --preset medium --batch-size-per-device 1");
@@ -407,9 +283,8 @@ Verdict diagnose(const Group& g) {
     }
   }
 
-  const CauseText& t = text_of(v.dominant);
-  v.response = t.response;
-  for (const char* s : t.not_helpful) v.not_helpful.emplace_back(s);
+  v.response = detail::cause_response(v.dominant);
+  for (const char* s : detail::cause_not_helpful(v.dominant)) v.not_helpful.emplace_back(s);
   return v;
 }
 

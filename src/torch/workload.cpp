@@ -1,6 +1,7 @@
 #include "memdiag/workload.hpp"
 
 #include "memdiag/tensor_census.hpp"
+#include "data_parallel.hpp"
 #include "model.hpp"
 
 #include <c10/util/Exception.h>
@@ -55,76 +56,6 @@ void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
 }
 
 bool interrupted(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(); }
-
-// DDP's default bucket size.
-constexpr std::int64_t kBucketCapBytes = 25 * 1024 * 1024;
-
-// Gradient averaging through persistent flat buckets, made at the first
-// backward as DDP's reducer makes its buckets. Unlike DDP the all-reduce
-// runs after backward rather than overlapped with it; the memory is the same.
-class GradientBuckets {
- public:
-  void all_reduce(const std::vector<torch::Tensor>& params, Communicator& comm) {
-    if (buckets_.empty()) build(params);
-    for (Bucket& b : buckets_) {
-      for (const Slot& s : b.slots) {
-        const torch::Tensor& g = params[s.param].grad();
-        b.flat.narrow(0, s.offset, s.numel).copy_(g.defined() ? g.reshape(-1) : torch::zeros_like(params[s.param]).reshape(-1));
-      }
-      comm.all_reduce_sum(b.flat);
-      b.flat.div_(comm.world_size());
-      for (const Slot& s : b.slots) {
-        torch::Tensor g = params[s.param].mutable_grad();
-        if (!g.defined()) continue;
-        g.view(-1).copy_(b.flat.narrow(0, s.offset, s.numel));
-      }
-    }
-  }
-
- private:
-  struct Slot {
-    std::size_t param;
-    std::int64_t offset;
-    std::int64_t numel;
-  };
-  struct Bucket {
-    torch::Tensor flat;
-    std::vector<Slot> slots;
-  };
-
-  void build(const std::vector<torch::Tensor>& params) {
-    std::vector<Slot> slots;
-    std::int64_t numel = 0, bytes = 0;
-    auto flush = [&](const torch::Tensor& like) {
-      if (slots.empty()) return;
-      buckets_.push_back({torch::empty({numel}, like.options()), std::move(slots)});
-      slots.clear();
-      numel = bytes = 0;
-    };
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      const torch::Tensor& p = params[i];
-      slots.push_back({i, numel, p.numel()});
-      numel += p.numel();
-      bytes += p.numel() * static_cast<std::int64_t>(p.element_size());
-      if (bytes >= kBucketCapBytes) flush(p);
-    }
-    if (!params.empty()) flush(params.back());
-  }
-
-  std::vector<Bucket> buckets_;
-};
-
-// Parameter i belongs to owner[i]: greedy by size, so shards weigh about the same.
-std::vector<int> shard_owners(const std::vector<torch::Tensor>& params, int world) {
-  std::vector<std::int64_t> load(static_cast<std::size_t>(world), 0);
-  std::vector<int> owner(params.size(), 0);
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const auto r = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[i] = static_cast<int>(r);
-    load[r] += params[i].numel();
-  }
-  return owner;
-}
 
 }  // namespace
 
