@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 using namespace memdiag;
 using namespace memdiag::testkit;
 
@@ -65,4 +67,22 @@ TEST(CudaDistributed, RankZeroExtraSamplesAndSharding) {
     const double p = to_mib(k.model.parameter_bytes);
     EXPECT_NEAR(k.samples[5].tensors->optimizer_state_mib, p, 0.05 * p);  // 2P over 2 ranks
   }
+}
+
+TEST(CudaDistributed, APeerThatDiesStopsTheOtherWithAReport) {
+  REQUIRE_TWO_GPUS();
+  TempDir d("memdiag_nccl_crash");
+  LaunchOptions lo;
+  lo.kill_rank = 1;
+  lo.kill_after_ms = 6000;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Proc> p = launch_ranks({kExe, "--case", "alpha", "--preset", "large", "--steps", "100000",
+                                            "--device", "cuda", "-q", "--dist-timeout-s", "15", "-o",
+                                            d.file("a-{rank}.json")},
+                                           d, lo);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p[1].exit_code, 128 + 9);
+  EXPECT_EQ(p[0].exit_code, 1) << p[0].err;
+  EXPECT_LT(s, 120) << "rank 0 should give up within its 15 s timeout, plus start-up";
+  EXPECT_EQ(load_report(d.file("a-0.json")).status, RunStatus::kFailed);
 }
