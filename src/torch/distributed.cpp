@@ -101,6 +101,14 @@ std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const
   auto tcp = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, so);
   // torchrun's agent store is shared with the launcher; keep our keys apart.
   auto store = c10::make_intrusive<c10d::PrefixStore>("memdiag", tcp);
+  // Every rank checks in before any backend is made. NCCL's communicator
+  // set-up waits inside NCCL for peers, with no timeout of ours: measured on
+  // two H200s, a rank whose peer never started hung there for good. Waiting
+  // here, on the store, turns that into an error after `timeout`.
+  store->set("joined/" + std::to_string(launch.rank), std::vector<uint8_t>{1});
+  std::vector<std::string> everyone;
+  for (int r = 0; r < launch.world_size; ++r) everyone.push_back("joined/" + std::to_string(r));
+  store->wait(everyone, timeout);
 
   if (device.is_cuda()) {
 #ifdef MEMDIAG_NCCL
