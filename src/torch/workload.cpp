@@ -150,7 +150,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       rec.mark(phase::kCleanup, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
     }
-    (void)logged_loss_sum;
+    (void)logged_loss_sum;  // read out as a logger would; its value is not reported
     return RunStatus::kComplete;
   } catch (const c10::OutOfMemoryError& e) {
     std::string msg = e.what_without_backtrace();
