@@ -210,3 +210,18 @@ TEST(DiagnosticsCpu, HelpVersionAndListCases) {
   EXPECT_EQ(list.exit_code, 0);
   for (const char* c : {"alpha", "beta", "gamma"}) EXPECT_NE(list.out.find(c), std::string::npos);
 }
+
+TEST(DiagnosticsCpu, Bfloat16HalvesWeightsAndActivations) {
+  // The seed's quiz, measured: 2 bytes a value instead of 4.
+  TempDir d("memdiag_bf16");
+  auto spec = nlohmann::json::parse(read_text(std::string(MEMDIAG_CASES_DIR) + "/alpha.json"));
+  spec["name"] = "alpha-bf16";
+  for (auto& p : spec["presets"]) p["model"]["dtype"] = "bfloat16";
+  write_text(d.file("alpha-bf16.json"), spec.dump());
+  const Report f32 = run_case(d, "f32", {"--case", "alpha", "--steps", "2", "--batch-size-per-device", "256"});
+  const Report bf16 = run_case(d, "bf16", {"--case", d.file("alpha-bf16.json"), "--steps", "2", "--batch-size-per-device", "256"});
+  EXPECT_EQ(bf16.model.parameter_bytes * 2, f32.model.parameter_bytes);
+  const double fwd32 = alloc_at(f32, phase::kForward, 1) - alloc_at(f32, phase::kCleanup, 0);
+  const double fwd16 = alloc_at(bf16, phase::kForward, 1) - alloc_at(bf16, phase::kCleanup, 0);
+  EXPECT_NEAR(fwd16 / fwd32, 0.5, 0.03);
+}
