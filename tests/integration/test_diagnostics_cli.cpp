@@ -187,10 +187,14 @@ TEST(DiagnosticsCpu, UserCaseFileRunsWithoutRecompiling) {
 TEST(DiagnosticsCpu, InterruptWritesAnInterruptedReport) {
   TempDir d("memdiag_sigint");
   const std::string out = d.file("int.json");
-  const pid_t pid = spawn({kExe, "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu", "-q",
+  const pid_t pid = spawn({kExe, "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu",
                           "-o", out},
                          "/dev/null", d.file("stdout"), d.file("stderr"));
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Interrupt once the optimizer_ready row is printed: the handler is in place
+  // by then, however slowly the process started.
+  for (int i = 0; i < 600 && read_text(d.file("stdout")).find("optimizer_ready") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   kill(pid, SIGINT);
   EXPECT_EQ(wait_exit_code(pid), 130) << read_text(d.file("stderr"));
   const Report r = load_report(out);
