@@ -37,6 +37,7 @@ struct RunFeatures {
   std::string case_name;
   RunConfig config;
   RunStatus status = RunStatus::kComplete;
+  int local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
   double parameter_mib = 0;
   std::optional<double> model_ready_mib;  // allocated at model_ready
   std::optional<double> baseline_mib;     // allocated at optimizer_ready

@@ -38,6 +38,9 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.config = r.config;
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);
+  // Rank 0 of an imbalanced data-parallel run carries extra samples.
+  f.local_batch = r.config.batch_size_per_device +
+                  (r.config.rank == 0 && r.config.world_size > 1 ? r.config.rank_zero_extra_samples : 0);
 
   const Sample* prev = nullptr;
   for (const Sample& s : r.samples) {
@@ -96,10 +99,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   } else if (!fwd_all.empty()) {
     f.forward_increment_mib = fwd_all.front();
   }
-  // Rank 0 of an imbalanced data-parallel run carries extra samples.
-  const int local_batch =
-      r.config.batch_size_per_device + (r.config.rank == 0 && r.config.world_size > 1 ? r.config.rank_zero_extra_samples : 0);
-  if (f.forward_increment_mib && local_batch > 0) f.forward_per_sample_mib = *f.forward_increment_mib / local_batch;
+  if (f.forward_increment_mib && f.local_batch > 0) f.forward_per_sample_mib = *f.forward_increment_mib / f.local_batch;
 
   // Post-cleanup trajectory.
   std::vector<double> xs, ys;

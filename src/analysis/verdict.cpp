@@ -1,4 +1,5 @@
 #include "internal.hpp"
+#include "memdiag/format.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,13 +16,7 @@ std::string num(double v, int prec = 2) {
   std::snprintf(buf, sizeof buf, "%.*f", prec, v);
   return buf;
 }
-std::string mib(double v) {
-  // Small figures need more digits to stay meaningful (batch-1 activations);
-  // nothing at all reads best as plain zero.
-  const double a = std::fabs(v);
-  if (a < 5e-5) return "0.00 MiB";
-  return num(v, a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4))) + " MiB";
-}
+std::string mib(double v) { return format_mib(v) + " MiB"; }
 // A ratio with as many digits as it needs: x988, x3.97.
 std::string times(double v) { return "x" + num(v, v >= 100 ? 0 : (v >= 10 ? 1 : 2)); }
 std::string signed_mib(double v) { return (v >= 5e-5 ? "+" : "") + mib(v); }
@@ -107,9 +102,7 @@ Verdict diagnose(const Group& g) {
   for (const std::string& n : p.notes) v.warnings.push_back(p.source + ": " + n);
 
   const std::string base = base_command(g, p);
-  const int local_batch = p.config.batch_size_per_device +
-                          (p.config.rank == 0 && p.config.world_size > 1 ? p.config.rank_zero_extra_samples : 0);
-  const std::string at = " at batch " + std::to_string(local_batch) + ", preset " +
+  const std::string at = " at batch " + std::to_string(p.local_batch) + ", preset " +
                          p.config.preset + ", " + std::to_string(p.steps.size()) + " step" +
                          (p.steps.size() == 1 ? "" : "s");
 

@@ -1,19 +1,14 @@
 #include "memdiag/render.hpp"
 
+#include "memdiag/format.hpp"
+
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <filesystem>
 
 namespace memdiag {
 
 std::string fmt_mib(const std::optional<double>& v) {
-  if (!v) return "-";
-  const double a = std::fabs(*v);
-  if (a < 5e-5) return "0.00";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4)), *v);
-  return buf;
+  return v ? format_mib(*v) : "-";
 }
 
 std::string Table::to_text(const std::string& indent) const {
