@@ -1,7 +1,7 @@
 // Two ranks over NCCL, one GPU each (device kind nvidia-h200-x2). Skips,
 // saying why, on a machine with fewer than two CUDA devices.
 #include "launch.hpp"
-#include "memdiag/analysis.hpp"
+#include "patterns.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -26,18 +26,10 @@ const std::string& two_gpus_unavailable() {
   } while (0)
 
 std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vector<std::string> extra) {
-  std::vector<std::string> argv{kExe, "--device", "cuda", "-q", "-o", d.file(name + "-{rank}.json")};
+  std::vector<std::string> argv{kExe, "--device", "cuda", "-q"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  const std::vector<Proc> procs = launch_ranks(argv, d, {});
-  std::vector<Report> reports;
-  for (std::size_t r = 0; r < procs.size(); ++r) {
-    EXPECT_EQ(procs[r].exit_code, 0) << "rank " << r << ": " << procs[r].err;
-    reports.push_back(load_report(d.file(name + "-" + std::to_string(r) + ".json")));
-  }
-  return reports;
+  return launch_and_load(argv, d, name, /*check_schema=*/false);
 }
-
-double fwd(const Report& r) { return *compute_features(r, "x").forward_increment_mib; }
 
 }  // namespace
 
@@ -49,7 +41,7 @@ TEST(CudaDistributed, TwoRanksOverNcclOneGpuEach) {
   EXPECT_EQ(r[0].config.device, "cuda:0");
   EXPECT_EQ(r[1].config.device, "cuda:1");
   EXPECT_EQ(r[1].config.backend, "nccl");
-  EXPECT_NEAR(fwd(r[0]), fwd(r[1]), 0.02 * fwd(r[1]));
+  EXPECT_NEAR(forward_increment(r[0]), forward_increment(r[1]), 0.02 * forward_increment(r[1]));
   for (const Report& k : r) {
     // AdamW's two moments plus DDP's gradient buckets, all made in step 0.
     const double p = to_mib(k.model.parameter_bytes);
@@ -61,7 +53,7 @@ TEST(CudaDistributed, RankZeroExtraSamplesAndSharding) {
   REQUIRE_TWO_GPUS();
   TempDir d("memdiag_nccl2");
   const auto extra = run_two(d, "alpha", {"--case", "alpha", "--steps", "2", "--rank-zero-extra-samples", "512"});
-  EXPECT_NEAR(fwd(extra[0]) / fwd(extra[1]), 1.5, 0.05);
+  EXPECT_NEAR(forward_increment(extra[0]) / forward_increment(extra[1]), 1.5, 0.05);
   const auto shard = run_two(d, "beta", {"--case", "beta", "--steps", "2", "--shard-optimizer-state"});
   for (const Report& k : shard) {
     const double p = to_mib(k.model.parameter_bytes);

@@ -1,7 +1,7 @@
 // Data-parallel runs on the CPU: two real processes joined over Gloo, started
 // with the launcher's variables as torchrun would set them.
 #include "launch.hpp"
-#include "memdiag/analysis.hpp"
+#include "patterns.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -15,23 +15,11 @@ namespace {
 
 const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
 
-std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vector<std::string> extra,
-                            LaunchOptions lo = {}) {
-  std::vector<std::string> argv{kExe, "--device", "cpu", "-q", "--dist-timeout-s", "30",
-                                "-o", d.file(name + "-{rank}.json")};
+std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vector<std::string> extra) {
+  std::vector<std::string> argv{kExe, "--device", "cpu", "-q", "--dist-timeout-s", "30"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  const std::vector<Proc> procs = launch_ranks(argv, d, lo);
-  std::vector<Report> reports;
-  for (std::size_t r = 0; r < procs.size(); ++r) {
-    EXPECT_EQ(procs[r].exit_code, 0) << "rank " << r << ": " << procs[r].err;
-    const std::string path = d.file(name + "-" + std::to_string(r) + ".json");
-    EXPECT_TRUE(schema_errors(path).empty());
-    reports.push_back(load_report(path));
-  }
-  return reports;
+  return launch_and_load(argv, d, name, /*check_schema=*/true);
 }
-
-double forward_increment(const Report& r) { return *compute_features(r, "x").forward_increment_mib; }
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "launch.hpp"
 
+#include <gtest/gtest.h>
+
 #include <signal.h>
 
 #include <chrono>
@@ -31,6 +33,23 @@ std::vector<Proc> launch_ranks(const std::vector<std::string>& argv, const TempD
     out.push_back(p);
   }
   return out;
+}
+
+std::vector<Report> launch_and_load(std::vector<std::string> argv, const TempDir& dir, const std::string& name,
+                                    bool check_schema, const LaunchOptions& o) {
+  argv.push_back("-o");
+  argv.push_back(dir.file(name + "-{rank}.json"));
+  const std::vector<Proc> procs = launch_ranks(argv, dir, o);
+  std::vector<Report> reports;
+  for (std::size_t r = 0; r < procs.size(); ++r) {
+    EXPECT_EQ(procs[r].exit_code, 0) << "rank " << r << ": " << procs[r].err;
+    const std::string path = dir.file(name + "-" + std::to_string(r) + ".json");
+    if (check_schema) {
+      EXPECT_TRUE(schema_errors(path).empty());
+    }
+    reports.push_back(load_report(path));
+  }
+  return reports;
 }
 
 }  // namespace memdiag::testkit

@@ -20,4 +20,10 @@ struct LaunchOptions {
 // Returns each started rank's exit code and stderr, in rank order.
 std::vector<Proc> launch_ranks(const std::vector<std::string>& argv, const TempDir& dir, const LaunchOptions& o);
 
+// Runs argv with "-o DIR/NAME-{rank}.json" added, expects every rank to exit
+// 0 (and, if asked, its report to pass the schema), and returns the reports
+// in rank order.
+std::vector<Report> launch_and_load(std::vector<std::string> argv, const TempDir& dir, const std::string& name,
+                                    bool check_schema, const LaunchOptions& o = {});
+
 }  // namespace memdiag::testkit

@@ -9,6 +9,8 @@
 
 namespace memdiag::testkit {
 
+double forward_increment(const Report& r) { return *compute_features(r, "forward").forward_increment_mib; }
+
 void expect_activation_scaling(const Report& b1, const Report& b4) {
   const RunFeatures f1 = compute_features(b1, "batch1"), f4 = compute_features(b4, "batch4");
   ASSERT_TRUE(f1.forward_increment_mib && f4.forward_increment_mib);

@@ -8,6 +8,8 @@ namespace memdiag::testkit {
 
 // Forward increment at batch 4 is 4x that at batch 1, within 15%.
 void expect_activation_scaling(const Report& batch1, const Report& batch4);
+// The steady-state forward increment (MiB) the analysis reads off a report.
+double forward_increment(const Report& r);
 // The post-cleanup allocation rises after step 0 by 2x the parameter bytes
 // (within 3%) and not after later steps.
 void expect_optimizer_state_pattern(const Report& r);
