@@ -31,8 +31,8 @@ int main(int argc, char** argv) {
   auto probe = cuda ? memdiag::make_cuda_probe(0) : memdiag::make_cpu_probe();
   memdiag::Recorder rec(*probe);
   memdiag::Report& meta = rec.report();
-  meta.case_name = "example-regression";
-  meta.case_description = "examples/instrumented_loop.cpp: 2-layer MLP regression with Adam";
+  meta.case_info.name = "example-regression";
+  meta.case_info.description = "examples/instrumented_loop.cpp: 2-layer MLP regression with Adam";
   meta.config.batch_size_per_device = 64;
   meta.config.preset = "example";
   meta.config.steps = 5;
@@ -46,10 +46,10 @@ int main(int argc, char** argv) {
     meta.model.parameters += p.numel();
     meta.model.parameter_bytes += static_cast<std::int64_t>(p.numel() * p.element_size());
   }
-  rec.mark(memdiag::phase::kModelReady, memdiag::take_census(params, nullptr));
+  rec.mark(memdiag::Phase::kModelReady, memdiag::take_census(params, nullptr));
 
   torch::optim::Adam opt(params, torch::optim::AdamOptions(1e-3));
-  rec.mark(memdiag::phase::kOptimizerReady, memdiag::take_census(params, &opt));
+  rec.mark(memdiag::Phase::kOptimizerReady, memdiag::take_census(params, &opt));
 
   double loss_sum = 0;
   for (int step = 0; step < meta.config.steps; ++step) {
@@ -57,15 +57,15 @@ int main(int argc, char** argv) {
     torch::Tensor x = torch::randn({64, 512}, device);
     torch::Tensor y = torch::randn({64, 1}, device);
     torch::Tensor loss = torch::nn::functional::mse_loss(model->forward(x), y);
-    rec.mark(memdiag::phase::kForward, memdiag::take_census(params, &opt));
+    rec.mark(memdiag::Phase::kForward, memdiag::take_census(params, &opt));
     loss.backward();
-    rec.mark(memdiag::phase::kBackward, memdiag::take_census(params, &opt));
+    rec.mark(memdiag::Phase::kBackward, memdiag::take_census(params, &opt));
     opt.step();
-    rec.mark(memdiag::phase::kStep, memdiag::take_census(params, &opt));
+    rec.mark(memdiag::Phase::kStep, memdiag::take_census(params, &opt));
     opt.zero_grad(true);
     loss_sum += loss.item<double>();  // a detached scalar, not the graph
     x = y = loss = torch::Tensor();
-    rec.mark(memdiag::phase::kCleanup, memdiag::take_census(params, &opt));
+    rec.mark(memdiag::Phase::kCleanup, memdiag::take_census(params, &opt));
   }
 
   memdiag::write_report(output, rec.finish(memdiag::RunStatus::kComplete));

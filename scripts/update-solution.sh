@@ -9,9 +9,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cmp="$MEMDIAG_BUILD_DIR/bin/compare_memory_reports"
 [ -x "$cmp" ] || die "no $cmp: run scripts/build.sh first"
 doc="$MEMDIAG_ROOT/SOLUTION.md"
-for dir in "$MEMDIAG_ROOT"/tests/fixtures/*/; do
+cd "$MEMDIAG_ROOT"
+for dir in tests/fixtures/*/; do
   name="$(basename "$dir")"
-  block="$("$cmp" "$dir" --format markdown)"
+  # A relative path, as the test runs it: suggested outputs do not depend on
+  # where the checkout is.
+  block="$("$cmp" "tests/fixtures/$name" --format markdown)"
   python3 - "$doc" "$name" "$block" <<'PY'
 import sys
 path, name, block = sys.argv[1], sys.argv[2], sys.argv[3]

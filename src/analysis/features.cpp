@@ -1,4 +1,7 @@
+// One report's figures: per-step increments, the steady forward increment,
+// the post-cleanup trend and what the first step left behind.
 #include "memdiag/analysis.hpp"
+#include "memdiag/features.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,31 +32,19 @@ double ols_slope(const std::vector<double>& x, const std::vector<double>& y) {
   return den > 0 ? num / den : 0.0;
 }
 
-}  // namespace
-
-RunFeatures compute_features(const Report& r, const std::string& source) {
-  RunFeatures f;
-  f.source = source;
-  f.case_name = r.case_name;
-  f.config = r.config;
-  f.status = r.status;
-  f.parameter_mib = to_mib(r.model.parameter_bytes);
-  // Rank 0 of an imbalanced data-parallel run carries extra samples.
-  f.local_batch = r.config.batch_size_per_device +
-                  (r.config.rank == 0 && r.config.world_size > 1 ? r.config.rank_zero_extra_samples : 0);
-
+// Peaks, reserve and the per-step increments, in one walk over the samples.
+void read_samples(const Report& r, RunFeatures& f) {
   const Sample* prev = nullptr;
   for (const Sample& s : r.samples) {
     f.peak_allocated_mib = std::max(f.peak_allocated_mib, s.peak_allocated_mib);
-    auto& pp = f.peak_by_phase[s.phase];
+    double& pp = f.peak_by_phase[s.phase];
     pp = std::max(pp, s.peak_allocated_mib);
     if (s.reserved_mib) {
       f.peak_reserved_mib = std::max(f.peak_reserved_mib.value_or(0), *s.reserved_mib);
       f.max_reserved_gap_mib = std::max(f.max_reserved_gap_mib.value_or(0), *s.reserved_mib - s.allocated_mib);
     }
-    if (!s.step && s.phase == phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
-    if (!s.step && s.phase == phase::kModelReady) f.model_ready_mib = s.allocated_mib;
-
+    if (!s.step && s.phase == Phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
+    if (!s.step && s.phase == Phase::kModelReady) f.model_ready_mib = s.allocated_mib;
     if (s.step) {
       if (f.steps.empty() || f.steps.back().step != *s.step) {
         f.steps.push_back(StepFigures{});
@@ -63,45 +54,61 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
       st.peak_mib = std::max(st.peak_mib, s.peak_allocated_mib);
       const std::optional<double> inc =
           prev ? std::optional<double>(s.allocated_mib - prev->allocated_mib) : std::nullopt;
-      if (s.phase == phase::kForward) st.forward_increment_mib = inc;
-      if (s.phase == phase::kBackward) st.backward_increment_mib = inc;
-      if (s.phase == phase::kStep) st.step_increment_mib = inc;
-      if (s.phase == phase::kCleanup) st.cleanup_allocated_mib = s.allocated_mib;
+      switch (s.phase) {
+        case Phase::kForward: st.forward_increment_mib = inc; break;
+        case Phase::kBackward: st.backward_increment_mib = inc; break;
+        case Phase::kStep: st.step_increment_mib = inc; break;
+        case Phase::kCleanup: st.cleanup_allocated_mib = s.allocated_mib; break;
+        case Phase::kSetup:
+        case Phase::kModelReady:
+        case Phase::kOptimizerReady: break;
+      }
     }
     prev = &s;
   }
   if (!r.samples.empty()) {
     const Sample& last = r.samples.back();
-    if (last.device_used_mib && last.reserved_mib) {
-      f.device_minus_reserved_mib = *last.device_used_mib - *last.reserved_mib;
-    }
+    if (last.device_used_mib && last.reserved_mib) f.device_minus_reserved_mib = *last.device_used_mib - *last.reserved_mib;
   }
   if (f.peak_reserved_mib) f.cache_excess_mib = std::max(0.0, *f.peak_reserved_mib - f.peak_allocated_mib);
-  for (const Event& e : r.events) {
-    if (e.kind == "warmup" && e.mib) f.warmup_mib = *e.mib;
-    if (e.kind == "oom") {
-      f.notes.push_back("out of memory in " + e.phase + (e.step ? " of step " + std::to_string(*e.step) : ""));
-    }
-    if (e.kind == "interrupted") f.notes.push_back("interrupted");
-    if (e.kind == "error") f.notes.push_back("failed: " + e.message);
-  }
+}
 
-  // Forward increment: steady state where there is one. Step 0 also carries
-  // one-off library set-up when the run was not warmed up.
-  std::vector<double> fwd_steady, fwd_all;
+void read_events(const Report& r, RunFeatures& f) {
+  for (const Event& e : r.events) {
+    switch (e.kind) {
+      case EventKind::kWarmup:
+        if (e.mib) f.warmup_mib = *e.mib;
+        break;
+      case EventKind::kOom:
+      case EventKind::kInterrupted:
+      case EventKind::kError: f.stops.push_back(RunStop{e.kind, e.phase, e.step, e.message}); break;
+      case EventKind::kNote: break;
+    }
+  }
+}
+
+// Steady state where there is one: step 0 also carries one-off library
+// set-up when the run was not warmed up.
+void forward_increment(RunFeatures& f) {
+  std::vector<double> steady, all;
   for (const StepFigures& st : f.steps) {
     if (!st.forward_increment_mib) continue;
-    fwd_all.push_back(*st.forward_increment_mib);
-    if (st.step >= 1) fwd_steady.push_back(*st.forward_increment_mib);
+    all.push_back(*st.forward_increment_mib);
+    if (st.step >= 1) steady.push_back(*st.forward_increment_mib);
   }
-  if (!fwd_steady.empty()) {
-    f.forward_increment_mib = median(fwd_steady);
-  } else if (!fwd_all.empty()) {
-    f.forward_increment_mib = fwd_all.front();
+  if (!steady.empty()) {
+    f.forward_increment_mib = median(steady);
+  } else if (!all.empty()) {
+    f.forward_increment_mib = all.front();
   }
-  if (f.forward_increment_mib && f.local_batch > 0) f.forward_per_sample_mib = *f.forward_increment_mib / f.local_batch;
+  if (f.forward_increment_mib && f.local_batch > 0) {
+    f.forward_per_sample_mib = *f.forward_increment_mib / static_cast<double>(f.local_batch);
+  }
+}
 
-  // Post-cleanup trajectory.
+// The post-cleanup trajectory: what the first step left, the growth per step,
+// and how much of the first step's increase was made once.
+void post_cleanup_trend(RunFeatures& f) {
   std::vector<double> xs, ys;
   for (const StepFigures& st : f.steps) {
     if (st.cleanup_allocated_mib) {
@@ -109,9 +116,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
       ys.push_back(*st.cleanup_allocated_mib);
     }
   }
-  if (f.baseline_mib && !ys.empty() && xs.front() == 0) {
-    f.first_step_persistent_mib = ys.front() - *f.baseline_mib;
-  }
+  if (f.baseline_mib && !ys.empty() && xs.front() == 0) f.first_step_persistent_mib = ys.front() - *f.baseline_mib;
   if (ys.size() >= 2) {
     const double slope = ols_slope(xs, ys);
     int up = 0;
@@ -119,8 +124,8 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
     const double share = static_cast<double>(up) / static_cast<double>(ys.size() - 1);
     f.growth_per_step_mib = slope;
     f.growth_positive_share = share;
-    const double floor = std::max(thresholds::kGrowthFloorMib,
-                                  thresholds::kGrowthBaselineFraction * f.baseline_mib.value_or(0));
+    const double floor =
+        std::max(thresholds::kGrowthFloorMib, thresholds::kGrowthBaselineFraction * f.baseline_mib.value_or(0));
     f.growth_significant = slope > floor && share >= thresholds::kGrowthPositiveShare;
     if (f.first_step_persistent_mib) {
       // Growth that recurs every step also happened in step 0; what is left
@@ -128,13 +133,35 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
       const double per_step = f.growth_significant ? slope : 0.0;
       f.first_step_excess_mib = std::max(0.0, *f.first_step_persistent_mib - per_step);
     }
-    if (f.growth_significant) {
-      f.retained_growth_mib = slope * static_cast<double>(ys.size());
-    }
+    if (f.growth_significant) f.retained_growth_mib = slope * static_cast<double>(ys.size());
   }
   if (f.first_step_excess_mib && f.parameter_mib > 0) {
     f.excess_to_parameter_ratio = *f.first_step_excess_mib / f.parameter_mib;
   }
+}
+
+}  // namespace
+
+std::int64_t local_batch_of(const RunConfig& c) {
+  return static_cast<std::int64_t>(c.batch_size_per_device) +
+         (c.rank == 0 && c.world_size > 1 ? static_cast<std::int64_t>(c.rank_zero_extra_samples) : 0);
+}
+
+RunFeatures compute_features(const Report& r, const std::string& source) {
+  RunFeatures f;
+  f.source = source;
+  f.case_name = r.case_info.name;
+  f.case_source = r.case_info.source;
+  f.case_builtin = r.case_info.builtin;
+  f.case_presets = r.case_info.presets;
+  f.config = r.config;
+  f.status = r.status;
+  f.parameter_mib = to_mib(r.model.parameter_bytes);
+  f.local_batch = local_batch_of(r.config);
+  read_samples(r, f);
+  read_events(r, f);
+  forward_increment(f);
+  post_cleanup_trend(f);
   return f;
 }
 

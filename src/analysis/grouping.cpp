@@ -1,7 +1,9 @@
+// Grouping reports into configurations, and the whole pipeline.
 #include "memdiag/analysis.hpp"
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -57,13 +59,21 @@ std::vector<Group> group_runs(std::vector<RunFeatures> runs) {
   return out;
 }
 
-Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports) {
+Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, const std::set<std::string>& taken) {
   std::vector<RunFeatures> runs;
   runs.reserve(reports.size());
-  for (const auto& [source, report] : reports) runs.push_back(compute_features(report, source));
+  std::set<std::string> sources = taken;
+  for (const auto& [source, report] : reports) {
+    runs.push_back(compute_features(report, source));
+    sources.insert(source);
+  }
   Analysis a;
   a.groups = group_runs(std::move(runs));
-  for (const Group& g : a.groups) a.verdicts.push_back(diagnose(g));
+  for (const Group& g : a.groups) {
+    a.verdicts.push_back(diagnose(g, sources));
+    // Two groups must not suggest the same output either.
+    for (const ConfirmingRun& c : a.verdicts.back().confirm) sources.insert(c.run.output);
+  }
   return a;
 }
 

@@ -1,23 +1,44 @@
-// Internal to src/analysis: pieces shared by the verdict and its helpers.
+// Internal to memdiag::analysis: the steps diagnose() is made of, each a small
+// function of its own file, so a new kind of verdict is an addition.
 #pragma once
 
 #include "memdiag/analysis.hpp"
 
+#include <set>
 #include <string>
 #include <vector>
 
 namespace memdiag::detail {
 
-// What to do about a cause, and what would not help.
-const char* cause_response(Cause c);
-const std::vector<const char*>& cause_not_helpful(Cause c);
-
+// --- sweeps.cpp ---------------------------------------------------------------
 // A least-squares line through the origin over (x, y) points, sorted by x.
-Sweep fit_sweep(std::string kind, std::vector<SweepPoint> points);
-// Increasing and within thresholds::kLinearTolerance of proportional.
-bool is_linear(const Sweep& s);
-
+Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> points);
+// The batch, parameter and steps sweeps present in the group around the
+// primary run, each varying one setting with the others equal to its.
+std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& primary);
+const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind);
 // One view per run configuration that has more than one rank.
 std::vector<DistributedView> distributed_views(const Group& g);
+
+// --- decide.cpp ---------------------------------------------------------------
+// The run under the most pressure: the one that would run out first.
+const RunFeatures& pick_primary(const Group& g);
+Decision decide(const RunFeatures& primary, const std::vector<Component>& components);
+
+// --- evidence.cpp -------------------------------------------------------------
+RunPoint point_of(const RunFeatures& f);
+// The evidence for the decided cause, and whether a sweep confirmed it.
+std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const std::vector<Sweep>& sweeps,
+                                     bool& confirmed);
+// Figures every verdict carries: the cache gap and memory outside the allocator.
+std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
+// How the primary run stopped, if it did, and ranks out of balance.
+std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views);
+
+// --- confirm.cpp --------------------------------------------------------------
+// The runs that would confirm what the group cannot, with outputs beside the
+// primary report that clash with no report in `taken`.
+std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool confirmed, const Group& g,
+                                           const RunFeatures& primary, const std::set<std::string>& taken);
 
 }  // namespace memdiag::detail

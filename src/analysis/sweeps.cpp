@@ -1,4 +1,5 @@
-// Sweeps across runs of one group, and the per-rank view of distributed runs.
+// Sweeps across the runs of one group, and the per-rank view of
+// data-parallel runs.
 #include "internal.hpp"
 
 #include <algorithm>
@@ -8,11 +9,30 @@
 #include <tuple>
 
 namespace memdiag::detail {
+namespace {
 
-Sweep fit_sweep(std::string kind, std::vector<SweepPoint> pts) {
+// Distinct values of one setting among rank-0 runs, keeping the rest equal to
+// the primary run's, so a sweep varies one thing at a time.
+template <typename Key, typename Same>
+std::vector<const RunFeatures*> vary(const Group& g, const RunFeatures& primary, Key key, Same same) {
+  std::map<double, const RunFeatures*> by;
+  for (const RunFeatures& r : g.runs) {
+    if (r.config.rank != 0 || !same(r, primary)) continue;
+    by.emplace(key(r), &r);  // first run of each value wins
+  }
+  std::vector<const RunFeatures*> out;
+  for (const auto& kv : by) out.push_back(kv.second);
+  return out;
+}
+
+bool same_model(const RunFeatures& a, const RunFeatures& b) { return a.parameter_mib == b.parameter_mib; }
+
+}  // namespace
+
+Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> pts) {
   std::sort(pts.begin(), pts.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.x < b.x; });
   Sweep s;
-  s.kind = std::move(kind);
+  s.kind = kind;
   s.points = std::move(pts);
   double sxy = 0, sxx = 0;
   for (const SweepPoint& p : s.points) {
@@ -27,25 +47,53 @@ Sweep fit_sweep(std::string kind, std::vector<SweepPoint> pts) {
     if (p.x > 0 && s.slope > 0) s.max_deviation = std::max(s.max_deviation, std::fabs(p.y / p.x - s.slope) / s.slope);
   }
   if (s.slope <= 0) s.max_deviation = 1;
+  s.linear = s.increasing && s.max_deviation <= thresholds::kLinearTolerance;
   return s;
 }
 
-bool is_linear(const Sweep& s) { return s.increasing && s.max_deviation <= thresholds::kLinearTolerance; }
+std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
+  std::vector<SweepPoint> batch, params, steps;
+  for (const RunFeatures* r :
+       vary(g, p, [](const RunFeatures& r) { return double(r.config.batch_size_per_device); }, same_model)) {
+    if (r->forward_increment_mib) batch.push_back({double(r->config.batch_size_per_device), *r->forward_increment_mib, r->source});
+  }
+  for (const RunFeatures* r : vary(g, p, [](const RunFeatures& r) { return r.parameter_mib; },
+                                   [](const RunFeatures&, const RunFeatures&) { return true; })) {
+    if (r->first_step_excess_mib) params.push_back({r->parameter_mib, *r->first_step_excess_mib, r->source});
+  }
+  auto same_but_steps = [](const RunFeatures& a, const RunFeatures& b) {
+    return same_model(a, b) && a.config.batch_size_per_device == b.config.batch_size_per_device;
+  };
+  for (const RunFeatures* r : vary(g, p, [](const RunFeatures& r) { return double(r.steps.size()); }, same_but_steps)) {
+    if (r->baseline_mib && !r->steps.empty() && r->steps.back().cleanup_allocated_mib) {
+      steps.push_back({double(r->steps.size()), *r->steps.back().cleanup_allocated_mib - *r->baseline_mib, r->source});
+    }
+  }
+  std::vector<Sweep> out;
+  if (batch.size() >= 2) out.push_back(fit_sweep(SweepKind::kBatch, batch));
+  if (params.size() >= 2) out.push_back(fit_sweep(SweepKind::kParameters, params));
+  if (steps.size() >= 2) out.push_back(fit_sweep(SweepKind::kSteps, steps));
+  return out;
+}
+
+const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind) {
+  for (const Sweep& s : sweeps) {
+    if (s.kind == kind) return &s;
+  }
+  return nullptr;
+}
 
 std::vector<DistributedView> distributed_views(const Group& g) {
   std::map<std::tuple<double, int, int>, std::vector<const RunFeatures*>> runs;
-  for (const RunFeatures& r : g.runs) {
-    runs[{r.parameter_mib, r.config.batch_size_per_device, r.config.steps}].push_back(&r);
-  }
+  for (const RunFeatures& r : g.runs) runs[{r.parameter_mib, r.config.batch_size_per_device, r.config.steps}].push_back(&r);
   std::vector<DistributedView> out;
   for (const auto& [key, rs] : runs) {
     std::set<int> ranks;
     for (const RunFeatures* r : rs) ranks.insert(r->config.rank);
     if (ranks.size() < 2) continue;
     DistributedView v;
-    v.run_label = "preset " + rs.front()->config.preset + ", batch " + std::to_string(std::get<1>(key)) + ", " +
-                  std::to_string(std::get<2>(key)) + " steps";
-    double lo = 1e300;
+    v.run = RunPoint{std::get<1>(key), rs.front()->config.preset, std::get<2>(key)};
+    double lo = rs.front()->peak_allocated_mib;
     for (const RunFeatures* r : rs) {
       v.ranks.push_back({r->config.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib,
                          r->first_step_excess_mib});

@@ -1,7 +1,6 @@
 // memory_diagnostics: flags in, memdiag::run_harness out.
+#include "cli_parse.hpp"
 #include "memdiag/harness.hpp"
-
-#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -66,18 +65,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-warmup", no_warmup,
                "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "memory_diagnostics: " << e.what() << " (see --help)\n";
-    return memdiag::kExitUsage;
-  }
+  if (auto code = memdiag::cli::parse(app, argc, argv, "memory_diagnostics", std::cout, std::cerr)) return *code;
   opts.warm_up_kernels = !no_warmup;
   opts.case_dirs = extra_dirs;
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);
@@ -86,8 +74,9 @@ int main(int argc, char** argv) {
     if (list) return memdiag::list_cases(opts.case_dirs, std::cout, std::cerr);
     return memdiag::run_harness(opts, std::cout, std::cerr);
   } catch (const std::exception& e) {
+    // Anything run_harness did not turn into a report: one line, exit 1.
     const std::string what = e.what();
     std::cerr << "memory_diagnostics: error: " << what.substr(0, what.find('\n')) << "\n";
-    return memdiag::kExitFailed;
+    return memdiag::to_int(memdiag::ExitCode::kFailed);
   }
 }

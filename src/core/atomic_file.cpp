@@ -1,11 +1,12 @@
 #include "memdiag/atomic_file.hpp"
 
+#include "memdiag/errors.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <system_error>
 
 #include <unistd.h>
@@ -25,7 +26,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
-      throw std::runtime_error(path + ": cannot create (" + std::strerror(errno) + ")");
+      throw IoError(path + ": cannot create (" + std::strerror(errno) + ")");
     }
     out << text;
     out.flush();
@@ -33,13 +34,13 @@ void write_file_atomically(const std::string& path, const std::string& text) {
       const std::string why = std::strerror(errno);
       out.close();
       std::remove(tmp.c_str());
-      throw std::runtime_error(path + ": write failed (" + why + ")");
+      throw IoError(path + ": write failed (" + why + ")");
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw std::runtime_error(path + ": cannot move into place (" + why + ")");
+    throw IoError(path + ": cannot move into place (" + why + ")");
   }
 }
 

@@ -5,12 +5,24 @@
 
 namespace memdiag {
 
+std::string format_fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
 std::string format_mib(double v) {
   const double a = std::fabs(v);
   if (a < 5e-5) return "0.00";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4)), v);
-  return buf;
+  return format_fixed(v, a >= 100 ? 1 : (a >= 1 ? 2 : (a >= 0.01 ? 3 : 4)));
 }
+
+std::string format_mib(const std::optional<double>& v) { return v ? format_mib(*v) : "-"; }
+
+std::string format_signed_mib(double v) { return (v >= 5e-5 ? "+" : "") + format_mib(v); }
+
+std::string format_times(double v) { return "x" + format_fixed(v, v >= 100 ? 0 : (v >= 10 ? 1 : 2)); }
+
+std::string format_percent(double fraction, int decimals) { return format_fixed(100 * fraction, decimals) + "%"; }
 
 }  // namespace memdiag

@@ -1,5 +1,7 @@
 #include "memdiag/recorder.hpp"
 
+#include <algorithm>
+
 namespace memdiag {
 
 Recorder::Recorder(MemoryProbe& probe) : probe_(probe) { restart_phase(); }
@@ -14,7 +16,7 @@ void Recorder::begin_step(int step) {
   restart_phase();
 }
 
-const Sample& Recorder::mark(const std::string& phase, std::optional<TensorCensus> census) {
+const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census) {
   // Read before taking the time so that the device synchronisation inside the
   // probe is counted in this phase: kernels queued here finish here.
   const ProbeReading r = probe_.read();
@@ -38,9 +40,8 @@ const Sample& Recorder::mark(const std::string& phase, std::optional<TensorCensu
 
 void Recorder::add_event(Event event) { report_.events.push_back(std::move(event)); }
 
-void Recorder::add_event(const std::string& kind, const std::string& message,
-                         std::optional<double> mib) {
-  add_event(Event{kind, "", step_, message, mib});
+void Recorder::add_event(EventKind kind, const std::string& message, std::optional<double> mib) {
+  add_event(Event{kind, std::nullopt, step_, message, mib});
 }
 
 Report Recorder::finish(RunStatus status) {

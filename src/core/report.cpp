@@ -1,6 +1,59 @@
 #include "memdiag/report.hpp"
 
+#include "memdiag/enum_names.hpp"
+
 namespace memdiag {
+
+// Each to_string is a switch without a default, so a value added to an enum
+// but not here fails to build (-Wswitch, on through -Wall); each parser walks
+// the enum through to_string, so it cannot disagree with it.
+
+const char* to_string(Phase p) {
+  switch (p) {
+    case Phase::kSetup: return "setup";
+    case Phase::kModelReady: return "model_ready";
+    case Phase::kOptimizerReady: return "optimizer_ready";
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kStep: return "step";
+    case Phase::kCleanup: return "cleanup";
+  }
+  return "?";
+}
+
+std::optional<Phase> phase_from_string(std::string_view s) {
+  return enum_from_string(s, {Phase::kSetup, Phase::kModelReady, Phase::kOptimizerReady, Phase::kForward,
+                              Phase::kBackward, Phase::kStep, Phase::kCleanup});
+}
+
+bool is_setup_phase(Phase p) {
+  switch (p) {
+    case Phase::kSetup:
+    case Phase::kModelReady:
+    case Phase::kOptimizerReady: return true;
+    case Phase::kForward:
+    case Phase::kBackward:
+    case Phase::kStep:
+    case Phase::kCleanup: return false;
+  }
+  return false;
+}
+
+const char* to_string(EventKind k) {
+  switch (k) {
+    case EventKind::kWarmup: return "warmup";
+    case EventKind::kOom: return "oom";
+    case EventKind::kInterrupted: return "interrupted";
+    case EventKind::kError: return "error";
+    case EventKind::kNote: return "note";
+  }
+  return "?";
+}
+
+std::optional<EventKind> event_kind_from_string(std::string_view s) {
+  return enum_from_string(
+      s, {EventKind::kWarmup, EventKind::kOom, EventKind::kInterrupted, EventKind::kError, EventKind::kNote});
+}
 
 const char* to_string(RunStatus s) {
   switch (s) {
@@ -9,15 +62,11 @@ const char* to_string(RunStatus s) {
     case RunStatus::kInterrupted: return "interrupted";
     case RunStatus::kFailed: return "failed";
   }
-  return "failed";
+  return "?";
 }
 
-std::optional<RunStatus> run_status_from_string(const std::string& s) {
-  if (s == "complete") return RunStatus::kComplete;
-  if (s == "oom") return RunStatus::kOom;
-  if (s == "interrupted") return RunStatus::kInterrupted;
-  if (s == "failed") return RunStatus::kFailed;
-  return std::nullopt;
+std::optional<RunStatus> run_status_from_string(std::string_view s) {
+  return enum_from_string(s, {RunStatus::kComplete, RunStatus::kOom, RunStatus::kInterrupted, RunStatus::kFailed});
 }
 
 }  // namespace memdiag

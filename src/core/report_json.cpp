@@ -2,19 +2,20 @@
 
 #include "memdiag/atomic_file.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace memdiag {
 using nlohmann::json;
 
 namespace {
+
 template <typename T>
 json opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
-}  // namespace
-
 json to_json(const Sample& s) {
   json j = {
-      {"phase", s.phase},
+      {"phase", to_string(s.phase)},
       {"step", opt(s.step)},
       {"allocated_mib", s.allocated_mib},
       {"reserved_mib", opt(s.reserved_mib)},
@@ -35,9 +36,14 @@ json to_json(const Sample& s) {
 }
 
 json to_json(const Report& r) {
-  json jcase = r.case_spec.is_object() ? r.case_spec : json::object();
-  jcase["name"] = r.case_name;
-  jcase["description"] = r.case_description;
+  // The opaque rest of the case first, then the fields the model knows.
+  json jcase = json::parse(r.case_info.detail_json, nullptr, /*allow_exceptions=*/false);
+  if (!jcase.is_object()) jcase = json::object();
+  jcase["name"] = r.case_info.name;
+  jcase["description"] = r.case_info.description;
+  jcase["source"] = r.case_info.source;
+  jcase["builtin"] = r.case_info.builtin;
+  jcase["presets"] = r.case_info.presets;
 
   const RunConfig& c = r.config;
   json config = {
@@ -71,8 +77,8 @@ json to_json(const Report& r) {
   for (const Sample& s : r.samples) samples.push_back(to_json(s));
   json events = json::array();
   for (const Event& ev : r.events) {
-    events.push_back({{"kind", ev.kind},
-                      {"phase", ev.phase},
+    events.push_back({{"kind", to_string(ev.kind)},
+                      {"phase", ev.phase ? to_string(*ev.phase) : ""},
                       {"step", opt(ev.step)},
                       {"message", ev.message},
                       {"mib", opt(ev.mib)}});
@@ -89,6 +95,8 @@ json to_json(const Report& r) {
       {"status", to_string(r.status)},
   };
 }
+
+}  // namespace
 
 std::string dump_report(const Report& report) { return to_json(report).dump(2) + "\n"; }
 

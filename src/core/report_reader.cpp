@@ -1,274 +1,198 @@
 #include "memdiag/report_reader.hpp"
 
+#include "json_reader.hpp"
+#include "memdiag/limits.hpp"
+
 #include <algorithm>
-#include <cmath>
-#include <functional>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace memdiag {
+using detail::JsonNode;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string ReadError::to_string() const { return source + ": " + path + ": " + message; }
-
 namespace {
 
-struct Invalid {
-  std::string path;
-  std::string message;
-};
+constexpr std::initializer_list<const char*> kPhaseNames = {"model_ready", "optimizer_ready", "forward",
+                                                            "backward",    "step",            "cleanup"};
 
-const char* type_name(const json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "boolean";
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number()) return "number";
-  if (j.is_string()) return "string";
-  if (j.is_array()) return "array";
-  return "object";
-}
-
-// Walks one object, remembering where it is so every complaint carries a path.
-class Node {
- public:
-  Node(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
-
-  const json& raw() const { return j_; }
-  const std::string& path() const { return path_; }
-
-  Node object_field(const char* key) const {
-    Node n = field(key);
-    if (!n.j_.is_object()) n.fail(std::string("expected an object, got ") + type_name(n.j_));
-    return n;
-  }
-  Node array_field(const char* key) const {
-    Node n = field(key);
-    if (!n.j_.is_array()) n.fail(std::string("expected an array, got ") + type_name(n.j_));
-    return n;
-  }
-  std::string str(const char* key) const {
-    Node n = field(key);
-    if (!n.j_.is_string()) n.fail(std::string("expected a string, got ") + type_name(n.j_));
-    return n.j_.get<std::string>();
-  }
-  std::optional<std::string> opt_str(const char* key) const {
-    if (!j_.contains(key) || j_.at(key).is_null()) return std::nullopt;
-    return str(key);
-  }
-  std::int64_t integer(const char* key, std::int64_t lo, std::int64_t hi) const {
-    Node n = field(key);
-    if (!n.j_.is_number_integer()) n.fail(std::string("expected an integer, got ") + type_name(n.j_));
-    const std::int64_t v = n.j_.get<std::int64_t>();
-    if (v < lo || v > hi) {
-      n.fail("value " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
-             std::to_string(hi) + "]");
-    }
-    return v;
-  }
-  std::optional<std::int64_t> opt_integer(const char* key, std::int64_t lo, std::int64_t hi) const {
-    if (!j_.contains(key) || j_.at(key).is_null()) return std::nullopt;
-    return integer(key, lo, hi);
-  }
-  bool boolean(const char* key, bool fallback) const {
-    if (!j_.contains(key)) return fallback;
-    Node n = field(key);
-    if (!n.j_.is_boolean()) n.fail(std::string("expected a boolean, got ") + type_name(n.j_));
-    return n.j_.get<bool>();
-  }
-  // A MiB figure: finite, not negative, not absurd.
-  double mib(const char* key) const {
-    Node n = field(key);
-    return n.as_mib();
-  }
-  std::optional<double> opt_mib(const char* key) const {
-    if (!j_.contains(key) || j_.at(key).is_null()) return std::nullopt;
-    return mib(key);
-  }
-  double as_mib() const {
-    if (!j_.is_number()) fail(std::string("expected a number, got ") + type_name(j_));
-    const double v = j_.get<double>();
-    if (!std::isfinite(v)) fail("not a finite number");
-    if (v < 0) fail("negative MiB (" + std::to_string(v) + ")");
-    if (v > kAbsurdMiB) fail("absurd MiB figure (" + std::to_string(v) + "), larger than 1 PiB");
-    return v;
-  }
-  double non_negative(const char* key) const {
-    Node n = field(key);
-    if (!n.j_.is_number()) n.fail(std::string("expected a number, got ") + type_name(n.j_));
-    const double v = n.j_.get<double>();
-    if (!std::isfinite(v) || v < 0) n.fail("expected a finite non-negative number");
-    return v;
-  }
-  Node at(std::size_t i) const { return Node(j_.at(i), path_ + "[" + std::to_string(i) + "]"); }
-  std::size_t size() const { return j_.size(); }
-
-  [[noreturn]] void fail(const std::string& message) const { throw Invalid{path_, message}; }
-
- private:
-  Node field(const char* key) const {
-    if (!j_.contains(key)) throw Invalid{path_ + "." + key, "missing"};
-    return Node(j_.at(key), path_ + "." + key);
-  }
-
-  const json& j_;
-  std::string path_;
-};
-
-constexpr std::int64_t kMaxInt = std::int64_t{1} << 53;
-
-Sample read_sample(const Node& n) {
-  if (!n.raw().is_object()) n.fail(std::string("expected an object, got ") + type_name(n.raw()));
+Sample read_sample(const JsonNode& n) {
+  n.expect_object();
   Sample s;
-  s.phase = n.str("phase");
-  if (s.phase.empty()) n.fail("empty phase name");
-  if (auto st = n.opt_integer("step", 0, 10'000'000)) s.step = static_cast<int>(*st);
+  s.phase = n.field("phase").as_enum<Phase>(phase_from_string, kPhaseNames);
+  if (auto st = n.opt_integer("step", 0, limits::kMaxSteps)) s.step = static_cast<int>(*st);
   s.allocated_mib = n.mib("allocated_mib");
   s.reserved_mib = n.opt_mib("reserved_mib");
   s.device_used_mib = n.opt_mib("device_used_mib");
   s.peak_allocated_mib = n.mib("peak_allocated_mib");
   s.inactive_split_mib = n.opt_mib("inactive_split_mib");
   s.process_device_mib = n.opt_mib("process_device_mib");
-  s.elapsed_ms = n.non_negative("elapsed_ms");
-  if (n.raw().contains("tensors") && !n.raw().at("tensors").is_null()) {
-    Node t = n.object_field("tensors");
-    s.tensors = TensorCensus{t.mib("parameters_mib"), t.mib("gradients_mib"),
-                             t.mib("optimizer_state_mib")};
+  s.elapsed_ms = n.field("elapsed_ms").as_number(0, 1e15);
+  if (n.given("tensors")) {
+    const JsonNode t = n.field("tensors");
+    t.expect_object();
+    s.tensors = TensorCensus{t.mib("parameters_mib"), t.mib("gradients_mib"), t.mib("optimizer_state_mib")};
+  }
+  if (s.step.has_value() == is_setup_phase(s.phase)) {
+    n.field("step").fail(s.step ? std::string("setup phase '") + to_string(s.phase) + "' has a step"
+                                : std::string("phase '") + to_string(s.phase) + "' needs a step");
+  }
+  if (s.peak_allocated_mib + limits::kPeakSlackMiB < s.allocated_mib) {
+    n.field("peak_allocated_mib").fail("peak is below allocated");
   }
   return s;
 }
 
-Report read(const json& doc) {
-  Node root(doc, "$");
-  if (!doc.is_object()) root.fail(std::string("expected a report object, got ") + type_name(doc));
-  if (!doc.contains("schema_version")) {
-    throw Invalid{"$.schema_version", "missing; not a memdiag report"};
+Event read_event(const JsonNode& n) {
+  n.expect_object();
+  Event ev;
+  ev.kind = n.field("kind").as_enum<EventKind>(event_kind_from_string,
+                                               {"warmup", "oom", "interrupted", "error", "note"});
+  // Older writers spelt "no phase" as an empty string.
+  if (n.given("phase") && !n.str("phase").empty()) {
+    ev.phase = n.field("phase").as_enum<Phase>(
+        phase_from_string, {"setup", "model_ready", "optimizer_ready", "forward", "backward", "step", "cleanup"});
   }
-  const std::int64_t version = root.integer("schema_version", 0, kMaxInt);
+  if (auto st = n.opt_integer("step", 0, limits::kMaxSteps)) ev.step = static_cast<int>(*st);
+  ev.message = n.opt_str("message").value_or("");
+  ev.mib = n.opt_mib("mib");
+  return ev;
+}
+
+// Reports written before case.builtin existed: a case file named after its
+// case in a directory called "cases" is how built-in cases ship.
+bool looks_builtin(const std::string& name, const std::string& source) {
+  if (source.empty()) return true;
+  const fs::path p(source);
+  return p.stem().string() == name && p.parent_path().filename() == "cases";
+}
+
+CaseInfo read_case(const JsonNode& jcase) {
+  jcase.expect_object();
+  CaseInfo c;
+  c.name = jcase.str("name");
+  if (c.name.empty()) jcase.field("name").fail("empty case name");
+  c.description = jcase.opt_str("description").value_or("");
+  c.source = jcase.opt_str("source").value_or("");
+  c.builtin = jcase.given("builtin") ? jcase.field("builtin").as_bool() : looks_builtin(c.name, c.source);
+  if (jcase.given("presets")) {
+    const JsonNode presets = jcase.field("presets");
+    presets.expect_array();
+    for (std::size_t i = 0; i < presets.size(); ++i) c.presets.push_back(presets.at(i).as_string());
+  }
+  json rest = jcase.raw();
+  for (const char* k : {"name", "description", "source", "builtin", "presets"}) rest.erase(k);
+  c.detail_json = rest.dump();
+  return c;
+}
+
+RunConfig read_config(const JsonNode& c) {
+  c.expect_object();
+  RunConfig r;
+  r.batch_size_per_device = static_cast<int>(c.integer("batch_size_per_device", 1, limits::kMaxBatch));
+  r.preset = c.str("preset");
+  r.steps = static_cast<int>(c.integer("steps", 0, limits::kMaxSteps));
+  r.device = c.str("device");
+  r.seed = static_cast<std::uint64_t>(c.integer("seed", 0, limits::kMaxExactInteger));
+  r.memory_limit_mib = c.opt_mib("memory_limit_mib");
+  r.world_size = static_cast<int>(c.opt_integer("world_size", 1, limits::kMaxWorldSize).value_or(1));
+  r.rank = static_cast<int>(c.opt_integer("rank", 0, r.world_size - 1).value_or(0));
+  r.local_rank = static_cast<int>(c.opt_integer("local_rank", 0, limits::kMaxWorldSize).value_or(0));
+  r.backend = c.opt_str("backend").value_or("none");
+  r.rank_zero_extra_samples =
+      static_cast<int>(c.opt_integer("rank_zero_extra_samples", 0, limits::kMaxBatch).value_or(0));
+  r.shard_optimizer_state = c.boolean("shard_optimizer_state", false);
+  return r;
+}
+
+Environment read_environment(const JsonNode& e) {
+  e.expect_object();
+  Environment env;
+  env.device_name = e.str("device_name");
+  env.device_total_mib = e.opt_mib("device_total_mib");
+  env.torch_version = e.str("torch_version");
+  env.cuda_runtime_version = e.opt_str("cuda_runtime_version");
+  env.driver_version = e.opt_str("driver_version");
+  env.host = e.str("host");
+  env.start_time = e.str("start_time");
+  env.memdiag_version = e.opt_str("memdiag_version").value_or("");
+  return env;
+}
+
+Report read(const JsonNode& root) {
+  if (!root.raw().is_object()) {
+    root.fail(std::string("expected a report object, got ") + JsonNode::type_name(root.raw()));
+  }
+  if (!root.has("schema_version")) {
+    throw InputError(root.source(), "$.schema_version", "missing; not a memdiag report");
+  }
+  const JsonNode version_node = root.field("schema_version");
+  const std::int64_t version = version_node.as_integer(0, limits::kMaxExactInteger);
   if (version > kSchemaVersion) {
-    throw Invalid{"$.schema_version", "version " + std::to_string(version) +
-                                          " is newer than this tool reads (" +
-                                          std::to_string(kSchemaVersion) + "); upgrade memdiag"};
+    version_node.fail("version " + std::to_string(version) + " is newer than this tool reads (" +
+                      std::to_string(kSchemaVersion) + "); upgrade memdiag");
   }
   if (version < kSchemaVersion) {
-    throw Invalid{"$.schema_version", "version " + std::to_string(version) +
-                                          " is older than this tool reads (" +
-                                          std::to_string(kSchemaVersion) + "); re-run the workload"};
+    version_node.fail("version " + std::to_string(version) + " is older than this tool reads (" +
+                      std::to_string(kSchemaVersion) + "); re-run the workload");
   }
 
   Report r;
-  Node jcase = root.object_field("case");
-  r.case_name = jcase.str("name");
-  if (r.case_name.empty()) jcase.fail("empty case name");
-  r.case_description = jcase.opt_str("description").value_or("");
-  r.case_spec = jcase.raw();
+  r.case_info = read_case(root.field("case"));
+  r.config = read_config(root.field("config"));
+  const JsonNode m = root.field("model");
+  m.expect_object();
+  r.model.parameters = m.integer("parameters", 0, limits::kMaxExactInteger);
+  r.model.parameter_bytes = m.integer("parameter_bytes", 0, limits::kMaxExactInteger);
+  r.environment = read_environment(root.field("environment"));
 
-  Node c = root.object_field("config");
-  r.config.batch_size_per_device = static_cast<int>(c.integer("batch_size_per_device", 1, 1 << 30));
-  r.config.preset = c.str("preset");
-  r.config.steps = static_cast<int>(c.integer("steps", 0, 10'000'000));
-  r.config.device = c.str("device");
-  r.config.seed = static_cast<std::uint64_t>(c.integer("seed", 0, kMaxInt));
-  r.config.memory_limit_mib = c.opt_mib("memory_limit_mib");
-  r.config.world_size = static_cast<int>(c.opt_integer("world_size", 1, 1 << 20).value_or(1));
-  r.config.rank = static_cast<int>(c.opt_integer("rank", 0, r.config.world_size - 1).value_or(0));
-  r.config.local_rank = static_cast<int>(c.opt_integer("local_rank", 0, 1 << 20).value_or(0));
-  r.config.backend = c.opt_str("backend").value_or("none");
-  r.config.rank_zero_extra_samples =
-      static_cast<int>(c.opt_integer("rank_zero_extra_samples", 0, 1 << 30).value_or(0));
-  r.config.shard_optimizer_state = c.boolean("shard_optimizer_state", false);
-
-  Node m = root.object_field("model");
-  r.model.parameters = m.integer("parameters", 0, kMaxInt);
-  r.model.parameter_bytes = m.integer("parameter_bytes", 0, kMaxInt);
-
-  Node e = root.object_field("environment");
-  r.environment.device_name = e.str("device_name");
-  r.environment.device_total_mib = e.opt_mib("device_total_mib");
-  r.environment.torch_version = e.str("torch_version");
-  r.environment.cuda_runtime_version = e.opt_str("cuda_runtime_version");
-  r.environment.driver_version = e.opt_str("driver_version");
-  r.environment.host = e.str("host");
-  r.environment.start_time = e.str("start_time");
-  r.environment.memdiag_version = e.opt_str("memdiag_version").value_or("");
-
-  Node samples = root.array_field("samples");
+  const JsonNode samples = root.field("samples");
+  samples.expect_array();
   int last_step = -1;
-  bool seen_step = false;
   for (std::size_t i = 0; i < samples.size(); ++i) {
-    Node sn = samples.at(i);
+    const JsonNode sn = samples.at(i);
     Sample s = read_sample(sn);
     if (s.step) {
       if (*s.step < last_step) {
-        throw Invalid{sn.path() + ".step", "steps out of order (" + std::to_string(*s.step) +
-                                               " after " + std::to_string(last_step) + ")"};
+        sn.field("step").fail("steps out of order (" + std::to_string(*s.step) + " after " +
+                              std::to_string(last_step) + ")");
       }
       last_step = *s.step;
-      seen_step = true;
-    } else if (seen_step) {
-      throw Invalid{sn.path() + ".step", "setup phase '" + s.phase + "' after step samples"};
-    }
-    if (s.peak_allocated_mib + 1e-6 < s.allocated_mib) {
-      throw Invalid{sn.path() + ".peak_allocated_mib", "peak is below allocated"};
+    } else if (last_step >= 0) {
+      sn.field("step").fail(std::string("setup phase '") + to_string(s.phase) + "' after step samples");
     }
     r.samples.push_back(std::move(s));
   }
 
-  Node events = root.array_field("events");
-  for (std::size_t i = 0; i < events.size(); ++i) {
-    Node en = events.at(i);
-    if (!en.raw().is_object()) en.fail("expected an object");
-    Event ev;
-    ev.kind = en.str("kind");
-    ev.phase = en.opt_str("phase").value_or("");
-    if (auto st = en.opt_integer("step", 0, 10'000'000)) ev.step = static_cast<int>(*st);
-    ev.message = en.opt_str("message").value_or("");
-    ev.mib = en.opt_mib("mib");
-    r.events.push_back(std::move(ev));
-  }
+  const JsonNode events = root.field("events");
+  events.expect_array();
+  for (std::size_t i = 0; i < events.size(); ++i) r.events.push_back(read_event(events.at(i)));
 
-  const std::string status = root.str("status");
-  auto st = run_status_from_string(status);
-  if (!st) throw Invalid{"$.status", "unknown status '" + status + "'"};
-  r.status = *st;
+  r.status = root.field("status").as_enum<RunStatus>(run_status_from_string,
+                                                     {"complete", "oom", "interrupted", "failed"});
   return r;
 }
 
 }  // namespace
 
-ReadResult parse_report(const json& doc, const std::string& source) {
-  try {
-    return {read(doc), std::nullopt};
-  } catch (const Invalid& inv) {
-    return {std::nullopt, ReadError{source, inv.path, inv.message}};
-  } catch (const json::exception& ex) {
-    return {std::nullopt, ReadError{source, "$", ex.what()}};
-  }
-}
-
 ReadResult parse_report_text(const std::string& text, const std::string& source) {
-  if (text.empty()) return {std::nullopt, ReadError{source, "$", "empty file"}};
-  if (text.find('\0') != std::string::npos) {
-    return {std::nullopt, ReadError{source, "$", "binary data, not JSON"}};
+  try {
+    const json doc = detail::parse_json_text(text, source);
+    return {read(JsonNode(doc, source)), std::nullopt};
+  } catch (const InputError& e) {
+    return {std::nullopt, e};
+  } catch (const json::exception& ex) {
+    return {std::nullopt, InputError(source, "$", ex.what())};
   }
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    // Re-parse for the position; nlohmann's message names byte and token.
-    try {
-      const json again = json::parse(text);
-      (void)again;
-    } catch (const json::parse_error& ex) {
-      std::string what = ex.what();
-      const auto at = what.find("parse error");
-      return {std::nullopt, ReadError{source, "$", "not valid JSON (" +
-                                                        (at == std::string::npos ? what : what.substr(at)) + ")"}};
-    }
-    return {std::nullopt, ReadError{source, "$", "not valid JSON"}};
-  }
-  return parse_report(doc, source);
 }
 
 ReadResult read_report_file(const std::string& path) {
@@ -277,9 +201,9 @@ ReadResult read_report_file(const std::string& path) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
     std::error_code ec;
-    if (fs::is_directory(path, ec)) return {std::nullopt, ReadError{path, "$", "is a directory"}};
+    if (fs::is_directory(path, ec)) return {std::nullopt, InputError(path, "$", "is a directory"), 0};
     std::ifstream in(path, std::ios::binary);
-    if (!in) return {std::nullopt, ReadError{path, "$", "cannot open"}};
+    if (!in) return {std::nullopt, InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")"), 0};
     std::ostringstream ss;
     ss << in.rdbuf();
     text = ss.str();
@@ -296,16 +220,15 @@ InputList expand_inputs(const std::vector<std::string>& args) {
     if (a != "-" && fs::is_directory(a, ec)) {
       std::vector<std::string> found;
       for (const auto& entry : fs::directory_iterator(a, ec)) {
-        if (entry.is_regular_file() && entry.path().extension() == ".json") {
-          found.push_back(entry.path().string());
-        }
+        std::error_code fec;
+        if (entry.is_regular_file(fec) && entry.path().extension() == ".json") found.push_back(entry.path().string());
       }
       if (ec) {
-        out.errors.push_back({a, "$", "cannot list directory (" + ec.message() + ")"});
+        out.errors.emplace_back(a, "$", "cannot list directory (" + ec.message() + ")");
         continue;
       }
       if (found.empty()) {
-        out.errors.push_back({a, "$", "directory holds no *.json reports"});
+        out.errors.emplace_back(a, "$", "directory holds no *.json reports");
         continue;
       }
       std::sort(found.begin(), found.end());
@@ -315,6 +238,34 @@ InputList expand_inputs(const std::vector<std::string>& args) {
     }
   }
   return out;
+}
+
+ReportSet read_reports(const std::vector<std::string>& args) {
+  InputList list = expand_inputs(args);
+  ReportSet set;
+  set.errors = std::move(list.errors);
+  std::map<std::size_t, std::string> seen_content;
+  std::set<std::string> seen_paths;
+  for (const std::string& file : list.files) {
+    std::error_code ec;
+    const std::string canonical = file == "-" ? "-" : fs::weakly_canonical(file, ec).string();
+    if (!seen_paths.insert(canonical).second) {
+      set.errors.emplace_back(file, "$", "given more than once");
+      continue;
+    }
+    ReadResult r = read_report_file(file);
+    if (r.error) {
+      set.errors.push_back(*r.error);
+      continue;
+    }
+    auto [it, fresh] = seen_content.emplace(r.content_hash, file);
+    if (!fresh) {
+      set.errors.emplace_back(file, "$", "duplicate of " + it->second + " (same bytes); analysed once");
+      continue;
+    }
+    set.reports.emplace_back(file, std::move(*r.report));
+  }
+  return set;
 }
 
 }  // namespace memdiag

@@ -1,10 +1,122 @@
+// The comparison as JSON (docs/comparison-output.md): every sentence the text
+// renderer prints, and beside it the records it came from, so a dashboard can
+// read figures instead of parsing English.
+#include "memdiag/overload.hpp"
 #include "memdiag/render.hpp"
 
 namespace memdiag {
 using nlohmann::json;
 
 namespace {
-json opt(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json point_json(const RunPoint& p) { return {{"batch", p.batch}, {"preset", p.preset}, {"steps", p.steps}}; }
+
+json component_json(const Component& c) {
+  return {{"cause", to_string(c.cause)}, {"mib", c.mib}, {"basis", cause_basis(c.cause)}};
+}
+
+json sweep_json(const Sweep& s) {
+  json pts = json::array();
+  for (const SweepPoint& p : s.points) pts.push_back({{"x", p.x}, {"y", p.y}, {"source", p.source}});
+  return {{"kind", to_string(s.kind)}, {"points", pts},         {"slope", s.slope},
+          {"max_deviation", s.max_deviation}, {"increasing", s.increasing}, {"linear", s.linear}};
+}
+
+json stop_json(const RunStop& s) {
+  return {{"kind", to_string(s.kind)},
+          {"phase", s.phase ? json(to_string(*s.phase)) : json(nullptr)},
+          {"step", opt(s.step)},
+          {"message", s.message}};
+}
+
+// The figures of one evidence record; the code and the sentence are added by
+// the caller.
+json figures(const Evidence& e) {
+  return std::visit(
+      Overload{
+          [](const evidence::ForwardIncrement& x) -> json {
+            return {{"forward_mib", x.forward_mib}, {"per_sample_mib", opt(x.per_sample_mib)},
+                    {"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"at", point_json(x.at)}};
+          },
+          [](const evidence::PostCleanupTrend& x) -> json {
+            return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
+                    {"steps", x.steps}, {"made_once", x.made_once}};
+          },
+          [](const evidence::OptimizerStateMade& x) -> json {
+            return {{"optimizer_setup_mib", opt(x.optimizer_setup_mib)}, {"persistent_mib", x.persistent_mib},
+                    {"ratio_to_parameters", x.ratio_to_parameters}, {"parameter_mib", x.parameter_mib}};
+          },
+          [](const evidence::StepIncrements& x) -> json {
+            return {{"step0_mib", x.step0_mib}, {"step1_mib", opt(x.step1_mib)}};
+          },
+          [](const evidence::DataParallelBuckets& x) -> json { return {{"world_size", x.world_size}}; },
+          [](const evidence::RetainedGrowth& x) -> json {
+            return {{"per_step_mib", x.per_step_mib}, {"positive_share", x.positive_share},
+                    {"total_mib", x.total_mib}, {"at", point_json(x.at)}};
+          },
+          [](const evidence::RetainedShareOfForward& x) -> json {
+            return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib}};
+          },
+          [](const evidence::WeightsDominate& x) -> json {
+            return {{"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"forward_mib", x.forward_mib},
+                    {"first_step_excess_mib", x.first_step_excess_mib}, {"at", point_json(x.at)}};
+          },
+          [](const evidence::CacheExcess& x) -> json {
+            return {{"peak_reserved_mib", x.peak_reserved_mib}, {"peak_allocated_mib", x.peak_allocated_mib},
+                    {"excess_mib", x.excess_mib}};
+          },
+          [](const evidence::SweepFit& x) -> json { return {{"sweep", sweep_json(x.sweep)}}; },
+          [](const evidence::ReservedGap& x) -> json { return {{"max_gap_mib", x.max_gap_mib}}; },
+          [](const evidence::OutsideAllocator& x) -> json {
+            return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};
+          },
+      },
+      e);
+}
+
+json figures(const Warning& w) {
+  return std::visit(Overload{
+                        [](const warning::RunStopped& x) -> json {
+                          return {{"source", x.source}, {"stop", stop_json(x.stop)}};
+                        },
+                        [](const warning::RankImbalance& x) -> json {
+                          return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
+                                  {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}};
+                        },
+                    },
+                    w);
+}
+
+const char* code_of(const Evidence& e) { return evidence_code(e); }
+const char* code_of(const Warning& w) { return warning_code(w); }
+
+// Each record twice: its sentence in `texts`, its figures with code and
+// sentence in `data`.
+template <typename Record>
+void add_records(const std::vector<Record>& records, json& texts, json& data) {
+  for (const Record& r : records) {
+    const std::string text = describe(r);
+    texts.push_back(text);
+    json d = figures(r);
+    d["code"] = code_of(r);
+    d["text"] = text;
+    data.push_back(std::move(d));
+  }
+}
+
+json decision_json(const Decision& d) {
+  return {{"rule", to_string(d.rule)},
+          {"top", d.top ? component_json(*d.top) : json(nullptr)},
+          {"runner_up", d.runner_up ? component_json(*d.runner_up) : json(nullptr)},
+          {"margin", opt(d.margin)},
+          {"threshold", d.threshold},
+          {"first_step_persistent_mib", opt(d.first_step_persistent_mib)}};
+}
 
 json run_json(const RunFeatures& r) {
   json steps = json::array();
@@ -16,10 +128,19 @@ json run_json(const RunFeatures& r) {
                      {"cleanup_allocated_mib", opt(s.cleanup_allocated_mib)},
                      {"peak_mib", s.peak_mib}});
   }
+  json peaks = json::object();
+  for (const auto& [phase, mib] : r.peak_by_phase) peaks[to_string(phase)] = mib;
+  json notes = json::array();
+  json stops = json::array();
+  for (const RunStop& s : r.stops) {
+    notes.push_back(describe(s));
+    stops.push_back(stop_json(s));
+  }
   return {{"source", r.source},
           {"rank", r.config.rank},
           {"world_size", r.config.world_size},
           {"batch_size_per_device", r.config.batch_size_per_device},
+          {"local_batch", r.local_batch},
           {"preset", r.config.preset},
           {"steps", r.steps.size()},
           {"device", r.config.device},
@@ -38,64 +159,90 @@ json run_json(const RunFeatures& r) {
           {"max_reserved_gap_mib", opt(r.max_reserved_gap_mib)},
           {"device_minus_reserved_mib", opt(r.device_minus_reserved_mib)},
           {"warmup_mib", opt(r.warmup_mib)},
-          {"peak_by_phase_mib", r.peak_by_phase},
+          {"peak_by_phase_mib", peaks},
           {"per_step", steps},
-          {"notes", r.notes}};
+          {"notes", notes},
+          {"stops", stops}};
 }
+
+json group_json(const Group& g, const Verdict& v) {
+  json comps = json::array();
+  for (const Component& c : v.components) comps.push_back(component_json(c));
+  json sweeps = json::array();
+  for (const Sweep& s : v.sweeps) sweeps.push_back(sweep_json(s));
+  json dist = json::array();
+  for (const DistributedView& d : v.distributed) {
+    json ranks = json::array();
+    for (const RankRow& r : d.ranks) {
+      ranks.push_back({{"rank", r.rank}, {"source", r.source}, {"peak_allocated_mib", r.peak_allocated_mib},
+                       {"forward_increment_mib", opt(r.forward_increment_mib)},
+                       {"first_step_excess_mib", opt(r.first_step_excess_mib)}});
+    }
+    dist.push_back({{"run", describe_rank_run(d.run)}, {"run_point", point_json(d.run)}, {"ranks", ranks},
+                    {"capacity_constraint_rank", d.max_rank}, {"max_peak_mib", d.max_peak_mib},
+                    {"imbalance", d.imbalance}, {"imbalanced", d.imbalanced}});
+  }
+  json evidence = json::array(), evidence_data = json::array();
+  if (const std::string why = describe(v.decision, v.primary_source); !why.empty()) evidence.push_back(why);
+  add_records(v.evidence, evidence, evidence_data);
+  json warnings = json::array(), warning_data = json::array();
+  add_records(v.warnings, warnings, warning_data);
+  json confirm = json::array(), confirming = json::array();
+  for (const ConfirmingRun& c : v.confirm) {
+    const std::vector<std::string> argv = to_argv(c.run);
+    confirm.push_back(shell_command(argv));
+    confirming.push_back({{"confirms", to_string(c.confirms)}, {"argv", argv}, {"command", shell_command(argv)},
+                          {"output", c.run.output}});
+  }
+  json not_helpful = json::array();
+  for (const char* n : cause_not_helpful(v.dominant)) not_helpful.push_back(n);
+  json runs = json::array();
+  for (const RunFeatures& r : g.runs) runs.push_back(run_json(r));
+  return {{"case", g.case_name},
+          {"group", g.key},
+          {"device", g.device_kind},
+          {"world_size", g.world_size},
+          {"dominant_cause", to_string(v.dominant)},
+          {"label", cause_label(v.dominant)},
+          {"confirmed", v.confirmed},
+          {"primary_report", v.primary_source},
+          {"decision", decision_json(v.decision)},
+          {"evidence", evidence},
+          {"evidence_data", evidence_data},
+          {"response", cause_response(v.dominant)},
+          {"not_helpful", not_helpful},
+          {"confirm", confirm},
+          {"confirming_runs", confirming},
+          {"warnings", warnings},
+          {"warning_data", warning_data},
+          {"components", comps},
+          {"sweeps", sweeps},
+          {"distributed", dist},
+          {"runs", runs}};
+}
+
+json thresholds_json() {
+  return {{"dominance_ratio", thresholds::kDominanceRatio},
+          {"minimum_signal_mib", thresholds::kMinimumSignalMib},
+          {"growth_floor_mib", thresholds::kGrowthFloorMib},
+          {"growth_baseline_fraction", thresholds::kGrowthBaselineFraction},
+          {"growth_positive_share", thresholds::kGrowthPositiveShare},
+          {"linear_tolerance", thresholds::kLinearTolerance},
+          {"rank_imbalance", thresholds::kRankImbalance}};
+}
+
 }  // namespace
 
-json render_json(const Analysis& a, const std::vector<ReadError>& errors) {
+json render_json(const Analysis& a, const std::vector<InputError>& errors) {
   json groups = json::array();
-  for (std::size_t i = 0; i < a.groups.size(); ++i) {
-    const Group& g = a.groups[i];
-    const Verdict& v = a.verdicts[i];
-    json comps = json::array();
-    for (const Component& c : v.components) {
-      comps.push_back({{"cause", to_string(c.cause)}, {"mib", c.mib}, {"basis", c.basis}});
-    }
-    json sweeps = json::array();
-    for (const Sweep& s : v.sweeps) {
-      json pts = json::array();
-      for (const SweepPoint& p : s.points) pts.push_back({{"x", p.x}, {"y", p.y}, {"source", p.source}});
-      sweeps.push_back({{"kind", s.kind}, {"points", pts}, {"slope", s.slope},
-                        {"max_deviation", s.max_deviation}, {"increasing", s.increasing}});
-    }
-    json dist = json::array();
-    for (const DistributedView& d : v.distributed) {
-      json ranks = json::array();
-      for (const RankRow& r : d.ranks) {
-        ranks.push_back({{"rank", r.rank}, {"source", r.source}, {"peak_allocated_mib", r.peak_allocated_mib},
-                         {"forward_increment_mib", opt(r.forward_increment_mib)},
-                         {"first_step_excess_mib", opt(r.first_step_excess_mib)}});
-      }
-      dist.push_back({{"run", d.run_label}, {"ranks", ranks}, {"capacity_constraint_rank", d.max_rank},
-                      {"max_peak_mib", d.max_peak_mib}, {"imbalance", d.imbalance}, {"imbalanced", d.imbalanced}});
-    }
-    json runs = json::array();
-    for (const RunFeatures& r : g.runs) runs.push_back(run_json(r));
-    groups.push_back({{"case", g.case_name},
-                      {"group", g.key},
-                      {"device", g.device_kind},
-                      {"world_size", g.world_size},
-                      {"dominant_cause", to_string(v.dominant)},
-                      {"label", cause_label(v.dominant)},
-                      {"confirmed", v.confirmed},
-                      {"primary_report", v.primary_source},
-                      {"evidence", v.evidence},
-                      {"response", v.response},
-                      {"not_helpful", v.not_helpful},
-                      {"confirm", v.confirm},
-                      {"warnings", v.warnings},
-                      {"components", comps},
-                      {"sweeps", sweeps},
-                      {"distributed", dist},
-                      {"runs", runs}});
-  }
+  for (std::size_t i = 0; i < a.groups.size(); ++i) groups.push_back(group_json(a.groups[i], a.verdicts[i]));
   json errs = json::array();
-  for (const ReadError& e : errors) {
-    errs.push_back({{"source", e.source}, {"path", e.path}, {"message", e.message}});
-  }
-  return {{"memdiag_version", MEMDIAG_VERSION}, {"groups", groups}, {"errors", errs}};
+  for (const InputError& e : errors) errs.push_back({{"source", e.source()}, {"path", e.path()}, {"message", e.message()}});
+  return {{"schema_version", kComparisonSchemaVersion},
+          {"memdiag_version", MEMDIAG_VERSION},
+          {"thresholds", thresholds_json()},
+          {"groups", groups},
+          {"errors", errs}};
 }
 
 }  // namespace memdiag

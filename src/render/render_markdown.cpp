@@ -1,33 +1,31 @@
-#include "memdiag/render.hpp"
+// Markdown for a pull-request comment or a document: the same sections as
+// the text renderer, laid out with headings, lists and tables.
+#include "section.hpp"
 
 namespace memdiag {
 
 std::string render_markdown(const Analysis& a) {
   std::string out;
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
-    const Group& g = a.groups[i];
-    const Verdict& v = a.verdicts[i];
+    const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
     if (i) out += "\n";
-    out += "### " + group_title(g) + "\n\n";
-    out += "**Dominant cause: `" + std::string(to_string(v.dominant)) + "`** (" + cause_label(v.dominant) + ")";
-    if (v.confirmed) out += ", confirmed by the sweep";
-    out += ".\n\nEvidence:\n\n";
-    for (const std::string& e : v.evidence) out += "- " + e + "\n";
-    for (const std::string& w : v.warnings) out += "- **warning:** " + w + "\n";
-    out += "\nResponse: " + v.response + "\n";
-    if (!v.not_helpful.empty()) {
+    out += "### " + s.title + "\n\n";
+    out += "**Dominant cause: `" + s.cause + "`** (" + s.label + ")" + (s.confirmed ? ", confirmed by the sweep" : "") +
+           ".\n\nEvidence:\n\n";
+    for (const std::string& e : s.evidence) out += "- " + e + "\n";
+    for (const std::string& w : s.warnings) out += "- **warning:** " + w + "\n";
+    out += "\nResponse: " + s.response + "\n";
+    if (!s.not_helpful.empty()) {
       out += "\nWould not help:\n\n";
-      for (const std::string& n : v.not_helpful) out += "- " + n + "\n";
+      for (const std::string& n : s.not_helpful) out += "- " + n + "\n";
     }
-    if (!v.confirm.empty()) {
+    if (!s.commands.empty()) {
       out += "\nTo confirm:\n\n```\n";
-      for (const std::string& c : v.confirm) out += c + "\n";
+      for (const std::string& c : s.commands) out += c + "\n";
       out += "```\n";
     }
-    out += "\n" + runs_table(g).to_markdown();
-    for (const DistributedView& d : v.distributed) {
-      out += "\nRanks (" + d.run_label + "):\n\n" + ranks_table(d).to_markdown();
-    }
+    out += "\n" + s.runs.to_markdown();
+    for (const auto& [label, table] : s.ranks) out += "\nRanks (" + label + "):\n\n" + table.to_markdown();
   }
   return out;
 }

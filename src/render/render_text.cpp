@@ -1,33 +1,29 @@
-#include "memdiag/render.hpp"
+// Plain text for a terminal: the section of each group, indented lists.
+#include "section.hpp"
 
 namespace memdiag {
 
 std::string render_text(const Analysis& a) {
   std::string out;
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
-    const Group& g = a.groups[i];
-    const Verdict& v = a.verdicts[i];
+    const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
     if (i) out += "\n";
-    out += "== " + group_title(g) + " ==\n";
-    out += "dominant cause: " + std::string(to_string(v.dominant)) + " (" + cause_label(v.dominant) + ")";
-    if (v.confirmed) out += ", confirmed by the sweep";
-    out += "\n";
+    out += "== " + s.title + " ==\n";
+    out += "dominant cause: " + s.cause + " (" + s.label + ")" + (s.confirmed ? ", confirmed by the sweep" : "") + "\n";
     out += "evidence:\n";
-    for (const std::string& e : v.evidence) out += "  - " + e + "\n";
-    for (const std::string& w : v.warnings) out += "  ! " + w + "\n";
-    out += "response: " + v.response + "\n";
-    if (!v.not_helpful.empty()) {
+    for (const std::string& e : s.evidence) out += "  - " + e + "\n";
+    for (const std::string& w : s.warnings) out += "  ! " + w + "\n";
+    out += "response: " + s.response + "\n";
+    if (!s.not_helpful.empty()) {
       out += "would not help:\n";
-      for (const std::string& n : v.not_helpful) out += "  - " + n + "\n";
+      for (const std::string& n : s.not_helpful) out += "  - " + n + "\n";
     }
-    if (!v.confirm.empty()) {
+    if (!s.commands.empty()) {
       out += "to confirm, run:\n";
-      for (const std::string& c : v.confirm) out += "  $ " + c + "\n";
+      for (const std::string& c : s.commands) out += "  $ " + c + "\n";
     }
-    out += "runs:\n" + runs_table(g).to_text("  ");
-    for (const DistributedView& d : v.distributed) {
-      out += "ranks (" + d.run_label + "):\n" + ranks_table(d).to_text("  ");
-    }
+    out += "runs:\n" + s.runs.to_text("  ");
+    for (const auto& [label, table] : s.ranks) out += "ranks (" + label + "):\n" + table.to_text("  ");
   }
   return out;
 }

@@ -1,3 +1,4 @@
+// Tables of per-run and per-rank figures, in text and markdown.
 #include "memdiag/render.hpp"
 
 #include "memdiag/format.hpp"
@@ -6,10 +7,6 @@
 #include <filesystem>
 
 namespace memdiag {
-
-std::string fmt_mib(const std::optional<double>& v) {
-  return v ? format_mib(*v) : "-";
-}
 
 std::string Table::to_text(const std::string& indent) const {
   std::vector<std::size_t> w(headers.size(), 0);
@@ -68,12 +65,12 @@ Table runs_table(const Group& g) {
         std::to_string(r.config.batch_size_per_device),
         r.config.preset,
         std::to_string(r.steps.size()),
-        fmt_mib(r.parameter_mib),
-        fmt_mib(r.forward_increment_mib),
-        fmt_mib(r.first_step_persistent_mib),
-        fmt_mib(r.growth_per_step_mib),
-        fmt_mib(r.peak_allocated_mib),
-        fmt_mib(r.peak_reserved_mib),
+        format_mib(r.parameter_mib),
+        format_mib(r.forward_increment_mib),
+        format_mib(r.first_step_persistent_mib),
+        format_mib(r.growth_per_step_mib),
+        format_mib(r.peak_allocated_mib),
+        format_mib(r.peak_reserved_mib),
         to_string(r.status),
     });
   }
@@ -85,8 +82,8 @@ Table ranks_table(const DistributedView& d) {
   t.headers = {"rank", "report", "peak MiB", "forward MiB", "1st-step excess MiB", ""};
   for (const RankRow& r : d.ranks) {
     t.rows.push_back({std::to_string(r.rank), std::filesystem::path(r.source).filename().string(),
-                      fmt_mib(r.peak_allocated_mib), fmt_mib(r.forward_increment_mib),
-                      fmt_mib(r.first_step_excess_mib), r.rank == d.max_rank ? "<- capacity constraint" : ""});
+                      format_mib(r.peak_allocated_mib), format_mib(r.forward_increment_mib),
+                      format_mib(r.first_step_excess_mib), r.rank == d.max_rank ? "<- capacity constraint" : ""});
   }
   return t;
 }

@@ -1,4 +1,5 @@
 #include "memdiag/probes.hpp"
+#include "build_config.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/tracking_allocator.hpp"
 

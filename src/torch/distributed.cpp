@@ -1,4 +1,7 @@
 #include "memdiag/distributed.hpp"
+#include "build_config.hpp"
+
+#include "memdiag/errors.hpp"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -31,7 +34,7 @@ int env_int(const char* name, int lo, int hi) {
     used = 0;
   }
   if (used != v.size() || x < lo || x > hi) {
-    throw std::invalid_argument(std::string(name) + "='" + v + "' is not an integer in [" + std::to_string(lo) +
+    throw UsageError(std::string(name) + "='" + v + "' is not an integer in [" + std::to_string(lo) +
                                 ", " + std::to_string(hi) + "]");
   }
   return x;

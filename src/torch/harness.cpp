@@ -1,9 +1,12 @@
 #include "memdiag/harness.hpp"
+#include "build_config.hpp"
 
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
 #include "memdiag/distributed.hpp"
 #include "memdiag/environment.hpp"
+#include "memdiag/errors.hpp"
+#include "memdiag/format.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
 #include "memdiag/report_json.hpp"
@@ -21,9 +24,6 @@
 #include <ostream>
 #include <sstream>
 
-#ifndef MEMDIAG_SOURCE_CASES_DIR
-#define MEMDIAG_SOURCE_CASES_DIR ""
-#endif
 
 namespace memdiag {
 namespace fs = std::filesystem;
@@ -33,10 +33,6 @@ namespace {
 std::atomic<bool> g_interrupt{false};
 extern "C" void on_sigint(int) { g_interrupt.store(true); }
 
-struct UsageError {
-  std::string message;
-};
-
 c10::Device resolve_device(const std::string& arg) {
   if (arg == "cpu") return c10::Device(c10::DeviceType::CPU);
   const bool cuda_ok = cuda_probe_compiled() && torch::cuda::is_available();
@@ -44,32 +40,26 @@ c10::Device resolve_device(const std::string& arg) {
     return cuda_ok ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
   }
   if (arg == "cuda" || arg.rfind("cuda:", 0) == 0) {
-    if (!cuda_probe_compiled()) throw UsageError{"--device: this build has no CUDA support (LibTorch without CUDA)"};
-    if (!cuda_ok) throw UsageError{"--device: '" + arg + "' asked for, but CUDA is not available on this machine"};
+    if (!cuda_probe_compiled()) throw UsageError("--device: this build has no CUDA support (LibTorch without CUDA)");
+    if (!cuda_ok) throw UsageError("--device: '" + arg + "' asked for, but CUDA is not available on this machine");
     int index = 0;
     if (arg.size() > 5) {
       const std::string digits = arg.substr(5);
       if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 4) {
-        throw UsageError{"--device: '" + arg + "' is not cuda:K with K a device index"};
+        throw UsageError("--device: '" + arg + "' is not cuda:K with K a device index");
       }
       index = std::stoi(digits);
     }
     const int count = static_cast<int>(torch::cuda::device_count());
     if (index >= count) {
-      throw UsageError{"--device: cuda:" + std::to_string(index) + " does not exist (this machine has " +
-                       std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ")"};
+      throw UsageError("--device: cuda:" + std::to_string(index) + " does not exist (this machine has " +
+                       std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ")");
     }
     return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
   }
-  throw UsageError{"--device: '" + arg + "' is not auto, cpu, cuda or cuda:K"};
+  throw UsageError("--device: '" + arg + "' is not auto, cpu, cuda or cuda:K");
 }
 
-std::string fmt(double v, int prec = 1) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(prec) << v;
-  return os.str();
-}
-std::string fmt(const std::optional<double>& v) { return v ? fmt(*v) : "-"; }
 
 void print_header(std::ostream& out) {
   out << std::right << std::setw(5) << "step" << "  " << std::left << std::setw(16) << "phase" << std::right
@@ -79,23 +69,23 @@ void print_header(std::ostream& out) {
 
 void print_row(std::ostream& out, const Sample& s) {
   out << std::right << std::setw(5) << (s.step ? std::to_string(*s.step) : std::string("-")) << "  " << std::left
-      << std::setw(16) << s.phase << std::right << std::setw(12) << fmt(s.allocated_mib) << std::setw(12)
-      << fmt(s.peak_allocated_mib) << std::setw(12) << fmt(s.reserved_mib) << std::setw(12)
-      << fmt(s.device_used_mib) << std::setw(10) << fmt(s.elapsed_ms) << "\n"
+      << std::setw(16) << to_string(s.phase) << std::right << std::setw(12) << format_mib(s.allocated_mib)
+      << std::setw(12) << format_mib(s.peak_allocated_mib) << std::setw(12) << format_mib(s.reserved_mib)
+      << std::setw(12) << format_mib(s.device_used_mib) << std::setw(10) << format_fixed(s.elapsed_ms, 1) << "\n"
       << std::flush;
 }
 
 // c10 errors carry a backtrace after the first line; users need the first.
 std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
 
-int exit_code_for(RunStatus s) {
+ExitCode exit_code_for(RunStatus s) {
   switch (s) {
-    case RunStatus::kComplete: return kExitOk;
-    case RunStatus::kOom: return kExitOom;
-    case RunStatus::kInterrupted: return kExitInterrupted;
-    case RunStatus::kFailed: return kExitFailed;
+    case RunStatus::kComplete: return ExitCode::kOk;
+    case RunStatus::kOom: return ExitCode::kOom;
+    case RunStatus::kInterrupted: return ExitCode::kInterrupted;
+    case RunStatus::kFailed: return ExitCode::kFailed;
   }
-  return kExitFailed;
+  return ExitCode::kFailed;
 }
 
 }  // namespace
@@ -134,11 +124,11 @@ int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std
       out << std::left << std::setw(8) << c.name << " " << c.description << "\n"
           << std::setw(8) << "" << " presets: " << presets << "  (file: " << c.source << ")\n";
     }
-  } catch (const CaseError& e) {
+  } catch (const Error& e) {
     err << "memory_diagnostics: " << e.what() << "\n";
-    return kExitUsage;
+    return to_int(ExitCode::kUsage);
   }
-  return kExitOk;
+  return to_int(ExitCode::kOk);
 }
 
 namespace {
@@ -160,35 +150,30 @@ ResolvedRun resolve_run(const HarnessOptions& opts) {
   ResolvedRun run;
   try {
     run.spec = resolve_case(opts.case_arg, opts.case_dirs);
-  } catch (const CaseError& e) {
-    throw UsageError{std::string("--case: ") + e.what()};
+  } catch (const InputError& e) {
+    throw UsageError(std::string("--case: ") + e.what());
   }
   const CaseSpec& spec = run.spec;
   run.preset = opts.preset.empty() ? spec.default_preset : opts.preset;
-  if (!spec.presets.count(run.preset)) {
-    std::string known;
-    for (const auto& kv : spec.presets) known += (known.empty() ? "" : ", ") + kv.first;
-    throw UsageError{"--preset: case " + spec.name + " has no preset '" + run.preset + "' (has: " + known + ")"};
-  }
   const PresetSpec& p = spec.preset(run.preset);
   run.batch = opts.batch_size.value_or(p.batch_size);
   run.steps = opts.steps.value_or(p.steps);
-  if (run.batch < 1) throw UsageError{"--batch-size-per-device: must be at least 1, got " + std::to_string(run.batch)};
-  if (run.steps < 1) throw UsageError{"--steps: must be at least 1, got " + std::to_string(run.steps)};
+  if (run.batch < 1) throw UsageError("--batch-size-per-device: must be at least 1, got " + std::to_string(run.batch));
+  if (run.steps < 1) throw UsageError("--steps: must be at least 1, got " + std::to_string(run.steps));
   if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
-    throw UsageError{"--memory-limit-mib: must be greater than 0"};
+    throw UsageError("--memory-limit-mib: must be greater than 0");
   }
-  if (opts.rank_zero_extra_samples < 0) throw UsageError{"--rank-zero-extra-samples: must be 0 or more"};
-  if (!(opts.dist_timeout_s > 0)) throw UsageError{"--dist-timeout-s: must be greater than 0"};
+  if (opts.rank_zero_extra_samples < 0) throw UsageError("--rank-zero-extra-samples: must be 0 or more");
+  if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");
   try {
     run.launch = launch_from_environment();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError{std::string("launcher environment: ") + e.what()};
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("launcher environment: ") + e.what());
   }
   run.output = opts.output.empty() ? spec.name + ".json" : opts.output;
   if (run.launch) run.output = output_for_rank(run.output, run.launch->rank, run.launch->world_size);
   if (const std::string why = check_writable(run.output); !why.empty()) {
-    throw UsageError{"--output: " + run.output + ": " + why};
+    throw UsageError("--output: " + run.output + ": " + why);
   }
   run.device = resolve_device(opts.device);
   // One GPU per local rank, unless a device index was given explicitly.
@@ -201,10 +186,12 @@ ResolvedRun resolve_run(const HarnessOptions& opts) {
 // The report's description of the run: case, configuration, model, machine.
 void describe_run(Report& r, const ResolvedRun& run, const HarnessOptions& opts, const MemoryProbe& probe,
                   Environment environment) {
-  r.case_name = run.spec.name;
-  r.case_description = run.spec.description;
-  r.case_spec = resolved_case_json(run.spec, run.preset);
-  r.case_spec["probe"] = probe.name();
+  r.case_info.name = run.spec.name;
+  r.case_info.description = run.spec.description;
+  r.case_info.source = run.spec.source;
+  r.case_info.builtin = run.spec.builtin;
+  for (const auto& kv : run.spec.presets) r.case_info.presets.push_back(kv.first);
+  r.case_info.detail_json = resolved_case_detail(run.spec, run.preset, probe.name());
   r.config.batch_size_per_device = run.batch;
   r.config.preset = run.preset;
   r.config.steps = run.steps;
@@ -219,9 +206,6 @@ void describe_run(Report& r, const ResolvedRun& run, const HarnessOptions& opts,
     r.config.world_size = run.launch->world_size;
     r.config.backend = run.device.is_cuda() ? "nccl" : "gloo";
   }
-  const ModelSpec& m = run.spec.preset(run.preset).model;
-  r.model.parameters = count_parameters(m);
-  r.model.parameter_bytes = r.model.parameters * bytes_per_element(m);
   r.environment = std::move(environment);
 }
 
@@ -232,8 +216,8 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   try {
     run = resolve_run(opts);
   } catch (const UsageError& u) {
-    err << "memory_diagnostics: " << u.message << "\n";
-    return kExitUsage;
+    err << "memory_diagnostics: " << u.what() << "\n";
+    return to_int(ExitCode::kUsage);
   }
   const CaseSpec& spec = run.spec;
   const c10::Device& device = run.device;
@@ -256,7 +240,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     environment = describe_environment(device);
   } catch (const std::exception& e) {
     err << "memory_diagnostics: --device: cannot use " << device.str() << ": " << first_line(e.what()) << "\n";
-    return kExitFailed;
+    return to_int(ExitCode::kFailed);
   }
 
   Recorder rec(*probe);
@@ -267,10 +251,15 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   if (talk) {
     out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << run.preset << ", batch "
         << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << device.str() << " ["
-        << r.environment.device_name << "], " << r.model.parameters << " parameters ("
-        << fmt(to_mib(r.model.parameter_bytes)) << " MiB)\n";
+        << r.environment.device_name << "]\n";
     print_header(out);
-    rec.set_listener([&out](const Sample& s) { print_row(out, s); });
+    rec.set_listener([&out, &r](const Sample& s) {
+      print_row(out, s);
+      if (s.phase == Phase::kModelReady) {
+        out << "       model: " << r.model.parameters << " parameters (" << format_mib(to_mib(r.model.parameter_bytes))
+            << " MiB)\n";
+      }
+    });
   }
 
   g_interrupt.store(false);
@@ -293,24 +282,25 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     status = run_workload(w, *probe, rec, &g_interrupt);
   } catch (const std::exception& e) {
     const std::string msg = first_line(e.what());
-    rec.add_event("error", msg);
+    rec.add_event(EventKind::kError, msg);
     err << "memory_diagnostics: " << (launch ? "rank " + std::to_string(launch->rank) + ": " : std::string())
         << "run failed: " << msg << "\n";
   }
   std::signal(SIGINT, previous);
-  if (status == RunStatus::kInterrupted) rec.add_event("interrupted", "stopped by SIGINT");
+  if (status == RunStatus::kInterrupted) rec.add_event(EventKind::kInterrupted, "stopped by SIGINT");
 
   const Report report = rec.finish(status);
   try {
     write_report(output, report);
   } catch (const std::exception& e) {
     err << "memory_diagnostics: --output: " << e.what() << "\n";
-    return kExitFailed;
+    return to_int(ExitCode::kFailed);
   }
   if (talk) {
     for (const Event& ev : report.events) {
-      if (ev.kind == "oom") {
-        out << "out of memory in phase " << ev.phase << (ev.step ? " of step " + std::to_string(*ev.step) : "")
+      if (ev.kind == EventKind::kOom) {
+        out << "out of memory in phase " << (ev.phase ? to_string(*ev.phase) : "?")
+            << (ev.step ? " of step " + std::to_string(*ev.step) : "")
             << ": " << ev.message << "\n";
       }
     }
@@ -318,7 +308,7 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   } else if (status == RunStatus::kOom) {
     err << "memory_diagnostics: out of memory; report written to " << output << "\n";
   }
-  return exit_code_for(status);
+  return to_int(exit_code_for(status));
 }
 
 }  // namespace memdiag

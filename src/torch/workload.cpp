@@ -20,13 +20,14 @@ namespace {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o,
                                                         const std::vector<torch::Tensor>& params) {
-  if (o.type == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(
-        params, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
-  }
-  if (o.type == "adam") {
-    return std::make_unique<torch::optim::Adam>(
-        params, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+  switch (o.type) {
+    case OptimizerType::kAdamW:
+      return std::make_unique<torch::optim::AdamW>(
+          params, torch::optim::AdamWOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+    case OptimizerType::kAdam:
+      return std::make_unique<torch::optim::Adam>(
+          params, torch::optim::AdamOptions(o.lr).betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay));
+    case OptimizerType::kSgd: break;
   }
   return std::make_unique<torch::optim::SGD>(
       params, torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
@@ -48,7 +49,7 @@ void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
     torch::addmm(bias, x, w.t()).sum().backward();
   }
   const double after = probe.read().allocated_mib;
-  rec.add_event(Event{"warmup", "setup", std::nullopt,
+  rec.add_event(Event{EventKind::kWarmup, Phase::kSetup, std::nullopt,
                       "kernel library workspaces made before the first sample (cuBLAS: one per thread; "
                       "persistent, included in every later figure)",
                       after - before});
@@ -67,25 +68,33 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
   const bool keep_loss = o.spec.graph.keep_graph_connected_loss;
   torch::manual_seed(o.seed);
 
-  std::string phase = "setup";
+  Phase phase = Phase::kSetup;
   std::vector<torch::Tensor> kept_losses;  // gamma's leak lives here when asked for
   double logged_loss_sum = 0;              // the repair: a detached CPU scalar
   try {
     if (o.warm_up_kernels) warm_up(o, probe, rec);
 
-    phase = phase::kModelReady;
+    phase = Phase::kModelReady;
     torch::nn::Sequential model = build_model(mspec);
     model->to(o.device, model_dtype(mspec));
     std::vector<torch::Tensor> params = model->parameters();
+    // The model's size as built, read from its tensors rather than from a
+    // formula that restates the architecture.
+    ModelInfo& info = rec.report().model;
+    info = ModelInfo{};
+    for (const torch::Tensor& p : params) {
+      info.parameters += p.numel();
+      info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * static_cast<std::int64_t>(p.element_size());
+    }
     if (o.comm != nullptr) {
       // Every rank starts from rank 0's weights.
       torch::NoGradGuard no_grad;
       o.comm->broadcast(params, 0);
     }
-    rec.mark(phase::kModelReady, take_census(params, nullptr));
+    rec.mark(Phase::kModelReady, take_census(params, nullptr));
     if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
-    phase = phase::kOptimizerReady;
+    phase = Phase::kOptimizerReady;
     const bool sharded = o.comm != nullptr && o.shard_optimizer_state;
     const std::vector<int> owner = sharded ? shard_owners(params, o.comm->world_size()) : std::vector<int>();
     std::vector<torch::Tensor> owned;
@@ -96,7 +105,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     GradientBuckets buckets;
     const int local_batch =
         o.batch_size + (o.comm != nullptr && o.comm->rank() == 0 ? o.rank_zero_extra_samples : 0);
-    rec.mark(phase::kOptimizerReady, take_census(params, optimizer.get()));
+    rec.mark(Phase::kOptimizerReady, take_census(params, optimizer.get()));
     if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
     const auto data_opts = torch::TensorOptions().device(o.device).dtype(model_dtype(mspec));
@@ -104,23 +113,23 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     for (int step = 0; step < o.steps; ++step) {
       rec.begin_step(step);
 
-      phase = phase::kForward;
+      phase = Phase::kForward;
       // The batch is made on the device inside the phase, as a loader's
       // host-to-device copy would be; the first Linear saves it for backward.
       torch::Tensor x = torch::randn({local_batch, mspec.input_dim}, data_opts);
       torch::Tensor y = torch::randint(0, mspec.output_dim, {local_batch}, label_opts);
       torch::Tensor logits = model->forward(x);
       torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), y);
-      rec.mark(phase::kForward, take_census(params, optimizer.get()));
+      rec.mark(Phase::kForward, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
-      phase = phase::kBackward;
+      phase = Phase::kBackward;
       loss.backward({}, retain_graph);
       if (o.comm != nullptr) buckets.all_reduce(params, *o.comm);
-      rec.mark(phase::kBackward, take_census(params, optimizer.get()));
+      rec.mark(Phase::kBackward, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
-      phase = phase::kStep;
+      phase = Phase::kStep;
       optimizer->step();
       if (sharded) {
         // ZeRO-1's all-gather: each shard's owner sends its updated weights.
@@ -130,10 +139,10 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
           o.comm->broadcast(one, owner[i]);
         }
       }
-      rec.mark(phase::kStep, take_census(params, optimizer.get()));
+      rec.mark(Phase::kStep, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
 
-      phase = phase::kCleanup;
+      phase = Phase::kCleanup;
       optimizer->zero_grad(/*set_to_none=*/true);
       if (sharded) {
         for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();  // the shards others own
@@ -147,7 +156,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       y = torch::Tensor();
       logits = torch::Tensor();
       loss = torch::Tensor();
-      rec.mark(phase::kCleanup, take_census(params, optimizer.get()));
+      rec.mark(Phase::kCleanup, take_census(params, optimizer.get()));
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
     }
     (void)logged_loss_sum;  // read out as a logger would; its value is not reported
@@ -158,7 +167,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     if (nl != std::string::npos) msg.resize(nl);
     // The step's tensors are gone by now; the peak of the failing phase is
     // still in the counters and tells how far the phase got.
-    rec.add_event(Event{"oom", phase, rec.current_step(), msg, probe.read().peak_allocated_mib});
+    rec.add_event(Event{EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib});
     return RunStatus::kOom;
   }
 }

@@ -40,7 +40,7 @@ Report run_cuda(const TempDir& d, const std::string& name, std::vector<std::stri
 
 TEST(CudaDiagnostics, AlphaForwardIncrementScalesWithBatch) {
   REQUIRE_CUDA();
-  TempDir d("memdiag_gpu_alpha");
+  TempDir d;
   const Report b1 = run_cuda(d, "b1", {"--case", "alpha", "--batch-size-per-device", "1"});
   const Report b4 = run_cuda(d, "b4", {"--case", "alpha", "--batch-size-per-device", "4"});
   expect_activation_scaling(b1, b4);
@@ -50,47 +50,47 @@ TEST(CudaDiagnostics, AlphaForwardIncrementScalesWithBatch) {
 
 TEST(CudaDiagnostics, BetaOptimizerStateIsTwiceTheParameters) {
   REQUIRE_CUDA();
-  TempDir d("memdiag_gpu_beta");
+  TempDir d;
   expect_optimizer_state_pattern(run_cuda(d, "beta", {"--case", "beta"}));
 }
 
 TEST(CudaDiagnostics, GammaGrowsEveryStep) {
   REQUIRE_CUDA();
-  TempDir d("memdiag_gpu_gamma");
+  TempDir d;
   expect_retained_graph_pattern(run_cuda(d, "g6", {"--case", "gamma"}),
                                 run_cuda(d, "g10", {"--case", "gamma", "--steps", "10"}));
 }
 
 TEST(CudaDiagnostics, WarmupAccountsForTheCublasWorkspaces) {
   REQUIRE_CUDA();
-  TempDir d("memdiag_gpu_warm");
+  TempDir d;
   const Report warm = run_cuda(d, "warm", {"--case", "beta", "--steps", "2"});
   double warm_mib = -1;
   for (const Event& e : warm.events) {
-    if (e.kind == "warmup") warm_mib = e.mib.value_or(-1);
+    if (e.kind == EventKind::kWarmup) warm_mib = e.mib.value_or(-1);
   }
   EXPECT_GT(warm_mib, 0) << "cuBLAS workspaces should appear in the warm-up";
   // Without the warm-up, step 0 carries the workspaces and the 2x reading is off.
   const Report cold = run_cuda(d, "cold", {"--case", "beta", "--steps", "2", "--no-warmup"});
   const double two_p = 2.0 * to_mib(cold.model.parameter_bytes);
-  const double rise = alloc_at(cold, phase::kCleanup, 0) - alloc_at(cold, phase::kOptimizerReady);
+  const double rise = alloc_at(cold, Phase::kCleanup, 0) - alloc_at(cold, Phase::kOptimizerReady);
   EXPECT_GT(rise - two_p, 0.5 * warm_mib);
 }
 
 TEST(CudaDiagnostics, OutOfMemoryUnderAMemoryLimit) {
   REQUIRE_CUDA();
-  TempDir d("memdiag_gpu_oom");
+  TempDir d;
   const Report r = run_cuda(d, "oom", {"--case", "alpha", "--preset", "large", "--memory-limit-mib", "2048"}, 3);
   EXPECT_EQ(r.status, RunStatus::kOom);
   ASSERT_FALSE(r.events.empty());
-  EXPECT_EQ(r.events.back().kind, "oom");
-  EXPECT_EQ(r.events.back().phase, "forward");
+  EXPECT_EQ(r.events.back().kind, EventKind::kOom);
+  EXPECT_EQ(r.events.back().phase, Phase::kForward);
   EXPECT_NE(r.events.back().message.find("out of memory"), std::string::npos) << r.events.back().message;
 }
 
 TEST(CudaDiagnostics, CompareGivesTheSeedDiagnosis) {
   REQUIRE_CUDA();
-  TempDir d("memdiag_gpu_cmp");
+  TempDir d;
   for (const char* c : {"alpha", "beta", "gamma"}) run_cuda(d, c, {"--case", c});
   const Proc r = run({MEMDIAG_COMPARE_EXE, d.path(), "--expect", "alpha=activations", "--expect",
                      "beta=optimizer_state", "--expect", "gamma=retained_graph"});

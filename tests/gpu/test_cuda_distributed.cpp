@@ -35,7 +35,7 @@ std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vect
 
 TEST(CudaDistributed, TwoRanksOverNcclOneGpuEach) {
   REQUIRE_TWO_GPUS();
-  TempDir d("memdiag_nccl");
+  TempDir d;
   const auto r = run_two(d, "beta", {"--case", "beta", "--steps", "3"});
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].config.device, "cuda:0");
@@ -45,25 +45,25 @@ TEST(CudaDistributed, TwoRanksOverNcclOneGpuEach) {
   for (const Report& k : r) {
     // AdamW's two moments plus DDP's gradient buckets, all made in step 0.
     const double p = to_mib(k.model.parameter_bytes);
-    EXPECT_NEAR(alloc_at(k, phase::kCleanup, 0) - alloc_at(k, phase::kOptimizerReady), 3 * p, 0.03 * 3 * p);
+    EXPECT_NEAR(alloc_at(k, Phase::kCleanup, 0) - alloc_at(k, Phase::kOptimizerReady), 3 * p, 0.03 * 3 * p);
   }
 }
 
 TEST(CudaDistributed, RankZeroExtraSamplesAndSharding) {
   REQUIRE_TWO_GPUS();
-  TempDir d("memdiag_nccl2");
+  TempDir d;
   const auto extra = run_two(d, "alpha", {"--case", "alpha", "--steps", "2", "--rank-zero-extra-samples", "512"});
   EXPECT_NEAR(forward_increment(extra[0]) / forward_increment(extra[1]), 1.5, 0.05);
   const auto shard = run_two(d, "beta", {"--case", "beta", "--steps", "2", "--shard-optimizer-state"});
   for (const Report& k : shard) {
     const double p = to_mib(k.model.parameter_bytes);
-    EXPECT_NEAR(k.samples[5].tensors->optimizer_state_mib, p, 0.05 * p);  // 2P over 2 ranks
+    EXPECT_NEAR(sample_at(k, Phase::kCleanup, 0).tensors->optimizer_state_mib, p, 0.05 * p);  // 2P over 2 ranks
   }
 }
 
 TEST(CudaDistributed, APeerThatDiesStopsTheOtherWithAReport) {
   REQUIRE_TWO_GPUS();
-  TempDir d("memdiag_nccl_crash");
+  TempDir d;
   LaunchOptions lo;
   lo.kill_rank = 1;
   lo.kill_after_ms = 6000;

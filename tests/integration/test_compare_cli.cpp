@@ -33,7 +33,7 @@ Synth activation_heavy() {
 }  // namespace
 
 TEST(CompareCli, JsonGroupsCarryCaseCauseEvidenceResponse) {
-  TempDir d("memdiag_cmp_json");
+  TempDir d;
   const std::string f = write_synth(d, "a.json", activation_heavy());
   const Proc r = compare({f, "--format", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -46,7 +46,7 @@ TEST(CompareCli, JsonGroupsCarryCaseCauseEvidenceResponse) {
 }
 
 TEST(CompareCli, GatesForSmokeTests) {
-  TempDir d("memdiag_cmp_gate");
+  TempDir d;
   const std::string f = write_synth(d, "a.json", activation_heavy());
   EXPECT_EQ(compare({f, "--expect", "model=activations"}).exit_code, 0);
   const Proc wrong = compare({f, "--expect", "model=retained_graph"});
@@ -66,15 +66,17 @@ TEST(CompareCli, StandardInputAndMarkdown) {
 }
 
 TEST(CompareCli, BadInputIsNamedAndTheRestIsStillAnalysed) {
-  TempDir d("memdiag_cmp_bad");
+  TempDir d;
   const std::string good = write_synth(d, "good.json", activation_heavy());
   const std::string text = dump_report(synth(activation_heavy()));
   nlohmann::json newer = nlohmann::json::parse(text);
   newer["schema_version"] = 99;
   nlohmann::json wrong_type = nlohmann::json::parse(text);
-  wrong_type["samples"][4]["allocated_mib"] = "a lot";
+  const std::string bwd = std::to_string(sample_index(wrong_type, Phase::kBackward, 0));
+  wrong_type["samples"][std::stoi(bwd)]["allocated_mib"] = "a lot";
   nlohmann::json negative = nlohmann::json::parse(text);
-  negative["samples"][2]["allocated_mib"] = -5;
+  const std::string fwd = std::to_string(sample_index(negative, Phase::kForward, 0));
+  negative["samples"][std::stoi(fwd)]["allocated_mib"] = -5;
   struct Bad {
     std::string name, content, expect;
   };
@@ -83,8 +85,8 @@ TEST(CompareCli, BadInputIsNamedAndTheRestIsStillAnalysed) {
       {"truncated.json", text.substr(0, 200), "truncated.json: $: not valid JSON"},
       {"binary.json", std::string("\x00\x01\x02\x03", 4), "binary.json: $: binary data"},
       {"newer.json", newer.dump(), "newer.json: $.schema_version: version 99 is newer"},
-      {"type.json", wrong_type.dump(), "type.json: $.samples[4].allocated_mib: expected a number"},
-      {"negative.json", negative.dump(), "negative.json: $.samples[2].allocated_mib: negative"},
+      {"type.json", wrong_type.dump(), "type.json: $.samples[" + bwd + "].allocated_mib: expected a number"},
+      {"negative.json", negative.dump(), "negative.json: $.samples[" + fwd + "].allocated_mib: negative"},
   };
   std::vector<std::string> args{good};
   for (const Bad& b : bad) {
@@ -105,10 +107,10 @@ TEST(CompareCli, BadInputIsNamedAndTheRestIsStillAnalysed) {
 }
 
 TEST(CompareCli, DirectoriesAndNothingToRead) {
-  TempDir d("memdiag_cmp_dir");
+  TempDir d;
   write_synth(d, "one.json", activation_heavy());
   EXPECT_EQ(compare({d.path()}).exit_code, 0);
-  TempDir empty("memdiag_cmp_empty");
+  TempDir empty;
   const Proc r = compare({empty.path()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("no *.json reports"), std::string::npos);

@@ -24,7 +24,7 @@ std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vect
 }  // namespace
 
 TEST(DistributedCpu, TwoRanksOverGlooWithPersistentGradientBuckets) {
-  TempDir d("memdiag_ddp");
+  TempDir d;
   const std::vector<Report> r = run_two(d, "alpha", {"--case", "alpha", "--steps", "3"});
   ASSERT_EQ(r.size(), 2u);
   for (int k = 0; k < 2; ++k) {
@@ -35,8 +35,8 @@ TEST(DistributedCpu, TwoRanksOverGlooWithPersistentGradientBuckets) {
     // DDP's buckets: one flat copy of the gradients, made at the first
     // backward and kept, shifts the baseline by the parameter bytes.
     const double p = to_mib(r[k].model.parameter_bytes);
-    EXPECT_NEAR(alloc_at(r[k], phase::kCleanup, 0) - alloc_at(r[k], phase::kOptimizerReady), p, 0.03 * p);
-    EXPECT_NEAR(alloc_at(r[k], phase::kCleanup, 2), alloc_at(r[k], phase::kCleanup, 0), 0.01 * p);
+    EXPECT_NEAR(alloc_at(r[k], Phase::kCleanup, 0) - alloc_at(r[k], Phase::kOptimizerReady), p, 0.03 * p);
+    EXPECT_NEAR(alloc_at(r[k], Phase::kCleanup, 2), alloc_at(r[k], Phase::kCleanup, 0), 0.01 * p);
   }
   EXPECT_NEAR(forward_increment(r[0]), forward_increment(r[1]), 0.01 * forward_increment(r[1]));
   const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.path(), "--format", "json"});
@@ -49,7 +49,7 @@ TEST(DistributedCpu, TwoRanksOverGlooWithPersistentGradientBuckets) {
 }
 
 TEST(DistributedCpu, RankZeroExtraSamplesMakeRankZeroTheConstraint) {
-  TempDir d("memdiag_ddp_extra");
+  TempDir d;
   const std::vector<Report> r =
       run_two(d, "alpha", {"--case", "alpha", "--steps", "2", "--rank-zero-extra-samples", "512"});
   ASSERT_EQ(r.size(), 2u);
@@ -61,23 +61,23 @@ TEST(DistributedCpu, RankZeroExtraSamplesMakeRankZeroTheConstraint) {
 }
 
 TEST(DistributedCpu, ShardedOptimizerStateIsHalfPerRank) {
-  TempDir d("memdiag_zero1");
+  TempDir d;
   const std::vector<Report> full = run_two(d, "full", {"--case", "beta", "--steps", "2"});
   const std::vector<Report> shard = run_two(d, "shard", {"--case", "beta", "--steps", "2", "--shard-optimizer-state"});
   for (int k = 0; k < 2; ++k) {
-    const double state_full = full[k].samples[5].tensors->optimizer_state_mib;
-    const double state_shard = shard[k].samples[5].tensors->optimizer_state_mib;
+    const double state_full = sample_at(full[k], Phase::kCleanup, 0).tensors->optimizer_state_mib;
+    const double state_shard = sample_at(shard[k], Phase::kCleanup, 0).tensors->optimizer_state_mib;
     EXPECT_NEAR(state_full, 2 * to_mib(full[k].model.parameter_bytes), 1e-6);
     EXPECT_NEAR(state_shard, state_full / 2, 0.05 * state_full) << "rank " << k;
     // The allocator sees the same saving.
-    EXPECT_NEAR(alloc_at(full[k], phase::kCleanup, 0) - alloc_at(shard[k], phase::kCleanup, 0),
+    EXPECT_NEAR(alloc_at(full[k], Phase::kCleanup, 0) - alloc_at(shard[k], Phase::kCleanup, 0),
                 state_full - state_shard, 0.02 * state_full);
     EXPECT_TRUE(shard[k].config.shard_optimizer_state);
   }
 }
 
 TEST(DistributedCpu, APeerThatNeverJoinsFailsWithinTheTimeout) {
-  TempDir d("memdiag_ddp_lonely");
+  TempDir d;
   LaunchOptions lo;
   lo.start_ranks = 1;
   const auto t0 = std::chrono::steady_clock::now();
@@ -92,7 +92,7 @@ TEST(DistributedCpu, APeerThatNeverJoinsFailsWithinTheTimeout) {
 }
 
 TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
-  TempDir d("memdiag_ddp_crash");
+  TempDir d;
   LaunchOptions lo;
   lo.kill_rank = 1;
   lo.kill_after_ms = 3000;
@@ -109,7 +109,7 @@ TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
 }
 
 TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
-  TempDir d("memdiag_ddp_env");
+  TempDir d;
   const Proc bad = [&] {
     const pid_t pid = spawn({kExe, "--case", "beta", "--device", "cpu", "-o", d.file("b.json")}, "/dev/null",
                             d.file("o"), d.file("e"), {"RANK=3", "WORLD_SIZE=2"});

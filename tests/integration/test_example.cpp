@@ -8,8 +8,8 @@ using namespace memdiag::testkit;
 
 TEST(Example, InstrumentedLoopReportIsReadByCompare) {
   const std::string exe = MEMDIAG_EXAMPLE_EXE;
-  if (exe.empty()) GTEST_SKIP() << "examples not built (MEMDIAG_BUILD_EXAMPLES=OFF)";
-  TempDir d("memdiag_example");
+  if (!exists(exe)) GTEST_SKIP() << "examples not built (MEMDIAG_BUILD_EXAMPLES=OFF)";
+  TempDir d;
   const std::string out = d.file("loop.json");
   const Proc r = run({exe, out});
   ASSERT_EQ(r.exit_code, 0) << r.err;

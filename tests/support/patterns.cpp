@@ -24,21 +24,21 @@ void expect_activation_scaling(const Report& b1, const Report& b4) {
 
 void expect_optimizer_state_pattern(const Report& r) {
   const double two_p = 2.0 * to_mib(r.model.parameter_bytes);
-  const double rise = alloc_at(r, phase::kCleanup, 0) - alloc_at(r, phase::kOptimizerReady);
+  const double rise = alloc_at(r, Phase::kCleanup, 0) - alloc_at(r, Phase::kOptimizerReady);
   EXPECT_NEAR(rise, two_p, 0.03 * two_p) << "persistent rise after step 0";
   for (int k = 1; k < r.config.steps; ++k) {
-    EXPECT_NEAR(alloc_at(r, phase::kCleanup, k), alloc_at(r, phase::kCleanup, 0), 0.01 * two_p) << "step " << k;
+    EXPECT_NEAR(alloc_at(r, Phase::kCleanup, k), alloc_at(r, Phase::kCleanup, 0), 0.01 * two_p) << "step " << k;
   }
   // Building the optimizer adds almost nothing: the moments are lazy.
-  EXPECT_LT(alloc_at(r, phase::kOptimizerReady) - alloc_at(r, phase::kModelReady), 0.01 * two_p);
+  EXPECT_LT(alloc_at(r, Phase::kOptimizerReady) - alloc_at(r, Phase::kModelReady), 0.01 * two_p);
 }
 
 void expect_retained_graph_pattern(const Report& shorter, const Report& longer) {
   for (const Report* r : {&shorter, &longer}) {
     std::vector<double> deltas;
-    double prev = alloc_at(*r, phase::kOptimizerReady);
+    double prev = alloc_at(*r, Phase::kOptimizerReady);
     for (int k = 0; k < r->config.steps; ++k) {
-      const double now = alloc_at(*r, phase::kCleanup, k);
+      const double now = alloc_at(*r, Phase::kCleanup, k);
       deltas.push_back(now - prev);
       prev = now;
     }
@@ -50,8 +50,8 @@ void expect_retained_graph_pattern(const Report& shorter, const Report& longer) 
       EXPECT_NEAR(deltas[k], median, 0.10 * median) << "step " << k << " of " << r->config.steps;
     }
   }
-  const double g_short = alloc_at(shorter, phase::kCleanup, shorter.config.steps - 1) - alloc_at(shorter, phase::kOptimizerReady);
-  const double g_long = alloc_at(longer, phase::kCleanup, longer.config.steps - 1) - alloc_at(longer, phase::kOptimizerReady);
+  const double g_short = alloc_at(shorter, Phase::kCleanup, shorter.config.steps - 1) - alloc_at(shorter, Phase::kOptimizerReady);
+  const double g_long = alloc_at(longer, Phase::kCleanup, longer.config.steps - 1) - alloc_at(longer, Phase::kOptimizerReady);
   EXPECT_GT(g_long, g_short * 1.2);
 }
 

@@ -26,7 +26,7 @@ namespace memdiag::testkit {
 namespace fs = std::filesystem;
 
 pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const std::string& out,
-            const std::string& err, const std::vector<std::string>& extra_env) {
+            const std::string& err, const std::vector<std::string>& extra_env, const std::string& cwd) {
   // posix_spawn rather than fork: a test process that has touched CUDA must
   // not run fork handlers in a child (it crashed the gpu suite that way).
   posix_spawn_file_actions_t fa;
@@ -34,6 +34,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const s
   posix_spawn_file_actions_addopen(&fa, 0, in.c_str(), O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -70,16 +71,34 @@ int wait_exit_code(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-Proc run(const std::vector<std::string>& argv, const std::string& stdin_text) {
+namespace {
+Proc run_with(const std::vector<std::string>& argv, const std::string& stdin_text, const std::string& cwd) {
   TempDir io("memdiag_io");
   const std::string in = io.file("in"), out = io.file("out"), err = io.file("err");
   write_text(in, stdin_text);
   Proc r;
-  r.exit_code = wait_exit_code(spawn(argv, in, out, err));
+  r.exit_code = wait_exit_code(spawn(argv, in, out, err, {}, cwd));
   r.out = read_text(out);
   r.err = read_text(err);
   return r;
 }
+}  // namespace
+
+Proc run(const std::vector<std::string>& argv, const std::string& stdin_text) { return run_with(argv, stdin_text, {}); }
+Proc run_in(const std::string& cwd, const std::vector<std::string>& argv) { return run_with(argv, {}, cwd); }
+
+namespace {
+std::string current_test_name() {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = t ? std::string("memdiag_") + t->test_suite_name() + "_" + t->name() : "memdiag_test";
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  return name;
+}
+}  // namespace
+
+TempDir::TempDir() : TempDir(current_test_name()) {}
 
 TempDir::TempDir(const std::string& name) {
   std::string templ = (fs::temp_directory_path() / (name + ".XXXXXX")).string();
@@ -95,7 +114,7 @@ std::string TempDir::file(const std::string& name) const { return (fs::path(path
 Report load_report(const std::string& path) {
   ReadResult r = read_report_file(path);
   if (r.error) {
-    ADD_FAILURE() << r.error->to_string();
+    ADD_FAILURE() << r.error->what();
     return Report{};
   }
   return *r.report;
@@ -119,17 +138,30 @@ void write_text(const std::string& path, const std::string& text) {
 bool exists(const std::string& path) { return fs::exists(path); }
 
 std::string device_unavailable(const std::string& exe, const std::string& device) {
-  TempDir d("memdiag_device_probe");
+  TempDir d;
   const Proc r = run({exe, "--case", "gamma", "--steps", "1", "--device", device, "-q", "-o", d.file("p.json")});
   if (r.exit_code == 0) return {};
   return r.err.empty() ? "memory_diagnostics --device " + device + " exited " + std::to_string(r.exit_code) : r.err;
 }
 
-double alloc_at(const Report& r, const std::string& phase, int step) {
+const Sample& sample_at(const Report& r, Phase phase, int step) {
   for (const Sample& s : r.samples) {
-    if (s.phase == phase && (step < 0 ? !s.step : s.step == step)) return s.allocated_mib;
+    if (s.phase == phase && (step < 0 ? !s.step : s.step == step)) return s;
   }
-  ADD_FAILURE() << "no sample " << phase << " step " << step;
+  ADD_FAILURE() << "no sample " << to_string(phase) << " step " << step;
+  static const Sample none;
+  return none;
+}
+
+double alloc_at(const Report& r, Phase phase, int step) { return sample_at(r, phase, step).allocated_mib; }
+
+std::size_t sample_index(const nlohmann::json& report, Phase phase, int step) {
+  const auto& samples = report.at("samples");
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const auto& s = samples[i];
+    if (s.at("phase") == to_string(phase) && (step < 0 ? s.at("step").is_null() : s.at("step") == step)) return i;
+  }
+  ADD_FAILURE() << "no sample " << to_string(phase) << " step " << step;
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "memdiag/report.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -20,18 +21,24 @@ struct Proc {
 
 // Starts argv[0] (no shell) with stdin, stdout and stderr on the given files.
 // extra_env ("NAME=value") is added to this process's environment.
+// cwd, when given, is the child's working directory.
 pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const std::string& out,
-            const std::string& err, const std::vector<std::string>& extra_env = {});
+            const std::string& err, const std::vector<std::string>& extra_env = {}, const std::string& cwd = {});
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 int wait_exit_code(pid_t pid);  // 128 + signal when killed
 
 // Runs argv[0] with the rest as arguments (no shell), capturing both streams.
 Proc run(const std::vector<std::string>& argv, const std::string& stdin_text = {});
+// The same, started in directory cwd (relative paths in argv are from there).
+Proc run_in(const std::string& cwd, const std::vector<std::string>& argv);
 
 // A fresh directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:
+  // Named after the running test unless a name is given; removed, with
+  // everything in it, by the destructor.
+  TempDir();
   explicit TempDir(const std::string& name);
   ~TempDir();
   TempDir(const TempDir&) = delete;
@@ -54,8 +61,13 @@ bool exists(const std::string& path);
 // process never initialises CUDA itself.
 std::string device_unavailable(const std::string& exe, const std::string& device);
 
-// Allocation (MiB) at the end of a phase of a step, or of a setup phase.
-double alloc_at(const Report& r, const std::string& phase, int step = -1);
+// The sample of a phase of a step (step -1: a setup phase), found by phase
+// and step rather than by position; fails the test when absent.
+const Sample& sample_at(const Report& r, Phase phase, int step = -1);
+// Its allocation (MiB).
+double alloc_at(const Report& r, Phase phase, int step = -1);
+// The index of that sample in a report's JSON "samples" array.
+std::size_t sample_index(const nlohmann::json& report, Phase phase, int step = -1);
 int count_lines(const std::string& s);
 
 }  // namespace memdiag::testkit

@@ -4,8 +4,9 @@ namespace memdiag::testkit {
 
 Report synth(const Synth& s) {
   Report r;
-  r.case_name = s.case_name;
-  r.case_description = "synthetic";
+  r.case_info.name = s.case_name;
+  r.case_info.description = "synthetic";
+  r.case_info.builtin = true;
   r.config.batch_size_per_device = s.batch;
   r.config.preset = s.preset;
   r.config.steps = s.steps;
@@ -21,7 +22,7 @@ Report synth(const Synth& s) {
 
   const bool cuda = s.device != "cpu";
   double peak_alloc = 0;
-  auto add = [&](const char* phase, std::optional<int> step, double alloc, double peak) {
+  auto add = [&](Phase phase, std::optional<int> step, double alloc, double peak) {
     Sample x;
     x.phase = phase;
     x.step = step;
@@ -36,20 +37,20 @@ Report synth(const Synth& s) {
     x.elapsed_ms = 1;
     r.samples.push_back(x);
   };
-  add(phase::kModelReady, std::nullopt, s.params_mib, s.params_mib);
-  add(phase::kOptimizerReady, std::nullopt, s.params_mib, s.params_mib);
+  add(Phase::kModelReady, std::nullopt, s.params_mib, s.params_mib);
+  add(Phase::kOptimizerReady, std::nullopt, s.params_mib, s.params_mib);
   double base = s.params_mib;
   for (int k = 0; k < s.steps; ++k) {
     const double fwd = base + s.activations_mib;
-    add(phase::kForward, k, fwd, fwd);
+    add(Phase::kForward, k, fwd, fwd);
     const double bwd = base + s.params_mib + s.retained_per_step_mib;  // grads; activations freed
-    add(phase::kBackward, k, bwd, fwd + s.params_mib);
+    add(Phase::kBackward, k, bwd, fwd + s.params_mib);
     if (k == 0) base += s.optimizer_state_mib;
     const double st = base + s.params_mib + s.retained_per_step_mib;
-    add(phase::kStep, k, st, st);
+    add(Phase::kStep, k, st, st);
     base += s.retained_per_step_mib;
     const double noise = (k % 2 ? -1 : 1) * s.noise_mib;
-    add(phase::kCleanup, k, base + noise, st);
+    add(Phase::kCleanup, k, base + noise, st);
   }
   r.status = RunStatus::kComplete;
   return r;

@@ -1,9 +1,10 @@
 #include "memdiag/case_spec.hpp"
 
-#include <gtest/gtest.h>
+#include "process.hpp"
 
-#include <filesystem>
-#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
 
 using namespace memdiag;
 using nlohmann::json;
@@ -22,8 +23,8 @@ json minimal() {
 
 std::string error_of(const json& j) {
   try {
-    parse_case(j, "my.json");
-  } catch (const CaseError& e) {
+    parse_case_text(j.dump(), "my.json");
+  } catch (const InputError& e) {
     return e.what();
   }
   return "no error";
@@ -32,71 +33,93 @@ std::string error_of(const json& j) {
 }  // namespace
 
 TEST(CaseSpec, ParsesAndFillsDefaults) {
-  CaseSpec c = parse_case(minimal(), "my.json");
+  CaseSpec c = parse_case_text(minimal().dump(), "my.json");
   EXPECT_EQ(c.name, "mine");
-  EXPECT_EQ(c.optimizer.type, "adamw");
+  EXPECT_EQ(c.optimizer.type, OptimizerType::kAdamW);
   EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.01);  // AdamW's usual default
   EXPECT_TRUE(c.graph.retain_graph);
   EXPECT_FALSE(c.graph.keep_graph_connected_loss);
   EXPECT_EQ(c.default_preset, "small");
-  EXPECT_EQ(c.preset("small").model.activation, "relu");
+  EXPECT_EQ(c.preset("small").model.activation, Activation::kRelu);
+  EXPECT_EQ(c.preset("small").model.dtype, DType::kFloat32);
   EXPECT_EQ(c.preset("small").steps, 3);
-  EXPECT_THROW(c.preset("huge"), CaseError);
+  EXPECT_THROW(c.preset("huge"), UsageError);
 }
 
-TEST(CaseSpec, ErrorsNameFileAndField) {
+TEST(CaseSpec, ErrorsNameFileAndJsonPath) {
   json j = minimal();
   j["presets"]["small"]["model"]["depth"] = 0;
-  EXPECT_EQ(error_of(j), "my.json: presets.small.model.depth: expected a positive integer, got 0");
+  EXPECT_EQ(error_of(j), "my.json: $.presets.small.model.depth: value 0 is out of range [1, 1073741824]");
   j = minimal();
   j["optimizer"]["type"] = "lion";
-  EXPECT_EQ(error_of(j), "my.json: optimizer.type: 'lion' is not one of: sgd, adam, adamw");
+  EXPECT_EQ(error_of(j), "my.json: $.optimizer.type: 'lion' is not one of: sgd, adam, adamw");
+  j = minimal();
+  j["presets"]["small"]["model"]["activation"] = "swish";
+  EXPECT_EQ(error_of(j), "my.json: $.presets.small.model.activation: 'swish' is not one of: relu, gelu, tanh");
   j = minimal();
   j["graph"]["retain_grpah"] = true;
-  EXPECT_EQ(error_of(j), "my.json: graph.retain_grpah: unknown field");
+  EXPECT_EQ(error_of(j), "my.json: $.graph.retain_grpah: unknown field");
   j = minimal();
   j.erase("presets");
-  EXPECT_EQ(error_of(j), "my.json: presets: missing");
+  EXPECT_EQ(error_of(j), "my.json: $.presets: missing");
   j = minimal();
   j["default_preset"] = "large";
-  EXPECT_EQ(error_of(j), "my.json: default_preset: names no preset ('large')");
+  EXPECT_EQ(error_of(j), "my.json: $.default_preset: names no preset ('large')");
   j = minimal();
   j["optimizer"]["lr"] = "fast";
-  EXPECT_EQ(error_of(j), "my.json: optimizer.lr: expected a number");
-  EXPECT_EQ(error_of(json::array()), "my.json: (top level): expected an object");
+  EXPECT_EQ(error_of(j), "my.json: $.optimizer.lr: expected a number, got string");
+  j = minimal();
+  j["presets"]["my preset"] = j["presets"]["small"];
+  j["presets"]["my preset"]["steps"] = -1;
+  EXPECT_EQ(error_of(j), "my.json: $.presets[\"my preset\"].steps: value -1 is out of range [1, 10000000]");
+  EXPECT_EQ(error_of(json::array()), "my.json: $: expected an object, got array");
 }
 
 TEST(CaseSpec, FilesAndLookup) {
-  const auto dir = std::filesystem::temp_directory_path() / "memdiag_case_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "mine.json") << minimal().dump();
-  std::ofstream(dir / "broken.json") << "{ not json";
-  const std::vector<std::string> dirs{dir.string()};
-  EXPECT_EQ(resolve_case("mine", dirs).name, "mine");
-  EXPECT_EQ(resolve_case((dir / "mine.json").string(), {}).name, "mine");
+  testkit::TempDir dir;
+  testkit::write_text(dir.file("mine.json"), minimal().dump());
+  testkit::write_text(dir.file("broken.json"), "{ not json");
+  const std::vector<std::string> dirs{dir.path()};
+  const CaseSpec by_name = resolve_case("mine", dirs);
+  EXPECT_EQ(by_name.name, "mine");
+  EXPECT_TRUE(by_name.builtin);
+  const CaseSpec by_path = resolve_case(dir.file("mine.json"), {});
+  EXPECT_FALSE(by_path.builtin);
+  EXPECT_EQ(by_path.source, dir.file("mine.json"));
   try {
-    resolve_case((dir / "broken.json").string(), {});
+    resolve_case(dir.file("broken.json"), {});
     FAIL();
-  } catch (const CaseError& e) {
-    EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos);
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json: $: not valid JSON"), std::string::npos) << e.what();
   }
   try {
-    resolve_case("nosuch", {(dir / "none").string()});
+    resolve_case("nosuch", {dir.file("none")});
     FAIL();
-  } catch (const CaseError& e) {
+  } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown case 'nosuch'"), std::string::npos);
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CaseSpec, ShippedCasesLoad) {
   const std::vector<CaseSpec> cases = list_cases({MEMDIAG_CASES_DIR});
   ASSERT_EQ(cases.size(), 3u);
   for (const CaseSpec& c : cases) {
+    EXPECT_TRUE(c.builtin);
     for (const char* p : {"small", "medium", "large"}) EXPECT_NO_THROW(c.preset(p)) << c.name << " " << p;
   }
-  const json resolved = resolved_case_json(cases[1], "medium");
-  EXPECT_EQ(resolved["name"], "beta");
+  const json resolved = json::parse(resolved_case_detail(cases[1], "medium", "probe"));
   EXPECT_EQ(resolved["model"]["hidden_dim"], 4096);
+  EXPECT_EQ(resolved["optimizer"]["type"], "adamw");
+  EXPECT_EQ(resolved["probe"], "probe");
+}
+
+TEST(CaseSpec, EnumNamesRoundTrip) {
+  for (Activation a : {Activation::kRelu, Activation::kGelu, Activation::kTanh}) {
+    EXPECT_EQ(activation_from_string(to_string(a)), a);
+  }
+  for (DType d : {DType::kFloat32, DType::kBFloat16}) EXPECT_EQ(dtype_from_string(to_string(d)), d);
+  for (OptimizerType o : {OptimizerType::kSgd, OptimizerType::kAdam, OptimizerType::kAdamW}) {
+    EXPECT_EQ(optimizer_type_from_string(to_string(o)), o);
+  }
+  EXPECT_FALSE(activation_from_string("swish"));
 }

@@ -1,47 +1,109 @@
+// The renderers against golden files (words and layout exactly, figures as
+// placeholders) and the JSON output's contract.
 #include "memdiag/render.hpp"
 
+#include "golden.hpp"
 #include "synthetic.hpp"
 
 #include <gtest/gtest.h>
 
 using namespace memdiag;
+using testkit::Synth;
+using testkit::synth;
 
 namespace {
+
+// One group per kind of section: a lone activations report (confirming
+// runs), a confirmed optimizer-state sweep, a retained graph, an inconclusive
+// pair of causes, an imbalanced pair of ranks.
 Analysis sample_analysis() {
-  testkit::Synth s;
-  s.case_name = "mycase";
-  s.activations_mib = 100;
-  return analyse({{"dir/run.json", testkit::synth(s)}});
+  std::vector<std::pair<std::string, Report>> reports;
+  Synth act;
+  act.case_name = "mycase";
+  act.activations_mib = 100;
+  reports.emplace_back("dir/run.json", synth(act));
+  for (double p : {16.0, 64.0}) {
+    Synth s;
+    s.case_name = "state";
+    s.device = "cpu";
+    s.params_mib = p;
+    s.optimizer_state_mib = 2 * p;
+    s.preset = p < 20 ? "small" : "medium";
+    reports.emplace_back("state-" + s.preset + ".json", synth(s));
+  }
+  Synth leak;
+  leak.case_name = "leak";
+  leak.activations_mib = 5;
+  leak.retained_per_step_mib = 5;
+  leak.steps = 6;
+  reports.emplace_back("leak.json", synth(leak));
+  Synth close;
+  close.case_name = "close";
+  close.activations_mib = 20;
+  close.optimizer_state_mib = 20;
+  reports.emplace_back("close.json", synth(close));
+  for (int r : {0, 1}) {
+    Synth s;
+    s.case_name = "ranks";
+    s.rank = r;
+    s.world_size = 2;
+    s.activations_mib = r == 0 ? 60 : 40;
+    reports.emplace_back("ranks-" + std::to_string(r) + ".json", synth(s));
+  }
+  return analyse(reports);
 }
+
+void expect_golden(const std::string& name, const std::string& actual) {
+  const std::vector<std::string> diff = testkit::golden_mismatches(testkit::golden_file(name), actual);
+  std::string all;
+  for (const std::string& d : diff) all += d + "\n";
+  EXPECT_TRUE(diff.empty()) << "tests/golden/" << name << " differs:\n" << all << "\nwhole output:\n" << actual;
+}
+
 }  // namespace
 
-TEST(Render, TextNamesCauseEvidenceResponseAndRuns) {
-  const std::string t = render_text(sample_analysis());
-  EXPECT_NE(t.find("== mycase on cuda (1 report) =="), std::string::npos) << t;
-  EXPECT_NE(t.find("dominant cause: activations"), std::string::npos);
-  EXPECT_NE(t.find("forward adds 100.0 MiB"), std::string::npos) << t;
-  EXPECT_NE(t.find("would not help:"), std::string::npos);
-  EXPECT_NE(t.find("$ memory_diagnostics --case mycase"), std::string::npos);
-  EXPECT_NE(t.find("run.json"), std::string::npos);
+TEST(Render, TextMatchesGolden) { expect_golden("compare.txt", render_text(sample_analysis())); }
+
+TEST(Render, MarkdownMatchesGolden) { expect_golden("compare.md", render_markdown(sample_analysis())); }
+
+TEST(Render, GoldenMatchingCatchesAChangedWord) {
+  EXPECT_TRUE(testkit::golden_mismatches("peak %float MiB (%int steps)\n", "peak 12.5 MiB (3 steps)\n").empty());
+  EXPECT_EQ(testkit::golden_mismatches("peak %float MiB\n", "top 12.5 MiB\n").size(), 1u);
+  EXPECT_EQ(testkit::golden_mismatches("a\nb\n", "a\n").size(), 1u);
+  EXPECT_EQ(testkit::golden_mismatches("x (y)\n", "x (y)\n").size(), 0u);
 }
 
-TEST(Render, MarkdownTablesAreWellFormed) {
-  const std::string m = render_markdown(sample_analysis());
-  EXPECT_NE(m.find("**Dominant cause: `activations`**"), std::string::npos);
-  EXPECT_NE(m.find("| report | rank | batch |"), std::string::npos);
-  EXPECT_NE(m.find("| --- | ---: |"), std::string::npos);
-}
-
-TEST(Render, JsonCarriesTheContractFields) {
-  const nlohmann::json j = render_json(sample_analysis(), {{"bad.json", "$.status", "unknown status"}});
-  ASSERT_EQ(j["groups"].size(), 1u);
+TEST(Render, JsonCarriesTheSentencesAndTheRecordsBehindThem) {
+  const nlohmann::json j = render_json(sample_analysis(), {InputError("bad.json", "$.status", "unknown status")});
+  EXPECT_EQ(j["schema_version"], kComparisonSchemaVersion);
+  EXPECT_DOUBLE_EQ(j["thresholds"]["dominance_ratio"].get<double>(), thresholds::kDominanceRatio);
   const auto& g = j["groups"][0];
   EXPECT_EQ(g["case"], "mycase");
   EXPECT_EQ(g["dominant_cause"], "activations");
-  EXPECT_TRUE(g["evidence"].is_array() && !g["evidence"].empty());
+  EXPECT_EQ(g["decision"]["rule"], "dominant");
+  EXPECT_EQ(g["decision"]["top"]["cause"], "activations");
+  ASSERT_EQ(g["evidence"].size(), g["evidence_data"].size());
+  EXPECT_EQ(g["evidence_data"][0]["code"], "forward_increment");
+  EXPECT_DOUBLE_EQ(g["evidence_data"][0]["forward_mib"].get<double>(), 100.0);
+  EXPECT_EQ(g["evidence_data"][0]["text"], g["evidence"][0]);
   EXPECT_TRUE(g["response"].is_string());
+  ASSERT_EQ(g["confirming_runs"].size(), 2u);
+  const auto& run = g["confirming_runs"][0];
+  EXPECT_EQ(run["confirms"], "batch");
+  EXPECT_EQ(run["argv"][0], "memory_diagnostics");
+  EXPECT_EQ(run["command"], g["confirm"][0]);
+  EXPECT_EQ(run["output"], "dir/mycase-batch1.json");
   EXPECT_EQ(g["runs"][0]["source"], "dir/run.json");
   EXPECT_EQ(j["errors"][0]["path"], "$.status");
+  bool saw_warning = false;
+  for (const auto& grp : j["groups"]) {
+    for (const auto& w : grp["warning_data"]) {
+      saw_warning = true;
+      EXPECT_EQ(w["code"], "rank_imbalance");
+      EXPECT_EQ(w["max_rank"], 0);
+    }
+  }
+  EXPECT_TRUE(saw_warning);
 }
 
 TEST(Render, TableAlignsColumns) {

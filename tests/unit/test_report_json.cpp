@@ -1,13 +1,14 @@
+#include "memdiag/errors.hpp"
 #include "memdiag/report_json.hpp"
 #include "memdiag/report_reader.hpp"
 
 #include "json_schema.hpp"
+#include "process.hpp"
 #include "synthetic.hpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 using namespace memdiag;
 using nlohmann::json;
@@ -15,13 +16,23 @@ using nlohmann::json;
 namespace {
 json schema() { return testkit::load_json(MEMDIAG_SCHEMA_FILE); }
 
+Sample& sample(Report& r, Phase phase, int step) {
+  for (Sample& s : r.samples) {
+    if (s.phase == phase && s.step == step) return s;
+  }
+  throw std::logic_error("no such sample");
+}
+
 Report full_report() {
   Report r = testkit::synth({});
   r.config.memory_limit_mib = 1024;
-  r.events.push_back({"warmup", "setup", std::nullopt, "cuBLAS", 64.0});
-  r.events.push_back({"oom", "backward", 2, "CUDA out of memory", 900.5});
-  r.samples[3].tensors = TensorCensus{10, 10, 0};
-  r.samples[4].process_device_mib = 700;
+  r.case_info.source = "/cases/synthetic.json";
+  r.case_info.builtin = false;
+  r.case_info.presets = {"small", "medium"};
+  r.events.push_back({EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0});
+  r.events.push_back({EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5});
+  sample(r, Phase::kBackward, 0).tensors = TensorCensus{10, 10, 0};
+  sample(r, Phase::kStep, 0).process_device_mib = 700;
   r.environment.cuda_runtime_version = "13.0";
   r.status = RunStatus::kOom;
   return r;
@@ -30,42 +41,46 @@ Report full_report() {
 
 TEST(ReportJson, RoundTripKeepsEveryField) {
   const Report r = full_report();
-  const json j = to_json(r);
-  ReadResult back = parse_report(j, "mem");
-  ASSERT_FALSE(back.error) << back.error->to_string();
-  EXPECT_EQ(to_json(*back.report), j);
+  const std::string text = dump_report(r);
+  ReadResult back = parse_report_text(text, "mem");
+  ASSERT_FALSE(back.error) << back.error->what();
+  EXPECT_EQ(dump_report(*back.report), text);
   EXPECT_EQ(back.report->status, RunStatus::kOom);
-  ASSERT_TRUE(back.report->samples[3].tensors);
-  EXPECT_DOUBLE_EQ(back.report->samples[3].tensors->gradients_mib, 10);
+  const Sample& bwd = testkit::sample_at(*back.report, Phase::kBackward, 0);
+  ASSERT_TRUE(bwd.tensors);
+  EXPECT_DOUBLE_EQ(bwd.tensors->gradients_mib, 10);
+  ASSERT_EQ(back.report->events.size(), 2u);
+  EXPECT_EQ(back.report->events[1].kind, EventKind::kOom);
+  EXPECT_EQ(back.report->events[1].phase, Phase::kBackward);
   EXPECT_EQ(back.report->events[1].step, 2);
+  EXPECT_EQ(back.report->case_info.presets, (std::vector<std::string>{"small", "medium"}));
+  EXPECT_FALSE(back.report->case_info.builtin);
 }
 
 TEST(ReportJson, ProducedReportsValidateAgainstTheShippedSchema) {
-  const auto errors = testkit::validate(schema(), to_json(full_report()));
+  const auto errors = testkit::validate(schema(), json::parse(dump_report(full_report())));
   EXPECT_TRUE(errors.empty()) << errors.front();
 }
 
 TEST(ReportJson, SchemaValidatorRejectsWhatTheSchemaForbids) {
-  json j = to_json(full_report());
-  j["samples"][0]["allocated_mib"] = -1;
+  json j = json::parse(dump_report(full_report()));
+  j["samples"][testkit::sample_index(j, Phase::kModelReady)]["allocated_mib"] = -1;
   j["status"] = "done";
   j["config"]["surprise"] = 1;
-  j["samples"][1].erase("peak_allocated_mib");
+  j["samples"][testkit::sample_index(j, Phase::kOptimizerReady)].erase("peak_allocated_mib");
+  j["samples"][testkit::sample_index(j, Phase::kForward, 1)]["phase"] = "lunch";
   const auto errors = testkit::validate(schema(), j);
-  ASSERT_EQ(errors.size(), 4u);
+  EXPECT_EQ(errors.size(), 5u);
 }
 
 TEST(ReportJson, WriteIsAtomicAndLeavesNoTemporary) {
-  const auto dir = std::filesystem::temp_directory_path() / "memdiag_write_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "r.json").string();
+  testkit::TempDir dir;
+  const std::string path = dir.file("r.json");
   write_report(path, full_report());
   ReadResult back = read_report_file(path);
   ASSERT_FALSE(back.error);
   int files = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 1);
-  EXPECT_THROW(write_report((dir / "missing" / "r.json").string(), full_report()), std::runtime_error);
-  std::filesystem::remove_all(dir);
+  EXPECT_THROW(write_report(dir.file("missing/r.json"), full_report()), IoError);
 }

@@ -3,43 +3,47 @@
 #include "memdiag/report_json.hpp"
 #include "memdiag/report_reader.hpp"
 
+#include "process.hpp"
 #include "synthetic.hpp"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 using namespace memdiag;
 using nlohmann::json;
 
 namespace {
 
-json good() { return to_json(testkit::synth({})); }
+using testkit::sample_index;
 
-ReadError error_of(const std::string& text) {
+json good() { return json::parse(dump_report(testkit::synth({}))); }
+
+InputError error_of(const std::string& text) {
   ReadResult r = parse_report_text(text, "f.json");
   EXPECT_FALSE(r.report);
   EXPECT_TRUE(r.error);
-  return r.error.value_or(ReadError{});
+  return r.error.value_or(InputError("", "", "no error"));
 }
 
-ReadError error_of(const json& j) { return error_of(j.dump()); }
+InputError error_of(const json& j) { return error_of(j.dump()); }
 
 }  // namespace
 
 TEST(ReportReader, AcceptsAGoodReport) {
   ReadResult r = parse_report_text(good().dump(), "f.json");
-  ASSERT_TRUE(r.report) << r.error->to_string();
+  ASSERT_TRUE(r.report) << r.error->what();
 }
 
 TEST(ReportReader, EmptyTruncatedBinaryAndNonJson) {
-  EXPECT_EQ(error_of(std::string()).message, "empty file");
+  EXPECT_EQ(error_of(std::string()).message(), "empty file");
   const std::string text = good().dump();
-  EXPECT_NE(error_of(text.substr(0, text.size() / 2)).message.find("not valid JSON"), std::string::npos);
-  EXPECT_EQ(error_of(std::string("\x7f" "ELF\0\0\x01", 7)).message, "binary data, not JSON");
-  EXPECT_NE(error_of(std::string("hello")).message.find("not valid JSON"), std::string::npos);
-  EXPECT_EQ(error_of(std::string("[1,2]")).path, "$");
+  EXPECT_NE(error_of(text.substr(0, text.size() / 2)).message().find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(error_of(std::string("\x7f" "ELF\0\0\x01", 7)).message(), "binary data, not JSON");
+  EXPECT_NE(error_of(std::string("hello")).message().find("not valid JSON"), std::string::npos);
+  EXPECT_EQ(error_of(std::string("[1,2]")).path(), "$");
 }
 
 TEST(ReportReader, NaNIsNotJson) {
@@ -47,74 +51,124 @@ TEST(ReportReader, NaNIsNotJson) {
   const auto at = text.find("\"allocated_mib\":") + 16;
   const auto end = text.find(',', at);
   text.replace(at, end - at, "NaN");
-  EXPECT_NE(error_of(text).message.find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(text).message().find("not valid JSON"), std::string::npos);
 }
 
 TEST(ReportReader, SchemaVersions) {
   json j = good();
   j["schema_version"] = 2;
-  ReadError e = error_of(j);
-  EXPECT_EQ(e.path, "$.schema_version");
-  EXPECT_NE(e.message.find("newer"), std::string::npos);
+  InputError e = error_of(j);
+  EXPECT_EQ(e.path(), "$.schema_version");
+  EXPECT_NE(e.message().find("newer"), std::string::npos);
   j["schema_version"] = 0;
-  EXPECT_NE(error_of(j).message.find("older"), std::string::npos);
+  EXPECT_NE(error_of(j).message().find("older"), std::string::npos);
   j.erase("schema_version");
-  EXPECT_NE(error_of(j).message.find("not a memdiag report"), std::string::npos);
+  EXPECT_NE(error_of(j).message().find("not a memdiag report"), std::string::npos);
 }
 
 TEST(ReportReader, MissingFieldsAndWrongTypesNameThePath) {
   json j = good();
-  j["samples"][2].erase("allocated_mib");
-  EXPECT_EQ(error_of(j).path, "$.samples[2].allocated_mib");
+  const std::size_t fwd = sample_index(j, Phase::kForward, 0);
+  j["samples"][fwd].erase("allocated_mib");
+  EXPECT_EQ(error_of(j).path(), "$.samples[" + std::to_string(fwd) + "].allocated_mib");
   j = good();
-  j["samples"][1]["reserved_mib"] = "12";
-  ReadError e = error_of(j);
-  EXPECT_EQ(e.path, "$.samples[1].reserved_mib");
-  EXPECT_NE(e.message.find("expected a number, got string"), std::string::npos);
+  const std::size_t opt = sample_index(j, Phase::kOptimizerReady);
+  j["samples"][opt]["reserved_mib"] = "12";
+  InputError e = error_of(j);
+  EXPECT_EQ(e.path(), "$.samples[" + std::to_string(opt) + "].reserved_mib");
+  EXPECT_NE(e.message().find("expected a number, got string"), std::string::npos);
   j = good();
   j["config"]["batch_size_per_device"] = 2.5;
-  EXPECT_EQ(error_of(j).path, "$.config.batch_size_per_device");
+  EXPECT_EQ(error_of(j).path(), "$.config.batch_size_per_device");
   j = good();
   j["case"].erase("name");
-  EXPECT_EQ(error_of(j).path, "$.case.name");
+  EXPECT_EQ(error_of(j).path(), "$.case.name");
   j = good();
   j["status"] = "finished";
-  EXPECT_EQ(error_of(j).path, "$.status");
+  EXPECT_EQ(error_of(j).path(), "$.status");
 }
 
 TEST(ReportReader, NegativeAndAbsurdMiB) {
   json j = good();
-  j["samples"][3]["allocated_mib"] = -4.0;
-  EXPECT_NE(error_of(j).message.find("negative"), std::string::npos);
+  const std::size_t bwd = sample_index(j, Phase::kBackward, 0);
+  j["samples"][bwd]["allocated_mib"] = -4.0;
+  EXPECT_NE(error_of(j).message().find("negative"), std::string::npos);
   j = good();
-  j["samples"][3]["peak_allocated_mib"] = 1e15;
-  EXPECT_NE(error_of(j).message.find("absurd"), std::string::npos);
+  j["samples"][bwd]["peak_allocated_mib"] = 1e15;
+  EXPECT_NE(error_of(j).message().find("absurd"), std::string::npos);
   j = good();
-  j["samples"][3]["peak_allocated_mib"] = 0.0;
-  EXPECT_NE(error_of(j).message.find("peak is below allocated"), std::string::npos);
+  j["samples"][bwd]["peak_allocated_mib"] = 0.0;
+  EXPECT_NE(error_of(j).message().find("peak is below allocated"), std::string::npos);
 }
 
 TEST(ReportReader, StepsOutOfOrder) {
   json j = good();
-  std::swap(j["samples"][2], j["samples"][7]);  // a step-1 sample before step 0's
-  ReadError e = error_of(j);
-  EXPECT_NE(e.message.find("out of order"), std::string::npos) << e.to_string();
+  // A step-1 sample before step 0's.
+  std::swap(j["samples"][sample_index(j, Phase::kForward, 0)], j["samples"][sample_index(j, Phase::kForward, 1)]);
+  InputError e = error_of(j);
+  EXPECT_NE(e.message().find("out of order"), std::string::npos) << e.what();
 }
 
 TEST(ReportReader, FilesAndDirectories) {
-  const auto dir = std::filesystem::temp_directory_path() / "memdiag_reader_dirs";
-  std::filesystem::remove_all(dir);
+  testkit::TempDir tmp;
+  const std::filesystem::path dir = tmp.path();
   std::filesystem::create_directories(dir / "empty");
   std::ofstream(dir / "b.json") << good().dump();
   std::ofstream(dir / "a.json") << good().dump();
   std::ofstream(dir / "notes.txt") << "x";
   InputList in = expand_inputs({(dir / "empty").string(), dir.string(), "x.json"});
   ASSERT_EQ(in.errors.size(), 1u);
-  EXPECT_NE(in.errors[0].message.find("no *.json"), std::string::npos);
+  EXPECT_NE(in.errors[0].message().find("no *.json"), std::string::npos);
   ASSERT_EQ(in.files.size(), 3u);
   EXPECT_EQ(std::filesystem::path(in.files[0]).filename(), "a.json");
   EXPECT_EQ(in.files[2], "x.json");
-  EXPECT_EQ(read_report_file((dir / "nope.json").string()).error->message, "cannot open");
-  EXPECT_EQ(read_report_file(dir.string()).error->message, "is a directory");
-  std::filesystem::remove_all(dir);
+  EXPECT_EQ(read_report_file((dir / "nope.json").string()).error->message(),
+            "cannot open (No such file or directory)");
+  EXPECT_EQ(read_report_file(dir.string()).error->message(), "is a directory");
+}
+
+TEST(ReportReader, ClosedSetsAreRefusedByName) {
+  json j = good();
+  const std::size_t i = sample_index(j, Phase::kStep, 1);
+  j["samples"][i]["phase"] = "lunch";
+  InputError e = error_of(j);
+  EXPECT_EQ(e.path(), "$.samples[" + std::to_string(i) + "].phase");
+  EXPECT_NE(e.message().find("'lunch' is not one of: model_ready"), std::string::npos) << e.what();
+  j = good();
+  j["events"] = json::array({{{"kind", "party"}, {"phase", ""}, {"step", nullptr}, {"message", ""}, {"mib", nullptr}}});
+  EXPECT_EQ(error_of(j).path(), "$.events[0].kind");
+}
+
+TEST(ReportReader, StepsBelongToStepPhasesOnly) {
+  json j = good();
+  j["samples"][sample_index(j, Phase::kModelReady)]["step"] = 0;
+  EXPECT_NE(error_of(j).message().find("setup phase 'model_ready' has a step"), std::string::npos);
+  j = good();
+  const std::size_t i = sample_index(j, Phase::kCleanup, 0);
+  j["samples"][i]["step"] = nullptr;
+  EXPECT_EQ(error_of(j).path(), "$.samples[" + std::to_string(i) + "].step");
+}
+
+TEST(ReportReader, OldReportsWithoutBuiltinAreReadFromTheirSource) {
+  json j = good();
+  j["case"].erase("builtin");
+  j["case"]["name"] = "alpha";
+  j["case"]["source"] = "/somewhere/memdiag/cases/alpha.json";
+  EXPECT_TRUE(parse_report_text(j.dump(), "old.json").report->case_info.builtin);
+  j["case"]["source"] = "/home/me/alpha.json";
+  EXPECT_FALSE(parse_report_text(j.dump(), "old.json").report->case_info.builtin);
+}
+
+TEST(ReportReader, ReadReportsSkipsRepeatsAndKeepsGoodOnes) {
+  testkit::TempDir d;
+  const std::string text = good().dump();
+  testkit::write_text(d.file("a.json"), text);
+  testkit::write_text(d.file("b.json"), text);
+  testkit::write_text(d.file("c.json"), "{");
+  const ReportSet set = read_reports({d.file("a.json"), d.file("a.json"), d.file("b.json"), d.file("c.json")});
+  ASSERT_EQ(set.reports.size(), 1u);
+  ASSERT_EQ(set.errors.size(), 3u);
+  EXPECT_EQ(set.errors[0].message(), "given more than once");
+  EXPECT_NE(set.errors[1].message().find("duplicate of"), std::string::npos);
+  EXPECT_NE(set.errors[2].message().find("not valid JSON"), std::string::npos);
 }

@@ -1,6 +1,8 @@
 // The measuring half on the CPU, with real LibTorch tensors: the tracking
 // allocator, the CPU probe, the recorder, the tensor census and a workload.
+#include "memdiag/case_spec.hpp"
 #include "memdiag/distributed.hpp"
+#include "memdiag/errors.hpp"
 #include "memdiag/harness.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
@@ -59,10 +61,10 @@ TEST(Recorder, PhasesCarryEndStateAndPeakWithin) {
   auto probe = make_cpu_probe();
   Recorder rec(*probe);
   torch::Tensor keep = torch::zeros({2 << 20}, torch::kByte);  // 2 MiB kept
-  rec.mark("setup_a");
+  rec.mark(Phase::kModelReady);
   rec.begin_step(0);
   { torch::Tensor transient = torch::zeros({8 << 20}, torch::kByte); }  // 8 MiB, freed
-  const Sample& s = rec.mark("work");
+  const Sample& s = rec.mark(Phase::kForward);
   EXPECT_EQ(s.step, 0);
   EXPECT_NEAR(s.peak_allocated_mib - s.allocated_mib, 8.0, 0.01);
   const Report r = rec.finish(RunStatus::kComplete);
@@ -86,21 +88,32 @@ TEST(TensorCensus, AdamWStateIsTwiceTheParametersAfterTheFirstStep) {
 }
 
 TEST(Workload, CustomCaseRunsAndRecordsEveryPhase) {
-  CaseSpec c = parse_case(nlohmann::json::parse(R"({"name": "tiny", "optimizer": {"type": "sgd"},
+  CaseSpec c = parse_case_text(R"({"name": "tiny", "optimizer": {"type": "sgd"},
       "presets": {"small": {"model": {"input_dim": 8, "hidden_dim": 16, "depth": 2, "output_dim": 4},
-                            "batch_size": 4, "steps": 2}}})"),
-                          "tiny.json");
+                            "batch_size": 4, "steps": 2}}})",
+                              "tiny.json");
   auto probe = make_cpu_probe();
   Recorder rec(*probe);
-  WorkloadOptions o{c, "small", 4, 2, c10::Device(c10::DeviceType::CPU), 1, true};
+  WorkloadOptions o;
+  o.spec = c;
+  o.preset = "small";
+  o.batch_size = 4;
+  o.steps = 2;
+  o.device = c10::Device(c10::DeviceType::CPU);
+  o.seed = 1;
   EXPECT_EQ(run_workload(o, *probe, rec), RunStatus::kComplete);
   const Report r = rec.finish(RunStatus::kComplete);
   ASSERT_EQ(r.samples.size(), 2u + 4u * 2u);
-  EXPECT_EQ(r.samples[0].phase, "model_ready");
-  EXPECT_EQ(r.samples[5].phase, "cleanup");
-  EXPECT_EQ(r.samples[9].step, 1);
-  EXPECT_EQ(count_parameters(c.preset("small").model), 8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4);
-  EXPECT_NEAR(r.samples[0].tensors->parameters_mib, to_mib(count_parameters(c.preset("small").model) * 4), 1e-9);
+  const std::vector<Phase> order = {Phase::kModelReady, Phase::kOptimizerReady, Phase::kForward, Phase::kBackward,
+                                    Phase::kStep,       Phase::kCleanup,        Phase::kForward, Phase::kBackward,
+                                    Phase::kStep,       Phase::kCleanup};
+  for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(r.samples[i].phase, order[i]) << i;
+  EXPECT_EQ(r.samples.back().step, 1);
+  // Measured from the model's tensors: Linear(8,16), Linear(16,16), Linear(16,4).
+  EXPECT_EQ(r.model.parameters, 8 * 16 + 16 + 16 * 16 + 16 + 16 * 4 + 4);
+  EXPECT_EQ(r.model.parameter_bytes, 4 * r.model.parameters);
+  ASSERT_TRUE(r.samples.front().tensors);
+  EXPECT_NEAR(r.samples.front().tensors->parameters_mib, to_mib(r.model.parameter_bytes), 1e-9);
 }
 
 TEST(Harness, OutputPathPerRank) {
@@ -125,6 +138,6 @@ TEST(Distributed, LauncherVariables) {
   EXPECT_EQ(l->master_port, 1234);
   EXPECT_TRUE(l->agent_store);
   setenv("RANK", "2", 1);
-  EXPECT_THROW(launch_from_environment(), std::invalid_argument);
+  EXPECT_THROW(launch_from_environment(), UsageError);
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) unsetenv(v);
 }

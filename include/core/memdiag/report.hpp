@@ -2,14 +2,14 @@
 //
 // This is the seam between the measuring half (probes, recorder, workloads;
 // needs LibTorch) and the reading half (analysis, renderers; does not). Every
-// field here has one JSON spelling, fixed by schema/report.schema.json.
+// field here has one JSON spelling, fixed by schema/report.schema.json; the
+// spelling lives in report_json.cpp and report_reader.cpp, not here.
 #pragma once
-
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace memdiag {
@@ -20,15 +20,14 @@ inline constexpr int kSchemaVersion = 1;
 inline constexpr double kMiB = 1024.0 * 1024.0;
 inline double to_mib(std::int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
-// Phase names, in the order a step records them. Setup phases have no step.
-namespace phase {
-inline constexpr const char* kModelReady = "model_ready";
-inline constexpr const char* kOptimizerReady = "optimizer_ready";
-inline constexpr const char* kForward = "forward";
-inline constexpr const char* kBackward = "backward";
-inline constexpr const char* kStep = "step";
-inline constexpr const char* kCleanup = "cleanup";
-}  // namespace phase
+// Phases in the order a run records them. kSetup is the time before the
+// first sample (library warm-up); samples start at kModelReady, and each step
+// records forward, backward, step and cleanup.
+enum class Phase { kSetup, kModelReady, kOptimizerReady, kForward, kBackward, kStep, kCleanup };
+const char* to_string(Phase p);
+std::optional<Phase> phase_from_string(std::string_view s);
+// Setup phases belong to no step.
+bool is_setup_phase(Phase p);
 
 // Bytes held by live tensors by role, counted from the tensors themselves
 // rather than the allocator, so allocator-level deltas can be cross-checked.
@@ -39,7 +38,7 @@ struct TensorCensus {
 };
 
 struct Sample {
-  std::string phase;
+  Phase phase = Phase::kModelReady;
   std::optional<int> step;             // absent for setup phases
   double allocated_mib = 0;            // live tensor bytes at the end of the phase
   std::optional<double> reserved_mib;  // caching-allocator segments (CUDA only)
@@ -51,11 +50,14 @@ struct Sample {
   std::optional<TensorCensus> tensors;
 };
 
-// Things that happened besides phase boundaries: the cuBLAS workspace warm-up,
-// an out-of-memory error, an interruption.
+// Things that happened besides phase boundaries.
+enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote };
+const char* to_string(EventKind k);
+std::optional<EventKind> event_kind_from_string(std::string_view s);
+
 struct Event {
-  std::string kind;  // "warmup", "oom", "interrupted", "error", "note"
-  std::string phase;
+  EventKind kind = EventKind::kNote;
+  std::optional<Phase> phase;  // where it happened, when known
   std::optional<int> step;
   std::string message;
   std::optional<double> mib;
@@ -77,6 +79,20 @@ struct RunConfig {
   bool shard_optimizer_state = false;
 };
 
+// The case as it was run.
+struct CaseInfo {
+  std::string name;
+  std::string description;
+  std::string source;    // the case file that was read; empty when unknown
+  bool builtin = false;  // asked for by name (--case alpha), not by path
+  std::vector<std::string> presets;  // the presets the case offers; empty when unknown
+  // Everything else about the resolved case (optimizer, graph lifetime,
+  // model, probe) as JSON object text. Opaque on purpose: the analysis never
+  // reads it, so a verdict cannot depend on a case's declared behaviour.
+  std::string detail_json = "{}";
+};
+
+// Measured from the model's tensors after it was built and moved.
 struct ModelInfo {
   std::int64_t parameters = 0;
   std::int64_t parameter_bytes = 0;
@@ -95,15 +111,11 @@ struct Environment {
 
 enum class RunStatus { kComplete, kOom, kInterrupted, kFailed };
 const char* to_string(RunStatus s);
-std::optional<RunStatus> run_status_from_string(const std::string& s);
+std::optional<RunStatus> run_status_from_string(std::string_view s);
 
 struct Report {
   int schema_version = kSchemaVersion;
-  std::string case_name;
-  std::string case_description;
-  // The resolved case as it was run. Kept opaque on purpose: analysis never
-  // reads it, so a verdict cannot depend on a case's declared behaviour.
-  nlohmann::json case_spec = nlohmann::json::object();
+  CaseInfo case_info;
   RunConfig config;
   ModelInfo model;
   Environment environment;

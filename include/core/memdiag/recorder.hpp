@@ -2,11 +2,11 @@
 // LibTorch loop can be another (see examples/).
 //
 //   memdiag::Recorder rec(probe);           // setup phase starts now
-//   ... build model ...        rec.mark(memdiag::phase::kModelReady);
-//   ... build optimizer ...    rec.mark(memdiag::phase::kOptimizerReady);
+//   ... build model ...        rec.mark(memdiag::Phase::kModelReady);
+//   ... build optimizer ...    rec.mark(memdiag::Phase::kOptimizerReady);
 //   for (int s = 0; s < n; ++s) {
 //     rec.begin_step(s);
-//     ... forward ...          rec.mark(memdiag::phase::kForward);
+//     ... forward ...          rec.mark(memdiag::Phase::kForward);
 //     ...
 //   }
 //   memdiag::write_report(path, rec.finish(memdiag::RunStatus::kComplete));
@@ -39,12 +39,11 @@ class Recorder {
   void begin_step(int step);
 
   // Ends the phase in progress and starts the next one.
-  const Sample& mark(const std::string& phase, std::optional<TensorCensus> census = std::nullopt);
+  const Sample& mark(Phase phase, std::optional<TensorCensus> census = std::nullopt);
 
   void add_event(Event event);
-  // Event tied to the phase in progress and the current step.
-  void add_event(const std::string& kind, const std::string& message,
-                 std::optional<double> mib = std::nullopt);
+  // An event of the current step, in no particular phase.
+  void add_event(EventKind kind, const std::string& message, std::optional<double> mib = std::nullopt);
 
   // Restarts the phase clock and the peak without recording, for work that
   // should not count toward any phase.

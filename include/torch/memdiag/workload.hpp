@@ -36,11 +36,8 @@ struct WorkloadOptions {
   bool shard_optimizer_state = false;
 };
 
-// Counts parameters of the model the spec builds, without building it.
-std::int64_t count_parameters(const ModelSpec& m);
-std::int64_t bytes_per_element(const ModelSpec& m);
-
-// Runs setup and every step, marking phases on rec. Stops early, with the
+// Runs setup and every step, marking phases on rec, and fills the report's
+// model figures from the parameters it built. Stops early, with the
 // matching status, on c10::OutOfMemoryError (recorded as an "oom" event) or
 // when *interrupt becomes true between phases.
 RunStatus run_workload(const WorkloadOptions& opts, MemoryProbe& probe, Recorder& rec,

@@ -5,7 +5,7 @@
 namespace memdiag {
 
 // Writes text to path via "<path>.tmp.<pid>" and rename(2). On any failure the
-// temporary is removed and std::runtime_error names the path and errno text.
+// temporary is removed and IoError names the path and errno text.
 void write_file_atomically(const std::string& path, const std::string& text);
 
 // Checks, before a long run, that path can be created: its directory exists

@@ -29,7 +29,7 @@ struct LaunchInfo {
 };
 
 // nullopt when the variables are absent (a plain single-process run).
-// Throws std::invalid_argument naming the variable when one is malformed.
+// Throws UsageError naming the variable when one is malformed.
 std::optional<LaunchInfo> launch_from_environment();
 
 class Communicator {

@@ -2,6 +2,8 @@
 // device, run the workload under a recorder, print progress, write the report.
 #pragma once
 
+#include "memdiag/exit_code.hpp"
+
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -9,13 +11,6 @@
 #include <vector>
 
 namespace memdiag {
-
-// Exit codes, shared with the CLI and its tests.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitOom = 3;
-inline constexpr int kExitInterrupted = 130;
 
 struct HarnessOptions {
   std::string case_arg = "alpha";
@@ -39,12 +34,13 @@ struct HarnessOptions {
 // a world of more than one gets "-rankK" before the extension.
 std::string output_for_rank(const std::string& output, int rank, int world_size);
 
-// Where built-in cases are looked for: $MEMDIAG_CASES_DIR, the directory
-// beside the executable's ../share/memdiag/cases, then the source tree's.
+// Where built-in cases are looked for: $MEMDIAG_CASES_DIR, the installed
+// cases (../share/memdiag/cases beside the executable), then the source
+// tree's (a build that was not installed).
 std::vector<std::string> default_case_dirs(const std::string& argv0);
 
-// Returns one of the exit codes above. Usage errors print one line to err
-// and write nothing.
+// Returns an ExitCode as int. Usage errors print one line to err and write
+// nothing.
 int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err);
 
 // Prints the built-in cases with their presets and descriptions.

@@ -1,0 +1,29 @@
+# Install rules and the exported CMake package:
+#   find_package(memdiag)                     memdiag::core, ::analysis, ::render (no LibTorch)
+#   find_package(memdiag COMPONENTS torch)    memdiag::torch too (needs Torch)
+include(CMakePackageConfigHelpers)
+
+set(MEMDIAG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/memdiag)
+
+install(TARGETS memdiag_core memdiag_analysis memdiag_render EXPORT memdiagTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY include/core/ include/analysis/ include/render/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT memdiagTargets NAMESPACE memdiag:: DESTINATION ${MEMDIAG_CMAKE_DIR})
+install(TARGETS compare_memory_reports RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY schema/ DESTINATION ${CMAKE_INSTALL_DATADIR}/memdiag/schema)
+
+if(MEMDIAG_WITH_TORCH)
+  install(TARGETS memdiag_torch EXPORT memdiagTorchTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY include/torch/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT memdiagTorchTargets NAMESPACE memdiag:: DESTINATION ${MEMDIAG_CMAKE_DIR})
+  # The built-in cases, where memory_diagnostics looks for them beside itself.
+  install(TARGETS memory_diagnostics RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(DIRECTORY cases/ DESTINATION ${CMAKE_INSTALL_DATADIR}/memdiag/cases FILES_MATCHING PATTERN "*.json")
+endif()
+
+configure_package_config_file(cmake/memdiagConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/memdiagConfig.cmake
+  INSTALL_DESTINATION ${MEMDIAG_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/memdiagConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/memdiagConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/memdiagConfigVersion.cmake
+  DESTINATION ${MEMDIAG_CMAKE_DIR})

@@ -1,0 +1,256 @@
+// Analysis: pure functions from reports to verdicts. No LibTorch, no I/O and
+// no words: a verdict is data (the decided cause, the components with their
+// MiB, the sweeps, the rule and threshold that decided, evidence and
+// warnings as typed records with their figures, confirming runs as RunSpecs).
+// The renderers (memdiag::render) turn it into text, markdown or JSON.
+//
+// A verdict is read off the measured numbers only. The case's name groups
+// reports and labels output, and the case's file names the command that
+// re-runs it; neither ever decides. The case's declared optimizer and graph
+// flags (CaseInfo::detail_json) are never read here.
+#pragma once
+
+#include "memdiag/features.hpp"
+#include "memdiag/report.hpp"
+#include "memdiag/run_spec.hpp"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace memdiag {
+
+enum class Cause { kActivations, kOptimizerState, kRetainedGraph, kParameters, kAllocatorCache, kInconclusive };
+const char* to_string(Cause c);  // the identifier: "optimizer_state"
+std::optional<Cause> cause_from_string(std::string_view s);
+const std::vector<Cause>& all_causes();
+
+// A candidate cause and how many MiB it accounts for in one run. Which
+// measurement gives the figure is fixed per cause (see components_of).
+struct Component {
+  Cause cause = Cause::kInconclusive;
+  double mib = 0;
+};
+std::vector<Component> components_of(const RunFeatures& f);  // largest first
+
+// Reports of the same case and configuration, differing only in batch size,
+// preset, steps or rank.
+struct Group {
+  std::string key;
+  std::string case_name;
+  std::string device_kind;  // "cpu", "cuda"
+  int world_size = 1;
+  std::vector<RunFeatures> runs;  // ordered by parameters, batch, steps, rank
+};
+std::vector<Group> group_runs(std::vector<RunFeatures> runs);
+
+// Where a run sits: the settings a sentence about it cites.
+struct RunPoint {
+  std::int64_t batch = 0;  // local batch
+  std::string preset;
+  int steps = 0;
+};
+
+enum class SweepKind { kBatch, kParameters, kSteps };
+const char* to_string(SweepKind k);
+
+struct SweepPoint {
+  double x = 0;  // batch, parameter MiB or steps
+  double y = 0;  // forward increment, first-step excess or growth since optimizer_ready
+  std::string source;
+};
+
+struct Sweep {
+  SweepKind kind = SweepKind::kBatch;
+  std::vector<SweepPoint> points;  // sorted by x
+  double slope = 0;                // y per unit of x (through the origin)
+  double max_deviation = 0;        // largest relative departure of y/x from the slope
+  bool increasing = false;
+  bool linear = false;  // increasing and within thresholds::kLinearTolerance
+};
+
+struct RankRow {
+  int rank = 0;
+  std::string source;
+  double peak_allocated_mib = 0;
+  std::optional<double> forward_increment_mib;
+  std::optional<double> first_step_excess_mib;
+};
+
+struct DistributedView {
+  RunPoint run;
+  std::vector<RankRow> ranks;  // by rank
+  int max_rank = 0;            // the capacity constraint
+  double max_peak_mib = 0;
+  double imbalance = 0;  // (max - min) / max of peak
+  bool imbalanced = false;
+};
+
+// How the verdict was decided: the rule that applied and the figures and
+// threshold it compared.
+enum class DecisionRule {
+  kNoCompletedStep,   // nothing to read
+  kBelowSignal,       // the largest component is under kMinimumSignalMib
+  kOneStepAmbiguous,  // one step cannot tell state made once from a graph kept every step
+  kTooClose,          // top and runner-up within kDominanceRatio
+  kDominant,          // top exceeds the runner-up by kDominanceRatio or more
+};
+const char* to_string(DecisionRule r);
+
+struct Decision {
+  DecisionRule rule = DecisionRule::kNoCompletedStep;
+  std::optional<Component> top;
+  std::optional<Component> runner_up;
+  std::optional<double> margin;  // top / runner-up
+  double threshold = 0;          // the figure the rule compared against
+  RunStatus status = RunStatus::kComplete;     // kNoCompletedStep: how the run ended
+  std::optional<double> first_step_persistent_mib;  // kOneStepAmbiguous
+};
+
+// Evidence: what the numbers show, one typed record per kind of sentence.
+namespace evidence {
+struct ForwardIncrement {
+  double forward_mib = 0;
+  std::optional<double> per_sample_mib;
+  double parameter_mib = 0;
+  double peak_mib = 0;
+  RunPoint at;
+};
+struct PostCleanupTrend {
+  std::optional<double> growth_per_step_mib;  // absent: one step, no trend
+  bool growing = false;
+  int steps = 0;
+  bool made_once = false;  // stable after a first-step increase: state made once, then kept
+};
+struct OptimizerStateMade {
+  std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready
+  double persistent_mib = 0;                  // first-step excess
+  double ratio_to_parameters = 0;
+  double parameter_mib = 0;
+};
+struct StepIncrements {
+  double step0_mib = 0;
+  std::optional<double> step1_mib;
+};
+struct DataParallelBuckets {
+  int world_size = 0;
+};
+struct RetainedGrowth {
+  double per_step_mib = 0;
+  double positive_share = 0;
+  double total_mib = 0;
+  RunPoint at;
+};
+struct RetainedShareOfForward {
+  double per_step_mib = 0;
+  double forward_mib = 0;
+};
+struct WeightsDominate {
+  double parameter_mib = 0;
+  double peak_mib = 0;
+  double forward_mib = 0;
+  double first_step_excess_mib = 0;
+  RunPoint at;
+};
+struct CacheExcess {
+  double peak_reserved_mib = 0;
+  double peak_allocated_mib = 0;
+  double excess_mib = 0;
+};
+struct SweepFit {
+  Sweep sweep;
+};
+struct ReservedGap {
+  double max_gap_mib = 0;
+};
+struct OutsideAllocator {
+  double device_minus_reserved_mib = 0;
+};
+}  // namespace evidence
+
+using Evidence =
+    std::variant<evidence::ForwardIncrement, evidence::PostCleanupTrend, evidence::OptimizerStateMade,
+                 evidence::StepIncrements, evidence::DataParallelBuckets, evidence::RetainedGrowth,
+                 evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
+                 evidence::SweepFit, evidence::ReservedGap, evidence::OutsideAllocator>;
+// A stable identifier per kind, for JSON: "forward_increment".
+const char* evidence_code(const Evidence& e);
+
+// Warnings: what a reader must not miss, whatever the cause.
+namespace warning {
+struct RunStopped {
+  std::string source;
+  RunStop stop;
+};
+struct RankImbalance {
+  RunPoint run;
+  double imbalance = 0;
+  int max_rank = 0;
+  double max_peak_mib = 0;
+};
+}  // namespace warning
+using Warning = std::variant<warning::RunStopped, warning::RankImbalance>;
+const char* warning_code(const Warning& w);
+
+// A run that would settle what the reports given cannot: a batch, preset or
+// steps sweep point. Its output never names a report that was given.
+struct ConfirmingRun {
+  SweepKind confirms = SweepKind::kBatch;
+  RunSpec run;
+};
+
+struct Verdict {
+  std::string case_name;
+  std::string group_key;
+  Cause dominant = Cause::kInconclusive;
+  Decision decision;
+  std::string primary_source;  // the run the verdict is read from
+  std::vector<Component> components;
+  std::vector<Evidence> evidence;
+  std::vector<Warning> warnings;
+  std::vector<ConfirmingRun> confirm;
+  bool confirmed = false;  // a sweep in the group confirmed the scaling
+  std::vector<Sweep> sweeps;
+  std::vector<DistributedView> distributed;
+};
+
+// taken: every report path already given, so confirming runs never suggest
+// writing over one.
+Verdict diagnose(const Group& group, const std::set<std::string>& taken = {});
+
+struct Analysis {
+  std::vector<Group> groups;
+  std::vector<Verdict> verdicts;  // one per group, same order
+};
+
+// The whole pipeline for a set of reports already read: (source, report).
+// taken: paths confirming runs must not write to besides the reports given
+// (the CLI adds the reports already on disk beside them).
+Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports,
+                 const std::set<std::string>& taken = {});
+
+// Thresholds, named so tests, docs and the JSON output can cite them.
+namespace thresholds {
+// The dominant cause must exceed the runner-up by this factor.
+inline constexpr double kDominanceRatio = 1.25;
+// Below this the run is too small to say anything (MiB).
+inline constexpr double kMinimumSignalMib = 0.25;
+// Growth per step counts as real when above this (MiB) ...
+inline constexpr double kGrowthFloorMib = 0.05;
+// ... and above this fraction of the baseline ...
+inline constexpr double kGrowthBaselineFraction = 0.001;
+// ... and at least this share of step-to-step changes are increases.
+inline constexpr double kGrowthPositiveShare = 0.75;
+// A sweep is linear when every point's y/x is within this of the fitted slope.
+inline constexpr double kLinearTolerance = 0.15;
+// Ranks whose peaks differ by more than this fraction are imbalanced.
+inline constexpr double kRankImbalance = 0.10;
+// Steps a retained-graph confirming run asks for: twice the run's, at least this.
+inline constexpr int kMinConfirmSteps = 5;
+}  // namespace thresholds
+
+}  // namespace memdiag

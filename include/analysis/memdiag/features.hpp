@@ -1,0 +1,82 @@
+// Features: the figures one report yields, read off its samples and events.
+// Pure functions, no I/O, no words.
+#pragma once
+
+#include "memdiag/report.hpp"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+// One step's allocator figures. Increments are end-of-phase minus the end of
+// the phase before it.
+struct StepFigures {
+  int step = 0;
+  std::optional<double> forward_increment_mib;
+  std::optional<double> backward_increment_mib;
+  std::optional<double> step_increment_mib;
+  std::optional<double> cleanup_allocated_mib;
+  double peak_mib = 0;  // highest peak of any phase of the step
+};
+
+// Why a run stopped early, from its events.
+struct RunStop {
+  EventKind kind = EventKind::kError;  // kOom, kInterrupted or kError
+  std::optional<Phase> phase;
+  std::optional<int> step;
+  std::string message;
+};
+
+struct RunFeatures {
+  std::string source;
+  std::string case_name;
+  std::string case_source;   // the case file, for commands that re-run the case
+  bool case_builtin = true;  // re-run by name rather than by path
+  std::vector<std::string> case_presets;  // empty when the report does not say
+  RunConfig config;
+  RunStatus status = RunStatus::kComplete;
+  std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
+  double parameter_mib = 0;
+  std::optional<double> model_ready_mib;  // allocated at model_ready
+  std::optional<double> baseline_mib;     // allocated at optimizer_ready
+  std::vector<StepFigures> steps;
+
+  // Forward increment in steady state: the median over steps >= 1, or step 0
+  // alone when only one step ran.
+  std::optional<double> forward_increment_mib;
+  std::optional<double> forward_per_sample_mib;
+  // cleanup[0] - optimizer_ready: what the first step left behind.
+  std::optional<double> first_step_persistent_mib;
+  // Least-squares slope of the post-cleanup allocation over steps (>= 2 steps)
+  // and the share of step-to-step changes that were increases.
+  std::optional<double> growth_per_step_mib;
+  std::optional<double> growth_positive_share;
+  bool growth_significant = false;
+  // The first step's persistent increase beyond one step's worth of growth:
+  // state made once and kept (optimizer moments, DDP buckets).
+  std::optional<double> first_step_excess_mib;
+  std::optional<double> excess_to_parameter_ratio;
+  // Total retained by step-on-step growth at the end of the run.
+  std::optional<double> retained_growth_mib;
+
+  double peak_allocated_mib = 0;
+  std::optional<double> peak_reserved_mib;
+  std::optional<double> max_reserved_gap_mib;       // max over samples of reserved - allocated
+  std::optional<double> cache_excess_mib;           // peak reserved - peak allocated
+  std::optional<double> device_minus_reserved_mib;  // last sample
+  std::optional<double> warmup_mib;                 // from the warmup event
+  std::map<Phase, double> peak_by_phase;
+  std::vector<RunStop> stops;  // out of memory, interrupted, failed
+};
+
+RunFeatures compute_features(const Report& report, const std::string& source);
+
+// The samples a rank ran per step: rank 0 of a data-parallel run may carry
+// extra samples. Computed in 64 bits: batch plus extra can pass INT_MAX.
+std::int64_t local_batch_of(const RunConfig& c);
+
+}  // namespace memdiag

@@ -1,0 +1,88 @@
+// Case files: a workload described as data (cases/*.json), so a user can add a
+// case without recompiling. Parsing is strict; every error is an InputError
+// naming the file and the JSON path ($.presets.small.model.depth).
+#pragma once
+
+#include "memdiag/errors.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memdiag {
+
+enum class Activation { kRelu, kGelu, kTanh };
+enum class DType { kFloat32, kBFloat16 };
+enum class OptimizerType { kSgd, kAdam, kAdamW };
+
+const char* to_string(Activation a);
+const char* to_string(DType d);
+const char* to_string(OptimizerType o);
+std::optional<Activation> activation_from_string(std::string_view s);
+std::optional<DType> dtype_from_string(std::string_view s);
+std::optional<OptimizerType> optimizer_type_from_string(std::string_view s);
+
+struct ModelSpec {
+  int input_dim = 0;
+  int hidden_dim = 0;
+  int depth = 0;  // hidden Linear+activation blocks
+  int output_dim = 0;
+  Activation activation = Activation::kRelu;
+  DType dtype = DType::kFloat32;
+};
+
+struct OptimizerSpec {
+  OptimizerType type = OptimizerType::kSgd;
+  double lr = 1e-3;
+  double momentum = 0.0;  // sgd
+  double weight_decay = 0.0;
+  double beta1 = 0.9;  // adam, adamw
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+// How long each step's autograd graph lives. Both true is the classic leak:
+// backward(retain_graph=True) plus a list of graph-connected losses.
+struct GraphLifetime {
+  bool retain_graph = false;
+  bool keep_graph_connected_loss = false;
+};
+
+struct PresetSpec {
+  ModelSpec model;
+  int batch_size = 1;
+  int steps = 1;
+};
+
+struct CaseSpec {
+  std::string name;
+  std::string description;
+  std::string source;    // the file it came from
+  bool builtin = false;  // found by name in a case directory, not given as a path
+  OptimizerSpec optimizer;
+  GraphLifetime graph;
+  std::string default_preset = "small";
+  std::map<std::string, PresetSpec> presets;
+
+  // Throws UsageError naming the presets the case has.
+  const PresetSpec& preset(const std::string& name) const;
+};
+
+// Throws InputError ("<source>: <json path>: <problem>").
+CaseSpec parse_case_text(const std::string& text, const std::string& source);
+CaseSpec load_case_file(const std::string& path);
+
+// "alpha" is looked up as alpha.json in the search directories in order;
+// anything containing '/' or ending in .json is taken as a path. An unknown
+// name throws UsageError listing the built-in cases.
+CaseSpec resolve_case(const std::string& name_or_path, const std::vector<std::string>& search_dirs);
+std::vector<CaseSpec> list_cases(const std::vector<std::string>& search_dirs);
+
+// The case as it was run (the probe that measured it, optimizer, graph
+// lifetime and the chosen preset's model) as JSON object text, for the
+// report's opaque case detail.
+std::string resolved_case_detail(const CaseSpec& c, const std::string& preset, const std::string& probe);
+
+}  // namespace memdiag

@@ -1,0 +1,24 @@
+// Number formatting shared by the live table, the analysis's renderers and
+// every output format, so a figure reads the same everywhere.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace memdiag {
+
+// A MiB figure with as many decimals as it needs to stay meaningful: 140.4,
+// 65.13, 0.256, 0.0636; anything under 0.00005 is "0.00". No unit.
+std::string format_mib(double v);
+// The same, or "-" when there is no figure.
+std::string format_mib(const std::optional<double>& v);
+// A MiB figure with an explicit sign: "+8.05", "-0.256", "0.00".
+std::string format_signed_mib(double v);
+// Fixed decimals: format_fixed(3.14159, 2) == "3.14".
+std::string format_fixed(double v, int decimals);
+// A ratio with as many digits as it needs: x988, x21.5, x3.97.
+std::string format_times(double v);
+// A fraction as a percentage with the given decimals: 0.036 -> "3.6%".
+std::string format_percent(double fraction, int decimals);
+
+}  // namespace memdiag

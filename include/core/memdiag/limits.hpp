@@ -1,0 +1,24 @@
+// The bounds a report's figures must stay within, shared by the writer's
+// callers and the reader so that what one writes the other accepts.
+#pragma once
+
+#include <cstdint>
+
+namespace memdiag::limits {
+
+// Largest MiB figure believed: 1 PiB. Anything larger is a unit mistake or
+// corruption, not a GPU.
+inline constexpr double kAbsurdMiB = 1024.0 * 1024.0 * 1024.0;
+// Integers a report carries are read exactly through a double by JSON tools
+// (Python's json, jq): 2^53 is the largest such.
+inline constexpr std::int64_t kMaxExactInteger = std::int64_t{1} << 53;
+inline constexpr std::int64_t kMaxSteps = 10'000'000;
+inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 30;
+inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
+// A model dimension in a case file (input, hidden, depth, output).
+inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 30;
+// Peak below allocated by more than this (MiB) is an inconsistent sample;
+// less is rounding in the writer.
+inline constexpr double kPeakSlackMiB = 1e-6;
+
+}  // namespace memdiag::limits

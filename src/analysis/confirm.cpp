@@ -1,0 +1,131 @@
+// Confirming runs: the memory_diagnostics invocations that would settle what
+// the reports given cannot, as RunSpecs that run as printed. They name the
+// case the way the report was made (a case file by its path), keep the
+// group's configuration, and write beside the primary report under a name
+// that clashes with no report given.
+#include "internal.hpp"
+
+#include <filesystem>
+
+namespace memdiag::detail {
+namespace {
+namespace fs = std::filesystem;
+
+// Reports written before case.presets existed do not say which presets the
+// case has; the built-in cases ship these three.
+const std::vector<std::string>& presets_of(const RunFeatures& p) {
+  static const std::vector<std::string> shipped = {"small", "medium", "large"};
+  static const std::vector<std::string> none;
+  if (!p.case_presets.empty()) return p.case_presets;
+  return p.case_builtin ? shipped : none;
+}
+
+// A file-name stem from a case name: letters, digits, '_' and '-' kept,
+// anything else (a '/', a '.', a space, a control character) as '_', so a
+// name can neither leave the directory nor hide the file.
+std::string file_stem(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    s += ok ? c : '_';
+  }
+  return s.empty() ? "case" : s;
+}
+
+std::string normal(const std::string& path) { return fs::path(path).lexically_normal().string(); }
+
+class Planner {
+ public:
+  Planner(const Group& g, const RunFeatures& p, const std::set<std::string>& taken) : p_(p) {
+    for (const std::string& t : taken) taken_.insert(normal(t));
+    for (const RunFeatures& r : g.runs) taken_.insert(normal(r.source));
+    base_.case_ref = p.case_builtin || p.case_source.empty() ? p.case_name : p.case_source;
+    if (g.device_kind == "cpu") base_.device = "cpu";
+    base_.preset = p.config.preset;
+    if (p.config.seed != 0) base_.seed = p.config.seed;
+    base_.memory_limit_mib = p.config.memory_limit_mib;
+    base_.world_size = p.config.world_size;
+    if (p.config.world_size > 1) {
+      base_.rank_zero_extra_samples = p.config.rank_zero_extra_samples;
+      base_.shard_optimizer_state = p.config.shard_optimizer_state;
+    }
+    dir_ = p.source == "-" ? fs::path() : fs::path(p.source).parent_path();
+  }
+
+  ConfirmingRun batch(int b) {
+    RunSpec r = base_;
+    r.batch_size_per_device = b;
+    r.output = output("batch" + std::to_string(b));
+    return {SweepKind::kBatch, r};
+  }
+  ConfirmingRun steps(int n) {
+    RunSpec r = base_;
+    r.steps = n;
+    r.output = output("steps" + std::to_string(n));
+    return {SweepKind::kSteps, r};
+  }
+  // Another preset of the case at batch 1 (the state is per parameter, not
+  // per sample, and batch 1 keeps the larger model quick), if there is one.
+  std::optional<ConfirmingRun> other_preset() {
+    for (const std::string& name : presets_of(p_)) {
+      if (name == p_.config.preset) continue;
+      RunSpec r = base_;
+      r.preset = name;
+      r.batch_size_per_device = 1;
+      r.output = output(file_stem(name) + "-batch1");
+      return ConfirmingRun{SweepKind::kParameters, r};
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::string output(const std::string& suffix) {
+    const std::string rank = base_.world_size > 1 ? "-{rank}" : "";
+    const std::string stem = file_stem(p_.case_name) + "-" + suffix;
+    for (int n = 1;; ++n) {
+      const std::string name = stem + (n == 1 ? "" : "-" + std::to_string(n)) + rank + ".json";
+      const std::string path = (dir_ / name).string();
+      if (taken_.insert(normal(path)).second) return path;
+    }
+  }
+
+  const RunFeatures& p_;
+  std::set<std::string> taken_;
+  RunSpec base_;
+  fs::path dir_;
+};
+
+}  // namespace
+
+std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool confirmed, const Group& g,
+                                           const RunFeatures& p, const std::set<std::string>& taken) {
+  Planner plan(g, p, taken);
+  std::vector<ConfirmingRun> out;
+  if (d.rule == DecisionRule::kNoCompletedStep) return out;
+  if (d.rule == DecisionRule::kOneStepAmbiguous) {
+    out.push_back(plan.steps(3));
+    return out;
+  }
+  if (confirmed) return out;
+  const int longer = 2 * std::max(static_cast<int>(p.steps.size()), thresholds::kMinConfirmSteps);
+  switch (cause) {
+    case Cause::kActivations:
+      out.push_back(plan.batch(1));
+      out.push_back(plan.batch(4));
+      break;
+    case Cause::kOptimizerState:
+      if (auto r = plan.other_preset()) out.push_back(*r);
+      break;
+    case Cause::kRetainedGraph: out.push_back(plan.steps(longer)); break;
+    case Cause::kInconclusive:
+      out.push_back(plan.batch(1));
+      out.push_back(plan.batch(4));
+      out.push_back(plan.steps(longer));
+      break;
+    case Cause::kParameters:
+    case Cause::kAllocatorCache: break;
+  }
+  return out;
+}
+
+}  // namespace memdiag::detail

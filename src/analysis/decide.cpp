@@ -1,0 +1,73 @@
+// The decision: which component a run's memory is dominated by, and the rule
+// and threshold that said so.
+#include "internal.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+namespace memdiag {
+
+// Each cause's figure comes from one measurement: activations from the
+// steady forward increment, optimizer state from the persistent increase made
+// once at the first step, a retained graph from the post-cleanup growth over
+// all steps, parameters from the parameter bytes, the cache from peak reserved
+// minus peak allocated.
+std::vector<Component> components_of(const RunFeatures& f) {
+  std::vector<Component> c;
+  if (f.forward_increment_mib) c.push_back({Cause::kActivations, std::max(0.0, *f.forward_increment_mib)});
+  if (f.first_step_excess_mib) c.push_back({Cause::kOptimizerState, *f.first_step_excess_mib});
+  if (f.retained_growth_mib) c.push_back({Cause::kRetainedGraph, *f.retained_growth_mib});
+  c.push_back({Cause::kParameters, f.parameter_mib});
+  if (f.cache_excess_mib) c.push_back({Cause::kAllocatorCache, *f.cache_excess_mib});
+  std::stable_sort(c.begin(), c.end(), [](const Component& a, const Component& b) { return a.mib > b.mib; });
+  return c;
+}
+
+namespace detail {
+
+const RunFeatures& pick_primary(const Group& g) {
+  const RunFeatures* best = &g.runs.front();
+  for (const RunFeatures& r : g.runs) {
+    if (std::make_tuple(r.peak_allocated_mib, r.config.steps) >
+        std::make_tuple(best->peak_allocated_mib, best->config.steps)) {
+      best = &r;
+    }
+  }
+  return *best;
+}
+
+Decision decide(const RunFeatures& p, const std::vector<Component>& components) {
+  Decision d;
+  d.status = p.status;
+  if (!components.empty()) d.top = components.front();
+  if (components.size() > 1) d.runner_up = components[1];
+  const double top = d.top ? d.top->mib : 0.0;
+  const double second = d.runner_up ? d.runner_up->mib : 0.0;
+  if (second > 0) d.margin = top / second;
+
+  if (p.steps.empty()) {
+    d.rule = DecisionRule::kNoCompletedStep;
+  } else if (top < thresholds::kMinimumSignalMib) {
+    d.rule = DecisionRule::kBelowSignal;
+    d.threshold = thresholds::kMinimumSignalMib;
+  } else if (p.steps.size() < 2 && p.first_step_persistent_mib &&
+             *p.first_step_persistent_mib * thresholds::kDominanceRatio > top &&
+             *p.first_step_persistent_mib > thresholds::kMinimumSignalMib) {
+    // With one step, optimizer state made once and a graph retained every
+    // step leave the same trace: an increase after the first cleanup.
+    d.rule = DecisionRule::kOneStepAmbiguous;
+    d.threshold = thresholds::kDominanceRatio;
+    d.first_step_persistent_mib = p.first_step_persistent_mib;
+  } else if (top < thresholds::kDominanceRatio * second) {
+    d.rule = DecisionRule::kTooClose;
+    d.threshold = thresholds::kDominanceRatio;
+  } else {
+    d.rule = DecisionRule::kDominant;
+    d.threshold = thresholds::kDominanceRatio;
+  }
+  return d;
+}
+
+}  // namespace detail
+}  // namespace memdiag

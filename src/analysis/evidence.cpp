@@ -1,0 +1,97 @@
+// The evidence a verdict cites: typed records with the figures that support
+// the decided cause, and the warnings a reader must not miss.
+#include "internal.hpp"
+
+namespace memdiag::detail {
+namespace {
+
+evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
+  return evidence::PostCleanupTrend{p.growth_per_step_mib, p.growth_significant, static_cast<int>(p.steps.size()),
+                                    made_once && !p.growth_significant};
+}
+
+void add_sweep(std::vector<Evidence>& out, const std::vector<Sweep>& sweeps, SweepKind kind, const Sweep** found) {
+  if (const Sweep* s = find_sweep(sweeps, kind)) {
+    out.push_back(evidence::SweepFit{*s});
+    *found = s;
+  }
+}
+
+}  // namespace
+
+RunPoint point_of(const RunFeatures& f) {
+  return RunPoint{f.local_batch, f.config.preset, static_cast<int>(f.steps.size())};
+}
+
+std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const std::vector<Sweep>& sweeps,
+                                     bool& confirmed) {
+  std::vector<Evidence> out;
+  const double fwd = p.forward_increment_mib.value_or(0);
+  const Sweep* sweep = nullptr;
+  confirmed = false;
+  switch (cause) {
+    case Cause::kActivations:
+      out.push_back(evidence::ForwardIncrement{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib,
+                                               point_of(p)});
+      out.push_back(trend(p, false));
+      add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
+      confirmed = sweep != nullptr && sweep->linear;
+      break;
+    case Cause::kOptimizerState: {
+      std::optional<double> setup;
+      if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
+      out.push_back(evidence::OptimizerStateMade{setup, p.first_step_excess_mib.value_or(0),
+                                                 p.excess_to_parameter_ratio.value_or(0), p.parameter_mib});
+      if (!p.steps.empty() && p.steps.front().step_increment_mib) {
+        out.push_back(evidence::StepIncrements{*p.steps.front().step_increment_mib,
+                                               p.steps.size() > 1 ? p.steps[1].step_increment_mib : std::nullopt});
+      }
+      out.push_back(trend(p, true));
+      if (p.config.world_size > 1) out.push_back(evidence::DataParallelBuckets{p.config.world_size});
+      add_sweep(out, sweeps, SweepKind::kParameters, &sweep);
+      confirmed = sweep != nullptr && sweep->linear;
+      break;
+    }
+    case Cause::kRetainedGraph: {
+      const double slope = p.growth_per_step_mib.value_or(0);
+      out.push_back(evidence::RetainedGrowth{slope, p.growth_positive_share.value_or(0),
+                                             p.retained_growth_mib.value_or(0), point_of(p)});
+      if (fwd > 0) out.push_back(evidence::RetainedShareOfForward{slope, fwd});
+      add_sweep(out, sweeps, SweepKind::kSteps, &sweep);
+      confirmed = sweep != nullptr && sweep->increasing;
+      break;
+    }
+    case Cause::kParameters:
+      out.push_back(evidence::WeightsDominate{p.parameter_mib, p.peak_allocated_mib, fwd,
+                                              p.first_step_excess_mib.value_or(0), point_of(p)});
+      out.push_back(trend(p, false));
+      add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
+      break;
+    case Cause::kAllocatorCache:
+      out.push_back(evidence::CacheExcess{p.peak_reserved_mib.value_or(0), p.peak_allocated_mib,
+                                          p.cache_excess_mib.value_or(0)});
+      break;
+    case Cause::kInconclusive: break;
+  }
+  return out;
+}
+
+std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
+  std::vector<Evidence> out;
+  if (p.max_reserved_gap_mib && *p.max_reserved_gap_mib > 0 && cause != Cause::kAllocatorCache) {
+    out.push_back(evidence::ReservedGap{*p.max_reserved_gap_mib});
+  }
+  if (p.device_minus_reserved_mib) out.push_back(evidence::OutsideAllocator{*p.device_minus_reserved_mib});
+  return out;
+}
+
+std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views) {
+  std::vector<Warning> out;
+  for (const RunStop& s : primary.stops) out.push_back(warning::RunStopped{primary.source, s});
+  for (const DistributedView& d : views) {
+    if (d.imbalanced) out.push_back(warning::RankImbalance{d.run, d.imbalance, d.max_rank, d.max_peak_mib});
+  }
+  return out;
+}
+
+}  // namespace memdiag::detail

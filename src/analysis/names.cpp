@@ -1,0 +1,80 @@
+// Identifiers of the analysis's closed sets, as the JSON output and the
+// --expect and --fail-on gates spell them. Words for people live in the
+// renderers.
+#include "memdiag/analysis.hpp"
+#include "memdiag/enum_names.hpp"
+#include "memdiag/overload.hpp"
+
+namespace memdiag {
+
+const char* to_string(Cause c) {
+  switch (c) {
+    case Cause::kActivations: return "activations";
+    case Cause::kOptimizerState: return "optimizer_state";
+    case Cause::kRetainedGraph: return "retained_graph";
+    case Cause::kParameters: return "parameters";
+    case Cause::kAllocatorCache: return "allocator_cache";
+    case Cause::kInconclusive: return "inconclusive";
+  }
+  return "?";
+}
+
+const std::vector<Cause>& all_causes() {
+  static const std::vector<Cause> v = {Cause::kActivations, Cause::kOptimizerState, Cause::kRetainedGraph,
+                                       Cause::kParameters,  Cause::kAllocatorCache, Cause::kInconclusive};
+  return v;
+}
+
+std::optional<Cause> cause_from_string(std::string_view s) {
+  return enum_from_string(s, {Cause::kActivations, Cause::kOptimizerState, Cause::kRetainedGraph, Cause::kParameters,
+                              Cause::kAllocatorCache, Cause::kInconclusive});
+}
+
+const char* to_string(SweepKind k) {
+  switch (k) {
+    case SweepKind::kBatch: return "batch";
+    case SweepKind::kParameters: return "parameters";
+    case SweepKind::kSteps: return "steps";
+  }
+  return "?";
+}
+
+const char* to_string(DecisionRule r) {
+  switch (r) {
+    case DecisionRule::kNoCompletedStep: return "no_completed_step";
+    case DecisionRule::kBelowSignal: return "below_signal";
+    case DecisionRule::kOneStepAmbiguous: return "one_step_ambiguous";
+    case DecisionRule::kTooClose: return "too_close";
+    case DecisionRule::kDominant: return "dominant";
+  }
+  return "?";
+}
+
+const char* evidence_code(const Evidence& e) {
+  // No generic case: a new kind of evidence without a code does not build.
+  return std::visit(Overload{
+                        [](const evidence::ForwardIncrement&) { return "forward_increment"; },
+                        [](const evidence::PostCleanupTrend&) { return "post_cleanup_trend"; },
+                        [](const evidence::OptimizerStateMade&) { return "optimizer_state_made"; },
+                        [](const evidence::StepIncrements&) { return "step_increments"; },
+                        [](const evidence::DataParallelBuckets&) { return "data_parallel_buckets"; },
+                        [](const evidence::RetainedGrowth&) { return "retained_growth"; },
+                        [](const evidence::RetainedShareOfForward&) { return "retained_share_of_forward"; },
+                        [](const evidence::WeightsDominate&) { return "weights_dominate"; },
+                        [](const evidence::CacheExcess&) { return "cache_excess"; },
+                        [](const evidence::SweepFit&) { return "sweep_fit"; },
+                        [](const evidence::ReservedGap&) { return "reserved_gap"; },
+                        [](const evidence::OutsideAllocator&) { return "outside_allocator"; },
+                    },
+                    e);
+}
+
+const char* warning_code(const Warning& w) {
+  return std::visit(Overload{
+                        [](const warning::RunStopped&) { return "run_stopped"; },
+                        [](const warning::RankImbalance&) { return "rank_imbalance"; },
+                    },
+                    w);
+}
+
+}  // namespace memdiag

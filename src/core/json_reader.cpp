@@ -1,0 +1,162 @@
+#include "json_reader.hpp"
+
+#include "memdiag/limits.hpp"
+
+#include <cmath>
+#include <set>
+#include <sstream>
+
+namespace memdiag::detail {
+using nlohmann::json;
+
+namespace {
+
+// A key that is a plain identifier reads as .key, anything else as ["key"].
+std::string child_path(const std::string& parent, const std::string& key) {
+  bool plain = !key.empty();
+  for (char c : key) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '$';
+    plain = plain && ok;
+  }
+  if (plain) return parent + "." + key;
+  return parent + "[" + json(key).dump() + "]";
+}
+
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void JsonNode::fail(const std::string& message) const { throw InputError(source_, path_, message); }
+
+const char* JsonNode::type_name(const json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_boolean()) return "boolean";
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number()) return "number";
+  if (j.is_string()) return "string";
+  if (j.is_array()) return "array";
+  return "object";
+}
+
+JsonNode JsonNode::field(const char* key) const {
+  expect_object();
+  const std::string p = child_path(path_, key);
+  if (!j_->contains(key)) throw InputError(source_, p, "missing");
+  return child(j_->at(key), p);
+}
+
+JsonNode JsonNode::at(std::size_t i) const { return child(j_->at(i), path_ + "[" + std::to_string(i) + "]"); }
+
+void JsonNode::only(std::initializer_list<const char*> allowed) const {
+  expect_object();
+  const std::set<std::string> ok(allowed.begin(), allowed.end());
+  for (auto it = j_->begin(); it != j_->end(); ++it) {
+    if (!ok.count(it.key())) throw InputError(source_, child_path(path_, it.key()), "unknown field");
+  }
+}
+
+const JsonNode& JsonNode::expect_object() const {
+  if (!j_->is_object()) fail(std::string("expected an object, got ") + type_name(*j_));
+  return *this;
+}
+
+const JsonNode& JsonNode::expect_array() const {
+  if (!j_->is_array()) fail(std::string("expected an array, got ") + type_name(*j_));
+  return *this;
+}
+
+std::string JsonNode::as_string() const {
+  if (!j_->is_string()) fail(std::string("expected a string, got ") + type_name(*j_));
+  return j_->get<std::string>();
+}
+
+std::int64_t JsonNode::as_integer(std::int64_t lo, std::int64_t hi) const {
+  if (!j_->is_number_integer()) fail(std::string("expected an integer, got ") + type_name(*j_));
+  // An unsigned value above int64's range would wrap in get<int64_t>().
+  if (j_->is_number_unsigned() && j_->get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) {
+    fail("value " + std::to_string(j_->get<std::uint64_t>()) + " is out of range [" + std::to_string(lo) + ", " +
+         std::to_string(hi) + "]");
+  }
+  const std::int64_t v = j_->get<std::int64_t>();
+  if (v < lo || v > hi) {
+    fail("value " + std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+double JsonNode::as_number(double lo, double hi) const {
+  if (!j_->is_number()) fail(std::string("expected a number, got ") + type_name(*j_));
+  const double v = j_->get<double>();
+  if (!std::isfinite(v)) fail("not a finite number");
+  if (!(v >= lo && v <= hi)) {
+    fail("value " + number_text(v) + " is out of range [" + number_text(lo) + ", " + number_text(hi) + "]");
+  }
+  return v;
+}
+
+bool JsonNode::as_bool() const {
+  if (!j_->is_boolean()) fail(std::string("expected true or false, got ") + type_name(*j_));
+  return j_->get<bool>();
+}
+
+double JsonNode::as_mib() const {
+  if (!j_->is_number()) fail(std::string("expected a number, got ") + type_name(*j_));
+  const double v = j_->get<double>();
+  if (!std::isfinite(v)) fail("not a finite number");
+  if (v < 0) fail("negative MiB (" + number_text(v) + ")");
+  if (v > limits::kAbsurdMiB) fail("absurd MiB figure (" + number_text(v) + "), larger than 1 PiB");
+  return v;
+}
+
+void JsonNode::fail_not_one_of(const std::string& value, std::initializer_list<const char*> names) const {
+  std::string list;
+  for (const char* n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  fail("'" + value + "' is not one of: " + list);
+}
+
+std::optional<std::string> JsonNode::opt_str(const char* key) const {
+  if (!given(key)) return std::nullopt;
+  return str(key);
+}
+
+std::optional<std::int64_t> JsonNode::opt_integer(const char* key, std::int64_t lo, std::int64_t hi) const {
+  if (!given(key)) return std::nullopt;
+  return integer(key, lo, hi);
+}
+
+double JsonNode::number(const char* key, double fallback, double lo, double hi) const {
+  if (!given(key)) return fallback;
+  return field(key).as_number(lo, hi);
+}
+
+bool JsonNode::boolean(const char* key, bool fallback) const {
+  if (!given(key)) return fallback;
+  return field(key).as_bool();
+}
+
+std::optional<double> JsonNode::opt_mib(const char* key) const {
+  if (!given(key)) return std::nullopt;
+  return mib(key);
+}
+
+json parse_json_text(const std::string& text, const std::string& source) {
+  if (text.empty()) throw InputError(source, "$", "empty file");
+  if (text.find('\0') != std::string::npos) throw InputError(source, "$", "binary data, not JSON");
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& ex) {
+    // nlohmann's message names the byte and the token after "parse error".
+    const std::string what = ex.what();
+    const auto at = what.find("parse error");
+    throw InputError(source, "$", "not valid JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")");
+  } catch (const json::exception& ex) {
+    throw InputError(source, "$", std::string("not valid JSON (") + ex.what() + ")");
+  }
+}
+
+}  // namespace memdiag::detail

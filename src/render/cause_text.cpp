@@ -1,0 +1,75 @@
+// The causes memdiag names, in words: a label, the measurement each figure
+// comes from, the response each calls for and the remedies that would not
+// help. Knowledge keyed on the verdict, never on a case's name.
+#include "memdiag/render.hpp"
+
+namespace memdiag {
+namespace {
+
+struct CauseText {
+  const char* label;
+  const char* basis;
+  const char* response;
+  std::vector<const char*> not_helpful;
+};
+
+const CauseText& text_of(Cause c) {
+  static const CauseText activations{
+      "forward activations", "forward increment (steady state)",
+      "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "
+      "checkpointing to recompute intermediates in backward, or use lower-precision (bf16) activations or a "
+      "memory-efficient kernel.",
+      {"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
+       "Optimizer-state sharding or a lighter optimizer: the optimizer's state is not what grows with the batch.",
+       "Fixing graph lifetime: the post-cleanup allocation is stable, nothing is being retained across steps."}};
+  static const CauseText optimizer_state{
+      "optimizer state (persistent per-parameter buffers)", "persistent increase made once, at the first step",
+      "Shard optimizer state across data-parallel ranks (ZeRO-1 / FSDP), use a lower-memory optimizer (SGD with "
+      "momentum, Adafactor, 8-bit Adam), or keep optimizer state in lower precision where that is acceptable.",
+      {"Activation checkpointing: it recomputes forward intermediates; the moment buffers persist between steps "
+       "regardless.",
+       "A smaller batch: the state is per parameter, not per sample.",
+       "empty_cache(): the moments are live tensors held by the optimizer."}};
+  static const CauseText retained_graph{
+      "retained autograd graphs (a lifetime bug)", "post-cleanup growth over all steps",
+      "Stop retaining graphs: call backward() without retain_graph, and log losses as detached CPU scalars "
+      "(loss.detach().cpu().item(), or a running sum) instead of keeping graph-connected tensors.",
+      {"Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
+       "empty_cache(): the retained graphs are live tensors; nothing cached is freed.",
+       "Activation checkpointing or a smaller batch: they shrink each retained graph but the growth per step "
+       "continues until it runs out.",
+       "loss.detach() kept on the GPU: it cuts the graph but keeps the loss tensor's own storage alive."}};
+  static const CauseText parameters{
+      "model parameters (weights and their gradients)", "parameter bytes",
+      "Shard parameters (FSDP), train in bf16 with fp32 master weights only where needed, or use a smaller "
+      "model or parameter-efficient fine-tuning.",
+      {"A smaller batch or activation checkpointing: weights do not depend on the batch.",
+       "empty_cache(): the weights are live tensors."}};
+  static const CauseText allocator_cache{
+      "caching-allocator reserve (cached but free blocks)", "peak reserved minus peak allocated",
+      "Look at fragmentation first (inactive_split_mib); try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
+      "and call empty_cache() only to hand memory back to other processes.",
+      {"Treating the reserved - allocated gap as a leak: cached blocks are reused by later allocations.",
+       "Reducing tensors the model holds: allocated memory is not what is large here."}};
+  static const CauseText inconclusive{
+      "no single dominant cause", "",
+      "Run the confirming commands below; compare reports of the same case that differ in one setting.", {}};
+  switch (c) {
+    case Cause::kActivations: return activations;
+    case Cause::kOptimizerState: return optimizer_state;
+    case Cause::kRetainedGraph: return retained_graph;
+    case Cause::kParameters: return parameters;
+    case Cause::kAllocatorCache: return allocator_cache;
+    case Cause::kInconclusive: return inconclusive;
+  }
+  return inconclusive;
+}
+
+}  // namespace
+
+const char* cause_label(Cause c) { return text_of(c).label; }
+const char* cause_basis(Cause c) { return text_of(c).basis; }
+const char* cause_response(Cause c) { return text_of(c).response; }
+const std::vector<const char*>& cause_not_helpful(Cause c) { return text_of(c).not_helpful; }
+
+}  // namespace memdiag

@@ -1,0 +1,173 @@
+// The sentences for evidence, warnings and decisions: one function per record
+// type, chosen by std::visit with no catch-all, so a new record without words
+// does not build.
+#include "memdiag/format.hpp"
+#include "memdiag/overload.hpp"
+#include "memdiag/render.hpp"
+
+#include <cmath>
+
+namespace memdiag {
+namespace {
+
+std::string mib(double v) { return format_mib(v) + " MiB"; }
+std::string signed_mib(double v) { return format_signed_mib(v) + " MiB"; }
+std::string steps_word(int n) { return std::to_string(n) + " step" + (n == 1 ? "" : "s"); }
+std::string at(const RunPoint& p) { return " at " + describe_point(p); }
+
+struct SweepWords {
+  const char* x;
+  const char* y;
+  const char* unit;
+};
+SweepWords words_for(SweepKind k) {
+  switch (k) {
+    case SweepKind::kBatch: return {"batch", "forward increment", "MiB per sample"};
+    case SweepKind::kParameters: return {"parameter MiB", "persistent increase", "MiB per parameter MiB"};
+    case SweepKind::kSteps: return {"steps", "growth since optimizer_ready", "MiB per step"};
+  }
+  return {"x", "y", ""};
+}
+
+std::string sweep_line(const Sweep& s) {
+  const SweepWords w = words_for(s.kind);
+  std::string xs, ys;
+  for (const SweepPoint& p : s.points) {
+    xs += (xs.empty() ? "" : " -> ") + format_fixed(p.x, p.x == std::floor(p.x) ? 0 : 1);
+    ys += (ys.empty() ? "" : " -> ") + mib(p.y);
+  }
+  const SweepPoint& lo = s.points.front();
+  const SweepPoint& hi = s.points.back();
+  std::string ratio;
+  if (lo.x > 0 && lo.y > 0) {
+    ratio = " (" + format_times(hi.y / lo.y) + " for " + format_times(hi.x / lo.x) + " " + w.x + ")";
+  }
+  const std::string departure = format_percent(s.max_deviation, 1);
+  return std::string(w.x) + " " + xs + ": " + w.y + " " + ys + ratio + "; " + format_fixed(s.slope, 4) + " " + w.unit +
+         ", " +
+         (s.linear ? "within " + departure + " of proportional"
+                   : std::string(s.increasing ? "not proportional" : "not increasing") + " (largest departure " +
+                         departure + ")");
+}
+
+std::string trend_line(const evidence::PostCleanupTrend& t) {
+  if (!t.growth_per_step_mib) return "post-cleanup trend unknown (one step)";
+  std::string s = "post-cleanup allocation " + std::string(t.growing ? "grows" : "is stable") + " (" +
+                  signed_mib(*t.growth_per_step_mib) + " per step over " + std::to_string(t.steps) + " steps)";
+  if (t.made_once) s += ": made once, then kept";
+  return s;
+}
+
+}  // namespace
+
+std::string describe_point(const RunPoint& p) {
+  return "batch " + std::to_string(p.batch) + ", preset " + p.preset + ", " + steps_word(p.steps);
+}
+
+std::string describe_rank_run(const RunPoint& p) {
+  return "preset " + p.preset + ", batch " + std::to_string(p.batch) + ", " + std::to_string(p.steps) + " steps";
+}
+
+std::string describe(const RunStop& s) {
+  switch (s.kind) {
+    case EventKind::kOom:
+      return "out of memory in " + std::string(s.phase ? to_string(*s.phase) : "an unknown phase") +
+             (s.step ? " of step " + std::to_string(*s.step) : "");
+    case EventKind::kInterrupted: return "interrupted";
+    case EventKind::kError: return "failed: " + s.message;
+    case EventKind::kWarmup:
+    case EventKind::kNote: break;
+  }
+  return s.message;
+}
+
+std::string describe(const Evidence& e) {
+  return std::visit(
+      Overload{
+          [](const evidence::ForwardIncrement& x) {
+            return "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
+                   mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
+                   " of parameters; peak " + mib(x.peak_mib);
+          },
+          [](const evidence::PostCleanupTrend& x) { return trend_line(x); },
+          [](const evidence::OptimizerStateMade& x) {
+            std::string setup;
+            if (x.optimizer_setup_mib) setup = "building the optimizer added " + signed_mib(*x.optimizer_setup_mib) + "; ";
+            return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup, " +
+                   format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters";
+          },
+          [](const evidence::StepIncrements& x) {
+            return "step() of step 0 added " + signed_mib(x.step0_mib) +
+                   (x.step1_mib ? ", of step 1 " + signed_mib(*x.step1_mib) : std::string());
+          },
+          [](const evidence::DataParallelBuckets& x) {
+            return "data parallel over " + std::to_string(x.world_size) +
+                   " ranks: the persistent increase includes the gradient buckets made in the first backward "
+                   "(about 1x the parameters) besides the optimizer's state";
+          },
+          [](const evidence::RetainedGrowth& x) {
+            return "post-cleanup allocation grows " + mib(x.per_step_mib) + " every step (" +
+                   format_fixed(100 * x.positive_share, 0) + "% of steps up), " + mib(x.total_mib) + " over " +
+                   std::to_string(x.at.steps) + " steps" + at(x.at);
+          },
+          [](const evidence::RetainedShareOfForward& x) {
+            return "each step keeps " + format_fixed(100 * x.per_step_mib / x.forward_mib, 0) +
+                   "% of its forward increment (" + mib(x.forward_mib) + "): the step's graph outlives the step";
+          },
+          [](const evidence::WeightsDominate& x) {
+            return "the weights take " + mib(x.parameter_mib) + " of a " + mib(x.peak_mib) + " peak" + at(x.at) +
+                   "; forward adds " + mib(x.forward_mib) + ", the first step leaves " + mib(x.first_step_excess_mib);
+          },
+          [](const evidence::CacheExcess& x) {
+            return "reserved peaked at " + mib(x.peak_reserved_mib) + " against " + mib(x.peak_allocated_mib) +
+                   " allocated at peak: " + mib(x.excess_mib) + " cached but free";
+          },
+          [](const evidence::SweepFit& x) { return sweep_line(x.sweep); },
+          [](const evidence::ReservedGap& x) {
+            return "reserved - allocated reached " + mib(x.max_gap_mib) +
+                   " (blocks cached for reuse, not a leak by itself)";
+          },
+          [](const evidence::OutsideAllocator& x) {
+            return "device used - reserved: " + mib(x.device_minus_reserved_mib) +
+                   " (CUDA context, library workspaces outside the allocator, other processes)";
+          },
+      },
+      e);
+}
+
+std::string describe(const Warning& w) {
+  return std::visit(Overload{
+                        [](const warning::RunStopped& x) { return x.source + ": " + describe(x.stop); },
+                        [](const warning::RankImbalance& x) {
+                          return describe_rank_run(x.run) + ": ranks imbalanced, peak differs by " +
+                                 format_fixed(100 * x.imbalance, 0) + "%; rank " + std::to_string(x.max_rank) +
+                                 " is the capacity constraint at " + mib(x.max_peak_mib);
+                        },
+                    },
+                    w);
+}
+
+std::string describe(const Decision& d, const std::string& primary_source) {
+  switch (d.rule) {
+    case DecisionRule::kNoCompletedStep:
+      return "no completed step was recorded in " + primary_source + " (status " + to_string(d.status) + ")";
+    case DecisionRule::kBelowSignal:
+      return "nothing measured reaches " + mib(d.threshold) + "; largest is " +
+             (d.top ? to_string(d.top->cause) + std::string(" at ") + mib(d.top->mib) : std::string("nothing"));
+    case DecisionRule::kOneStepAmbiguous:
+      return "the first step left " + mib(d.first_step_persistent_mib.value_or(0)) +
+             " behind after cleanup, but with one step optimizer state made once cannot be told from a graph "
+             "retained every step";
+    case DecisionRule::kTooClose: {
+      auto part = [](const Component& c) {
+        return std::string(to_string(c.cause)) + " (" + mib(c.mib) + ", " + cause_basis(c.cause) + ")";
+      };
+      return part(*d.top) + " and " + part(*d.runner_up) + " are within " +
+             format_fixed(100 * (d.threshold - 1), 0) + "% of each other";
+    }
+    case DecisionRule::kDominant: return {};
+  }
+  return {};
+}
+
+}  // namespace memdiag

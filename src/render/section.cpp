@@ -1,0 +1,22 @@
+#include "section.hpp"
+
+namespace memdiag::detail {
+
+Section section_of(const Group& g, const Verdict& v) {
+  Section s;
+  s.title = group_title(g);
+  s.cause = to_string(v.dominant);
+  s.label = cause_label(v.dominant);
+  s.confirmed = v.confirmed;
+  if (const std::string why = describe(v.decision, v.primary_source); !why.empty()) s.evidence.push_back(why);
+  for (const Evidence& e : v.evidence) s.evidence.push_back(describe(e));
+  for (const Warning& w : v.warnings) s.warnings.push_back(describe(w));
+  s.response = cause_response(v.dominant);
+  for (const char* n : cause_not_helpful(v.dominant)) s.not_helpful.emplace_back(n);
+  for (const ConfirmingRun& c : v.confirm) s.commands.push_back(shell_command(to_argv(c.run)));
+  s.runs = runs_table(g);
+  for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
+  return s;
+}
+
+}  // namespace memdiag::detail

@@ -1,0 +1,30 @@
+// Internal to memdiag::render: what one group's section says, decided once
+// and laid out by each format (text, markdown, and the HTML report to come),
+// so the formats cannot drift apart in content.
+#pragma once
+
+#include "memdiag/render.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace memdiag::detail {
+
+struct Section {
+  std::string title;           // "alpha on cuda (3 reports)"
+  std::string cause;           // "activations"
+  std::string label;           // "forward activations"
+  bool confirmed = false;      // "confirmed by the sweep"
+  std::vector<std::string> evidence;
+  std::vector<std::string> warnings;
+  std::string response;
+  std::vector<std::string> not_helpful;
+  std::vector<std::string> commands;  // shell-quoted confirming runs
+  Table runs;
+  std::vector<std::pair<std::string, Table>> ranks;  // label, table
+};
+
+Section section_of(const Group& g, const Verdict& v);
+
+}  // namespace memdiag::detail

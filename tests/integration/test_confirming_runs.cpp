@@ -1,0 +1,100 @@
+// The confirming runs compare_memory_reports suggests run as printed: taken
+// from its JSON output (argv), started as they are, each exits 0, writes the
+// report it names and overwrites nothing that was there.
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files[e.path().string()] = read_text(e.path().string());
+  return files;
+}
+
+// Runs every suggestion compare makes for the reports in dir; returns how
+// many ran.
+int run_suggestions(const std::string& dir) {
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, dir, "--format", "json"});
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.err;
+  const auto groups = nlohmann::json::parse(cmp.out)["groups"];
+  int ran = 0;
+  std::set<std::string> outputs;
+  for (const auto& g : groups) {
+    for (const auto& c : g["confirming_runs"]) {
+      std::vector<std::string> argv = c["argv"].get<std::vector<std::string>>();
+      EXPECT_EQ(argv.at(0), "memory_diagnostics");
+      argv[0] = MEMDIAG_DIAGNOSTICS_EXE;  // the installed name, here the built one
+      const std::string output = c["output"];
+      EXPECT_TRUE(outputs.insert(output).second) << "two suggestions write " << output;
+      EXPECT_FALSE(fs::exists(output)) << c["command"] << " would overwrite " << output;
+      const auto before = snapshot(dir);
+      const Proc r = run(argv);
+      EXPECT_EQ(r.exit_code, 0) << c["command"] << "\n" << r.err;
+      EXPECT_TRUE(fs::exists(output)) << c["command"];
+      for (const auto& [path, text] : before) EXPECT_EQ(read_text(path), text) << c["command"] << " changed " << path;
+      ++ran;
+    }
+  }
+  return ran;
+}
+
+}  // namespace
+
+TEST(ConfirmingRuns, EverySuggestionForEachCpuFixtureRunsAndOverwritesNothing) {
+  // One report alone cannot confirm its own scaling: the defaults of alpha,
+  // beta and gamma, and the longer gamma, each suggest runs (the small alpha
+  // batches are dominated by their weights, which no run would confirm).
+  std::map<std::string, int> ran;
+  for (const auto& e : fs::directory_iterator(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu")) {
+    TempDir d;
+    fs::copy_file(e.path(), fs::path(d.path()) / e.path().filename());
+    ran[e.path().filename().string()] = run_suggestions(d.path());
+  }
+  EXPECT_EQ(ran["alpha.json"], 2);         // batch 1 and 4
+  EXPECT_EQ(ran["beta.json"], 1);          // another preset
+  EXPECT_EQ(ran["beta-medium.json"], 1);   // another preset
+  EXPECT_EQ(ran["gamma.json"], 1);         // more steps
+  EXPECT_EQ(ran["gamma-steps10.json"], 1);
+}
+
+TEST(ConfirmingRuns, ACaseFromAFileIsRerunFromThatFile) {
+  TempDir d;
+  // Named like the file but outside any cases/ directory, as a user's would be.
+  write_text(d.file("my-model.json"), R"({"name": "my-model", "description": "wide MLP, plain SGD",
+    "optimizer": {"type": "sgd", "lr": 0.01},
+    "presets": {"small": {"model": {"input_dim": 256, "hidden_dim": 256, "depth": 8, "output_dim": 4},
+                          "batch_size": 1024, "steps": 3}}})");
+  write_text(d.file("adam-model.json"), R"({"name": "adam-model", "optimizer": {"type": "adam"},
+    "presets": {"small": {"model": {"input_dim": 256, "hidden_dim": 256, "depth": 2, "output_dim": 4},
+                          "batch_size": 2, "steps": 3},
+                "wide": {"model": {"input_dim": 256, "hidden_dim": 512, "depth": 2, "output_dim": 4},
+                          "batch_size": 2, "steps": 3}}})");
+  TempDir reports;
+  for (const char* name : {"my-model", "adam-model"}) {
+    // The report keeps the case file's absolute path, so the suggestion
+    // works from any directory.
+    const Proc r = run({MEMDIAG_DIAGNOSTICS_EXE, "--case", d.file(std::string(name) + ".json"), "--device", "cpu",
+                        "--quiet", "--output", reports.file(std::string(name) + ".json")});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, reports.path(), "--format", "json"});
+  const auto groups = nlohmann::json::parse(cmp.out)["groups"];
+  ASSERT_EQ(groups.size(), 2u);
+  for (const auto& g : groups) {
+    ASSERT_FALSE(g["confirming_runs"].empty()) << g["case"];
+    for (const auto& c : g["confirming_runs"]) {
+      EXPECT_EQ(c["argv"][2], d.file(g["case"].get<std::string>() + ".json")) << c["command"];
+    }
+  }
+  EXPECT_EQ(run_suggestions(reports.path()), 3);  // batch 1 and 4 for my-model, preset wide for adam-model
+}

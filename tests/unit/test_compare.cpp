@@ -1,0 +1,109 @@
+// run_compare, called as a library: formats, gates and bad input, with no
+// process started.
+#include "compare.hpp"
+
+#include "memdiag/errors.hpp"
+#include "memdiag/exit_code.hpp"
+#include "memdiag/report_json.hpp"
+#include "process.hpp"
+#include "synthetic.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result compare(const CompareOptions& o) {
+  std::ostringstream out, err;
+  Result r;
+  r.code = run_compare(o, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+CompareOptions options(std::vector<std::string> inputs, OutputFormat format = OutputFormat::kText) {
+  CompareOptions o;
+  o.inputs = std::move(inputs);
+  o.format = format;
+  return o;
+}
+
+std::string activation_report(const TempDir& d, const std::string& name = "a.json") {
+  Synth s;
+  s.case_name = "model";
+  s.activations_mib = 200;
+  write_report(d.file(name), synth(s));
+  return d.file(name);
+}
+
+}  // namespace
+
+TEST(RunCompare, TextByDefaultAndExitZero) {
+  TempDir d;
+  const Result r = compare(options({activation_report(d)}));
+  EXPECT_EQ(r.code, to_int(ExitCode::kOk)) << r.err;
+  EXPECT_NE(r.out.find("dominant cause: activations"), std::string::npos);
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(RunCompare, GatesAreDataThenOneLineEach) {
+  TempDir d;
+  CompareOptions o = options({activation_report(d)});
+  o.expect = {parse_expectation("model=retained_graph"), parse_expectation("other=activations")};
+  o.fail_on = {parse_fail_on("activations")};
+  const Result r = compare(o);
+  EXPECT_EQ(r.code, to_int(ExitCode::kGateFailed));
+  EXPECT_EQ(count_lines(r.err), 3) << r.err;
+  EXPECT_NE(r.err.find("gate failed: model is activations, expected retained_graph"), std::string::npos);
+  EXPECT_NE(r.err.find("gate failed: no report of case other"), std::string::npos);
+  EXPECT_NE(r.err.find("gate failed: model is activations (--fail-on)"), std::string::npos);
+}
+
+TEST(RunCompare, BadExpectationsAreUsageErrors) {
+  EXPECT_THROW(parse_expectation("model"), UsageError);
+  EXPECT_THROW(parse_expectation("=activations"), UsageError);
+  EXPECT_THROW(parse_expectation("model=leaky"), UsageError);
+  EXPECT_THROW(parse_fail_on("leaky"), UsageError);
+  EXPECT_EQ(parse_expectation("a=b=activations").first, "a=b");
+}
+
+TEST(RunCompare, AnUnreadableFileIsExitTwoAndTheRestIsStillPrinted) {
+  TempDir d;
+  write_text(d.file("bad.json"), "{");
+  const CompareOptions o = options({activation_report(d), d.file("bad.json")}, OutputFormat::kJson);
+  const Result r = compare(o);
+  EXPECT_EQ(r.code, to_int(ExitCode::kUsage));
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["errors"].size(), 1u);
+  EXPECT_NE(r.err.find("bad.json: $: not valid JSON"), std::string::npos);
+}
+
+TEST(RunCompare, ConfirmingRunsAvoidReportsOnDiskBesideTheOnesGiven) {
+  TempDir d;
+  const std::string given = activation_report(d, "model.json");
+  write_text(d.file("model-batch1.json"), "not given, but there");
+  const CompareOptions o = options({given}, OutputFormat::kJson);
+  const Result r = compare(o);
+  const auto runs = nlohmann::json::parse(r.out)["groups"][0]["confirming_runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["output"], d.file("model-batch1-2.json"));
+  EXPECT_EQ(runs[1]["output"], d.file("model-batch4.json"));
+}
+
+TEST(RunCompare, NothingToReadIsExitTwo) {
+  TempDir d;
+  const Result r = compare(options({d.path()}));
+  EXPECT_EQ(r.code, to_int(ExitCode::kUsage));
+  EXPECT_NE(r.err.find("no *.json reports"), std::string::npos);
+}
