@@ -40,6 +40,24 @@ set(MEMDIAG_TORCH_PCH
   <string>
   <vector>)
 
+# memdiag_precompile(TARGET HEADER... [SKIP SOURCE...]) or
+# memdiag_precompile(TARGET REUSE_FROM OTHER): a precompiled header for
+# TARGET, or OTHER's (whose compile flags TARGET must share).
+function(memdiag_precompile target)
+  if(NOT MEMDIAG_PRECOMPILED_HEADERS)
+    return()
+  endif()
+  cmake_parse_arguments(P "" "REUSE_FROM" "SKIP" ${ARGN})
+  if(P_REUSE_FROM)
+    target_precompile_headers(${target} REUSE_FROM ${P_REUSE_FROM})
+  else()
+    target_precompile_headers(${target} PRIVATE ${P_UNPARSED_ARGUMENTS})
+    if(P_SKIP)
+      set_source_files_properties(${P_SKIP} TARGET_DIRECTORY ${target} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+    endif()
+  endif()
+endfunction()
+
 # memdiag_torch makes the precompiled header; the other torch targets (tests,
 # example) reuse it, which needs their compile flags to equal its: no -D of
 # their own (paths come through generated headers), same warnings.

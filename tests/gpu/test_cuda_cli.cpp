@@ -13,11 +13,11 @@ using namespace memdiag::testkit;
 
 namespace {
 
-const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+const std::string kCudaExe = MEMDIAG_DIAGNOSTICS_EXE;
 
 // Empty when CUDA runs; otherwise the executable's own one-line reason.
 const std::string& cuda_unavailable() {
-  static const std::string reason = device_unavailable(kExe, "cuda");
+  static const std::string reason = device_unavailable(kCudaExe, "cuda");
   return reason;
 }
 
@@ -28,7 +28,7 @@ const std::string& cuda_unavailable() {
 
 Report run_cuda(const TempDir& d, const std::string& name, std::vector<std::string> extra, int expect_exit = 0) {
   const std::string out = d.file(name + ".json");
-  std::vector<std::string> args{kExe, "--device", "cuda", "--quiet", "--output", out};
+  std::vector<std::string> args{kCudaExe, "--device", "cuda", "--quiet", "--output", out};
   args.insert(args.end(), extra.begin(), extra.end());
   const Proc r = run(args);
   EXPECT_EQ(r.exit_code, expect_exit) << r.err;

@@ -13,10 +13,10 @@ using namespace memdiag::testkit;
 
 namespace {
 
-const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+const std::string kDistExe = MEMDIAG_DIAGNOSTICS_EXE;
 
 const std::string& two_gpus_unavailable() {
-  static const std::string reason = device_unavailable(kExe, "cuda:1");
+  static const std::string reason = device_unavailable(kDistExe, "cuda:1");
   return reason;
 }
 
@@ -26,7 +26,7 @@ const std::string& two_gpus_unavailable() {
   } while (0)
 
 std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vector<std::string> extra) {
-  std::vector<std::string> argv{kExe, "--device", "cuda", "-q"};
+  std::vector<std::string> argv{kDistExe, "--device", "cuda", "-q"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return launch_and_load(argv, d, name, /*check_schema=*/false);
 }
@@ -68,7 +68,7 @@ TEST(CudaDistributed, APeerThatDiesStopsTheOtherWithAReport) {
   lo.kill_rank = 1;
   lo.kill_after_ms = 6000;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<Proc> p = launch_ranks({kExe, "--case", "alpha", "--preset", "large", "--steps", "100000",
+  const std::vector<Proc> p = launch_ranks({kDistExe, "--case", "alpha", "--preset", "large", "--steps", "100000",
                                             "--device", "cuda", "-q", "--dist-timeout-s", "15", "-o",
                                             d.file("a-{rank}.json")},
                                            d, lo);

@@ -10,10 +10,10 @@ using namespace memdiag::testkit;
 
 namespace {
 
-const std::string kExe = MEMDIAG_COMPARE_EXE;
+const std::string kCompareExe = MEMDIAG_COMPARE_EXE;
 
 Proc compare(std::vector<std::string> args, const std::string& stdin_text = {}) {
-  args.insert(args.begin(), kExe);
+  args.insert(args.begin(), kCompareExe);
   return run(args, stdin_text);
 }
 

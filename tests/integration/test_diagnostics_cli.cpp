@@ -14,10 +14,10 @@ using namespace memdiag::testkit;
 
 namespace {
 
-const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+const std::string kDiagExe = MEMDIAG_DIAGNOSTICS_EXE;
 
 Proc diag(std::vector<std::string> args) {
-  args.insert(args.begin(), kExe);
+  args.insert(args.begin(), kDiagExe);
   return run(args);
 }
 
@@ -195,7 +195,7 @@ TEST(DiagnosticsCpu, UserCaseFileRunsWithoutRecompiling) {
 TEST(DiagnosticsCpu, InterruptWritesAnInterruptedReport) {
   TempDir d;
   const std::string out = d.file("int.json");
-  const pid_t pid = spawn({kExe, "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu",
+  const pid_t pid = spawn({kDiagExe, "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu",
                           "-o", out},
                          "/dev/null", d.file("stdout"), d.file("stderr"));
   // Interrupt once the optimizer_ready row is printed: the handler is in place

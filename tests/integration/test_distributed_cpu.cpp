@@ -13,10 +13,10 @@ using namespace memdiag::testkit;
 
 namespace {
 
-const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+const std::string kDistExe = MEMDIAG_DIAGNOSTICS_EXE;
 
 std::vector<Report> run_two(const TempDir& d, const std::string& name, std::vector<std::string> extra) {
-  std::vector<std::string> argv{kExe, "--device", "cpu", "-q", "--dist-timeout-s", "30"};
+  std::vector<std::string> argv{kDistExe, "--device", "cpu", "-q", "--dist-timeout-s", "30"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return launch_and_load(argv, d, name, /*check_schema=*/true);
 }
@@ -82,7 +82,7 @@ TEST(DistributedCpu, APeerThatNeverJoinsFailsWithinTheTimeout) {
   lo.start_ranks = 1;
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Proc> p = launch_ranks(
-      {kExe, "--case", "beta", "--device", "cpu", "-q", "--dist-timeout-s", "3", "-o", d.file("b.json")}, d, lo);
+      {kDistExe, "--case", "beta", "--device", "cpu", "-q", "--dist-timeout-s", "3", "-o", d.file("b.json")}, d, lo);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(p[0].exit_code, 1);
   EXPECT_NE(p[0].err.find("rank 0: run failed"), std::string::npos) << p[0].err;
@@ -97,7 +97,7 @@ TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
   lo.kill_rank = 1;
   lo.kill_after_ms = 3000;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<Proc> p = launch_ranks({kExe, "--case", "alpha", "--preset", "medium", "--steps", "200",
+  const std::vector<Proc> p = launch_ranks({kDistExe, "--case", "alpha", "--preset", "medium", "--steps", "200",
                                             "--device", "cpu", "-q", "--dist-timeout-s", "10", "-o",
                                             d.file("a-{rank}.json")},
                                            d, lo);
@@ -111,7 +111,7 @@ TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
 TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
   TempDir d;
   const Proc bad = [&] {
-    const pid_t pid = spawn({kExe, "--case", "beta", "--device", "cpu", "-o", d.file("b.json")}, "/dev/null",
+    const pid_t pid = spawn({kDistExe, "--case", "beta", "--device", "cpu", "-o", d.file("b.json")}, "/dev/null",
                             d.file("o"), d.file("e"), {"RANK=3", "WORLD_SIZE=2"});
     Proc r;
     r.exit_code = wait_exit_code(pid);

@@ -21,7 +21,7 @@ json minimal() {
   })");
 }
 
-std::string error_of(const json& j) {
+std::string case_error(const json& j) {
   try {
     parse_case_text(j.dump(), "my.json");
   } catch (const InputError& e) {
@@ -49,30 +49,30 @@ TEST(CaseSpec, ParsesAndFillsDefaults) {
 TEST(CaseSpec, ErrorsNameFileAndJsonPath) {
   json j = minimal();
   j["presets"]["small"]["model"]["depth"] = 0;
-  EXPECT_EQ(error_of(j), "my.json: $.presets.small.model.depth: value 0 is out of range [1, 1073741824]");
+  EXPECT_EQ(case_error(j), "my.json: $.presets.small.model.depth: value 0 is out of range [1, 1073741824]");
   j = minimal();
   j["optimizer"]["type"] = "lion";
-  EXPECT_EQ(error_of(j), "my.json: $.optimizer.type: 'lion' is not one of: sgd, adam, adamw");
+  EXPECT_EQ(case_error(j), "my.json: $.optimizer.type: 'lion' is not one of: sgd, adam, adamw");
   j = minimal();
   j["presets"]["small"]["model"]["activation"] = "swish";
-  EXPECT_EQ(error_of(j), "my.json: $.presets.small.model.activation: 'swish' is not one of: relu, gelu, tanh");
+  EXPECT_EQ(case_error(j), "my.json: $.presets.small.model.activation: 'swish' is not one of: relu, gelu, tanh");
   j = minimal();
   j["graph"]["retain_grpah"] = true;
-  EXPECT_EQ(error_of(j), "my.json: $.graph.retain_grpah: unknown field");
+  EXPECT_EQ(case_error(j), "my.json: $.graph.retain_grpah: unknown field");
   j = minimal();
   j.erase("presets");
-  EXPECT_EQ(error_of(j), "my.json: $.presets: missing");
+  EXPECT_EQ(case_error(j), "my.json: $.presets: missing");
   j = minimal();
   j["default_preset"] = "large";
-  EXPECT_EQ(error_of(j), "my.json: $.default_preset: names no preset ('large')");
+  EXPECT_EQ(case_error(j), "my.json: $.default_preset: names no preset ('large')");
   j = minimal();
   j["optimizer"]["lr"] = "fast";
-  EXPECT_EQ(error_of(j), "my.json: $.optimizer.lr: expected a number, got string");
+  EXPECT_EQ(case_error(j), "my.json: $.optimizer.lr: expected a number, got string");
   j = minimal();
   j["presets"]["my preset"] = j["presets"]["small"];
   j["presets"]["my preset"]["steps"] = -1;
-  EXPECT_EQ(error_of(j), "my.json: $.presets[\"my preset\"].steps: value -1 is out of range [1, 10000000]");
-  EXPECT_EQ(error_of(json::array()), "my.json: $: expected an object, got array");
+  EXPECT_EQ(case_error(j), "my.json: $.presets[\"my preset\"].steps: value -1 is out of range [1, 10000000]");
+  EXPECT_EQ(case_error(json::array()), "my.json: $: expected an object, got array");
 }
 
 TEST(CaseSpec, FilesAndLookup) {
