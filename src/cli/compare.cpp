@@ -62,17 +62,26 @@ Cause parse_fail_on(const std::string& arg) {
 
 std::vector<GateFailure> check_gates(const Analysis& a, const CompareOptions& o) {
   std::vector<GateFailure> out;
+  auto failure = [&out](const std::string& case_name, const Verdict* v) -> GateFailure& {
+    GateFailure& f = out.emplace_back();
+    f.case_name = case_name;
+    if (v != nullptr) {
+      f.group_key = v->group_key;
+      f.actual = v->dominant;
+    }
+    return f;
+  };
   for (const auto& [case_name, cause] : o.expect) {
     bool found = false;
     for (const Verdict& v : a.verdicts) {
       if (v.case_name != case_name) continue;
       found = true;
-      if (v.dominant != cause) out.push_back({case_name, v.group_key, v.dominant, cause, false});
+      if (v.dominant != cause) failure(case_name, &v).expected = cause;
     }
-    if (!found) out.push_back({case_name, "", std::nullopt, cause, false});
+    if (!found) failure(case_name, nullptr).expected = cause;
   }
   for (const Verdict& v : a.verdicts) {
-    if (o.fail_on.count(v.dominant)) out.push_back({v.case_name, v.group_key, v.dominant, std::nullopt, true});
+    if (o.fail_on.count(v.dominant)) failure(v.case_name, &v).fail_on = true;
   }
   return out;
 }

@@ -36,7 +36,7 @@ Sample read_sample(const JsonNode& n) {
   s.peak_allocated_mib = n.mib("peak_allocated_mib");
   s.inactive_split_mib = n.opt_mib("inactive_split_mib");
   s.process_device_mib = n.opt_mib("process_device_mib");
-  s.elapsed_ms = n.field("elapsed_ms").as_number(0, 1e15);
+  s.elapsed_ms = n.field("elapsed_ms").as_number(0, limits::kMaxElapsedMs);
   if (n.given("tensors")) {
     const JsonNode t = n.field("tensors");
     t.expect_object();

@@ -1,4 +1,5 @@
 #include "memdiag/probes.hpp"
+#include "memdiag/errors.hpp"
 #include "build_config.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/tracking_allocator.hpp"
@@ -31,13 +32,13 @@ std::unique_ptr<MemoryProbe> make_cpu_probe() { return std::make_unique<CpuProbe
 #ifndef MEMDIAG_HAVE_CUDA
 bool cuda_probe_compiled() { return false; }
 std::unique_ptr<MemoryProbe> make_cuda_probe(int) {
-  throw std::runtime_error("this memdiag was built against LibTorch without CUDA");
+  throw Error("this memdiag was built against LibTorch without CUDA");
 }
 void cuda_set_memory_limit(int, double) {
-  throw std::runtime_error("this memdiag was built against LibTorch without CUDA");
+  throw Error("this memdiag was built against LibTorch without CUDA");
 }
 CudaDeviceInfo cuda_device_info(int) {
-  throw std::runtime_error("this memdiag was built against LibTorch without CUDA");
+  throw Error("this memdiag was built against LibTorch without CUDA");
 }
 std::optional<double> nvml_process_mib(const std::string&) { return std::nullopt; }
 std::optional<std::string> nvml_driver_version() { return std::nullopt; }

@@ -1,4 +1,5 @@
 #include "memdiag/probes.hpp"
+#include "memdiag/errors.hpp"
 #include "memdiag/report.hpp"
 
 #include <ATen/Context.h>
@@ -16,7 +17,7 @@ namespace {
 
 void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess) {
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+    throw Error(std::string(what) + ": " + cudaGetErrorString(err));
   }
 }
 

@@ -124,7 +124,7 @@ std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, launch.rank, launch.world_size, opts);
     return std::make_unique<C10dCommunicator>(pg, "nccl", timeout);
 #else
-    throw std::runtime_error("this memdiag was built without NCCL (no nccl.h at build time); data-parallel CUDA runs are unavailable");
+    throw Error("this memdiag was built without NCCL (no nccl.h at build time); data-parallel CUDA runs are unavailable");
 #endif
   }
   auto opts = c10d::ProcessGroupGloo::Options::create(timeout);

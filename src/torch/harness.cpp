@@ -265,7 +265,14 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   g_interrupt.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
 
-  WorkloadOptions w{spec, run.preset, run.batch, run.steps, device, opts.seed, opts.warm_up_kernels};
+  WorkloadOptions w;
+  w.spec = spec;
+  w.preset = run.preset;
+  w.batch_size = run.batch;
+  w.steps = run.steps;
+  w.device = device;
+  w.seed = opts.seed;
+  w.warm_up_kernels = opts.warm_up_kernels;
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   w.shard_optimizer_state = opts.shard_optimizer_state;
   std::unique_ptr<Communicator> comm;

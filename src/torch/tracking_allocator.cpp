@@ -19,7 +19,6 @@ constexpr std::size_t kHeader = kAlign;
 
 std::atomic<std::int64_t> g_current{0};
 std::atomic<std::int64_t> g_peak{0};
-std::atomic<std::int64_t> g_count{0};
 std::atomic<std::int64_t> g_limit{-1};  // -1: no limit
 
 void raise_peak(std::int64_t now) {
@@ -56,7 +55,6 @@ class Allocator final : public c10::Allocator {
     }
     std::memcpy(base, &n, sizeof n);
     raise_peak(now);
-    g_count.fetch_add(1, std::memory_order_relaxed);
     void* data = static_cast<char*>(base) + kHeader;
     // Context must equal data: LibTorch's raw_allocate asserts it.
     return {data, data, &tracked_free, c10::Device(c10::DeviceType::CPU)};
@@ -85,7 +83,6 @@ CpuTrackingAllocator& CpuTrackingAllocator::install() {
 
 std::int64_t CpuTrackingAllocator::current_bytes() const { return g_current.load(); }
 std::int64_t CpuTrackingAllocator::peak_bytes() const { return g_peak.load(); }
-std::int64_t CpuTrackingAllocator::allocation_count() const { return g_count.load(); }
 void CpuTrackingAllocator::reset_peak() { g_peak.store(g_current.load()); }
 
 void CpuTrackingAllocator::set_limit(std::optional<std::int64_t> bytes) {

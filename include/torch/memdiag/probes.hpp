@@ -16,7 +16,7 @@ std::unique_ptr<MemoryProbe> make_cpu_probe();
 
 // True when this build has the CUDA probe compiled in (LibTorch with CUDA).
 bool cuda_probe_compiled();
-// Throws std::runtime_error when the build has no CUDA support.
+// Throws memdiag::Error when the build has no CUDA support.
 std::unique_ptr<MemoryProbe> make_cuda_probe(int device_index);
 
 // Caps the caching allocator for this process at limit_mib (a memory

@@ -15,7 +15,6 @@ class CpuTrackingAllocator {
 
   std::int64_t current_bytes() const;
   std::int64_t peak_bytes() const;
-  std::int64_t allocation_count() const;
   void reset_peak();
 
   // A simulated smaller memory: an allocation that would take current bytes
