@@ -1,6 +1,7 @@
 // The committed reports (tests/fixtures/<machine>/) and the documents built
 // from them: every fixture is a valid report, compare_memory_reports gives the
 // seed's diagnosis on them, and SOLUTION.md shows exactly what it prints.
+#include "json_schema.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -69,6 +70,16 @@ TEST(Fixtures, TwoRankH200RunsShowRanksImbalanceAndSharding) {
     // Unsharded: AdamW's 2P plus DDP's P of buckets; sharded: P of state plus P.
     EXPECT_NEAR(full[k]["excess_to_parameter_ratio"].get<double>(), 3.0, 0.05);
     EXPECT_NEAR(shard[k]["excess_to_parameter_ratio"].get<double>(), 2.0, 0.05);
+  }
+}
+
+TEST(Fixtures, ComparisonJsonFollowsItsSchema) {
+  const nlohmann::json schema = load_json(MEMDIAG_COMPARISON_SCHEMA_FILE);
+  for (const std::string& m : machines()) {
+    const Proc r = run({MEMDIAG_COMPARE_EXE, (fs::path(kFixtures) / m).string(), "--format", "json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto errors = validate(schema, nlohmann::json::parse(r.out));
+    EXPECT_TRUE(errors.empty()) << m << ": " << errors.front();
   }
 }
 

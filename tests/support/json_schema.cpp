@@ -82,6 +82,8 @@ class Validator {
           check(props[it.key()], it.value(), path + "." + it.key());
         } else if (s.contains("additionalProperties") && s["additionalProperties"] == false) {
           errors.push_back(path + "." + it.key() + ": not allowed");
+        } else if (s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
+          check(s["additionalProperties"], it.value(), path + "." + it.key());
         }
       }
     }

@@ -3,6 +3,8 @@
 #include "memdiag/render.hpp"
 
 #include "golden.hpp"
+#include "json_schema.hpp"
+#include "process.hpp"
 #include "synthetic.hpp"
 
 #include <gtest/gtest.h>
@@ -104,6 +106,16 @@ TEST(Render, JsonCarriesTheSentencesAndTheRecordsBehindThem) {
     }
   }
   EXPECT_TRUE(saw_warning);
+  const auto errors = testkit::validate(testkit::load_json(MEMDIAG_COMPARISON_SCHEMA_FILE), j);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+}
+
+TEST(Render, ComparisonSchemaRejectsWhatItForbids) {
+  nlohmann::json j = render_json(sample_analysis());
+  j["groups"][0]["dominant_cause"] = "gremlins";
+  j["groups"][0]["confirming_runs"][0].erase("argv");
+  j["groups"][0]["surprise"] = true;
+  EXPECT_EQ(testkit::validate(testkit::load_json(MEMDIAG_COMPARISON_SCHEMA_FILE), j).size(), 3u);
 }
 
 TEST(Render, TableAlignsColumns) {
