@@ -12,8 +12,11 @@ endfunction()
 
 # Only the torch-free components: the consumer reads and analyses reports.
 step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
+# The consumer compiles as this build did (a sanitizer build's libraries need
+# the sanitizer at link time too).
 step(${CMAKE_COMMAND} -S "${PROJECT_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_BUILD_TYPE=Release)
+     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_BUILD_TYPE=Release
+     "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 step("${WORK_DIR}/build/consumer" "${REPORT}")
 message("${step_output}")
