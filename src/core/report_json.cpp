@@ -35,18 +35,20 @@ json to_json(const Sample& s) {
   return j;
 }
 
-json to_json(const Report& r) {
+json to_json(const CaseInfo& c) {
   // The opaque rest of the case first, then the fields the model knows.
-  json jcase = json::parse(r.case_info.detail_json, nullptr, /*allow_exceptions=*/false);
-  if (!jcase.is_object()) jcase = json::object();
-  jcase["name"] = r.case_info.name;
-  jcase["description"] = r.case_info.description;
-  jcase["source"] = r.case_info.source;
-  jcase["builtin"] = r.case_info.builtin;
-  jcase["presets"] = r.case_info.presets;
+  json j = json::parse(c.detail_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) j = json::object();
+  j["name"] = c.name;
+  j["description"] = c.description;
+  j["source"] = c.source;
+  j["builtin"] = c.builtin;
+  j["presets"] = c.presets;
+  return j;
+}
 
-  const RunConfig& c = r.config;
-  json config = {
+json to_json(const RunConfig& c) {
+  return {
       {"batch_size_per_device", c.batch_size_per_device},
       {"preset", c.preset},
       {"steps", c.steps},
@@ -60,9 +62,10 @@ json to_json(const Report& r) {
       {"rank_zero_extra_samples", c.rank_zero_extra_samples},
       {"shard_optimizer_state", c.shard_optimizer_state},
   };
+}
 
-  const Environment& e = r.environment;
-  json env = {
+json to_json(const Environment& e) {
+  return {
       {"device_name", e.device_name},
       {"device_total_mib", opt(e.device_total_mib)},
       {"torch_version", e.torch_version},
@@ -72,24 +75,28 @@ json to_json(const Report& r) {
       {"start_time", e.start_time},
       {"memdiag_version", e.memdiag_version},
   };
+}
 
+json to_json(const Event& ev) {
+  // An event in no particular phase has an empty phase, as 0.1 wrote it.
+  return {{"kind", to_string(ev.kind)},
+          {"phase", ev.phase ? to_string(*ev.phase) : ""},
+          {"step", opt(ev.step)},
+          {"message", ev.message},
+          {"mib", opt(ev.mib)}};
+}
+
+json to_json(const Report& r) {
   json samples = json::array();
   for (const Sample& s : r.samples) samples.push_back(to_json(s));
   json events = json::array();
-  for (const Event& ev : r.events) {
-    events.push_back({{"kind", to_string(ev.kind)},
-                      {"phase", ev.phase ? to_string(*ev.phase) : ""},
-                      {"step", opt(ev.step)},
-                      {"message", ev.message},
-                      {"mib", opt(ev.mib)}});
-  }
-
+  for (const Event& ev : r.events) events.push_back(to_json(ev));
   return json{
       {"schema_version", r.schema_version},
-      {"case", jcase},
-      {"config", config},
+      {"case", to_json(r.case_info)},
+      {"config", to_json(r.config)},
       {"model", {{"parameters", r.model.parameters}, {"parameter_bytes", r.model.parameter_bytes}}},
-      {"environment", env},
+      {"environment", to_json(r.environment)},
       {"samples", samples},
       {"events", events},
       {"status", to_string(r.status)},

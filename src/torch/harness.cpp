@@ -211,6 +211,102 @@ void describe_run(Report& r, const ResolvedRun& run, const HarnessOptions& opts,
 
 }  // namespace
 
+namespace {
+
+// The probe for the run's device, with the memory limit applied. On the CPU
+// this installs the tracking allocator, which must happen before the first
+// CPU tensor.
+std::unique_ptr<MemoryProbe> make_probe(const ResolvedRun& run, const HarnessOptions& opts) {
+  if (run.device.is_cuda()) {
+    auto probe = make_cuda_probe(run.device.index());
+    if (opts.memory_limit_mib) cuda_set_memory_limit(run.device.index(), *opts.memory_limit_mib);
+    return probe;
+  }
+  auto probe = make_cpu_probe();
+  if (opts.memory_limit_mib) {
+    CpuTrackingAllocator::install().set_limit(static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB));
+  }
+  return probe;
+}
+
+// The live table on stdout: a heading, then a row per sample as it is taken.
+void show_progress(Recorder& rec, const ResolvedRun& run, std::ostream& out) {
+  const Report& r = rec.report();
+  out << "memdiag " << MEMDIAG_VERSION << ": case " << run.spec.name << " (preset " << run.preset << ", batch "
+      << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << run.device.str()
+      << " [" << r.environment.device_name << "]\n";
+  print_header(out);
+  rec.set_listener([&out, &r](const Sample& s) {
+    print_row(out, s);
+    if (s.phase == Phase::kModelReady) {
+      out << "       model: " << r.model.parameters << " parameters (" << format_mib(to_mib(r.model.parameter_bytes))
+          << " MiB)\n";
+    }
+  });
+}
+
+WorkloadOptions workload_options(const ResolvedRun& run, const HarnessOptions& opts) {
+  WorkloadOptions w;
+  w.spec = run.spec;
+  w.preset = run.preset;
+  w.batch_size = run.batch;
+  w.steps = run.steps;
+  w.device = run.device;
+  w.seed = opts.seed;
+  w.warm_up_kernels = opts.warm_up_kernels;
+  w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
+  w.shard_optimizer_state = opts.shard_optimizer_state;
+  return w;
+}
+
+// Joins the process group when launched as a rank, runs the workload with
+// SIGINT caught between phases, and records how it ended. Any failure
+// becomes an error event and status failed, so a report is always written.
+RunStatus execute(const ResolvedRun& run, const HarnessOptions& opts, MemoryProbe& probe, Recorder& rec,
+                  std::ostream& err) {
+  g_interrupt.store(false);
+  auto previous = std::signal(SIGINT, on_sigint);
+  WorkloadOptions w = workload_options(run, opts);
+  std::unique_ptr<Communicator> comm;
+  RunStatus status = RunStatus::kFailed;
+  try {
+    if (run.launch) {
+      // Joined after the recorder exists: a peer that never comes still
+      // leaves this rank a report (status failed) once the timeout passes.
+      const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts.dist_timeout_s * 1000));
+      comm = join_process_group(*run.launch, run.device, timeout);
+      w.comm = comm.get();
+      rec.restart_phase();
+    }
+    status = run_workload(w, probe, rec, &g_interrupt);
+  } catch (const std::exception& e) {
+    const std::string msg = first_line(e.what());
+    rec.add_event(EventKind::kError, msg);
+    err << "memory_diagnostics: " << (run.launch ? "rank " + std::to_string(run.launch->rank) + ": " : std::string())
+        << "run failed: " << msg << "\n";
+  }
+  std::signal(SIGINT, previous);
+  if (status == RunStatus::kInterrupted) rec.add_event(EventKind::kInterrupted, "stopped by SIGINT");
+  return status;
+}
+
+void print_outcome(const Report& report, const std::string& output, bool talk, std::ostream& out,
+                   std::ostream& err) {
+  if (talk) {
+    for (const Event& ev : report.events) {
+      if (ev.kind == EventKind::kOom) {
+        out << "out of memory in phase " << (ev.phase ? to_string(*ev.phase) : "?")
+            << (ev.step ? " of step " + std::to_string(*ev.step) : "") << ": " << ev.message << "\n";
+      }
+    }
+    out << "wrote " << output << " (status " << to_string(report.status) << ")\n";
+  } else if (report.status == RunStatus::kOom) {
+    err << "memory_diagnostics: out of memory; report written to " << output << "\n";
+  }
+}
+
+}  // namespace
+
 int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
   ResolvedRun run;
   try {
@@ -219,103 +315,31 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     err << "memory_diagnostics: " << u.what() << "\n";
     return to_int(ExitCode::kUsage);
   }
-  const CaseSpec& spec = run.spec;
-  const c10::Device& device = run.device;
-  const std::optional<LaunchInfo>& launch = run.launch;
-  const std::string& output = run.output;
 
-  // The tracking allocator must be in place before the first CPU tensor.
   std::unique_ptr<MemoryProbe> probe;
   Environment environment;
   try {
-    if (device.is_cuda()) {
-      probe = make_cuda_probe(device.index());
-      if (opts.memory_limit_mib) cuda_set_memory_limit(device.index(), *opts.memory_limit_mib);
-    } else {
-      probe = make_cpu_probe();
-      if (opts.memory_limit_mib) {
-        CpuTrackingAllocator::install().set_limit(static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB));
-      }
-    }
-    environment = describe_environment(device);
+    probe = make_probe(run, opts);
+    environment = describe_environment(run.device);
   } catch (const std::exception& e) {
-    err << "memory_diagnostics: --device: cannot use " << device.str() << ": " << first_line(e.what()) << "\n";
+    err << "memory_diagnostics: --device: cannot use " << run.device.str() << ": " << first_line(e.what()) << "\n";
     return to_int(ExitCode::kFailed);
   }
 
   Recorder rec(*probe);
   describe_run(rec.report(), run, opts, *probe, environment);
-  const Report& r = rec.report();
+  const bool talk = !opts.quiet && (!run.launch || run.launch->rank == 0);
+  if (talk) show_progress(rec, run, out);
 
-  const bool talk = !opts.quiet && (!launch || launch->rank == 0);
-  if (talk) {
-    out << "memdiag " << MEMDIAG_VERSION << ": case " << spec.name << " (preset " << run.preset << ", batch "
-        << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << device.str() << " ["
-        << r.environment.device_name << "]\n";
-    print_header(out);
-    rec.set_listener([&out, &r](const Sample& s) {
-      print_row(out, s);
-      if (s.phase == Phase::kModelReady) {
-        out << "       model: " << r.model.parameters << " parameters (" << format_mib(to_mib(r.model.parameter_bytes))
-            << " MiB)\n";
-      }
-    });
-  }
-
-  g_interrupt.store(false);
-  auto previous = std::signal(SIGINT, on_sigint);
-
-  WorkloadOptions w;
-  w.spec = spec;
-  w.preset = run.preset;
-  w.batch_size = run.batch;
-  w.steps = run.steps;
-  w.device = device;
-  w.seed = opts.seed;
-  w.warm_up_kernels = opts.warm_up_kernels;
-  w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
-  w.shard_optimizer_state = opts.shard_optimizer_state;
-  std::unique_ptr<Communicator> comm;
-  RunStatus status = RunStatus::kFailed;
+  const Report report = rec.finish(execute(run, opts, *probe, rec, err));
   try {
-    if (launch) {
-      // Joined after the recorder exists: a peer that never comes still
-      // leaves this rank a report (status failed) once the timeout passes.
-      const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts.dist_timeout_s * 1000));
-      comm = join_process_group(*launch, device, timeout);
-      w.comm = comm.get();
-      rec.restart_phase();
-    }
-    status = run_workload(w, *probe, rec, &g_interrupt);
-  } catch (const std::exception& e) {
-    const std::string msg = first_line(e.what());
-    rec.add_event(EventKind::kError, msg);
-    err << "memory_diagnostics: " << (launch ? "rank " + std::to_string(launch->rank) + ": " : std::string())
-        << "run failed: " << msg << "\n";
-  }
-  std::signal(SIGINT, previous);
-  if (status == RunStatus::kInterrupted) rec.add_event(EventKind::kInterrupted, "stopped by SIGINT");
-
-  const Report report = rec.finish(status);
-  try {
-    write_report(output, report);
+    write_report(run.output, report);
   } catch (const std::exception& e) {
     err << "memory_diagnostics: --output: " << e.what() << "\n";
     return to_int(ExitCode::kFailed);
   }
-  if (talk) {
-    for (const Event& ev : report.events) {
-      if (ev.kind == EventKind::kOom) {
-        out << "out of memory in phase " << (ev.phase ? to_string(*ev.phase) : "?")
-            << (ev.step ? " of step " + std::to_string(*ev.step) : "")
-            << ": " << ev.message << "\n";
-      }
-    }
-    out << "wrote " << output << " (status " << to_string(status) << ")\n";
-  } else if (status == RunStatus::kOom) {
-    err << "memory_diagnostics: out of memory; report written to " << output << "\n";
-  }
-  return to_int(exit_code_for(status));
+  print_outcome(report, run.output, talk, out, err);
+  return to_int(exit_code_for(report.status));
 }
 
 }  // namespace memdiag

@@ -58,114 +58,145 @@ void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
 
 bool interrupted(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(); }
 
+// One run's training state, built and stepped one phase at a time; each
+// method does one phase's work and records its sample. `phase` (owned by the
+// caller, so it outlives this object) says where an out-of-memory error
+// struck.
+class Training {
+ public:
+  Training(const WorkloadOptions& o, Recorder& rec, Phase& phase)
+      : o_(o), rec_(rec), phase_(phase), mspec_(o.spec.preset(o.preset).model) {}
+
+  void model_ready() {
+    phase_ = Phase::kModelReady;
+    model_ = build_model(mspec_);
+    model_->to(o_.device, model_dtype(mspec_));
+    params_ = model_->parameters();
+    // The model's size as built, read from its tensors rather than from a
+    // formula that restates the architecture.
+    ModelInfo& info = rec_.report().model;
+    info = ModelInfo{};
+    for (const torch::Tensor& p : params_) {
+      info.parameters += p.numel();
+      info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * static_cast<std::int64_t>(p.element_size());
+    }
+    if (o_.comm != nullptr) {
+      // Every rank starts from rank 0's weights.
+      torch::NoGradGuard no_grad;
+      o_.comm->broadcast(params_, 0);
+    }
+    rec_.mark(Phase::kModelReady, take_census(params_, nullptr));
+  }
+
+  void optimizer_ready() {
+    phase_ = Phase::kOptimizerReady;
+    sharded_ = o_.comm != nullptr && o_.shard_optimizer_state;
+    if (sharded_) owner_ = shard_owners(params_, o_.comm->world_size());
+    std::vector<torch::Tensor> owned;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (!sharded_ || owner_[i] == o_.comm->rank()) owned.push_back(params_[i]);
+    }
+    optimizer_ = make_optimizer(o_.spec.optimizer, owned);
+    local_batch_ = o_.batch_size + (o_.comm != nullptr && o_.comm->rank() == 0 ? o_.rank_zero_extra_samples : 0);
+    rec_.mark(Phase::kOptimizerReady, census());
+  }
+
+  void forward() {
+    phase_ = Phase::kForward;
+    const auto data = torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_));
+    const auto labels = torch::TensorOptions().device(o_.device).dtype(torch::kLong);
+    // The batch is made on the device inside the phase, as a loader's
+    // host-to-device copy would be; the first Linear saves it for backward.
+    x_ = torch::randn({local_batch_, mspec_.input_dim}, data);
+    y_ = torch::randint(0, mspec_.output_dim, {local_batch_}, labels);
+    logits_ = model_->forward(x_);
+    loss_ = torch::nn::functional::cross_entropy(logits_.to(torch::kFloat), y_);
+    rec_.mark(Phase::kForward, census());
+  }
+
+  void backward() {
+    phase_ = Phase::kBackward;
+    loss_.backward({}, o_.spec.graph.retain_graph);
+    if (o_.comm != nullptr) buckets_.all_reduce(params_, *o_.comm);
+    rec_.mark(Phase::kBackward, census());
+  }
+
+  void step() {
+    phase_ = Phase::kStep;
+    optimizer_->step();
+    if (sharded_) {
+      // ZeRO-1's all-gather: each shard's owner sends its updated weights.
+      torch::NoGradGuard no_grad;
+      for (std::size_t i = 0; i < params_.size(); ++i) {
+        std::vector<torch::Tensor> one{params_[i]};
+        o_.comm->broadcast(one, owner_[i]);
+      }
+    }
+    rec_.mark(Phase::kStep, census());
+  }
+
+  void cleanup() {
+    phase_ = Phase::kCleanup;
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    if (sharded_) {
+      for (torch::Tensor& p : params_) p.mutable_grad() = torch::Tensor();  // the shards others own
+    }
+    if (o_.spec.graph.keep_graph_connected_loss) {
+      kept_losses_.push_back(loss_);  // graph-connected: keeps every saved activation alive
+    } else {
+      // The repair, read out as a logger would: a detached CPU scalar. Its
+      // value is not reported.
+      logged_loss_sum_ += loss_.detach().to(torch::kCPU).item<double>();
+    }
+    x_ = y_ = logits_ = loss_ = torch::Tensor();
+    rec_.mark(Phase::kCleanup, census());
+  }
+
+ private:
+  TensorCensus census() const { return take_census(params_, optimizer_.get()); }
+
+  const WorkloadOptions& o_;
+  Recorder& rec_;
+  Phase& phase_;
+  const ModelSpec& mspec_;
+  torch::nn::Sequential model_{nullptr};
+  std::vector<torch::Tensor> params_;
+  bool sharded_ = false;
+  std::vector<int> owner_;  // the rank that owns each parameter's optimizer state (ZeRO-1)
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  GradientBuckets buckets_;
+  std::int64_t local_batch_ = 0;
+  torch::Tensor x_, y_, logits_, loss_;     // the step in progress
+  std::vector<torch::Tensor> kept_losses_;  // gamma's leak lives here when asked for
+  double logged_loss_sum_ = 0;
+};
+
 }  // namespace
 
 RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec,
                        const std::atomic<bool>* interrupt) {
-  const PresetSpec& preset = o.spec.preset(o.preset);
-  const ModelSpec& mspec = preset.model;
-  const bool retain_graph = o.spec.graph.retain_graph;
-  const bool keep_loss = o.spec.graph.keep_graph_connected_loss;
   torch::manual_seed(o.seed);
-
   Phase phase = Phase::kSetup;
-  std::vector<torch::Tensor> kept_losses;  // gamma's leak lives here when asked for
-  double logged_loss_sum = 0;              // the repair: a detached CPU scalar
   try {
     if (o.warm_up_kernels) warm_up(o, probe, rec);
-
-    phase = Phase::kModelReady;
-    torch::nn::Sequential model = build_model(mspec);
-    model->to(o.device, model_dtype(mspec));
-    std::vector<torch::Tensor> params = model->parameters();
-    // The model's size as built, read from its tensors rather than from a
-    // formula that restates the architecture.
-    ModelInfo& info = rec.report().model;
-    info = ModelInfo{};
-    for (const torch::Tensor& p : params) {
-      info.parameters += p.numel();
-      info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * static_cast<std::int64_t>(p.element_size());
+    Training t(o, rec, phase);
+    for (void (Training::*setup)() : {&Training::model_ready, &Training::optimizer_ready}) {
+      (t.*setup)();
+      if (interrupted(interrupt)) return RunStatus::kInterrupted;
     }
-    if (o.comm != nullptr) {
-      // Every rank starts from rank 0's weights.
-      torch::NoGradGuard no_grad;
-      o.comm->broadcast(params, 0);
-    }
-    rec.mark(Phase::kModelReady, take_census(params, nullptr));
-    if (interrupted(interrupt)) return RunStatus::kInterrupted;
-
-    phase = Phase::kOptimizerReady;
-    const bool sharded = o.comm != nullptr && o.shard_optimizer_state;
-    const std::vector<int> owner = sharded ? shard_owners(params, o.comm->world_size()) : std::vector<int>();
-    std::vector<torch::Tensor> owned;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      if (!sharded || owner[i] == o.comm->rank()) owned.push_back(params[i]);
-    }
-    std::unique_ptr<torch::optim::Optimizer> optimizer = make_optimizer(o.spec.optimizer, owned);
-    GradientBuckets buckets;
-    const int local_batch =
-        o.batch_size + (o.comm != nullptr && o.comm->rank() == 0 ? o.rank_zero_extra_samples : 0);
-    rec.mark(Phase::kOptimizerReady, take_census(params, optimizer.get()));
-    if (interrupted(interrupt)) return RunStatus::kInterrupted;
-
-    const auto data_opts = torch::TensorOptions().device(o.device).dtype(model_dtype(mspec));
-    const auto label_opts = torch::TensorOptions().device(o.device).dtype(torch::kLong);
     for (int step = 0; step < o.steps; ++step) {
       rec.begin_step(step);
-
-      phase = Phase::kForward;
-      // The batch is made on the device inside the phase, as a loader's
-      // host-to-device copy would be; the first Linear saves it for backward.
-      torch::Tensor x = torch::randn({local_batch, mspec.input_dim}, data_opts);
-      torch::Tensor y = torch::randint(0, mspec.output_dim, {local_batch}, label_opts);
-      torch::Tensor logits = model->forward(x);
-      torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), y);
-      rec.mark(Phase::kForward, take_census(params, optimizer.get()));
-      if (interrupted(interrupt)) return RunStatus::kInterrupted;
-
-      phase = Phase::kBackward;
-      loss.backward({}, retain_graph);
-      if (o.comm != nullptr) buckets.all_reduce(params, *o.comm);
-      rec.mark(Phase::kBackward, take_census(params, optimizer.get()));
-      if (interrupted(interrupt)) return RunStatus::kInterrupted;
-
-      phase = Phase::kStep;
-      optimizer->step();
-      if (sharded) {
-        // ZeRO-1's all-gather: each shard's owner sends its updated weights.
-        torch::NoGradGuard no_grad;
-        for (std::size_t i = 0; i < params.size(); ++i) {
-          std::vector<torch::Tensor> one{params[i]};
-          o.comm->broadcast(one, owner[i]);
-        }
+      for (void (Training::*work)() : {&Training::forward, &Training::backward, &Training::step, &Training::cleanup}) {
+        (t.*work)();
+        if (interrupted(interrupt)) return RunStatus::kInterrupted;
       }
-      rec.mark(Phase::kStep, take_census(params, optimizer.get()));
-      if (interrupted(interrupt)) return RunStatus::kInterrupted;
-
-      phase = Phase::kCleanup;
-      optimizer->zero_grad(/*set_to_none=*/true);
-      if (sharded) {
-        for (torch::Tensor& p : params) p.mutable_grad() = torch::Tensor();  // the shards others own
-      }
-      if (keep_loss) {
-        kept_losses.push_back(loss);  // graph-connected: keeps every saved activation alive
-      } else {
-        logged_loss_sum += loss.detach().to(torch::kCPU).item<double>();
-      }
-      x = torch::Tensor();
-      y = torch::Tensor();
-      logits = torch::Tensor();
-      loss = torch::Tensor();
-      rec.mark(Phase::kCleanup, take_census(params, optimizer.get()));
-      if (interrupted(interrupt)) return RunStatus::kInterrupted;
     }
-    (void)logged_loss_sum;  // read out as a logger would; its value is not reported
     return RunStatus::kComplete;
   } catch (const c10::OutOfMemoryError& e) {
     std::string msg = e.what_without_backtrace();
     const auto nl = msg.find('\n');
     if (nl != std::string::npos) msg.resize(nl);
-    // The step's tensors are gone by now; the peak of the failing phase is
+    // The training state is gone by now; the peak of the failing phase is
     // still in the counters and tells how far the phase got.
     rec.add_event(Event{EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib});
     return RunStatus::kOom;
