@@ -4,6 +4,7 @@
 // CUDA waited on a child using the same GPU); whether CUDA is usable is
 // asked of the executable, and every test skips with its answer if not.
 #include "patterns.hpp"
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -94,5 +95,5 @@ TEST(CudaDiagnostics, CompareGivesTheSeedDiagnosis) {
   for (const char* c : {"alpha", "beta", "gamma"}) run_cuda(d, c, {"--case", c});
   const Proc r = run({MEMDIAG_COMPARE_EXE, d.path(), "--expect", "alpha=activations", "--expect",
                      "beta=optimizer_state", "--expect", "gamma=retained_graph"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.out << r.err;
 }

@@ -1,5 +1,6 @@
 // compare_memory_reports as a user runs it: gates, formats and bad input.
 #include "memdiag/report_json.hpp"
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 #include "synthetic.hpp"
 
@@ -36,7 +37,7 @@ TEST(CompareCli, JsonGroupsCarryCaseCauseEvidenceResponse) {
   TempDir d;
   const std::string f = write_synth(d, "a.json", activation_heavy());
   const Proc r = compare({f, "--format", "json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["groups"].size(), 1u);
   EXPECT_EQ(j["groups"][0]["case"], "model");
@@ -48,20 +49,20 @@ TEST(CompareCli, JsonGroupsCarryCaseCauseEvidenceResponse) {
 TEST(CompareCli, GatesForSmokeTests) {
   TempDir d;
   const std::string f = write_synth(d, "a.json", activation_heavy());
-  EXPECT_EQ(compare({f, "--expect", "model=activations"}).exit_code, 0);
+  EXPECT_EQ(compare({f, "--expect", "model=activations"}).exit_code, to_int(ExitCode::kOk));
   const Proc wrong = compare({f, "--expect", "model=retained_graph"});
-  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_EQ(wrong.exit_code, to_int(ExitCode::kGateFailed));
   EXPECT_NE(wrong.err.find("gate failed: model is activations, expected retained_graph"), std::string::npos);
-  EXPECT_EQ(compare({f, "--expect", "other=activations"}).exit_code, 1);
-  EXPECT_EQ(compare({f, "--fail-on", "activations"}).exit_code, 1);
-  EXPECT_EQ(compare({f, "--fail-on", "retained_graph"}).exit_code, 0);
-  EXPECT_EQ(compare({f, "--expect", "model=leaky"}).exit_code, 2);
-  EXPECT_EQ(compare({f, "--fail-on", "leaky"}).exit_code, 2);
+  EXPECT_EQ(compare({f, "--expect", "other=activations"}).exit_code, to_int(ExitCode::kGateFailed));
+  EXPECT_EQ(compare({f, "--fail-on", "activations"}).exit_code, to_int(ExitCode::kGateFailed));
+  EXPECT_EQ(compare({f, "--fail-on", "retained_graph"}).exit_code, to_int(ExitCode::kOk));
+  EXPECT_EQ(compare({f, "--expect", "model=leaky"}).exit_code, to_int(ExitCode::kUsage));
+  EXPECT_EQ(compare({f, "--fail-on", "leaky"}).exit_code, to_int(ExitCode::kUsage));
 }
 
 TEST(CompareCli, StandardInputAndMarkdown) {
   const Proc r = compare({"-", "--format", "markdown"}, dump_report(synth(activation_heavy())));
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   EXPECT_NE(r.out.find("**Dominant cause: `activations`**"), std::string::npos);
 }
 
@@ -98,7 +99,7 @@ TEST(CompareCli, BadInputIsNamedAndTheRestIsStillAnalysed) {
   args.push_back(copy);
   args.push_back(good);  // the same path twice
   const Proc r = compare(args);
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
   for (const Bad& b : bad) EXPECT_NE(r.err.find(b.expect), std::string::npos) << b.expect << "\n" << r.err;
   EXPECT_NE(r.err.find("copy.json: $: duplicate of"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("given more than once"), std::string::npos) << r.err;
@@ -109,18 +110,18 @@ TEST(CompareCli, BadInputIsNamedAndTheRestIsStillAnalysed) {
 TEST(CompareCli, DirectoriesAndNothingToRead) {
   TempDir d;
   write_synth(d, "one.json", activation_heavy());
-  EXPECT_EQ(compare({d.path()}).exit_code, 0);
+  EXPECT_EQ(compare({d.path()}).exit_code, to_int(ExitCode::kOk));
   TempDir empty;
   const Proc r = compare({empty.path()});
-  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(r.err.find("no *.json reports"), std::string::npos);
-  EXPECT_EQ(compare({}).exit_code, 2);
-  EXPECT_EQ(compare({d.file("missing.json")}).exit_code, 2);
+  EXPECT_EQ(compare({}).exit_code, to_int(ExitCode::kUsage));
+  EXPECT_EQ(compare({d.file("missing.json")}).exit_code, to_int(ExitCode::kUsage));
 }
 
 TEST(CompareCli, HelpExplainsCausesAndExitCodes) {
   const Proc r = compare({"--help"});
-  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk));
   EXPECT_NE(r.out.find("retained_graph"), std::string::npos);
   EXPECT_NE(r.out.find("Exit codes"), std::string::npos);
 }

@@ -1,6 +1,7 @@
 // The confirming runs compare_memory_reports suggests run as printed: taken
 // from its JSON output (argv), started as they are, each exits 0, writes the
 // report it names and overwrites nothing that was there.
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
 // many ran.
 int run_suggestions(const std::string& dir) {
   const Proc cmp = run({MEMDIAG_COMPARE_EXE, dir, "--format", "json"});
-  EXPECT_EQ(cmp.exit_code, 0) << cmp.err;
+  EXPECT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
   const auto groups = nlohmann::json::parse(cmp.out)["groups"];
   int ran = 0;
   std::set<std::string> outputs;
@@ -39,7 +40,7 @@ int run_suggestions(const std::string& dir) {
       EXPECT_FALSE(fs::exists(output)) << c["command"] << " would overwrite " << output;
       const auto before = snapshot(dir);
       const Proc r = run(argv);
-      EXPECT_EQ(r.exit_code, 0) << c["command"] << "\n" << r.err;
+      EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << c["command"] << "\n" << r.err;
       EXPECT_TRUE(fs::exists(output)) << c["command"];
       for (const auto& [path, text] : before) EXPECT_EQ(read_text(path), text) << c["command"] << " changed " << path;
       ++ran;
@@ -85,7 +86,7 @@ TEST(ConfirmingRuns, ACaseFromAFileIsRerunFromThatFile) {
     // works from any directory.
     const Proc r = run({MEMDIAG_DIAGNOSTICS_EXE, "--case", d.file(std::string(name) + ".json"), "--device", "cpu",
                         "--quiet", "--output", reports.file(std::string(name) + ".json")});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   }
   const Proc cmp = run({MEMDIAG_COMPARE_EXE, reports.path(), "--format", "json"});
   const auto groups = nlohmann::json::parse(cmp.out)["groups"];

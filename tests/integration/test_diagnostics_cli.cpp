@@ -1,5 +1,6 @@
 // memory_diagnostics as a user runs it, on the CPU: real process, real files.
 #include "patterns.hpp"
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -26,7 +27,7 @@ Report run_case(const TempDir& d, const std::string& name, std::vector<std::stri
   std::vector<std::string> args{"--device", "cpu", "--quiet", "--output", out};
   args.insert(args.end(), extra.begin(), extra.end());
   const Proc r = diag(args);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   EXPECT_TRUE(schema_errors(out).empty()) << schema_errors(out).front();
   return load_report(out);
 }
@@ -89,19 +90,19 @@ TEST(DiagnosticsCpu, SeedReferenceCommandsRunAsWritten) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--device", "cpu", "--quiet"});
     const Proc r = diag(a);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   }
   const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file("alpha.json"), d.file("beta.json"), d.file("gamma.json"),
                        d.file("alpha-batch1.json"), d.file("alpha-batch4.json"), d.file("gamma-steps10.json"),
                        "--expect", "alpha=activations", "--expect", "beta=optimizer_state", "--expect",
                        "gamma=retained_graph"});
-  EXPECT_EQ(cmp.exit_code, 0) << cmp.out << cmp.err;
+  EXPECT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.out << cmp.err;
 }
 
 TEST(DiagnosticsCpu, ProgressTableUnlessQuiet) {
   TempDir d;
   const Proc loud = diag({"--case", "gamma", "--steps", "1", "--device", "cpu", "-o", d.file("a.json")});
-  EXPECT_EQ(loud.exit_code, 0);
+  EXPECT_EQ(loud.exit_code, to_int(ExitCode::kOk));
   EXPECT_NE(loud.out.find("optimizer_ready"), std::string::npos);
   EXPECT_NE(loud.out.find("wrote " + d.file("a.json")), std::string::npos);
   const Proc quiet = diag({"--case", "gamma", "--steps", "1", "--device", "cpu", "-q", "-o", d.file("b.json")});
@@ -128,23 +129,23 @@ TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
     std::vector<std::string> a = c.args;
     a.insert(a.end(), {"--output", out});
     const Proc r = diag(a);
-    EXPECT_EQ(r.exit_code, 2) << c.names;
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << c.names;
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
     EXPECT_FALSE(exists(out)) << c.names;
   }
   const Proc unwritable = diag({"--case", "alpha", "--output", d.file("no/such/dir/r.json")});
-  EXPECT_EQ(unwritable.exit_code, 2);
+  EXPECT_EQ(unwritable.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(unwritable.err.find("--output"), std::string::npos);
   const Proc is_dir = diag({"--case", "alpha", "--output", d.path()});
-  EXPECT_EQ(is_dir.exit_code, 2);
+  EXPECT_EQ(is_dir.exit_code, to_int(ExitCode::kUsage));
 }
 
 TEST(DiagnosticsCpu, CudaAskedForWithoutCudaIsAUsageError) {
   TempDir d;
   const Proc r = diag({"--case", "alpha", "--device", "cuda", "--steps", "1", "-q", "--output", d.file("r.json")});
-  if (r.exit_code == 0) GTEST_SKIP() << "CUDA is available here; the gpu tests cover it";
-  EXPECT_EQ(r.exit_code, 2);
+  if (r.exit_code == to_int(ExitCode::kOk)) GTEST_SKIP() << "CUDA is available here; the gpu tests cover it";
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(r.err.find("--device"), std::string::npos) << r.err;
   EXPECT_EQ(count_lines(r.err), 1);
   EXPECT_FALSE(exists(d.file("r.json")));
@@ -154,7 +155,7 @@ TEST(DiagnosticsCpu, OutOfMemoryUnderASimulatedLimitIsRecorded) {
   TempDir d;
   const std::string out = d.file("oom.json");
   const Proc r = diag({"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "40", "-o", out});
-  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kOom)) << r.err;
   const Report rep = load_report(out);
   EXPECT_EQ(rep.status, RunStatus::kOom);
   ASSERT_FALSE(rep.events.empty());
@@ -187,7 +188,7 @@ TEST(DiagnosticsCpu, UserCaseFileRunsWithoutRecompiling) {
   write_text(file, R"({"name": "mine", "optimizer": {"type": "adam"}, "presets": {"small": {"model":
     {"input_dim": 512, "hidden_dim": 512, "depth": "two", "output_dim": 8}, "batch_size": 4, "steps": 3}}})");
   const Proc bad = diag({"--case", file, "--device", "cpu", "-o", d.file("x.json")});
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(bad.err.find(file + ": $.presets.small.model.depth"), std::string::npos) << bad.err;
   EXPECT_FALSE(exists(d.file("x.json")));
 }
@@ -204,7 +205,7 @@ TEST(DiagnosticsCpu, InterruptWritesAnInterruptedReport) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   kill(pid, SIGINT);
-  EXPECT_EQ(wait_exit_code(pid), 130) << read_text(d.file("stderr"));
+  EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
   const Report r = load_report(out);
   EXPECT_EQ(r.status, RunStatus::kInterrupted);
   EXPECT_LT(r.samples.size(), 2u + 4u * 50u);
@@ -212,14 +213,14 @@ TEST(DiagnosticsCpu, InterruptWritesAnInterruptedReport) {
 
 TEST(DiagnosticsCpu, HelpVersionAndListCases) {
   const Proc help = diag({"--help"});
-  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_EQ(help.exit_code, to_int(ExitCode::kOk));
   EXPECT_NE(help.out.find("optimizer_ready"), std::string::npos);
   EXPECT_NE(help.out.find("--memory-limit-mib"), std::string::npos);
   const Proc ver = diag({"--version"});
-  EXPECT_EQ(ver.exit_code, 0);
+  EXPECT_EQ(ver.exit_code, to_int(ExitCode::kOk));
   EXPECT_NE(ver.out.find(MEMDIAG_VERSION), std::string::npos);
   const Proc list = diag({"--list-cases"});
-  EXPECT_EQ(list.exit_code, 0);
+  EXPECT_EQ(list.exit_code, to_int(ExitCode::kOk));
   for (const char* c : {"alpha", "beta", "gamma"}) EXPECT_NE(list.out.find(c), std::string::npos);
 }
 

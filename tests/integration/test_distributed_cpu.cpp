@@ -2,6 +2,7 @@
 // with the launcher's variables as torchrun would set them.
 #include "launch.hpp"
 #include "patterns.hpp"
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -84,7 +85,7 @@ TEST(DistributedCpu, APeerThatNeverJoinsFailsWithinTheTimeout) {
   const std::vector<Proc> p = launch_ranks(
       {kDistExe, "--case", "beta", "--device", "cpu", "-q", "--dist-timeout-s", "3", "-o", d.file("b.json")}, d, lo);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(p[0].exit_code, 1);
+  EXPECT_EQ(p[0].exit_code, to_int(ExitCode::kFailed));
   EXPECT_NE(p[0].err.find("rank 0: run failed"), std::string::npos) << p[0].err;
   EXPECT_LT(s, 30);
   const Report r = load_report(d.file("b-rank0.json"));  // no {rank}: -rankK is added
@@ -102,7 +103,7 @@ TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
                                             d.file("a-{rank}.json")},
                                            d, lo);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(p[0].exit_code, 1) << p[0].err;
+  EXPECT_EQ(p[0].exit_code, to_int(ExitCode::kFailed)) << p[0].err;
   EXPECT_EQ(p[1].exit_code, 128 + 9);
   EXPECT_LT(s, 60);
   EXPECT_EQ(load_report(d.file("a-0.json")).status, RunStatus::kFailed);
@@ -118,7 +119,7 @@ TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
     r.err = read_text(d.file("e"));
     return r;
   }();
-  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(bad.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(bad.err.find("RANK='3'"), std::string::npos) << bad.err;
   EXPECT_FALSE(exists(d.file("b.json")));
 }

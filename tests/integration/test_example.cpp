@@ -1,5 +1,6 @@
 // examples/instrumented_loop: a loop of its own, instrumented with the
 // recorder, writes a report that compare_memory_reports reads.
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -12,10 +13,10 @@ TEST(Example, InstrumentedLoopReportIsReadByCompare) {
   TempDir d;
   const std::string out = d.file("loop.json");
   const Proc r = run({exe, out});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   EXPECT_TRUE(schema_errors(out).empty());
   const Proc cmp = run({MEMDIAG_COMPARE_EXE, out, "--format", "json"});
-  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+  ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
   const auto j = nlohmann::json::parse(cmp.out);
   EXPECT_EQ(j["groups"][0]["case"], "example-regression");
   // Adam's two moments over ~2 MiB of weights outweigh 64 samples' activations.

@@ -2,6 +2,7 @@
 // from them: every fixture is a valid report, compare_memory_reports gives the
 // seed's diagnosis on them, and SOLUTION.md shows exactly what it prints.
 #include "json_schema.hpp"
+#include "memdiag/exit_code.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -55,7 +56,7 @@ TEST(Fixtures, TwoRankH200RunsShowRanksImbalanceAndSharding) {
   const std::string dir = (fs::path(kFixtures) / "h200-2rank").string();
   if (!fs::exists(dir)) GTEST_SKIP() << "no 2-rank fixtures";
   const Proc r = run({MEMDIAG_COMPARE_EXE, dir, "--format", "json"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
   const auto groups = nlohmann::json::parse(r.out)["groups"];
   std::map<std::string, nlohmann::json> by_group;
   for (const auto& g : groups) by_group[g["group"].get<std::string>()] = g;
@@ -77,7 +78,7 @@ TEST(Fixtures, ComparisonJsonFollowsItsSchema) {
   const nlohmann::json schema = load_json(MEMDIAG_COMPARISON_SCHEMA_FILE);
   for (const std::string& m : machines()) {
     const Proc r = run({MEMDIAG_COMPARE_EXE, (fs::path(kFixtures) / m).string(), "--format", "json"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
     const auto errors = validate(schema, nlohmann::json::parse(r.out));
     EXPECT_TRUE(errors.empty()) << m << ": " << errors.front();
   }
@@ -87,7 +88,7 @@ TEST(Fixtures, SeedDiagnosisOnEachMachine) {
   for (const std::string& m : machines()) {
     const Proc r = run({MEMDIAG_COMPARE_EXE, (fs::path(kFixtures) / m).string(), "--expect", "alpha=activations",
                        "--expect", "beta=optimizer_state", "--expect", "gamma=retained_graph"});
-    EXPECT_EQ(r.exit_code, 0) << m << "\n" << r.out << r.err;
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << m << "\n" << r.out << r.err;
   }
 }
 
@@ -98,7 +99,7 @@ TEST(Fixtures, SolutionMdShowsWhatCompareReportsPrint) {
     // From the source tree with a relative path, as scripts/update-solution.sh
     // runs it: the suggested outputs are then the same in any checkout.
     const Proc r = run_in(MEMDIAG_SOURCE_DIR, {MEMDIAG_COMPARE_EXE, "tests/fixtures/" + m, "--format", "markdown"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
     EXPECT_EQ(block(doc, m), r.out) << "SOLUTION.md is out of date for tests/fixtures/" << m
                                     << "; run scripts/update-solution.sh";
   }

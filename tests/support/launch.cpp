@@ -1,5 +1,7 @@
 #include "launch.hpp"
 
+#include "memdiag/exit_code.hpp"
+
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -42,7 +44,7 @@ std::vector<Report> launch_and_load(std::vector<std::string> argv, const TempDir
   const std::vector<Proc> procs = launch_ranks(argv, dir, o);
   std::vector<Report> reports;
   for (std::size_t r = 0; r < procs.size(); ++r) {
-    EXPECT_EQ(procs[r].exit_code, 0) << "rank " << r << ": " << procs[r].err;
+    EXPECT_EQ(procs[r].exit_code, to_int(ExitCode::kOk)) << "rank " << r << ": " << procs[r].err;
     const std::string path = dir.file(name + "-" + std::to_string(r) + ".json");
     if (check_schema) {
       EXPECT_TRUE(schema_errors(path).empty());

@@ -1,5 +1,7 @@
 #include "process.hpp"
 
+#include "memdiag/exit_code.hpp"
+
 #include "json_schema.hpp"
 #include "memdiag/report_reader.hpp"
 
@@ -140,7 +142,7 @@ bool exists(const std::string& path) { return fs::exists(path); }
 std::string device_unavailable(const std::string& exe, const std::string& device) {
   TempDir d;
   const Proc r = run({exe, "--case", "gamma", "--steps", "1", "--device", device, "-q", "-o", d.file("p.json")});
-  if (r.exit_code == 0) return {};
+  if (r.exit_code == to_int(ExitCode::kOk)) return {};
   return r.err.empty() ? "memory_diagnostics --device " + device + " exited " + std::to_string(r.exit_code) : r.err;
 }
 
