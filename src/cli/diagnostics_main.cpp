@@ -1,6 +1,9 @@
 // memory_diagnostics: flags in, memdiag::run_harness out.
 #include "cli_parse.hpp"
+#include "memdiag/errors.hpp"
 #include "memdiag/harness.hpp"
+#include "memdiag/limits.hpp"
+#include "memdiag/sweep_plan.hpp"
 
 #include <iostream>
 
@@ -25,35 +28,97 @@ CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
 Exit codes: 0 complete, 1 failed, 2 bad usage, 3 out of memory (report still
 written, status "oom"), 130 interrupted.
 
-Example (the batch sweep that confirms an activation diagnosis):
-  memory_diagnostics --case alpha --batch-size-per-device 1 --output alpha-batch1.json
-  memory_diagnostics --case alpha --batch-size-per-device 4 --output alpha-batch4.json
-  compare_memory_reports alpha-batch1.json alpha-batch4.json)";
+Sweeps: --case, --preset, --batch-size-per-device and --steps each take a
+comma-separated list; every combination runs, in the order given, in this one
+process, and each report equals what a separate run would write (the
+allocator's cache is emptied and its statistics reset between runs; --isolate
+uses a child process per run instead). A line per run goes to stderr as it
+ends, then a summary table; exit 3 if any ran out of memory, 1 if any failed,
+130 on Ctrl-C (reports already written stay).
+
+Examples:
+  memory_diagnostics --case alpha --batch-size-per-device 1,4,1024 -o 'reports/alpha-b{batch}.json'
+  memory_diagnostics --case alpha,beta,gamma --output-dir reports
+  memory_diagnostics --plan cases/plans/reference.json --output-dir reports
+  compare_memory_reports reports/)";
+
+// The sweep flags as given, before they become a list of runs.
+struct SweepFlags {
+  std::string cases = "alpha";
+  std::string presets;
+  std::string batch_sizes;
+  std::string steps;
+  std::string plan;
+  // Given on the command line (an empty value given is an error, not the default).
+  bool presets_given = false;
+  bool batch_sizes_given = false;
+  bool steps_given = false;
+};
+
+// The runs the flags ask for: a plan file's, or the product of the lists.
+// Throws UsageError (or InputError for the plan file) naming the flag.
+std::vector<memdiag::RunRequest> runs_from(const SweepFlags& f) {
+  namespace lim = memdiag::limits;
+  if (!f.plan.empty()) {
+    try {
+      return memdiag::read_plan_file(f.plan);
+    } catch (const memdiag::InputError& e) {
+      throw memdiag::UsageError(std::string("--plan: ") + e.what());
+    }
+  }
+  memdiag::SweepAxes axes;
+  axes.cases = memdiag::parse_name_list("--case", f.cases);
+  if (f.presets_given) axes.presets = memdiag::parse_name_list("--preset", f.presets);
+  if (f.batch_sizes_given) {
+    axes.batch_sizes = memdiag::parse_count_list("--batch-size-per-device", f.batch_sizes, 1, lim::kMaxBatch);
+  }
+  if (f.steps_given) axes.steps = memdiag::parse_count_list("--steps", f.steps, 1, lim::kMaxSteps);
+  return memdiag::expand_product(axes);
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   memdiag::HarnessOptions opts;
+  SweepFlags sweep;
   bool list = false;
   std::vector<std::string> extra_dirs;
 
   CLI::App app{"memory_diagnostics: run a training workload and record, phase by phase, what the\n"
-               "allocator and the device hold, to a JSON report for compare_memory_reports."};
+               "allocator and the device hold, to a JSON report for compare_memory_reports. Lists of\n"
+               "cases, presets, batch sizes or steps run every combination in one process."};
   app.footer(kFooter);
   app.set_version_flag("--version", std::string("memory_diagnostics ") + MEMDIAG_VERSION);
-  app.add_option("--case", opts.case_arg, "Built-in case (alpha, beta, gamma) or a case file PATH.json")
-      ->capture_default_str();
-  app.add_option("--output,-o", opts.output, "Report file to write (default: <case>.json)");
-  app.add_option("--batch-size-per-device", opts.batch_size, "Samples per step (default: the preset's)");
-  app.add_option("--preset", opts.preset, "Model size from the case file: small, medium, large (default: the case's)");
-  app.add_option("--steps", opts.steps, "Training steps to record (default: the preset's)");
+  auto* case_opt = app.add_option("--case", sweep.cases,
+                                  "Built-in case (alpha, beta, gamma) or a case file PATH.json; a comma-separated "
+                                  "list sweeps them")
+                       ->capture_default_str();
+  app.add_option("--output,-o", opts.output,
+                 "Report file (default: <case>.json); in a sweep a template with {case} {preset} {batch} {steps} "
+                 "{name} {rank}");
+  auto* dir_opt = app.add_option("--output-dir", opts.output_dir,
+                                 "Write each report into DIR, named from the case and what varies "
+                                 "(alpha-batch4.json, beta-medium.json)");
+  auto* batch_opt = app.add_option("--batch-size-per-device", sweep.batch_sizes,
+                                   "Samples per step, or a list (1,4,1024) (default: the preset's)");
+  auto* preset_opt = app.add_option("--preset", sweep.presets,
+                                    "Model size from the case file: small, medium, large, or a list (default: the "
+                                    "case's)");
+  auto* steps_opt = app.add_option("--steps", sweep.steps, "Training steps to record, or a list (default: the preset's)");
+  auto* plan_opt = app.add_option("--plan", sweep.plan,
+                                  "A plan file: a list of named runs (cases/plans/reference.json); {name} names "
+                                  "their reports");
+  plan_opt->excludes(case_opt)->excludes(batch_opt)->excludes(preset_opt)->excludes(steps_opt);
+  app.get_option("--output")->excludes(dir_opt);
+  app.add_flag("--isolate", opts.isolate,
+               "Run each configuration of a sweep in a fresh child process (same reports)");
   app.add_option("--device", opts.device, "auto (CUDA when available), cpu, cuda or cuda:K")->capture_default_str();
   app.add_option("--seed", opts.seed, "Seed for weights and data")->capture_default_str();
   app.add_option("--memory-limit-mib", opts.memory_limit_mib,
                  "Cap the allocator at N MiB to see whether the run fits a smaller GPU (CPU: simulated)");
   app.add_option("--cases-dir", extra_dirs, "Extra directory searched first for built-in case names");
   app.add_flag("--list-cases", list, "List the built-in cases and exit");
-  app.add_flag("--quiet,-q", opts.quiet, "No table on stdout");
+  app.add_flag("--quiet,-q", opts.quiet, "No table on stdout (a sweep: no progress lines or summary)");
   app.add_option("--rank-zero-extra-samples", opts.rank_zero_extra_samples,
                  "Data parallel: N more samples in rank 0's local batch (an imbalanced job)");
   app.add_flag("--shard-optimizer-state", opts.shard_optimizer_state,
@@ -66,6 +131,17 @@ int main(int argc, char** argv) {
                "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");
 
   if (auto code = memdiag::cli::parse(app, argc, argv, "memory_diagnostics", std::cout, std::cerr)) return *code;
+  sweep.presets_given = preset_opt->count() > 0;
+  sweep.batch_sizes_given = batch_opt->count() > 0;
+  sweep.steps_given = steps_opt->count() > 0;
+  try {
+    opts.runs = runs_from(sweep);
+  } catch (const memdiag::UsageError& e) {
+    std::cerr << "memory_diagnostics: " << e.what() << "\n";
+    return memdiag::to_int(memdiag::ExitCode::kUsage);
+  }
+  opts.from_plan = !sweep.plan.empty();
+  opts.self_exe = memdiag::self_executable(argv[0]);
   opts.warm_up_kernels = !no_warmup;
   opts.case_dirs = extra_dirs;
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);

@@ -20,6 +20,8 @@ class CpuProbe final : public MemoryProbe {
     return r;
   }
   void reset_peak() override { alloc_.reset_peak(); }
+  // The tracking allocator caches nothing; only the peak carries over.
+  void reset_between_runs() override { alloc_.reset_peak(); }
 
  private:
   CpuTrackingAllocator& alloc_;

@@ -62,6 +62,13 @@ class CudaProbe final : public MemoryProbe {
 
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
 
+  void reset_between_runs() override {
+    c10::cuda::device_synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device_);
+    c10::cuda::CUDACachingAllocator::resetAccumulatedStats(device_);
+  }
+
  private:
   c10::DeviceIndex device_;
   std::string pci_bus_id_;

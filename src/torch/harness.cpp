@@ -1,5 +1,6 @@
 #include "memdiag/harness.hpp"
 #include "build_config.hpp"
+#include "run_plan.hpp"
 
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
@@ -12,8 +13,6 @@
 #include "memdiag/report_json.hpp"
 #include "memdiag/tracking_allocator.hpp"
 #include "memdiag/workload.hpp"
-
-#include <torch/cuda.h>
 
 #include <atomic>
 #include <csignal>
@@ -33,32 +32,6 @@ namespace {
 std::atomic<bool> g_interrupt{false};
 extern "C" void on_sigint(int) { g_interrupt.store(true); }
 
-c10::Device resolve_device(const std::string& arg) {
-  if (arg == "cpu") return c10::Device(c10::DeviceType::CPU);
-  const bool cuda_ok = cuda_probe_compiled() && torch::cuda::is_available();
-  if (arg == "auto") {
-    return cuda_ok ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
-  }
-  if (arg == "cuda" || arg.rfind("cuda:", 0) == 0) {
-    if (!cuda_probe_compiled()) throw UsageError("--device: this build has no CUDA support (LibTorch without CUDA)");
-    if (!cuda_ok) throw UsageError("--device: '" + arg + "' asked for, but CUDA is not available on this machine");
-    int index = 0;
-    if (arg.size() > 5) {
-      const std::string digits = arg.substr(5);
-      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 4) {
-        throw UsageError("--device: '" + arg + "' is not cuda:K with K a device index");
-      }
-      index = std::stoi(digits);
-    }
-    const int count = static_cast<int>(torch::cuda::device_count());
-    if (index >= count) {
-      throw UsageError("--device: cuda:" + std::to_string(index) + " does not exist (this machine has " +
-                       std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ")");
-    }
-    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
-  }
-  throw UsageError("--device: '" + arg + "' is not auto, cpu, cuda or cuda:K");
-}
 
 
 void print_header(std::ostream& out) {
@@ -88,6 +61,17 @@ ExitCode exit_code_for(RunStatus s) {
   return ExitCode::kFailed;
 }
 
+// A sweep's exit code: interrupted over failed over out of memory.
+ExitCode sweep_exit_code(const std::vector<RunStatus>& statuses) {
+  ExitCode code = ExitCode::kOk;
+  for (RunStatus s : statuses) {
+    const ExitCode c = exit_code_for(s);
+    if (c == ExitCode::kInterrupted) return c;
+    if (c == ExitCode::kFailed || (c == ExitCode::kOom && code == ExitCode::kOk)) code = c;
+  }
+  return code;
+}
+
 }  // namespace
 
 std::string output_for_rank(const std::string& output, int rank, int world_size) {
@@ -101,6 +85,12 @@ std::string output_for_rank(const std::string& output, int rank, int world_size)
   const fs::path p(out);
   const std::string ext = p.extension().string();
   return (p.parent_path() / (p.stem().string() + "-rank" + std::to_string(rank) + ext)).string();
+}
+
+std::string self_executable(const std::string& argv0) {
+  std::error_code ec;
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  return ec ? argv0 : exe.string();
 }
 
 std::vector<std::string> default_case_dirs(const std::string& argv0) {
@@ -133,59 +123,13 @@ int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std
 
 namespace {
 
-// Everything the flags and the environment decide, checked before anything
-// runs or is written.
-struct ResolvedRun {
-  CaseSpec spec;
-  std::string preset;
-  int batch = 0;
-  int steps = 0;
-  std::string output;
-  c10::Device device = c10::Device(c10::DeviceType::CPU);
-  std::optional<LaunchInfo> launch;
-};
+using detail::PlannedRun;
+using detail::ResolvedPlan;
 
-// Throws UsageError naming the flag at fault.
-ResolvedRun resolve_run(const HarnessOptions& opts) {
-  ResolvedRun run;
-  try {
-    run.spec = resolve_case(opts.case_arg, opts.case_dirs);
-  } catch (const InputError& e) {
-    throw UsageError(std::string("--case: ") + e.what());
-  }
-  const CaseSpec& spec = run.spec;
-  run.preset = opts.preset.empty() ? spec.default_preset : opts.preset;
-  const PresetSpec& p = spec.preset(run.preset);
-  run.batch = opts.batch_size.value_or(p.batch_size);
-  run.steps = opts.steps.value_or(p.steps);
-  if (run.batch < 1) throw UsageError("--batch-size-per-device: must be at least 1, got " + std::to_string(run.batch));
-  if (run.steps < 1) throw UsageError("--steps: must be at least 1, got " + std::to_string(run.steps));
-  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
-    throw UsageError("--memory-limit-mib: must be greater than 0");
-  }
-  if (opts.rank_zero_extra_samples < 0) throw UsageError("--rank-zero-extra-samples: must be 0 or more");
-  if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");
-  try {
-    run.launch = launch_from_environment();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("launcher environment: ") + e.what());
-  }
-  run.output = opts.output.empty() ? spec.name + ".json" : opts.output;
-  if (run.launch) run.output = output_for_rank(run.output, run.launch->rank, run.launch->world_size);
-  if (const std::string why = check_writable(run.output); !why.empty()) {
-    throw UsageError("--output: " + run.output + ": " + why);
-  }
-  run.device = resolve_device(opts.device);
-  // One GPU per local rank, unless a device index was given explicitly.
-  if (run.launch && run.device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
-    run.device = resolve_device("cuda:" + std::to_string(run.launch->local_rank));
-  }
-  return run;
-}
-
-// The report's description of the run: case, configuration, model, machine.
-void describe_run(Report& r, const ResolvedRun& run, const HarnessOptions& opts, const MemoryProbe& probe,
-                  Environment environment) {
+// The report's description of the run: case, configuration, machine. The
+// model's figures are filled by the workload once it has built the model.
+void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
+                     const MemoryProbe& probe) {
   r.case_info.name = run.spec.name;
   r.case_info.description = run.spec.description;
   r.case_info.source = run.spec.source;
@@ -195,31 +139,27 @@ void describe_run(Report& r, const ResolvedRun& run, const HarnessOptions& opts,
   r.config.batch_size_per_device = run.batch;
   r.config.preset = run.preset;
   r.config.steps = run.steps;
-  r.config.device = run.device.str();
+  r.config.device = plan.device.str();
   r.config.seed = opts.seed;
   r.config.memory_limit_mib = opts.memory_limit_mib;
   r.config.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   r.config.shard_optimizer_state = opts.shard_optimizer_state;
-  if (run.launch) {
-    r.config.rank = run.launch->rank;
-    r.config.local_rank = run.launch->local_rank;
-    r.config.world_size = run.launch->world_size;
-    r.config.backend = run.device.is_cuda() ? "nccl" : "gloo";
+  if (plan.launch) {
+    r.config.rank = plan.launch->rank;
+    r.config.local_rank = plan.launch->local_rank;
+    r.config.world_size = plan.launch->world_size;
+    r.config.backend = plan.device.is_cuda() ? "nccl" : "gloo";
   }
-  r.environment = std::move(environment);
+  r.environment = describe_environment(plan.device);
 }
-
-}  // namespace
-
-namespace {
 
 // The probe for the run's device, with the memory limit applied. On the CPU
 // this installs the tracking allocator, which must happen before the first
 // CPU tensor.
-std::unique_ptr<MemoryProbe> make_probe(const ResolvedRun& run, const HarnessOptions& opts) {
-  if (run.device.is_cuda()) {
-    auto probe = make_cuda_probe(run.device.index());
-    if (opts.memory_limit_mib) cuda_set_memory_limit(run.device.index(), *opts.memory_limit_mib);
+std::unique_ptr<MemoryProbe> make_probe(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (plan.device.is_cuda()) {
+    auto probe = make_cuda_probe(plan.device.index());
+    if (opts.memory_limit_mib) cuda_set_memory_limit(plan.device.index(), *opts.memory_limit_mib);
     return probe;
   }
   auto probe = make_cpu_probe();
@@ -229,11 +169,12 @@ std::unique_ptr<MemoryProbe> make_probe(const ResolvedRun& run, const HarnessOpt
   return probe;
 }
 
-// The live table on stdout: a heading, then a row per sample as it is taken.
-void show_progress(Recorder& rec, const ResolvedRun& run, std::ostream& out) {
+// The live table of a single run on stdout: a heading, then a row per sample
+// as it is taken.
+void show_progress(Recorder& rec, const PlannedRun& run, const ResolvedPlan& plan, std::ostream& out) {
   const Report& r = rec.report();
   out << "memdiag " << MEMDIAG_VERSION << ": case " << run.spec.name << " (preset " << run.preset << ", batch "
-      << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << run.device.str()
+      << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << plan.device.str()
       << " [" << r.environment.device_name << "]\n";
   print_header(out);
   rec.set_listener([&out, &r](const Sample& s) {
@@ -245,13 +186,13 @@ void show_progress(Recorder& rec, const ResolvedRun& run, std::ostream& out) {
   });
 }
 
-WorkloadOptions workload_options(const ResolvedRun& run, const HarnessOptions& opts) {
+WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
   WorkloadOptions w;
   w.spec = run.spec;
   w.preset = run.preset;
   w.batch_size = run.batch;
   w.steps = run.steps;
-  w.device = run.device;
+  w.device = plan.device;
   w.seed = opts.seed;
   w.warm_up_kernels = opts.warm_up_kernels;
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
@@ -259,33 +200,38 @@ WorkloadOptions workload_options(const ResolvedRun& run, const HarnessOptions& o
   return w;
 }
 
-// Joins the process group when launched as a rank, runs the workload with
-// SIGINT caught between phases, and records how it ended. Any failure
-// becomes an error event and status failed, so a report is always written.
-RunStatus execute(const ResolvedRun& run, const HarnessOptions& opts, MemoryProbe& probe, Recorder& rec,
-                  std::ostream& err) {
-  g_interrupt.store(false);
-  auto previous = std::signal(SIGINT, on_sigint);
-  WorkloadOptions w = workload_options(run, opts);
+// Everything that outlives one run of a sweep in this process: the probe
+// (and so the allocator's workspaces), the process group, the warm-up's figure.
+struct Session {
+  std::unique_ptr<MemoryProbe> probe;
   std::unique_ptr<Communicator> comm;
+  std::optional<double> warmup_mib;
+};
+
+// Joins the process group (at the first run) when launched as a rank, runs
+// the workload, and records how it ended. Any failure becomes an error event
+// and status failed, so a report is always written.
+RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
+                  Recorder& rec, std::ostream& err) {
+  WorkloadOptions w = workload_options(run, plan, opts);
+  w.known_warmup_mib = session.warmup_mib;
   RunStatus status = RunStatus::kFailed;
   try {
-    if (run.launch) {
+    if (plan.launch && !session.comm) {
       // Joined after the recorder exists: a peer that never comes still
       // leaves this rank a report (status failed) once the timeout passes.
       const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts.dist_timeout_s * 1000));
-      comm = join_process_group(*run.launch, run.device, timeout);
-      w.comm = comm.get();
+      session.comm = join_process_group(*plan.launch, plan.device, timeout);
       rec.restart_phase();
     }
-    status = run_workload(w, probe, rec, &g_interrupt);
+    w.comm = session.comm.get();
+    status = run_workload(w, *session.probe, rec, &g_interrupt);
   } catch (const std::exception& e) {
     const std::string msg = first_line(e.what());
     rec.add_event(EventKind::kError, msg);
-    err << "memory_diagnostics: " << (run.launch ? "rank " + std::to_string(run.launch->rank) + ": " : std::string())
+    err << "memory_diagnostics: " << (plan.launch ? "rank " + std::to_string(plan.launch->rank) + ": " : std::string())
         << "run failed: " << msg << "\n";
   }
-  std::signal(SIGINT, previous);
   if (status == RunStatus::kInterrupted) rec.add_event(EventKind::kInterrupted, "stopped by SIGINT");
   return status;
 }
@@ -305,33 +251,14 @@ void print_outcome(const Report& report, const std::string& output, bool talk, s
   }
 }
 
-}  // namespace
-
-int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
-  ResolvedRun run;
-  try {
-    run = resolve_run(opts);
-  } catch (const UsageError& u) {
-    err << "memory_diagnostics: " << u.what() << "\n";
-    return to_int(ExitCode::kUsage);
-  }
-
-  std::unique_ptr<MemoryProbe> probe;
-  Environment environment;
-  try {
-    probe = make_probe(run, opts);
-    environment = describe_environment(run.device);
-  } catch (const std::exception& e) {
-    err << "memory_diagnostics: --device: cannot use " << run.device.str() << ": " << first_line(e.what()) << "\n";
-    return to_int(ExitCode::kFailed);
-  }
-
-  Recorder rec(*probe);
-  describe_run(rec.report(), run, opts, *probe, environment);
-  const bool talk = !opts.quiet && (!run.launch || run.launch->rank == 0);
-  if (talk) show_progress(rec, run, out);
-
-  const Report report = rec.finish(execute(run, opts, *probe, rec, err));
+// A plain run: the live table, then one line saying where the report went.
+int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
+               std::ostream& out, std::ostream& err) {
+  const PlannedRun& run = plan.runs.front();
+  Recorder rec(*session.probe);
+  describe_report(rec.report(), run, plan, opts, *session.probe);
+  if (talk) show_progress(rec, run, plan, out);
+  const Report report = rec.finish(execute(run, plan, opts, session, rec, err));
   try {
     write_report(run.output, report);
   } catch (const std::exception& e) {
@@ -340,6 +267,74 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
   }
   print_outcome(report, run.output, talk, out, err);
   return to_int(exit_code_for(report.status));
+}
+
+// Every configuration in this process, one after another, each starting
+// from what a fresh process holds after its warm-up.
+int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
+              std::ostream& out, std::ostream& err) {
+  std::vector<detail::SweepRow> rows;
+  std::vector<RunStatus> statuses;
+  for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+    const PlannedRun& run = plan.runs[i];
+    if (i > 0) session.probe->reset_between_runs();
+    const auto t0 = std::chrono::steady_clock::now();
+    Report report;
+    {
+      Recorder rec(*session.probe);
+      describe_report(rec.report(), run, plan, opts, *session.probe);
+      report = rec.finish(execute(run, plan, opts, session, rec, err));
+    }
+    if (!session.warmup_mib) {
+      for (const Event& e : report.events) {
+        if (e.kind == EventKind::kWarmup) session.warmup_mib = e.mib;
+      }
+    }
+    try {
+      write_report(run.output, report);
+    } catch (const std::exception& e) {
+      err << "memory_diagnostics: --output: " << e.what() << "\n";
+      report.status = RunStatus::kFailed;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rows.push_back(detail::sweep_row(run, plan.varying, report, seconds));
+    statuses.push_back(report.status);
+    if (talk) detail::print_progress_line(rows.back(), i + 1, plan.runs.size(), err);
+    if (report.status == RunStatus::kInterrupted) break;
+    // A rank that did not complete leaves its peers' collectives hanging:
+    // every rank stops, as a single run would.
+    if (plan.launch && report.status != RunStatus::kComplete) break;
+  }
+  if (talk) detail::print_summary(rows, plan.runs.size(), out);
+  return to_int(sweep_exit_code(statuses));
+}
+
+}  // namespace
+
+int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
+  ResolvedPlan plan;
+  try {
+    plan = detail::resolve_plan(opts);
+  } catch (const UsageError& u) {
+    err << "memory_diagnostics: " << u.what() << "\n";
+    return to_int(ExitCode::kUsage);
+  }
+  const bool talk = !opts.quiet && (!plan.launch || plan.launch->rank == 0);
+  if (opts.isolate) return detail::run_isolated(plan, opts, talk, out, err);
+
+  Session session;
+  try {
+    session.probe = make_probe(plan, opts);
+  } catch (const std::exception& e) {
+    err << "memory_diagnostics: --device: cannot use " << plan.device.str() << ": " << first_line(e.what()) << "\n";
+    return to_int(ExitCode::kFailed);
+  }
+  g_interrupt.store(false);
+  auto previous = std::signal(SIGINT, on_sigint);
+  const int code = plan.runs.size() == 1 ? run_single(plan, opts, session, talk, out, err)
+                                         : run_sweep(plan, opts, session, talk, out, err);
+  std::signal(SIGINT, previous);
+  return code;
 }
 
 }  // namespace memdiag

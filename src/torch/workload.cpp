@@ -49,10 +49,12 @@ void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
     torch::addmm(bias, x, w.t()).sum().backward();
   }
   const double after = probe.read().allocated_mib;
-  rec.add_event(Event{EventKind::kWarmup, Phase::kSetup, std::nullopt,
-                      "kernel library workspaces made before the first sample (cuBLAS: one per thread; "
-                      "persistent, included in every later figure)",
-                      after - before});
+  std::string message =
+      "kernel library workspaces made before the first sample (cuBLAS: one per thread; persistent, included in "
+      "every later figure)";
+  if (o.known_warmup_mib) message += "; made by the first run of this process";
+  rec.add_event(Event{EventKind::kWarmup, Phase::kSetup, std::nullopt, message,
+                      o.known_warmup_mib.value_or(after - before)});
   rec.restart_phase();
 }
 

@@ -25,6 +25,10 @@ class MemoryProbe {
   // so the figures describe the phase that just ended, not part of it.
   virtual ProbeReading read() = 0;
   virtual void reset_peak() = 0;
+  // Between the runs of a sweep in one process: hands every cached but free
+  // block back, and resets the peak and the accumulated statistics, so the
+  // next run starts from what a fresh process holds after its warm-up.
+  virtual void reset_between_runs() = 0;
 };
 
 }  // namespace memdiag

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "memdiag/exit_code.hpp"
+#include "memdiag/sweep_plan.hpp"
 
 #include <cstdint>
 #include <iosfwd>
@@ -13,21 +14,27 @@
 namespace memdiag {
 
 struct HarnessOptions {
-  std::string case_arg = "alpha";
-  std::string output;  // empty: "<case>.json"
-  std::optional<int> batch_size;
-  std::string preset;  // empty: the case's default
-  std::optional<int> steps;
+  // The configurations to run, in order: the product of the sweep flags'
+  // lists, or a plan file's entries. One entry is a plain run.
+  std::vector<RunRequest> runs = {RunRequest{"", "alpha", std::nullopt, std::nullopt, std::nullopt}};
+  bool from_plan = false;   // runs came from --plan (names them and {name} works)
+  std::string output;      // path or template with {case} {preset} {batch} {steps} {name} {rank}
+  std::string output_dir;  // instead of output: DIR/<case and what varies>.json
   std::string device = "auto";
   std::uint64_t seed = 0;
   std::optional<double> memory_limit_mib;
   bool quiet = false;
   bool warm_up_kernels = true;
+  // Each configuration of a sweep in a fresh child process rather than in
+  // this one (same reports; isolation by construction).
+  bool isolate = false;
   std::vector<std::string> case_dirs;
   // Data-parallel runs (started by torchrun or with its variables set).
   int rank_zero_extra_samples = 0;
   bool shard_optimizer_state = false;
   double dist_timeout_s = 60;
+  // This executable, for --isolate's children.
+  std::string self_exe;
 };
 
 // The report path of one rank: "{rank}" is replaced by the rank; without it,
@@ -39,8 +46,13 @@ std::string output_for_rank(const std::string& output, int rank, int world_size)
 // tree's (a build that was not installed).
 std::vector<std::string> default_case_dirs(const std::string& argv0);
 
-// Returns an ExitCode as int. Usage errors print one line to err and write
-// nothing.
+// This executable's path (/proc/self/exe, else argv0), for --isolate.
+std::string self_executable(const std::string& argv0);
+
+// Runs every configuration and writes one report each. Returns an ExitCode
+// as int: for a sweep, 130 if interrupted, else 1 if any run failed, else 3
+// if any ran out of memory, else 0. Usage errors print one line to err and
+// write nothing.
 int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err);
 
 // Prints the built-in cases with their presets and descriptions.

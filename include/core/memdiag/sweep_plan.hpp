@@ -1,0 +1,84 @@
+// Sweeps: the configurations one memory_diagnostics invocation runs, from the
+// comma-separated lists of its flags (their product, in the order given) or
+// from a plan file, and the report path each one writes. Torch-free: the
+// harness resolves and runs what this plans.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+// One configuration as asked for; unset fields take the case's defaults.
+struct RunRequest {
+  std::string name;  // a plan's entry name; empty in a product
+  std::string case_arg;
+  std::optional<std::string> preset;
+  std::optional<int> batch_size_per_device;
+  std::optional<int> steps;
+};
+
+// The four sweep flags, each a list of one or more values.
+struct SweepAxes {
+  std::vector<std::string> cases;
+  std::vector<std::string> presets;  // empty: each case's default
+  std::vector<int> batch_sizes;      // empty: the preset's
+  std::vector<int> steps;            // empty: the preset's
+};
+
+// "1,4,1024" -> {1, 4, 1024}: decimal only (no sign, no leading zero, so
+// "010" is not a silent 8), each in [lo, hi]; an empty list or item is an
+// error. Throws UsageError naming the flag.
+std::vector<int> parse_count_list(const std::string& flag, const std::string& text, std::int64_t lo,
+                                  std::int64_t hi);
+// "alpha,beta" -> {"alpha", "beta"}; empty items are an error.
+std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text);
+
+// The product of the lists: cases outermost, then presets, batch sizes,
+// steps, each in the order given.
+std::vector<RunRequest> expand_product(const SweepAxes& axes);
+
+// A plan file (cases/plans/reference.json):
+//   {"description": "...", "runs": [{"name": "alpha-batch1", "case": "alpha",
+//                                    "batch_size_per_device": 1}, ...]}
+// Names are unique, letters, digits, '_' and '-'. Throws InputError naming
+// the file and the JSON path.
+std::vector<RunRequest> read_plan_file(const std::string& path);
+std::vector<RunRequest> parse_plan_text(const std::string& text, const std::string& source);
+
+// What a resolved run is called, for output names and progress lines.
+struct RunLabel {
+  std::string name;  // a plan's entry name, or empty
+  std::string case_name;
+  std::string preset;
+  int batch = 0;
+  int steps = 0;
+};
+
+// Which settings differ between the runs of a sweep (preset, batch and
+// steps between runs of the same case).
+struct Varying {
+  bool case_name = false;
+  bool preset = false;
+  bool batch = false;
+  bool steps = false;
+};
+Varying varying(const std::vector<RunLabel>& runs);
+
+// --output with placeholders: {case}, {preset}, {batch}, {steps}, {name}
+// are replaced; {rank} is kept for the launcher's rank. Throws UsageError for
+// any other {word}.
+std::string expand_output(const std::string& templ, const RunLabel& run);
+
+// A file name from the case and the settings that vary: alpha.json,
+// alpha-batch4.json, beta-medium.json, gamma-steps10.json; a plan's entries
+// are named by their name.
+std::string default_output_name(const RunLabel& run, const Varying& v);
+
+// "alpha batch 4", "beta preset medium", or a plan entry's name: a run as a
+// progress line names it.
+std::string describe_run(const RunLabel& run, const Varying& v);
+
+}  // namespace memdiag

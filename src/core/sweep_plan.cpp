@@ -1,0 +1,203 @@
+#include "memdiag/sweep_plan.hpp"
+
+#include "json_reader.hpp"
+#include "memdiag/errors.hpp"
+#include "memdiag/limits.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace memdiag {
+using detail::JsonNode;
+
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) out.push_back(item);
+  if (!text.empty() && text.back() == ',') out.emplace_back();
+  return out;
+}
+
+bool plain_name(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<int> parse_count_list(const std::string& flag, const std::string& text, std::int64_t lo,
+                                  std::int64_t hi) {
+  if (text.empty()) throw UsageError(flag + ": empty; give a number or a comma-separated list");
+  std::vector<int> out;
+  for (const std::string& item : split(text)) {
+    const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || (item.size() > 1 && item[0] == '0') || item.size() > 12) {
+      if (!item.empty() && item[0] == '-') {
+        throw UsageError(flag + ": must be at least " + std::to_string(lo) + ", got " + item);
+      }
+      throw UsageError(flag + ": '" + item + "' is not a whole number in decimal" +
+                       (item.empty() ? " (empty item in '" + text + "')" : std::string()));
+    }
+    const std::int64_t v = std::stoll(item);
+    if (v < lo) throw UsageError(flag + ": must be at least " + std::to_string(lo) + ", got " + item);
+    if (v > hi) throw UsageError(flag + ": must be at most " + std::to_string(hi) + ", got " + item);
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text) {
+  if (text.empty()) throw UsageError(flag + ": empty; give a name or a comma-separated list");
+  std::vector<std::string> out = split(text);
+  for (const std::string& item : out) {
+    if (item.empty()) throw UsageError(flag + ": empty item in '" + text + "'");
+  }
+  return out;
+}
+
+std::vector<RunRequest> expand_product(const SweepAxes& a) {
+  // An empty list stands for one "unset" value.
+  const std::vector<std::optional<std::string>> presets =
+      a.presets.empty() ? std::vector<std::optional<std::string>>{std::nullopt}
+                        : std::vector<std::optional<std::string>>(a.presets.begin(), a.presets.end());
+  const std::vector<std::optional<int>> batches =
+      a.batch_sizes.empty() ? std::vector<std::optional<int>>{std::nullopt}
+                            : std::vector<std::optional<int>>(a.batch_sizes.begin(), a.batch_sizes.end());
+  const std::vector<std::optional<int>> steps =
+      a.steps.empty() ? std::vector<std::optional<int>>{std::nullopt}
+                      : std::vector<std::optional<int>>(a.steps.begin(), a.steps.end());
+  std::vector<RunRequest> out;
+  for (const std::string& c : a.cases) {
+    for (const auto& p : presets) {
+      for (const auto& b : batches) {
+        for (const auto& s : steps) {
+          RunRequest r;
+          r.case_arg = c;
+          r.preset = p;
+          r.batch_size_per_device = b;
+          r.steps = s;
+          out.push_back(std::move(r));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<RunRequest> parse_plan_text(const std::string& text, const std::string& source) {
+  const nlohmann::json doc = detail::parse_json_text(text, source);
+  const JsonNode root(doc, source);
+  root.expect_object();
+  root.only({"description", "runs", "$comment"});
+  const JsonNode runs = root.field("runs");
+  runs.expect_array();
+  if (runs.size() == 0) runs.fail("needs at least one run");
+  std::vector<RunRequest> out;
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const JsonNode n = runs.at(i);
+    n.expect_object();
+    n.only({"name", "case", "preset", "batch_size_per_device", "steps", "$comment"});
+    RunRequest r;
+    r.name = n.str("name");
+    if (!plain_name(r.name)) n.field("name").fail("'" + r.name + "' is not a name of letters, digits, '_' and '-'");
+    if (!names.insert(r.name).second) n.field("name").fail("'" + r.name + "' names two runs");
+    r.case_arg = n.str("case");
+    if (r.case_arg.empty()) n.field("case").fail("empty case");
+    if (n.given("preset")) r.preset = n.str("preset");
+    if (auto b = n.opt_integer("batch_size_per_device", 1, limits::kMaxBatch)) r.batch_size_per_device = int(*b);
+    if (auto s = n.opt_integer("steps", 1, limits::kMaxSteps)) r.steps = int(*s);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<RunRequest> read_plan_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_plan_text(ss.str(), path);
+}
+
+Varying varying(const std::vector<RunLabel>& runs) {
+  // A setting varies when it differs between runs of the same case: alpha
+  // and gamma at their own default batch sizes do not make the batch vary.
+  Varying v;
+  for (const RunLabel& r : runs) {
+    for (const RunLabel& other : runs) {
+      if (r.case_name != other.case_name) {
+        v.case_name = true;
+        continue;
+      }
+      v.preset = v.preset || r.preset != other.preset;
+      v.batch = v.batch || r.batch != other.batch;
+      v.steps = v.steps || r.steps != other.steps;
+    }
+  }
+  return v;
+}
+
+std::string expand_output(const std::string& templ, const RunLabel& run) {
+  std::string out;
+  for (std::size_t i = 0; i < templ.size();) {
+    if (templ[i] != '{') {
+      out += templ[i++];
+      continue;
+    }
+    const auto close = templ.find('}', i);
+    const std::string word = close == std::string::npos ? templ.substr(i) : templ.substr(i + 1, close - i - 1);
+    if (close == std::string::npos) throw UsageError("--output: '{' without '}' in '" + templ + "'");
+    if (word == "case") {
+      out += run.case_name;
+    } else if (word == "preset") {
+      out += run.preset;
+    } else if (word == "batch") {
+      out += std::to_string(run.batch);
+    } else if (word == "steps") {
+      out += std::to_string(run.steps);
+    } else if (word == "name") {
+      if (run.name.empty()) throw UsageError("--output: {name} is for plan files (--plan)");
+      out += run.name;
+    } else if (word == "rank") {
+      out += "{rank}";
+    } else {
+      throw UsageError("--output: unknown placeholder {" + word +
+                       "} (known: {case}, {preset}, {batch}, {steps}, {name}, {rank})");
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+std::string default_output_name(const RunLabel& run, const Varying& v) {
+  if (!run.name.empty()) return run.name + ".json";
+  std::string s = run.case_name;
+  if (v.preset) s += "-" + run.preset;
+  if (v.batch) s += "-batch" + std::to_string(run.batch);
+  if (v.steps) s += "-steps" + std::to_string(run.steps);
+  return s + ".json";
+}
+
+std::string describe_run(const RunLabel& run, const Varying& v) {
+  if (!run.name.empty()) return run.name;
+  std::string s = run.case_name;
+  if (v.preset) s += " preset " + run.preset;
+  if (v.batch) s += " batch " + std::to_string(run.batch);
+  if (v.steps) s += " steps " + std::to_string(run.steps);
+  return s;
+}
+
+}  // namespace memdiag

@@ -1,0 +1,136 @@
+#include "run_plan.hpp"
+
+#include "memdiag/atomic_file.hpp"
+#include "memdiag/errors.hpp"
+#include "memdiag/probes.hpp"
+
+#include <torch/cuda.h>
+
+#include <filesystem>
+#include <map>
+
+namespace memdiag::detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+c10::Device resolve_device(const std::string& arg) {
+  if (arg == "cpu") return c10::Device(c10::DeviceType::CPU);
+  const bool cuda_ok = cuda_probe_compiled() && torch::cuda::is_available();
+  if (arg == "auto") {
+    return cuda_ok ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+  }
+  if (arg == "cuda" || arg.rfind("cuda:", 0) == 0) {
+    if (!cuda_probe_compiled()) throw UsageError("--device: this build has no CUDA support (LibTorch without CUDA)");
+    if (!cuda_ok) throw UsageError("--device: '" + arg + "' asked for, but CUDA is not available on this machine");
+    int index = 0;
+    if (arg.size() > 5) {
+      const std::string digits = arg.substr(5);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 4) {
+        throw UsageError("--device: '" + arg + "' is not cuda:K with K a device index");
+      }
+      index = std::stoi(digits);
+    }
+    const int count = static_cast<int>(torch::cuda::device_count());
+    if (index >= count) {
+      throw UsageError("--device: cuda:" + std::to_string(index) + " does not exist (this machine has " +
+                       std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ")");
+    }
+    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  throw UsageError("--device: '" + arg + "' is not auto, cpu, cuda or cuda:K");
+}
+
+PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts) {
+  PlannedRun run;
+  run.case_arg = req.case_arg;
+  try {
+    run.spec = resolve_case(req.case_arg, opts.case_dirs);
+  } catch (const InputError& e) {
+    throw UsageError(std::string("--case: ") + e.what());
+  }
+  run.preset = req.preset.value_or(run.spec.default_preset);
+  const PresetSpec& p = run.spec.preset(run.preset);
+  run.batch = req.batch_size_per_device.value_or(p.batch_size);
+  run.steps = req.steps.value_or(p.steps);
+  run.label = RunLabel{req.name, run.spec.name, run.preset, run.batch, run.steps};
+  return run;
+}
+
+// Each run's report path: --output's template, or --output-dir's default
+// names, then the rank.
+void name_outputs(ResolvedPlan& plan, const HarnessOptions& opts) {
+  for (PlannedRun& run : plan.runs) {
+    std::string path;
+    if (!opts.output.empty()) {
+      path = expand_output(opts.output, run.label);
+    } else {
+      path = default_output_name(run.label, plan.varying);
+      if (!opts.output_dir.empty()) path = (fs::path(opts.output_dir) / path).string();
+    }
+    if (plan.launch) path = output_for_rank(path, plan.launch->rank, plan.launch->world_size);
+    run.output = path;
+  }
+}
+
+// Two runs writing one file would lose a report silently: refused before
+// anything runs, naming both.
+void check_outputs(const ResolvedPlan& plan, const Varying& v) {
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < plan.runs.size(); ++i) {
+    const PlannedRun& run = plan.runs[i];
+    std::error_code ec;
+    const std::string key = fs::weakly_canonical(run.output, ec).string();
+    auto [it, fresh] = seen.emplace(ec ? run.output : key, i);
+    if (!fresh) {
+      throw UsageError("--output: runs " + std::to_string(it->second + 1) + " (" +
+                       describe_run(plan.runs[it->second].label, v) + ") and " + std::to_string(i + 1) + " (" +
+                       describe_run(run.label, v) + ") would both write " + run.output +
+                       "; add placeholders such as {batch} or use --output-dir");
+    }
+    if (const std::string why = check_writable(run.output); !why.empty()) {
+      throw UsageError("--output: " + run.output + ": " + why);
+    }
+  }
+}
+
+}  // namespace
+
+ResolvedPlan resolve_plan(const HarnessOptions& opts) {
+  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
+    throw UsageError("--memory-limit-mib: must be greater than 0");
+  }
+  if (opts.rank_zero_extra_samples < 0) throw UsageError("--rank-zero-extra-samples: must be 0 or more");
+  if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");
+  if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
+  ResolvedPlan plan;
+  for (const RunRequest& req : opts.runs) plan.runs.push_back(resolve_request(req, opts));
+  std::vector<RunLabel> labels;
+  for (const PlannedRun& r : plan.runs) labels.push_back(r.label);
+  plan.varying = varying(labels);
+  try {
+    plan.launch = launch_from_environment();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("launcher environment: ") + e.what());
+  }
+  if (plan.launch && opts.isolate) {
+    throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
+  }
+  plan.device = resolve_device(opts.device);
+  name_outputs(plan, opts);
+  if (!opts.output_dir.empty()) {
+    // Made once everything else is known to be right, so a usage error
+    // still leaves nothing behind.
+    std::error_code ec;
+    fs::create_directories(opts.output_dir, ec);
+    if (ec) throw UsageError("--output-dir: " + opts.output_dir + ": " + ec.message());
+  }
+  check_outputs(plan, plan.varying);
+  // One GPU per local rank, unless a device index was given explicitly.
+  if (plan.launch && plan.device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
+    plan.device = resolve_device("cuda:" + std::to_string(plan.launch->local_rank));
+  }
+  return plan;
+}
+
+}  // namespace memdiag::detail
