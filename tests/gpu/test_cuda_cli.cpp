@@ -97,3 +97,30 @@ TEST(CudaDiagnostics, CompareGivesTheSeedDiagnosis) {
                      "beta=optimizer_state", "--expect", "gamma=retained_graph"});
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.out << r.err;
 }
+
+TEST(CudaDiagnostics, ASweepInOneProcessEqualsSeparateProcesses) {
+  REQUIRE_CUDA();
+  TempDir d;
+  const Proc one = run({kCudaExe, "--device", "cuda", "--plan", std::string(MEMDIAG_CASES_DIR) + "/plans/reference.json",
+                        "--output-dir", d.file("sweep"), "--quiet"});
+  ASSERT_EQ(one.exit_code, to_int(ExitCode::kOk)) << one.err;
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {"alpha", {"--case", "alpha"}},
+      {"beta", {"--case", "beta"}},
+      {"gamma", {"--case", "gamma"}},
+      {"alpha-batch1", {"--case", "alpha", "--batch-size-per-device", "1"}},
+      {"alpha-batch4", {"--case", "alpha", "--batch-size-per-device", "4"}},
+      {"beta-medium", {"--case", "beta", "--preset", "medium", "--batch-size-per-device", "1"}},
+      {"gamma-steps10", {"--case", "gamma", "--steps", "10"}}};
+  for (const auto& [name, args] : runs) {
+    const Report alone = run_cuda(d, "separate-" + name, args);
+    const Report in_sweep = load_report(d.file("sweep/" + name + ".json"));
+    ASSERT_TRUE(in_sweep.samples.front().reserved_mib) << "CUDA reports carry reserved";
+    expect_same_measurements(alone, in_sweep, name);
+    // The warm-up ran once; every report still says what it holds.
+    double warm_alone = -1, warm_sweep = -1;
+    for (const Event& e : alone.events) if (e.kind == EventKind::kWarmup) warm_alone = e.mib.value_or(-1);
+    for (const Event& e : in_sweep.events) if (e.kind == EventKind::kWarmup) warm_sweep = e.mib.value_or(-1);
+    EXPECT_NEAR(warm_alone, warm_sweep, 0.01) << name;
+  }
+}

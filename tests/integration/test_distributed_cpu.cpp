@@ -123,3 +123,26 @@ TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
   EXPECT_NE(bad.err.find("RANK='3'"), std::string::npos) << bad.err;
   EXPECT_FALSE(exists(d.file("b.json")));
 }
+
+TEST(DistributedCpu, ASweepWalksTheSameListOnEveryRank) {
+  TempDir d;
+  const std::vector<Proc> ranks = launch_ranks({kDistExe, "--device", "cpu", "--dist-timeout-s", "30", "--case",
+                                                "alpha", "--steps", "2", "--batch-size-per-device", "4,64", "-o",
+                                                d.file("a-b{batch}-{rank}.json")},
+                                               d, LaunchOptions{});
+  ASSERT_EQ(ranks.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ranks[r].exit_code, to_int(ExitCode::kOk)) << ranks[r].err;
+    for (int b : {4, 64}) {
+      const std::string f = d.file("a-b" + std::to_string(b) + "-" + std::to_string(r) + ".json");
+      ASSERT_TRUE(exists(f)) << f;
+      const Report rep = load_report(f);
+      EXPECT_EQ(rep.config.rank, r);
+      EXPECT_EQ(rep.config.batch_size_per_device, b);
+      EXPECT_EQ(rep.status, RunStatus::kComplete);
+    }
+  }
+  // Only rank 0 talks: its progress lines, none from rank 1.
+  EXPECT_NE(ranks[0].err.find("[2/2] alpha batch 64: complete"), std::string::npos) << ranks[0].err;
+  EXPECT_EQ(ranks[1].err.find("[1/2]"), std::string::npos) << ranks[1].err;
+}

@@ -55,4 +55,29 @@ void expect_retained_graph_pattern(const Report& shorter, const Report& longer) 
   EXPECT_GT(g_long, g_short * 1.2);
 }
 
+// Every sample of b equals a's: same phases in the same order, allocated,
+// peak and reserved within 0.01 MiB, the same census and parameter bytes.
+void expect_same_measurements(const Report& a, const Report& b, const std::string& what) {
+  ASSERT_EQ(a.samples.size(), b.samples.size()) << what;
+  EXPECT_EQ(a.model.parameter_bytes, b.model.parameter_bytes) << what;
+  EXPECT_EQ(a.status, b.status) << what;
+  for (std::size_t i = 0; i < a.samples.size(); ++i) {
+    const Sample& x = a.samples[i];
+    const Sample& y = b.samples[i];
+    ASSERT_EQ(x.phase, y.phase) << what << " sample " << i;
+    ASSERT_EQ(x.step, y.step) << what << " sample " << i;
+    EXPECT_NEAR(x.allocated_mib, y.allocated_mib, 0.01) << what << " " << to_string(x.phase);
+    EXPECT_NEAR(x.peak_allocated_mib, y.peak_allocated_mib, 0.01) << what << " " << to_string(x.phase);
+    EXPECT_EQ(x.reserved_mib.has_value(), y.reserved_mib.has_value());
+    if (x.reserved_mib && y.reserved_mib) {
+      EXPECT_NEAR(*x.reserved_mib, *y.reserved_mib, 0.01) << what;
+    }
+    ASSERT_EQ(x.tensors.has_value(), y.tensors.has_value());
+    if (x.tensors) {
+      EXPECT_NEAR(x.tensors->optimizer_state_mib, y.tensors->optimizer_state_mib, 1e-9) << what;
+      EXPECT_NEAR(x.tensors->gradients_mib, y.tensors->gradients_mib, 1e-9) << what;
+    }
+  }
+}
+
 }  // namespace memdiag::testkit

@@ -4,6 +4,8 @@
 
 #include "memdiag/report.hpp"
 
+#include <string>
+
 namespace memdiag::testkit {
 
 // Forward increment at batch 4 is 4x that at batch 1, within 15%.
@@ -16,5 +18,10 @@ void expect_optimizer_state_pattern(const Report& r);
 // Post-cleanup allocation grows by a near-constant amount every step, and
 // the longer run grows more.
 void expect_retained_graph_pattern(const Report& shorter, const Report& longer);
+
+// Every sample of b equals a's: the same phases in the same order,
+// allocated, peak and reserved within 0.01 MiB, the same census, parameter
+// bytes and status. What a sweep's report must be against a separate run's.
+void expect_same_measurements(const Report& a, const Report& b, const std::string& what);
 
 }  // namespace memdiag::testkit

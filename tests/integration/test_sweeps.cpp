@@ -1,0 +1,162 @@
+// Sweeps on the CPU: one memory_diagnostics process running many
+// configurations writes, for each, the report a separate process writes.
+#include "memdiag/exit_code.hpp"
+#include "patterns.hpp"
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSweepExe = MEMDIAG_DIAGNOSTICS_EXE;
+
+Proc sweep(std::vector<std::string> args) {
+  args.insert(args.begin(), kSweepExe);
+  args.insert(args.end(), {"--device", "cpu"});
+  return run(args);
+}
+
+}  // namespace
+
+TEST(Sweeps, ThePlanInOneProcessEqualsSeparateProcesses) {
+  TempDir d;
+  const Proc one = sweep({"--plan", std::string(MEMDIAG_CASES_DIR) + "/plans/reference.json", "--output-dir",
+                          d.file("sweep"), "--quiet"});
+  ASSERT_EQ(one.exit_code, to_int(ExitCode::kOk)) << one.err;
+  fs::create_directories(d.file("separate"));
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {"alpha", {"--case", "alpha"}},
+      {"beta", {"--case", "beta"}},
+      {"gamma", {"--case", "gamma"}},
+      {"alpha-batch1", {"--case", "alpha", "--batch-size-per-device", "1"}},
+      {"alpha-batch4", {"--case", "alpha", "--batch-size-per-device", "4"}},
+      {"beta-medium", {"--case", "beta", "--preset", "medium", "--batch-size-per-device", "1"}},
+      {"gamma-steps10", {"--case", "gamma", "--steps", "10"}}};
+  for (const auto& [name, args] : runs) {
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--quiet", "--output", d.file("separate/" + name + ".json")});
+    ASSERT_EQ(sweep(a).exit_code, to_int(ExitCode::kOk)) << name;
+    const std::string in_sweep = d.file("sweep/" + name + ".json");
+    EXPECT_TRUE(schema_errors(in_sweep).empty()) << name;
+    expect_same_measurements(load_report(d.file("separate/" + name + ".json")), load_report(in_sweep), name);
+  }
+}
+
+TEST(Sweeps, ProgressLinesThenASummaryOrNothingWhenQuiet) {
+  TempDir d;
+  const Proc r = sweep({"--case", "gamma", "--steps", "1,2", "--output-dir", d.path()});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  EXPECT_NE(r.err.find("[1/2] gamma steps 1: complete, peak "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[2/2] gamma steps 2: complete, peak "), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("2 of 2 runs in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(d.file("gamma-steps2.json")), std::string::npos) << r.out;
+  EXPECT_TRUE(exists(d.file("gamma-steps1.json")));
+  const Proc q = sweep({"--case", "gamma", "--steps", "1,2", "--output-dir", d.file("q"), "--quiet"});
+  EXPECT_EQ(q.exit_code, to_int(ExitCode::kOk));
+  EXPECT_EQ(q.out, "");
+  EXPECT_EQ(q.err, "");
+}
+
+TEST(Sweeps, AnOutOfMemoryRunIsRecordedAndTheSweepGoesOn) {
+  TempDir d;
+  // 40 MiB holds alpha's weights and a small batch, not batch 2048's activations.
+  const Proc r = sweep({"--case", "alpha", "--steps", "2", "--batch-size-per-device", "1,2048,4", "--memory-limit-mib",
+                        "40", "-o", d.file("a-{batch}.json")});
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kOom)) << r.err;
+  EXPECT_EQ(load_report(d.file("a-1.json")).status, RunStatus::kComplete);
+  EXPECT_EQ(load_report(d.file("a-2048.json")).status, RunStatus::kOom);
+  const Report after = load_report(d.file("a-4.json"));
+  EXPECT_EQ(after.status, RunStatus::kComplete);
+  // The run after the failure starts clean: it equals a run of its own.
+  const Proc alone = sweep({"--case", "alpha", "--steps", "2", "--batch-size-per-device", "4", "--memory-limit-mib",
+                            "40", "--quiet", "-o", d.file("alone.json")});
+  ASSERT_EQ(alone.exit_code, to_int(ExitCode::kOk));
+  expect_same_measurements(load_report(d.file("alone.json")), after, "batch 4 after an OOM");
+}
+
+TEST(Sweeps, TwoRunsWritingOneFileIsAUsageErrorAndNothingRuns) {
+  TempDir d;
+  const Proc r = sweep({"--case", "alpha", "--batch-size-per-device", "1,4", "-o", d.file("same.json")});
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("runs 1 (alpha batch 1) and 2 (alpha batch 4) would both write"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(d.file("same.json")));
+  const Proc bad = sweep({"--case", "alpha", "--steps", "2,x", "-o", d.file("{steps}.json")});
+  EXPECT_EQ(bad.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_NE(bad.err.find("--steps: 'x' is not a whole number"), std::string::npos) << bad.err;
+  const Proc octal = sweep({"--case", "gamma", "--steps", "010", "-q", "-o", d.file("o.json")});
+  EXPECT_EQ(octal.exit_code, to_int(ExitCode::kUsage));
+  const Proc both = sweep({"--plan", "x.json", "--case", "alpha"});
+  EXPECT_EQ(both.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_NE(both.err.find("--plan"), std::string::npos) << both.err;
+}
+
+TEST(Sweeps, IsolateRunsEachInAChildAndWritesTheSameReports) {
+  TempDir d;
+  const std::vector<std::string> flags = {"--case", "beta,gamma", "--steps", "2", "--quiet"};
+  std::vector<std::string> in_process = flags, isolated = flags;
+  in_process.insert(in_process.end(), {"--output-dir", d.file("one")});
+  isolated.insert(isolated.end(), {"--output-dir", d.file("isolated"), "--isolate"});
+  ASSERT_EQ(sweep(in_process).exit_code, to_int(ExitCode::kOk));
+  const Proc r = sweep(isolated);
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  for (const char* name : {"beta.json", "gamma.json"}) {
+    expect_same_measurements(load_report(d.file(std::string("isolated/") + name)),
+                             load_report(d.file(std::string("one/") + name)), name);
+  }
+}
+
+TEST(Sweeps, APlanFileWithAMistakeNamesItsPath) {
+  TempDir d;
+  write_text(d.file("p.json"), R"({"runs": [{"name": "a", "case": "alpha", "steps": "two"}]})");
+  const Proc r = sweep({"--plan", d.file("p.json"), "--output-dir", d.file("out")});
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_NE(r.err.find(d.file("p.json") + ": $.runs[0].steps: expected an integer"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(d.file("out")));
+}
+
+TEST(Sweeps, CtrlCStopsTheSweepAndKeepsTheReportsWritten) {
+  TempDir d;
+  const pid_t pid = spawn({kSweepExe, "--case", "gamma,alpha", "--preset", "medium", "--steps", "1,200", "--device",
+                           "cpu", "--output-dir", d.path()},
+                          "/dev/null", d.file("stdout"), d.file("stderr"));
+  // Interrupt once the first run's line is out: the second is in progress.
+  for (int i = 0; i < 600 && read_text(d.file("stderr")).find("[1/4]") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+  EXPECT_EQ(load_report(d.file("gamma-steps1.json")).status, RunStatus::kComplete);
+  EXPECT_EQ(load_report(d.file("gamma-steps200.json")).status, RunStatus::kInterrupted);
+  EXPECT_FALSE(exists(d.file("alpha-steps1.json")));
+}
+
+TEST(Sweeps, TheReadmeExampleRunsAsWritten) {
+  // README.md, "Sweeps": the same two commands, in a directory of their own.
+  const std::string readme = read_text(std::string(MEMDIAG_SOURCE_DIR) + "/README.md");
+  const std::string sweep_cmd = "memory_diagnostics --case alpha --batch-size-per-device 1,4,1024 --output-dir reports";
+  const std::string compare_cmd = "compare_memory_reports reports/ --expect alpha=activations";
+  ASSERT_NE(readme.find(sweep_cmd), std::string::npos);
+  ASSERT_NE(readme.find(compare_cmd), std::string::npos);
+  TempDir d;
+  const Proc r = run_in(d.path(), {kSweepExe, "--case", "alpha", "--batch-size-per-device", "1,4,1024", "--output-dir",
+                                   "reports"});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  for (const char* f : {"alpha-batch1.json", "alpha-batch4.json", "alpha-batch1024.json"}) {
+    EXPECT_TRUE(exists(d.file(std::string("reports/") + f))) << f;
+  }
+  const Proc cmp = run_in(d.path(), {MEMDIAG_COMPARE_EXE, "reports/", "--expect", "alpha=activations"});
+  EXPECT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.out << cmp.err;
+  EXPECT_NE(cmp.out.find("confirmed by the sweep"), std::string::npos) << cmp.out;
+}

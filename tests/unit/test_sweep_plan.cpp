@@ -1,0 +1,115 @@
+#include "memdiag/errors.hpp"
+#include "memdiag/sweep_plan.hpp"
+
+#include "test_paths.hpp"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace memdiag;
+
+namespace {
+std::string usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(SweepPlan, ListsAreStrictDecimal) {
+  EXPECT_EQ(parse_count_list("--steps", "1,4,1024", 1, 2048), (std::vector<int>{1, 4, 1024}));
+  EXPECT_EQ(parse_count_list("--steps", "10", 1, 100), (std::vector<int>{10}));
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "010", 1, 100); }),
+            "--steps: '010' is not a whole number in decimal");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "", 1, 100); }),
+            "--steps: empty; give a number or a comma-separated list");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "1,,2", 1, 100); }),
+            "--steps: '' is not a whole number in decimal (empty item in '1,,2')");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "-3", 1, 100); }), "--steps: must be at least 1, got -3");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "0", 1, 100); }), "--steps: must be at least 1, got 0");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "101", 1, 100); }), "--steps: must be at most 100, got 101");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "1e3", 1, 100); }),
+            "--steps: '1e3' is not a whole number in decimal");
+  EXPECT_EQ(usage_error([] { parse_count_list("--steps", "4,", 1, 100); }),
+            "--steps: '' is not a whole number in decimal (empty item in '4,')");
+  EXPECT_EQ(usage_error([] { parse_name_list("--case", "alpha,,beta"); }), "--case: empty item in 'alpha,,beta'");
+}
+
+TEST(SweepPlan, ProductInTheOrderGiven) {
+  SweepAxes a;
+  a.cases = {"alpha", "beta"};
+  a.batch_sizes = {4, 1};
+  a.steps = {2};
+  const std::vector<RunRequest> runs = expand_product(a);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[0].case_arg, "alpha");
+  EXPECT_EQ(runs[0].batch_size_per_device, 4);
+  EXPECT_EQ(runs[1].batch_size_per_device, 1);
+  EXPECT_EQ(runs[2].case_arg, "beta");
+  EXPECT_FALSE(runs[3].preset);  // unset: the case's default
+  EXPECT_EQ(runs[3].steps, 2);
+  SweepAxes one;
+  one.cases = {"gamma"};
+  EXPECT_EQ(expand_product(one).size(), 1u);
+}
+
+TEST(SweepPlan, PlaceholdersAndNames) {
+  const RunLabel r{"", "alpha", "small", 4, 3};
+  EXPECT_EQ(expand_output("out/{case}-{preset}-b{batch}-s{steps}-{rank}.json", r), "out/alpha-small-b4-s3-{rank}.json");
+  EXPECT_EQ(usage_error([&] { expand_output("{name}.json", r); }), "--output: {name} is for plan files (--plan)");
+  EXPECT_NE(usage_error([&] { expand_output("{bach}.json", r); }).find("unknown placeholder {bach}"), std::string::npos);
+  EXPECT_NE(usage_error([&] { expand_output("x{case.json", r); }).find("'{' without '}'"), std::string::npos);
+  EXPECT_EQ(expand_output("{name}.json", RunLabel{"ref-1", "alpha", "small", 4, 3}), "ref-1.json");
+
+  const std::vector<RunLabel> sweep = {{"", "alpha", "small", 1024, 4}, {"", "alpha", "small", 4, 4},
+                                       {"", "gamma", "small", 512, 4}};
+  const Varying v = varying(sweep);
+  EXPECT_TRUE(v.case_name);
+  EXPECT_TRUE(v.batch);  // within alpha
+  EXPECT_FALSE(v.steps);
+  EXPECT_EQ(default_output_name(sweep[1], v), "alpha-batch4.json");
+  EXPECT_EQ(describe_run(sweep[1], v), "alpha batch 4");
+  // Different cases at their own default batches: the batch does not vary.
+  const Varying cases_only = varying({{"", "alpha", "small", 1024, 4}, {"", "gamma", "small", 512, 6}});
+  EXPECT_FALSE(cases_only.batch);
+  EXPECT_FALSE(cases_only.steps);
+  EXPECT_EQ(default_output_name({"", "gamma", "small", 512, 6}, cases_only), "gamma.json");
+  const Varying presets = varying({{"", "beta", "small", 8, 4}, {"", "beta", "medium", 8, 4}});
+  EXPECT_EQ(default_output_name({"", "beta", "medium", 8, 4}, presets), "beta-medium.json");
+}
+
+TEST(SweepPlan, PlanFilesAreStrict) {
+  const auto runs = parse_plan_text(R"({"runs": [{"name": "a", "case": "alpha"},
+      {"name": "b1", "case": "alpha", "batch_size_per_device": 1, "preset": "small", "steps": 2}]})",
+                                    "p.json");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].name, "b1");
+  EXPECT_EQ(runs[1].batch_size_per_device, 1);
+  auto error = [](const std::string& text) {
+    try {
+      parse_plan_text(text, "p.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error(R"({"runs": []})"), "p.json: $.runs: needs at least one run");
+  EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha", "batch": 3}]})"), "p.json: $.runs[0].batch: unknown field");
+  EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha"}, {"name": "a", "case": "beta"}]})"),
+            "p.json: $.runs[1].name: 'a' names two runs");
+  EXPECT_EQ(error(R"({"runs": [{"name": "../x", "case": "alpha"}]})"),
+            "p.json: $.runs[0].name: '../x' is not a name of letters, digits, '_' and '-'");
+  EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha", "steps": 0}]})"),
+            "p.json: $.runs[0].steps: value 0 is out of range [1, 10000000]");
+}
+
+TEST(SweepPlan, TheShippedReferencePlanReads) {
+  const auto runs = read_plan_file(std::string(MEMDIAG_CASES_DIR) + "/plans/reference.json");
+  ASSERT_EQ(runs.size(), 7u);
+  EXPECT_EQ(runs[5].name, "beta-medium");
+  EXPECT_EQ(runs[5].preset, "medium");
+}
