@@ -49,10 +49,12 @@ struct SweepFlags {
   std::string batch_sizes;
   std::string steps;
   std::string plan;
+  std::string remedies;
   // Given on the command line (an empty value given is an error, not the default).
   bool presets_given = false;
   bool batch_sizes_given = false;
   bool steps_given = false;
+  bool remedies_given = false;
 };
 
 // The runs the flags ask for: a plan file's, or the product of the lists.
@@ -73,6 +75,7 @@ std::vector<memdiag::RunRequest> runs_from(const SweepFlags& f) {
     axes.batch_sizes = memdiag::parse_count_list("--batch-size-per-device", f.batch_sizes, 1, lim::kMaxBatch);
   }
   if (f.steps_given) axes.steps = memdiag::parse_count_list("--steps", f.steps, 1, lim::kMaxSteps);
+  if (f.remedies_given) axes.remedies = memdiag::parse_remedy_list("--remedy", f.remedies);
   return memdiag::expand_product(axes);
 }
 
@@ -108,7 +111,11 @@ int main(int argc, char** argv) {
   auto* plan_opt = app.add_option("--plan", sweep.plan,
                                   "A plan file: a list of named runs (cases/plans/reference.json); {name} names "
                                   "their reports");
-  plan_opt->excludes(case_opt)->excludes(batch_opt)->excludes(preset_opt)->excludes(steps_opt);
+  auto* remedy_opt = app.add_option("--remedy", sweep.remedies,
+                                    "A remedy, remedies joined with '+', or a list of them: checkpoint[=N], "
+                                    "accumulate=K, bf16, autocast-bf16, empty-cache, fix-graph, sgd, none "
+                                    "(e.g. none,checkpoint,accumulate=4+bf16)");
+  plan_opt->excludes(case_opt)->excludes(batch_opt)->excludes(preset_opt)->excludes(steps_opt)->excludes(remedy_opt);
   app.get_option("--output")->excludes(dir_opt);
   app.add_flag("--isolate", opts.isolate,
                "Run each configuration of a sweep in a fresh child process (same reports)");
@@ -134,6 +141,7 @@ int main(int argc, char** argv) {
   sweep.presets_given = preset_opt->count() > 0;
   sweep.batch_sizes_given = batch_opt->count() > 0;
   sweep.steps_given = steps_opt->count() > 0;
+  sweep.remedies_given = remedy_opt->count() > 0;
   try {
     opts.runs = runs_from(sweep);
   } catch (const memdiag::UsageError& e) {

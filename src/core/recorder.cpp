@@ -16,7 +16,8 @@ void Recorder::begin_step(int step) {
   restart_phase();
 }
 
-const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census) {
+const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census, std::optional<int> micro_batch,
+                             std::optional<double> loss) {
   // Read before taking the time so that the device synchronisation inside the
   // probe is counted in this phase: kernels queued here finish here.
   const ProbeReading r = probe_.read();
@@ -32,6 +33,8 @@ const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census) {
   s.process_device_mib = r.process_device_mib;
   s.elapsed_ms = std::chrono::duration<double, std::milli>(now - phase_start_).count();
   s.tensors = census;
+  s.micro_batch = micro_batch;
+  s.loss = loss;
   report_.samples.push_back(std::move(s));
   if (listener_) listener_(report_.samples.back());
   restart_phase();

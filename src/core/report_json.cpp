@@ -25,6 +25,8 @@ json to_json(const Sample& s) {
       {"process_device_mib", opt(s.process_device_mib)},
       {"elapsed_ms", s.elapsed_ms},
   };
+  if (s.micro_batch) j["micro_batch"] = *s.micro_batch;
+  if (s.loss) j["loss"] = *s.loss;
   if (s.tensors) {
     j["tensors"] = {{"parameters_mib", s.tensors->parameters_mib},
                     {"gradients_mib", s.tensors->gradients_mib},
@@ -47,6 +49,12 @@ json to_json(const CaseInfo& c) {
   return j;
 }
 
+json remedy_names(const std::vector<Remedy>& remedies) {
+  json a = json::array();
+  for (const Remedy& r : remedies) a.push_back(to_string(r));
+  return a;
+}
+
 json to_json(const RunConfig& c) {
   return {
       {"batch_size_per_device", c.batch_size_per_device},
@@ -61,6 +69,7 @@ json to_json(const RunConfig& c) {
       {"backend", c.backend},
       {"rank_zero_extra_samples", c.rank_zero_extra_samples},
       {"shard_optimizer_state", c.shard_optimizer_state},
+      {"remedies", remedy_names(c.remedies)},
   };
 }
 

@@ -37,6 +37,8 @@ Sample read_sample(const JsonNode& n) {
   s.inactive_split_mib = n.opt_mib("inactive_split_mib");
   s.process_device_mib = n.opt_mib("process_device_mib");
   s.elapsed_ms = n.field("elapsed_ms").as_number(0, limits::kMaxElapsedMs);
+  if (auto mb = n.opt_integer("micro_batch", 0, limits::kMaxBatch)) s.micro_batch = static_cast<int>(*mb);
+  if (n.given("loss")) s.loss = n.field("loss").as_number(-1e30, 1e30);
   if (n.given("tensors")) {
     const JsonNode t = n.field("tensors");
     t.expect_object();
@@ -111,6 +113,17 @@ RunConfig read_config(const JsonNode& c) {
   r.rank_zero_extra_samples =
       static_cast<int>(c.opt_integer("rank_zero_extra_samples", 0, limits::kMaxBatch).value_or(0));
   r.shard_optimizer_state = c.boolean("shard_optimizer_state", false);
+  if (c.given("remedies")) {
+    const JsonNode list = c.field("remedies");
+    list.expect_array();
+    std::string joined;
+    for (std::size_t i = 0; i < list.size(); ++i) joined += (joined.empty() ? "" : "+") + list.at(i).as_string();
+    try {
+      r.remedies = parse_remedies("remedies", joined);
+    } catch (const UsageError& e) {
+      list.fail(e.what());
+    }
+  }
   return r;
 }
 
@@ -141,9 +154,10 @@ Report read(const JsonNode& root) {
     version_node.fail("version " + std::to_string(version) + " is newer than this tool reads (" +
                       std::to_string(kSchemaVersion) + "); upgrade memdiag");
   }
-  if (version < kSchemaVersion) {
+  if (version < kOldestReadableSchemaVersion) {
     version_node.fail("version " + std::to_string(version) + " is older than this tool reads (" +
-                      std::to_string(kSchemaVersion) + "); re-run the workload");
+                      std::to_string(kOldestReadableSchemaVersion) + " to " + std::to_string(kSchemaVersion) +
+                      "); re-run the workload");
   }
 
   Report r;

@@ -67,6 +67,12 @@ std::vector<std::string> parse_name_list(const std::string& flag, const std::str
   return out;
 }
 
+std::vector<std::vector<Remedy>> parse_remedy_list(const std::string& flag, const std::string& text) {
+  std::vector<std::vector<Remedy>> out;
+  for (const std::string& item : parse_name_list(flag, text)) out.push_back(parse_remedies(flag, item));
+  return out;
+}
+
 std::vector<RunRequest> expand_product(const SweepAxes& a) {
   // An empty list stands for one "unset" value.
   const std::vector<std::optional<std::string>> presets =
@@ -78,17 +84,22 @@ std::vector<RunRequest> expand_product(const SweepAxes& a) {
   const std::vector<std::optional<int>> steps =
       a.steps.empty() ? std::vector<std::optional<int>>{std::nullopt}
                       : std::vector<std::optional<int>>(a.steps.begin(), a.steps.end());
+  const std::vector<std::vector<Remedy>> remedies =
+      a.remedies.empty() ? std::vector<std::vector<Remedy>>{{}} : a.remedies;
   std::vector<RunRequest> out;
   for (const std::string& c : a.cases) {
     for (const auto& p : presets) {
       for (const auto& b : batches) {
         for (const auto& s : steps) {
-          RunRequest r;
-          r.case_arg = c;
-          r.preset = p;
-          r.batch_size_per_device = b;
-          r.steps = s;
-          out.push_back(std::move(r));
+          for (const auto& rem : remedies) {
+            RunRequest r;
+            r.case_arg = c;
+            r.preset = p;
+            r.batch_size_per_device = b;
+            r.steps = s;
+            r.remedies = rem;
+            out.push_back(std::move(r));
+          }
         }
       }
     }
@@ -109,7 +120,7 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const JsonNode n = runs.at(i);
     n.expect_object();
-    n.only({"name", "case", "preset", "batch_size_per_device", "steps", "$comment"});
+    n.only({"name", "case", "preset", "batch_size_per_device", "steps", "remedy", "$comment"});
     RunRequest r;
     r.name = n.str("name");
     if (!plain_name(r.name)) n.field("name").fail("'" + r.name + "' is not a name of letters, digits, '_' and '-'");
@@ -119,6 +130,13 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
     if (n.given("preset")) r.preset = n.str("preset");
     if (auto b = n.opt_integer("batch_size_per_device", 1, limits::kMaxBatch)) r.batch_size_per_device = int(*b);
     if (auto s = n.opt_integer("steps", 1, limits::kMaxSteps)) r.steps = int(*s);
+    if (n.given("remedy")) {
+      try {
+        r.remedies = parse_remedies("remedy", n.str("remedy"));
+      } catch (const UsageError& e) {
+        n.field("remedy").fail(e.what());
+      }
+    }
     out.push_back(std::move(r));
   }
   return out;
@@ -145,6 +163,7 @@ Varying varying(const std::vector<RunLabel>& runs) {
       v.preset = v.preset || r.preset != other.preset;
       v.batch = v.batch || r.batch != other.batch;
       v.steps = v.steps || r.steps != other.steps;
+      v.remedy = v.remedy || r.remedy != other.remedy;
     }
   }
   return v;
@@ -168,6 +187,8 @@ std::string expand_output(const std::string& templ, const RunLabel& run) {
       out += std::to_string(run.batch);
     } else if (word == "steps") {
       out += std::to_string(run.steps);
+    } else if (word == "remedy") {
+      out += run.remedy;
     } else if (word == "name") {
       if (run.name.empty()) throw UsageError("--output: {name} is for plan files (--plan)");
       out += run.name;
@@ -175,7 +196,7 @@ std::string expand_output(const std::string& templ, const RunLabel& run) {
       out += "{rank}";
     } else {
       throw UsageError("--output: unknown placeholder {" + word +
-                       "} (known: {case}, {preset}, {batch}, {steps}, {name}, {rank})");
+                       "} (known: {case}, {preset}, {batch}, {steps}, {remedy}, {name}, {rank})");
     }
     i = close + 1;
   }
@@ -188,6 +209,7 @@ std::string default_output_name(const RunLabel& run, const Varying& v) {
   if (v.preset) s += "-" + run.preset;
   if (v.batch) s += "-batch" + std::to_string(run.batch);
   if (v.steps) s += "-steps" + std::to_string(run.steps);
+  if (v.remedy) s += "-" + (run.remedy == "none" ? std::string("baseline") : run.remedy);
   return s + ".json";
 }
 
@@ -197,6 +219,7 @@ std::string describe_run(const RunLabel& run, const Varying& v) {
   if (v.preset) s += " preset " + run.preset;
   if (v.batch) s += " batch " + std::to_string(run.batch);
   if (v.steps) s += " steps " + std::to_string(run.steps);
+  if (v.remedy) s += " remedy " + run.remedy;
   return s;
 }
 

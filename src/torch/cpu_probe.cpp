@@ -33,6 +33,7 @@ std::unique_ptr<MemoryProbe> make_cpu_probe() { return std::make_unique<CpuProbe
 
 #ifndef MEMDIAG_HAVE_CUDA
 bool cuda_probe_compiled() { return false; }
+void empty_device_cache(const c10::Device&) {}
 std::unique_ptr<MemoryProbe> make_cuda_probe(int) {
   throw Error("this memdiag was built against LibTorch without CUDA");
 }

@@ -82,6 +82,12 @@ std::unique_ptr<MemoryProbe> make_cuda_probe(int device_index) {
   return std::make_unique<CudaProbe>(device_index);
 }
 
+void empty_device_cache(const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
 void cuda_set_memory_limit(int device_index, double limit_mib) {
   ensure_cuda_initialised();
   std::size_t free_b = 0, total_b = 0;

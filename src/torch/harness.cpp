@@ -144,6 +144,7 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
   r.config.memory_limit_mib = opts.memory_limit_mib;
   r.config.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   r.config.shard_optimizer_state = opts.shard_optimizer_state;
+  r.config.remedies = run.remedies;
   if (plan.launch) {
     r.config.rank = plan.launch->rank;
     r.config.local_rank = plan.launch->local_rank;
@@ -174,8 +175,9 @@ std::unique_ptr<MemoryProbe> make_probe(const ResolvedPlan& plan, const HarnessO
 void show_progress(Recorder& rec, const PlannedRun& run, const ResolvedPlan& plan, std::ostream& out) {
   const Report& r = rec.report();
   out << "memdiag " << MEMDIAG_VERSION << ": case " << run.spec.name << " (preset " << run.preset << ", batch "
-      << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s") << ") on " << plan.device.str()
-      << " [" << r.environment.device_name << "]\n";
+      << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s")
+      << (run.remedies.empty() ? std::string() : ", remedy " + remedies_label(run.remedies)) << ") on "
+      << plan.device.str() << " [" << r.environment.device_name << "]\n";
   print_header(out);
   rec.set_listener([&out, &r](const Sample& s) {
     print_row(out, s);
@@ -197,6 +199,7 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   w.warm_up_kernels = opts.warm_up_kernels;
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   w.shard_optimizer_state = opts.shard_optimizer_state;
+  w.remedies = run.remedies;
   return w;
 }
 

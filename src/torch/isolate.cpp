@@ -42,6 +42,7 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
                                 "--output", run.output,
                                 "--device", plan.device.str(),
                                 "--seed", std::to_string(opts.seed),
+                                "--remedy", remedies_label(run.remedies),
                                 "--quiet"};
   if (opts.memory_limit_mib) a.insert(a.end(), {"--memory-limit-mib", number(*opts.memory_limit_mib)});
   if (!opts.warm_up_kernels) a.push_back("--no-warmup");

@@ -24,6 +24,7 @@ struct PlannedRun {
   std::string preset;
   int batch = 0;
   int steps = 0;
+  std::vector<Remedy> remedies;  // resolved: checkpoint=N with N set
   RunLabel label;
   std::string output;  // this rank's report
 };

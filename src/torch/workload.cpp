@@ -1,6 +1,9 @@
 #include "memdiag/workload.hpp"
 
+#include "memdiag/probes.hpp"
 #include "memdiag/tensor_census.hpp"
+#include "autocast_guard.hpp"
+#include "checkpoint.hpp"
 #include "data_parallel.hpp"
 #include "model.hpp"
 
@@ -39,10 +42,50 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o,
 // own workspace (1 MiB more on the H200). All of them persist. A tiny
 // Linear-shaped forward+backward makes them now, so step 0 measures the
 // workload rather than library set-up; the event says how much it was.
-void warm_up(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec) {
+// What the run trains once its remedies are applied: the case's settings,
+// changed only where a remedy says so.
+struct Effective {
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  bool retain_graph = false;
+  bool keep_graph_connected_loss = false;
+  int checkpoint_segments = 0;  // 0: no checkpointing
+  int micro_batches = 1;
+  bool autocast_bf16 = false;
+  bool empty_cache = false;
+};
+
+Effective effective(const WorkloadOptions& o) {
+  Effective e;
+  e.model = o.spec.preset(o.preset).model;
+  e.optimizer = o.spec.optimizer;
+  e.retain_graph = o.spec.graph.retain_graph;
+  e.keep_graph_connected_loss = o.spec.graph.keep_graph_connected_loss;
+  for (const Remedy& r : o.remedies) {
+    switch (r.kind) {
+      case RemedyKind::kCheckpoint: e.checkpoint_segments = r.param; break;
+      case RemedyKind::kAccumulate: e.micro_batches = r.param; break;
+      case RemedyKind::kBf16: e.model.dtype = DType::kBFloat16; break;
+      case RemedyKind::kAutocastBf16: e.autocast_bf16 = true; break;
+      case RemedyKind::kEmptyCache: e.empty_cache = true; break;
+      case RemedyKind::kFixGraph:
+        e.retain_graph = false;
+        e.keep_graph_connected_loss = false;
+        break;
+      case RemedyKind::kSgd:
+        // Stateless: no momentum buffer; the learning rate and weight decay stay.
+        e.optimizer.type = OptimizerType::kSgd;
+        e.optimizer.momentum = 0;
+        break;
+    }
+  }
+  return e;
+}
+
+void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, Recorder& rec) {
   const double before = probe.read().allocated_mib;
   {
-    const auto opts = torch::TensorOptions().device(o.device).dtype(model_dtype(o.spec.preset(o.preset).model));
+    const auto opts = torch::TensorOptions().device(o.device).dtype(model_dtype(e.model));
     torch::Tensor x = torch::randn({64, 64}, opts).requires_grad_(true);
     torch::Tensor w = torch::randn({64, 64}, opts).requires_grad_(true);
     torch::Tensor bias = torch::randn({64}, opts).requires_grad_(true);
@@ -66,8 +109,10 @@ bool interrupted(const std::atomic<bool>* flag) { return flag != nullptr && flag
 // struck.
 class Training {
  public:
-  Training(const WorkloadOptions& o, Recorder& rec, Phase& phase)
-      : o_(o), rec_(rec), phase_(phase), mspec_(o.spec.preset(o.preset).model) {}
+  Training(const WorkloadOptions& o, const Effective& e, Recorder& rec, Phase& phase)
+      : o_(o), e_(e), rec_(rec), phase_(phase), mspec_(e.model) {}
+
+  int micro_batches() const { return e_.micro_batches; }
 
   void model_ready() {
     phase_ = Phase::kModelReady;
@@ -98,29 +143,55 @@ class Training {
     for (std::size_t i = 0; i < params_.size(); ++i) {
       if (!sharded_ || owner_[i] == o_.comm->rank()) owned.push_back(params_[i]);
     }
-    optimizer_ = make_optimizer(o_.spec.optimizer, owned);
+    optimizer_ = make_optimizer(e_.optimizer, owned);
     local_batch_ = o_.batch_size + (o_.comm != nullptr && o_.comm->rank() == 0 ? o_.rank_zero_extra_samples : 0);
     rec_.mark(Phase::kOptimizerReady, census());
   }
 
-  void forward() {
+  // Forward of micro-batch mb (0 without accumulation): the whole step's
+  // batch is made at the first, as the baseline makes it, so every
+  // micro-batch split trains on the same samples.
+  void forward(int mb) {
     phase_ = Phase::kForward;
-    const auto data = torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_));
-    const auto labels = torch::TensorOptions().device(o_.device).dtype(torch::kLong);
-    // The batch is made on the device inside the phase, as a loader's
-    // host-to-device copy would be; the first Linear saves it for backward.
-    x_ = torch::randn({local_batch_, mspec_.input_dim}, data);
-    y_ = torch::randint(0, mspec_.output_dim, {local_batch_}, labels);
-    logits_ = model_->forward(x_);
+    if (mb == 0) {
+      const auto data = torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_));
+      const auto labels = torch::TensorOptions().device(o_.device).dtype(torch::kLong);
+      // The batch is made on the device inside the phase, as a loader's
+      // host-to-device copy would be; the first Linear saves it for backward.
+      x_all_ = torch::randn({local_batch_, mspec_.input_dim}, data);
+      y_all_ = torch::randint(0, mspec_.output_dim, {local_batch_}, labels);
+      step_loss_ = 0;
+    }
+    const auto [start, length] = slice(mb);
+    x_ = accumulating() ? x_all_.narrow(0, start, length) : x_all_;
+    y_ = accumulating() ? y_all_.narrow(0, start, length) : y_all_;
+    {
+      std::optional<detail::AutocastGuard> cast;
+      if (e_.autocast_bf16) cast.emplace(o_.device.type(), torch::kBFloat16);
+      logits_ = e_.checkpoint_segments > 0
+                    ? detail::checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
+                    : model_->forward(x_);
+    }
     loss_ = torch::nn::functional::cross_entropy(logits_.to(torch::kFloat), y_);
-    rec_.mark(Phase::kForward, census());
+    rec_.mark(Phase::kForward, census(), micro_batch(mb));
   }
 
-  void backward() {
+  void backward(int mb) {
     phase_ = Phase::kBackward;
-    loss_.backward({}, o_.spec.graph.retain_graph);
-    if (o_.comm != nullptr) buckets_.all_reduce(params_, *o_.comm);
-    rec_.mark(Phase::kBackward, census());
+    // Each micro-batch's mean loss weighted by its share of the batch: the
+    // gradients add up to the whole batch's mean loss's.
+    const double share = static_cast<double>(slice(mb).second) / static_cast<double>(local_batch_);
+    (accumulating() ? loss_ * share : loss_).backward({}, e_.retain_graph);
+    step_loss_ += loss_.detach().item<double>() * share;
+    if (e_.keep_graph_connected_loss) kept_losses_.push_back(loss_);  // keeps every saved activation alive
+    const bool last = mb + 1 == e_.micro_batches;
+    if (o_.comm != nullptr && last) buckets_.all_reduce(params_, *o_.comm);
+    if (accumulating()) {
+      // This micro-batch is done: what it made goes before the next one's
+      // forward, as a training loop's locals would.
+      x_ = y_ = logits_ = loss_ = torch::Tensor();
+    }
+    rec_.mark(Phase::kBackward, census(), micro_batch(mb));
   }
 
   void step() {
@@ -134,7 +205,7 @@ class Training {
         o_.comm->broadcast(one, owner_[i]);
       }
     }
-    rec_.mark(Phase::kStep, census());
+    rec_.mark(Phase::kStep, census(), std::nullopt, step_loss_);
   }
 
   void cleanup() {
@@ -143,24 +214,30 @@ class Training {
     if (sharded_) {
       for (torch::Tensor& p : params_) p.mutable_grad() = torch::Tensor();  // the shards others own
     }
-    if (o_.spec.graph.keep_graph_connected_loss) {
-      kept_losses_.push_back(loss_);  // graph-connected: keeps every saved activation alive
-    } else {
-      // The repair, read out as a logger would: a detached CPU scalar. Its
-      // value is not reported.
-      logged_loss_sum_ += loss_.detach().to(torch::kCPU).item<double>();
-    }
-    x_ = y_ = logits_ = loss_ = torch::Tensor();
+    // The repair of a kept loss is the step's loss read out as a logger
+    // would, a detached CPU scalar (step_loss_, reported on the step sample).
+    x_ = y_ = logits_ = loss_ = x_all_ = y_all_ = torch::Tensor();
+    if (e_.empty_cache) empty_device_cache(o_.device);
     rec_.mark(Phase::kCleanup, census());
   }
 
  private:
   TensorCensus census() const { return take_census(params_, optimizer_.get()); }
+  bool accumulating() const { return e_.micro_batches > 1; }
+  std::optional<int> micro_batch(int mb) const { return accumulating() ? std::optional<int>(mb) : std::nullopt; }
+  // Micro-batch mb's first sample and length: sizes differ by at most one.
+  std::pair<std::int64_t, std::int64_t> slice(int mb) const {
+    const std::int64_t k = e_.micro_batches, n = local_batch_;
+    const std::int64_t base = n / k, extra = n % k;
+    const std::int64_t start = mb * base + std::min<std::int64_t>(mb, extra);
+    return {start, base + (mb < extra ? 1 : 0)};
+  }
 
   const WorkloadOptions& o_;
+  const Effective& e_;
   Recorder& rec_;
   Phase& phase_;
-  const ModelSpec& mspec_;
+  const ModelSpec& mspec_;  // the case's, with the remedies' dtype
   torch::nn::Sequential model_{nullptr};
   std::vector<torch::Tensor> params_;
   bool sharded_ = false;
@@ -168,9 +245,10 @@ class Training {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   GradientBuckets buckets_;
   std::int64_t local_batch_ = 0;
-  torch::Tensor x_, y_, logits_, loss_;     // the step in progress
+  torch::Tensor x_all_, y_all_;             // the step's batch
+  torch::Tensor x_, y_, logits_, loss_;     // the (micro-)batch in progress
+  double step_loss_ = 0;                    // the step's mean loss, as a logger reads it
   std::vector<torch::Tensor> kept_losses_;  // gamma's leak lives here when asked for
-  double logged_loss_sum_ = 0;
 };
 
 }  // namespace
@@ -178,17 +256,28 @@ class Training {
 RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec,
                        const std::atomic<bool>* interrupt) {
   torch::manual_seed(o.seed);
+  const Effective e = effective(o);
   Phase phase = Phase::kSetup;
   try {
-    if (o.warm_up_kernels) warm_up(o, probe, rec);
-    Training t(o, rec, phase);
+    if (o.warm_up_kernels) warm_up(o, e, probe, rec);
+    if (e.empty_cache && !o.device.is_cuda()) {
+      rec.add_event(Event{EventKind::kNote, Phase::kSetup, std::nullopt,
+                          "empty-cache: not applicable on the CPU (no caching allocator to empty)", std::nullopt});
+    }
+    Training t(o, e, rec, phase);
     for (void (Training::*setup)() : {&Training::model_ready, &Training::optimizer_ready}) {
       (t.*setup)();
       if (interrupted(interrupt)) return RunStatus::kInterrupted;
     }
     for (int step = 0; step < o.steps; ++step) {
       rec.begin_step(step);
-      for (void (Training::*work)() : {&Training::forward, &Training::backward, &Training::step, &Training::cleanup}) {
+      for (int mb = 0; mb < t.micro_batches(); ++mb) {
+        for (void (Training::*work)(int) : {&Training::forward, &Training::backward}) {
+          (t.*work)(mb);
+          if (interrupted(interrupt)) return RunStatus::kInterrupted;
+        }
+      }
+      for (void (Training::*work)() : {&Training::step, &Training::cleanup}) {
         (t.*work)();
         if (interrupted(interrupt)) return RunStatus::kInterrupted;
       }

@@ -56,7 +56,7 @@ TEST(ReportReader, NaNIsNotJson) {
 
 TEST(ReportReader, SchemaVersions) {
   json j = good();
-  j["schema_version"] = 2;
+  j["schema_version"] = kSchemaVersion + 1;
   InputError e = error_of(j);
   EXPECT_EQ(e.path(), "$.schema_version");
   EXPECT_NE(e.message().find("newer"), std::string::npos);
@@ -64,6 +64,27 @@ TEST(ReportReader, SchemaVersions) {
   EXPECT_NE(error_of(j).message().find("older"), std::string::npos);
   j.erase("schema_version");
   EXPECT_NE(error_of(j).message().find("not a memdiag report"), std::string::npos);
+}
+
+TEST(ReportReader, Version1ReportsStillRead) {
+  // The committed fixtures were written by 0.1: no remedies, no loss.
+  json j = good();
+  j["schema_version"] = 1;
+  j["config"].erase("remedies");
+  ReadResult r = parse_report_text(j.dump(), "v1.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  EXPECT_TRUE(r.report->config.remedies.empty());
+}
+
+TEST(ReportReader, RemediesAreReadByName) {
+  json j = good();
+  j["config"]["remedies"] = json::array({"checkpoint=4", "bf16"});
+  ReadResult r = parse_report_text(j.dump(), "r.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  ASSERT_EQ(r.report->config.remedies.size(), 2u);
+  EXPECT_EQ(remedies_label(r.report->config.remedies), "checkpoint=4+bf16");
+  j["config"]["remedies"] = json::array({"magic"});
+  EXPECT_EQ(error_of(j).path(), "$.config.remedies");
 }
 
 TEST(ReportReader, MissingFieldsAndWrongTypesNameThePath) {

@@ -39,7 +39,10 @@ class Recorder {
   void begin_step(int step);
 
   // Ends the phase in progress and starts the next one.
-  const Sample& mark(Phase phase, std::optional<TensorCensus> census = std::nullopt);
+  // micro_batch: which micro-batch of an accumulating step the phase belongs
+  // to; loss: the step's mean loss, on its "step" sample.
+  const Sample& mark(Phase phase, std::optional<TensorCensus> census = std::nullopt,
+                     std::optional<int> micro_batch = std::nullopt, std::optional<double> loss = std::nullopt);
 
   void add_event(Event event);
   // An event of the current step, in no particular phase.

@@ -6,6 +6,8 @@
 // spelling lives in report_json.cpp and report_reader.cpp, not here.
 #pragma once
 
+#include "memdiag/remedy.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,8 +16,12 @@
 
 namespace memdiag {
 
-// Bumped on any change a reader of an older version could misread.
-inline constexpr int kSchemaVersion = 1;
+// Bumped on any change a reader of an older version could misread. Version 2
+// added remedies, a step's loss and micro-batch samples (a 0.1 reader would
+// take a second forward sample of a step for the step's only one).
+inline constexpr int kSchemaVersion = 2;
+// The oldest version this reader still reads (version 1 lacks those fields).
+inline constexpr int kOldestReadableSchemaVersion = 1;
 
 inline constexpr double kMiB = 1024.0 * 1024.0;
 inline double to_mib(std::int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
@@ -48,6 +54,12 @@ struct Sample {
   std::optional<double> process_device_mib;  // this process, from NVML
   double elapsed_ms = 0;
   std::optional<TensorCensus> tensors;
+  // Gradient accumulation records a forward and a backward sample per
+  // micro-batch, numbered from 0; absent otherwise.
+  std::optional<int> micro_batch;
+  // On a step's "step" sample: the mean loss over the step's whole batch
+  // (with accumulation, the micro-batches' losses weighted by their size).
+  std::optional<double> loss;
 };
 
 // Things that happened besides phase boundaries.
@@ -77,6 +89,7 @@ struct RunConfig {
   std::string backend = "none";
   int rank_zero_extra_samples = 0;
   bool shard_optimizer_state = false;
+  std::vector<Remedy> remedies;  // sorted; empty for the baseline
 };
 
 // The case as it was run.

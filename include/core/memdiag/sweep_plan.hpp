@@ -4,6 +4,8 @@
 // harness resolves and runs what this plans.
 #pragma once
 
+#include "memdiag/remedy.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,15 +20,20 @@ struct RunRequest {
   std::optional<std::string> preset;
   std::optional<int> batch_size_per_device;
   std::optional<int> steps;
+  std::vector<Remedy> remedies;  // none: the baseline
 };
 
-// The four sweep flags, each a list of one or more values.
+// The five sweep flags, each a list of one or more values.
 struct SweepAxes {
   std::vector<std::string> cases;
   std::vector<std::string> presets;  // empty: each case's default
   std::vector<int> batch_sizes;      // empty: the preset's
   std::vector<int> steps;            // empty: the preset's
+  std::vector<std::vector<Remedy>> remedies;  // empty: the baseline only
 };
+
+// "none,checkpoint,accumulate=4+bf16" -> three remedy sets.
+std::vector<std::vector<Remedy>> parse_remedy_list(const std::string& flag, const std::string& text);
 
 // "1,4,1024" -> {1, 4, 1024}: decimal only (no sign, no leading zero, so
 // "010" is not a silent 8), each in [lo, hi]; an empty list or item is an
@@ -37,7 +44,7 @@ std::vector<int> parse_count_list(const std::string& flag, const std::string& te
 std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text);
 
 // The product of the lists: cases outermost, then presets, batch sizes,
-// steps, each in the order given.
+// steps, remedies, each in the order given.
 std::vector<RunRequest> expand_product(const SweepAxes& axes);
 
 // A plan file (cases/plans/reference.json):
@@ -55,6 +62,7 @@ struct RunLabel {
   std::string preset;
   int batch = 0;
   int steps = 0;
+  std::string remedy = "none";  // remedies_label of the run's remedies
 };
 
 // Which settings differ between the runs of a sweep (preset, batch and
@@ -64,10 +72,11 @@ struct Varying {
   bool preset = false;
   bool batch = false;
   bool steps = false;
+  bool remedy = false;
 };
 Varying varying(const std::vector<RunLabel>& runs);
 
-// --output with placeholders: {case}, {preset}, {batch}, {steps}, {name}
+// --output with placeholders: {case}, {preset}, {batch}, {steps}, {remedy}, {name}
 // are replaced; {rank} is kept for the launcher's rank. Throws UsageError for
 // any other {word}.
 std::string expand_output(const std::string& templ, const RunLabel& run);

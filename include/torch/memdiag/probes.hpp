@@ -6,6 +6,8 @@
 
 #include "memdiag/probe.hpp"
 
+#include <c10/core/Device.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +20,10 @@ std::unique_ptr<MemoryProbe> make_cpu_probe();
 bool cuda_probe_compiled();
 // Throws memdiag::Error when the build has no CUDA support.
 std::unique_ptr<MemoryProbe> make_cuda_probe(int device_index);
+
+// Hands the caching allocator's cached but free blocks back to the driver
+// (torch.cuda.empty_cache()); nothing on the CPU, which caches nothing.
+void empty_device_cache(const c10::Device& device);
 
 // Caps the caching allocator for this process at limit_mib (a memory
 // fraction of the device), so a run shows whether it fits a smaller GPU.

@@ -39,6 +39,8 @@ struct WorkloadOptions {
   // ZeRO-1: each rank keeps optimizer state for its shard of the parameters
   // only, updates that shard, and broadcasts it to the others.
   bool shard_optimizer_state = false;
+  // Remedies, resolved (checkpoint=N with N set): see memdiag/remedy.hpp.
+  std::vector<Remedy> remedies;
 };
 
 // Runs setup and every step, marking phases on rec, and fills the report's
