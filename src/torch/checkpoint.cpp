@@ -1,6 +1,6 @@
-#include "checkpoint.hpp"
+#include "memdiag/checkpoint.hpp"
 
-#include "autocast_guard.hpp"
+#include "memdiag/autocast_guard.hpp"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -13,7 +13,7 @@
 #include <optional>
 #include <mutex>
 
-namespace memdiag::detail {
+namespace memdiag {
 namespace {
 
 // What a checkpointed segment needs again in backward, kept alive by the
@@ -137,9 +137,13 @@ torch::Tensor checkpoint_sequential(torch::nn::Sequential& seq, int segments, co
     segment->run = [seq, begin, end](const torch::Tensor& in) mutable { return run_modules(seq, begin, end, in); };
     segment->device = input.device();
     segment->autocast_bf16 = autocast_bf16;
-    x = CheckpointFunction::apply(x, segment, params_of(seq, begin, end));
+    // As an at::TensorList: autograd counts the tensors of a TensorList
+    // argument as inputs, but not those of a std::vector, which would make
+    // the parameters invisible again.
+    const std::vector<torch::Tensor> params = params_of(seq, begin, end);
+    x = CheckpointFunction::apply(x, segment, at::TensorList(params));
   }
   return run_modules(seq, start, n, x);
 }
 
-}  // namespace memdiag::detail
+}  // namespace memdiag

@@ -2,8 +2,8 @@
 
 #include "memdiag/probes.hpp"
 #include "memdiag/tensor_census.hpp"
-#include "autocast_guard.hpp"
-#include "checkpoint.hpp"
+#include "memdiag/autocast_guard.hpp"
+#include "memdiag/checkpoint.hpp"
 #include "data_parallel.hpp"
 #include "model.hpp"
 
@@ -166,10 +166,10 @@ class Training {
     x_ = accumulating() ? x_all_.narrow(0, start, length) : x_all_;
     y_ = accumulating() ? y_all_.narrow(0, start, length) : y_all_;
     {
-      std::optional<detail::AutocastGuard> cast;
+      std::optional<AutocastGuard> cast;
       if (e_.autocast_bf16) cast.emplace(o_.device.type(), torch::kBFloat16);
       logits_ = e_.checkpoint_segments > 0
-                    ? detail::checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
+                    ? checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
                     : model_->forward(x_);
     }
     loss_ = torch::nn::functional::cross_entropy(logits_.to(torch::kFloat), y_);

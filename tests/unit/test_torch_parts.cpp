@@ -1,6 +1,8 @@
 // The measuring half on the CPU, with real LibTorch tensors: the tracking
 // allocator, the CPU probe, the recorder, the tensor census and a workload.
+#include "memdiag/autocast_guard.hpp"
 #include "memdiag/case_spec.hpp"
+#include "memdiag/checkpoint.hpp"
 #include "memdiag/distributed.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/harness.hpp"
@@ -11,6 +13,9 @@
 #include "memdiag/workload.hpp"
 
 #include <c10/util/Exception.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adamw.h>
 
@@ -140,4 +145,87 @@ TEST(Distributed, LauncherVariables) {
   setenv("RANK", "2", 1);
   EXPECT_THROW(launch_from_environment(), UsageError);
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) unsetenv(v);
+}
+
+namespace {
+
+// A small MLP with dropout, so the recomputation must draw the forward's
+// random numbers to give the same gradients.
+torch::nn::Sequential mlp_with_dropout() {
+  torch::nn::Sequential seq;
+  for (int i = 0; i < 4; ++i) {
+    seq->push_back(torch::nn::Linear(16, 16));
+    seq->push_back(torch::nn::GELU());
+    seq->push_back(torch::nn::Dropout(0.3));
+  }
+  seq->push_back(torch::nn::Linear(16, 4));
+  return seq;
+}
+
+std::vector<torch::Tensor> gradients_of(torch::nn::Sequential& seq, int segments, std::uint64_t seed) {
+  for (auto& p : seq->parameters()) p.mutable_grad() = torch::Tensor();
+  torch::manual_seed(seed);
+  const torch::Tensor x = torch::randn({8, 16});
+  const torch::Tensor y = torch::randn({8, 4});
+  const torch::Tensor out = segments > 0 ? checkpoint_sequential(seq, segments, x, false) : seq->forward(x);
+  torch::mse_loss(out, y).backward();
+  std::vector<torch::Tensor> grads;
+  for (auto& p : seq->parameters()) grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  return grads;
+}
+
+}  // namespace
+
+TEST(Checkpoint, GradientsOfEveryParameterEqualTheUncheckpointedModel) {
+  torch::manual_seed(3);
+  torch::nn::Sequential seq = mlp_with_dropout();
+  const std::vector<torch::Tensor> plain = gradients_of(seq, 0, 11);
+  for (int segments : {2, 3, 13}) {
+    const std::vector<torch::Tensor> checked = gradients_of(seq, segments, 11);
+    ASSERT_EQ(checked.size(), plain.size());
+    for (std::size_t i = 0; i < plain.size(); ++i) {
+      // The first segment's input is data that needs no gradient: its
+      // parameters still get theirs.
+      ASSERT_TRUE(checked[i].defined()) << "segments " << segments << ", parameter " << i;
+      EXPECT_TRUE(torch::equal(checked[i], plain[i])) << "segments " << segments << ", parameter " << i;
+    }
+  }
+}
+
+TEST(Checkpoint, KeepsOnlyTheSegmentInputsInForward) {
+  CpuTrackingAllocator& a = CpuTrackingAllocator::install();
+  torch::nn::Sequential seq;
+  for (int i = 0; i < 16; ++i) {
+    seq->push_back(torch::nn::Linear(256, 256));
+    seq->push_back(torch::nn::ReLU());
+  }
+  const torch::Tensor x = torch::randn({512, 256});
+  auto kept_after_forward = [&](int segments) {
+    const std::int64_t before = a.current_bytes();
+    torch::Tensor out = segments > 0 ? checkpoint_sequential(seq, segments, x, false) : seq->forward(x);
+    return to_mib(a.current_bytes() - before);
+  };
+  const double plain = kept_after_forward(0);
+  const double checked = kept_after_forward(4);
+  // 32 modules: plain keeps each Linear's 0.5 MiB input (ReLU's output is
+  // the next one's input), 8 MiB; with 4 segments only the 3 checkpointed
+  // segments' inputs and the last segment's 4 blocks, plus the output.
+  EXPECT_NEAR(plain, 8.0, 0.6);
+  EXPECT_LT(checked, 0.6 * plain) << plain << " MiB against " << checked << " MiB";
+}
+
+TEST(Autocast, GuardCastsMatmulsAndRestoresTheState) {
+  const torch::Tensor a = torch::randn({4, 4});
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
+  {
+    AutocastGuard guard(c10::DeviceType::CPU, torch::kBFloat16);
+    EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+    {
+      AutocastGuard inner(c10::DeviceType::CPU, torch::kBFloat16);
+      EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kBFloat16);
+    }
+    EXPECT_TRUE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
+  }
+  EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
+  EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);
 }

@@ -1,5 +1,5 @@
-// Internal to memdiag::torch: activation checkpointing, which LibTorch does
-// not have (pytorch#52744). The semantics of
+// Activation checkpointing for LibTorch, which has none of its own
+// (pytorch#52744). The semantics of
 // torch.utils.checkpoint.checkpoint_sequential(seq, segments, x,
 // use_reentrant=True): the modules are cut into `segments` pieces; every
 // piece but the last runs without keeping its intermediates, saving only its
@@ -8,7 +8,7 @@
 
 #include <torch/nn/modules/container/sequential.h>
 
-namespace memdiag::detail {
+namespace memdiag {
 
 // autocast_bf16: the forward ran under bf16 autocast, so the recomputation
 // must too.
@@ -18,4 +18,4 @@ torch::Tensor checkpoint_sequential(torch::nn::Sequential& seq, int segments, co
 // A Sequential's modules [begin, end) as one function.
 torch::Tensor run_modules(torch::nn::Sequential& seq, std::size_t begin, std::size_t end, torch::Tensor x);
 
-}  // namespace memdiag::detail
+}  // namespace memdiag

@@ -1,4 +1,4 @@
-// Internal to memdiag::torch: torch.autocast(device, dtype=bfloat16) for a
+// torch.autocast(device, dtype=bfloat16) for a
 // scope. LibTorch 2.11 has the at::autocast functions but no guard; this one
 // saves and restores the device's autocast state, keeps the nesting count
 // that decides when the cast cache is cleared, and clears it on leaving the
@@ -7,7 +7,7 @@
 
 #include <ATen/autocast_mode.h>
 
-namespace memdiag::detail {
+namespace memdiag {
 
 class AutocastGuard {
  public:
@@ -33,4 +33,4 @@ class AutocastGuard {
   at::ScalarType was_dtype_;
 };
 
-}  // namespace memdiag::detail
+}  // namespace memdiag
