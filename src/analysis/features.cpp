@@ -46,6 +46,7 @@ void read_samples(const Report& r, RunFeatures& f) {
     if (!s.step && s.phase == Phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
     if (!s.step && s.phase == Phase::kModelReady) f.model_ready_mib = s.allocated_mib;
     if (s.step) {
+      if (s.phase == Phase::kStep && s.loss) f.losses.push_back(*s.loss);
       if (f.steps.empty() || f.steps.back().step != *s.step) {
         f.steps.push_back(StepFigures{});
         f.steps.back().step = *s.step;
@@ -142,6 +143,14 @@ void post_cleanup_trend(RunFeatures& f) {
 
 }  // namespace
 
+std::string remedy_label(const RunFeatures& f) {
+  std::string s = f.config.remedies.empty() ? std::string() : remedies_label(f.config.remedies);
+  if (f.config.shard_optimizer_state) s += (s.empty() ? "" : "+") + std::string("shard-optimizer-state");
+  return s.empty() ? "none" : s;
+}
+
+bool is_baseline(const RunFeatures& f) { return f.config.remedies.empty() && !f.config.shard_optimizer_state; }
+
 std::int64_t local_batch_of(const RunConfig& c) {
   return static_cast<std::int64_t>(c.batch_size_per_device) +
          (c.rank == 0 && c.world_size > 1 ? static_cast<std::int64_t>(c.rank_zero_extra_samples) : 0);
@@ -160,6 +169,9 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.local_batch = local_batch_of(r.config);
   read_samples(r, f);
   read_events(r, f);
+  double step_ms = 0;
+  for (const Sample& s : r.samples) step_ms += s.step ? s.elapsed_ms : 0.0;
+  if (!f.steps.empty()) f.ms_per_step = step_ms / static_cast<double>(f.steps.size());
   forward_increment(f);
   post_cleanup_trend(f);
   return f;

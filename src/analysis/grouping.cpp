@@ -24,7 +24,6 @@ std::string group_key(const RunFeatures& f) {
   os << f.case_name << " | " << device_kind(c.device) << " | world " << c.world_size << " | " << c.backend;
   if (c.memory_limit_mib) os << " | limit " << *c.memory_limit_mib << " MiB";
   if (c.rank_zero_extra_samples) os << " | rank0 +" << c.rank_zero_extra_samples;
-  if (c.shard_optimizer_state) os << " | sharded optimizer";
   return os.str();
 }
 

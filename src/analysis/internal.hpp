@@ -35,6 +35,13 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
 // How the primary run stopped, if it did, and ranks out of balance.
 std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views);
 
+// --- remedies.cpp -------------------------------------------------------------
+// The group's runs without remedies (all of them when every run has one):
+// the verdict is read from these.
+Group baseline_runs(const Group& g);
+std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant);
+std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows);
+
 // --- confirm.cpp --------------------------------------------------------------
 // The runs that would confirm what the group cannot, with outputs beside the
 // primary report that clash with no report in `taken`.

@@ -4,12 +4,15 @@
 
 namespace memdiag {
 
-Verdict diagnose(const Group& g, const std::set<std::string>& taken) {
+Verdict diagnose(const Group& group, const std::set<std::string>& taken) {
   Verdict v;
-  v.case_name = g.case_name;
-  v.group_key = g.key;
+  v.case_name = group.case_name;
+  v.group_key = group.key;
+  if (group.runs.empty()) return v;
+  // The cause is read from the runs without remedies; the others are
+  // measured against them.
+  const Group g = detail::baseline_runs(group);
   v.distributed = detail::distributed_views(g);
-  if (g.runs.empty()) return v;
 
   const RunFeatures& p = detail::pick_primary(g);
   v.primary_source = p.source;
@@ -21,6 +24,8 @@ Verdict diagnose(const Group& g, const std::set<std::string>& taken) {
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));
   v.warnings = detail::collect_warnings(p, v.distributed);
   v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
+  v.remedies = detail::remedy_rows(group, v.dominant);
+  v.best_remedy = detail::best_remedy(v.remedies);
   return v;
 }
 

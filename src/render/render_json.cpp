@@ -162,7 +162,10 @@ json run_json(const RunFeatures& r) {
           {"peak_by_phase_mib", peaks},
           {"per_step", steps},
           {"notes", notes},
-          {"stops", stops}};
+          {"stops", stops},
+          {"remedy", remedy_label(r)},
+          {"losses", r.losses},
+          {"ms_per_step", opt(r.ms_per_step)}};
 }
 
 json group_json(const Group& g, const Verdict& v) {
@@ -198,6 +201,31 @@ json group_json(const Group& g, const Verdict& v) {
   for (const char* n : cause_not_helpful(v.dominant)) not_helpful.push_back(n);
   json runs = json::array();
   for (const RunFeatures& r : g.runs) runs.push_back(run_json(r));
+  json remedies = json::array();
+  for (const RemedyRow& r : v.remedies) {
+    remedies.push_back({{"remedy", r.remedy},
+                        {"source", r.source},
+                        {"baseline_source", r.baseline_source},
+                        {"status", to_string(r.status)},
+                        {"peak_mib", r.peak_mib},
+                        {"baseline_peak_mib", r.baseline_peak_mib},
+                        {"peak_change_mib", r.peak_change_mib},
+                        {"peak_change_fraction", r.peak_change_fraction},
+                        {"forward_increment_mib", opt(r.forward_increment_mib)},
+                        {"first_step_persistent_mib", opt(r.first_step_persistent_mib)},
+                        {"growth_per_step_mib", opt(r.growth_per_step_mib)},
+                        {"ms_per_step", opt(r.ms_per_step)},
+                        {"time_ratio", opt(r.time_ratio)},
+                        {"max_loss_diff", opt(r.max_loss_diff)},
+                        {"cause_mib", opt(r.cause_mib)},
+                        {"baseline_cause_mib", opt(r.baseline_cause_mib)},
+                        {"reduces_cause", r.reduces_cause}});
+  }
+  json not_measured = json::array();
+  if (!v.remedies.empty()) {
+    for (const std::string& n : remedies_not_measured(v)) not_measured.push_back(n);
+  }
+  const std::string best = describe_best_remedy(v);
   return {{"case", g.case_name},
           {"group", g.key},
           {"device", g.device_kind},
@@ -218,6 +246,10 @@ json group_json(const Group& g, const Verdict& v) {
           {"components", comps},
           {"sweeps", sweeps},
           {"distributed", dist},
+          {"remedies", remedies},
+          {"best_remedy", v.best_remedy ? json(*v.best_remedy) : json(nullptr)},
+          {"best_remedy_text", best.empty() ? json(nullptr) : json(best)},
+          {"remedies_not_measured", not_measured},
           {"runs", runs}};
 }
 

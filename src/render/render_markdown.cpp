@@ -15,6 +15,8 @@ std::string render_markdown(const Analysis& a) {
     for (const std::string& e : s.evidence) out += "- " + e + "\n";
     for (const std::string& w : s.warnings) out += "- **warning:** " + w + "\n";
     out += "\nResponse: " + s.response + "\n";
+    if (!s.best_remedy.empty()) out += "\n" + s.best_remedy + ".\n";
+    if (!s.not_measured.empty()) out += "\nNot measured here: " + s.not_measured + " (run them with `--remedy`).\n";
     if (!s.not_helpful.empty()) {
       out += "\nWould not help:\n\n";
       for (const std::string& n : s.not_helpful) out += "- " + n + "\n";
@@ -24,6 +26,7 @@ std::string render_markdown(const Analysis& a) {
       for (const std::string& c : s.commands) out += c + "\n";
       out += "```\n";
     }
+    if (s.remedies) out += "\nRemedies, each against its baseline run:\n\n" + s.remedies->to_markdown();
     out += "\n" + s.runs.to_markdown();
     for (const auto& [label, table] : s.ranks) out += "\nRanks (" + label + "):\n\n" + table.to_markdown();
   }

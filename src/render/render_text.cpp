@@ -14,6 +14,8 @@ std::string render_text(const Analysis& a) {
     for (const std::string& e : s.evidence) out += "  - " + e + "\n";
     for (const std::string& w : s.warnings) out += "  ! " + w + "\n";
     out += "response: " + s.response + "\n";
+    if (!s.best_remedy.empty()) out += s.best_remedy + "\n";
+    if (!s.not_measured.empty()) out += "not measured here: " + s.not_measured + " (run them with --remedy)\n";
     if (!s.not_helpful.empty()) {
       out += "would not help:\n";
       for (const std::string& n : s.not_helpful) out += "  - " + n + "\n";
@@ -22,6 +24,7 @@ std::string render_text(const Analysis& a) {
       out += "to confirm, run:\n";
       for (const std::string& c : s.commands) out += "  $ " + c + "\n";
     }
+    if (s.remedies) out += "remedies, each against its baseline run:\n" + s.remedies->to_text("  ");
     out += "runs:\n" + s.runs.to_text("  ");
     for (const auto& [label, table] : s.ranks) out += "ranks (" + label + "):\n" + table.to_text("  ");
   }

@@ -14,6 +14,11 @@ Section section_of(const Group& g, const Verdict& v) {
   s.response = cause_response(v.dominant);
   for (const char* n : cause_not_helpful(v.dominant)) s.not_helpful.emplace_back(n);
   for (const ConfirmingRun& c : v.confirm) s.commands.push_back(shell_command(to_argv(c.run)));
+  if (!v.remedies.empty()) {
+    s.best_remedy = describe_best_remedy(v);
+    for (const std::string& n : remedies_not_measured(v)) s.not_measured += (s.not_measured.empty() ? "" : ", ") + n;
+    s.remedies = remedies_table(v);
+  }
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
   return s;

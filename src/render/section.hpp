@@ -5,6 +5,7 @@
 
 #include "memdiag/render.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,10 @@ struct Section {
   std::string response;
   std::vector<std::string> not_helpful;
   std::vector<std::string> commands;  // shell-quoted confirming runs
+  // Remedies measured in the group (empty: none were run).
+  std::string best_remedy;                      // the measured best, in words
+  std::string not_measured;                     // "accumulate, bf16": suggested but not run
+  std::optional<Table> remedies;
   Table runs;
   std::vector<std::pair<std::string, Table>> ranks;  // label, table
 };

@@ -58,6 +58,10 @@ Table runs_table(const Group& g) {
   Table t;
   t.headers = {"report", "rank", "batch", "preset", "steps", "params MiB", "forward MiB",
                "1st-step MiB", "growth MiB/step", "peak MiB", "reserved MiB", "status"};
+  // A remedy column only where some run has one, so plain sweeps read as before.
+  bool remedies = false;
+  for (const RunFeatures& r : g.runs) remedies = remedies || !is_baseline(r);
+  if (remedies) t.headers.insert(t.headers.begin() + 1, "remedy");
   for (const RunFeatures& r : g.runs) {
     t.rows.push_back({
         std::filesystem::path(r.source).filename().string(),
@@ -73,8 +77,61 @@ Table runs_table(const Group& g) {
         format_mib(r.peak_reserved_mib),
         to_string(r.status),
     });
+    if (remedies) t.rows.back().insert(t.rows.back().begin() + 1, remedy_label(r));
   }
   return t;
+}
+
+Table remedies_table(const Verdict& v) {
+  Table t;
+  const std::string cause = to_string(v.dominant);
+  t.headers = {"remedy", "peak MiB", "vs baseline", "forward MiB", "1st-step MiB", "growth MiB/step", "ms/step",
+               "time", "max loss diff", "reduces " + cause};
+  for (const RemedyRow& r : v.remedies) {
+    t.rows.push_back({
+        r.remedy,
+        format_mib(r.peak_mib),
+        format_signed_mib(r.peak_change_mib) + " (" + (r.peak_change_fraction > 0 ? "+" : "") +
+            format_percent(r.peak_change_fraction, 1) + ")",
+        format_mib(r.forward_increment_mib),
+        format_mib(r.first_step_persistent_mib),
+        format_mib(r.growth_per_step_mib),
+        r.ms_per_step ? format_fixed(*r.ms_per_step, 1) : "-",
+        r.time_ratio ? format_times(*r.time_ratio) : "-",
+        r.max_loss_diff ? format_percent(*r.max_loss_diff, 4) : "-",
+        r.status != RunStatus::kComplete ? to_string(r.status) : (r.reduces_cause ? "yes" : "no"),
+    });
+  }
+  return t;
+}
+
+std::string describe_best_remedy(const Verdict& v) {
+  if (!v.best_remedy) return {};
+  const RemedyRow& r = v.remedies[*v.best_remedy];
+  std::string s = "measured best remedy: " + r.remedy + " lowers the peak from " + format_mib(r.baseline_peak_mib) +
+                  " to " + format_mib(r.peak_mib) + " MiB (" + format_percent(r.peak_change_fraction, 1) + ")";
+  if (r.cause_mib && r.baseline_cause_mib) {
+    s += ", " + std::string(to_string(v.dominant)) + " " + format_mib(*r.baseline_cause_mib) + " -> " +
+         format_mib(*r.cause_mib) + " MiB";
+  }
+  if (r.max_loss_diff) s += "; losses within " + format_percent(*r.max_loss_diff, 4) + " of the baseline's";
+  if (r.time_ratio) s += "; " + format_times(*r.time_ratio) + " the time per step";
+  return s;
+}
+
+std::vector<std::string> remedies_not_measured(const Verdict& v) {
+  std::vector<std::string> out;
+  for (const char* name : cause_remedies(v.dominant)) {
+    bool measured = false;
+    for (const RemedyRow& r : v.remedies) {
+      // A row measures a remedy when its label names it, alone or combined.
+      const std::string label = "+" + r.remedy + "+";
+      measured = measured || label.find("+" + std::string(name) + "+") != std::string::npos ||
+                 label.find("+" + std::string(name) + "=") != std::string::npos;
+    }
+    if (!measured) out.emplace_back(name);
+  }
+  return out;
 }
 
 Table ranks_table(const DistributedView& d) {

@@ -115,7 +115,8 @@ TEST(Render, ComparisonSchemaRejectsWhatItForbids) {
   j["groups"][0]["dominant_cause"] = "gremlins";
   j["groups"][0]["confirming_runs"][0].erase("argv");
   j["groups"][0]["surprise"] = true;
-  EXPECT_EQ(testkit::validate(testkit::load_json(MEMDIAG_COMPARISON_SCHEMA_FILE), j).size(), 3u);
+  EXPECT_EQ(testkit::validate(testkit::load_json(MEMDIAG_COMPARISON_SCHEMA_FILE), j).size(), 3u)
+      << testkit::validate(testkit::load_json(MEMDIAG_COMPARISON_SCHEMA_FILE), j).front();
 }
 
 TEST(Render, TableAlignsColumns) {

@@ -196,6 +196,30 @@ struct RankImbalance {
 using Warning = std::variant<warning::RunStopped, warning::RankImbalance>;
 const char* warning_code(const Warning& w);
 
+// A remedy measured against the baseline: a run of the group that differs
+// from a baseline run only in its remedies (or ZeRO-1 sharding).
+struct RemedyRow {
+  std::string remedy;  // "checkpoint=6", "accumulate=4+bf16", "shard-optimizer-state"
+  std::string source;
+  std::string baseline_source;
+  RunStatus status = RunStatus::kComplete;
+  double peak_mib = 0;
+  double baseline_peak_mib = 0;
+  double peak_change_mib = 0;       // remedy - baseline
+  double peak_change_fraction = 0;  // of the baseline's peak
+  std::optional<double> forward_increment_mib;
+  std::optional<double> first_step_persistent_mib;
+  std::optional<double> growth_per_step_mib;
+  std::optional<double> ms_per_step;
+  std::optional<double> time_ratio;      // ms per step against the baseline's
+  std::optional<double> max_loss_diff;   // largest relative difference of a step's loss
+  // The dominant cause's component in this run and in the baseline, and
+  // whether it is lower by more than thresholds::kRemedyReduction.
+  std::optional<double> cause_mib;
+  std::optional<double> baseline_cause_mib;
+  bool reduces_cause = false;
+};
+
 // A run that would settle what the reports given cannot: a batch, preset or
 // steps sweep point. Its output never names a report that was given.
 struct ConfirmingRun {
@@ -216,7 +240,16 @@ struct Verdict {
   bool confirmed = false;  // a sweep in the group confirmed the scaling
   std::vector<Sweep> sweeps;
   std::vector<DistributedView> distributed;
+  // Remedies measured in the group, against their baseline runs (rank 0).
+  std::vector<RemedyRow> remedies;
+  // The row that lowers the peak most among those reducing the dominant
+  // cause and completing; index into remedies.
+  std::optional<std::size_t> best_remedy;
 };
+
+// The MiB a cause accounts for in one run (the component components_of
+// gives it), or nothing when the run has no such figure.
+std::optional<double> cause_mib(Cause cause, const RunFeatures& f);
 
 // taken: every report path already given, so confirming runs never suggest
 // writing over one.
@@ -251,6 +284,9 @@ inline constexpr double kLinearTolerance = 0.15;
 inline constexpr double kRankImbalance = 0.10;
 // Steps a retained-graph confirming run asks for: twice the run's, at least this.
 inline constexpr int kMinConfirmSteps = 5;
+// A remedy reduces the dominant cause when it lowers that cause's MiB by more
+// than this fraction of the baseline's.
+inline constexpr double kRemedyReduction = 0.10;
 }  // namespace thresholds
 
 }  // namespace memdiag

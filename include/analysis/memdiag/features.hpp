@@ -71,7 +71,17 @@ struct RunFeatures {
   std::optional<double> warmup_mib;                 // from the warmup event
   std::map<Phase, double> peak_by_phase;
   std::vector<RunStop> stops;  // out of memory, interrupted, failed
+
+  // The training itself: each completed step's loss (from its step sample)
+  // and the wall time per step (the phases' elapsed time over the steps).
+  std::vector<double> losses;
+  std::optional<double> ms_per_step;
 };
+
+// A run's remedies as the comparison names them: the report's remedies,
+// plus "shard-optimizer-state" for a ZeRO-1 data-parallel run.
+std::string remedy_label(const RunFeatures& f);
+bool is_baseline(const RunFeatures& f);
 
 RunFeatures compute_features(const Report& report, const std::string& source);
 

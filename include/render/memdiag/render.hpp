@@ -22,7 +22,7 @@ std::string render_markdown(const Analysis& a);
 // beside the structured records they came from.
 nlohmann::json render_json(const Analysis& a, const std::vector<InputError>& errors = {});
 // Version of render_json's layout; bumped on any change a consumer could misread.
-inline constexpr int kComparisonSchemaVersion = 2;
+inline constexpr int kComparisonSchemaVersion = 3;
 
 // --- words for the analysis's records -------------------------------------
 // "forward activations"
@@ -30,6 +30,8 @@ const char* cause_label(Cause c);
 // Which measurement gives a cause's MiB: "forward increment (steady state)".
 const char* cause_basis(Cause c);
 // What to do about a cause, and the remedies that would not help.
+// cause_remedies: the --remedy spellings of what the response suggests.
+const std::vector<const char*>& cause_remedies(Cause c);
 const char* cause_response(Cause c);
 const std::vector<const char*>& cause_not_helpful(Cause c);
 
@@ -51,6 +53,13 @@ struct Table {
   std::string to_markdown() const;
 };
 Table runs_table(const Group& g);
+// The remedies measured against the baseline, one row each.
+Table remedies_table(const Verdict& v);
+// "checkpoint=6 lowers the peak from 74.20 to 29.22 MiB (-60.6%) ...", or
+// empty when no measured remedy reduces the cause.
+std::string describe_best_remedy(const Verdict& v);
+// The remedies the response suggests for the cause that no report measured.
+std::vector<std::string> remedies_not_measured(const Verdict& v);
 Table ranks_table(const DistributedView& d);
 // "alpha on cuda (3 reports)"
 std::string group_title(const Group& g);

@@ -1,0 +1,99 @@
+// Remedies measured: each run of a group that differs from a baseline run
+// only in its remedies, set against that baseline run.
+#include "internal.hpp"
+
+#include <cmath>
+#include <tuple>
+
+namespace memdiag {
+
+std::optional<double> cause_mib(Cause cause, const RunFeatures& f) {
+  switch (cause) {
+    case Cause::kActivations: return f.forward_increment_mib;
+    case Cause::kOptimizerState: return f.first_step_excess_mib;
+    // A run that stopped growing has no retained growth: zero, not unknown.
+    case Cause::kRetainedGraph: return f.growth_per_step_mib ? std::optional<double>(f.retained_growth_mib.value_or(0)) : std::nullopt;
+    case Cause::kParameters: return f.parameter_mib;
+    case Cause::kAllocatorCache: return f.cache_excess_mib;
+    case Cause::kInconclusive: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+namespace {
+
+std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base) {
+  const std::size_t n = std::min(r.losses.size(), base.losses.size());
+  if (n == 0) return std::nullopt;
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double b = base.losses[i];
+    worst = std::max(worst, std::fabs(r.losses[i] - b) / std::max(std::fabs(b), 1e-12));
+  }
+  return worst;
+}
+
+RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant) {
+  RemedyRow row;
+  row.remedy = remedy_label(r);
+  row.source = r.source;
+  row.baseline_source = base.source;
+  row.status = r.status;
+  row.peak_mib = r.peak_allocated_mib;
+  row.baseline_peak_mib = base.peak_allocated_mib;
+  row.peak_change_mib = r.peak_allocated_mib - base.peak_allocated_mib;
+  row.peak_change_fraction = base.peak_allocated_mib > 0 ? row.peak_change_mib / base.peak_allocated_mib : 0;
+  row.forward_increment_mib = r.forward_increment_mib;
+  row.first_step_persistent_mib = r.first_step_persistent_mib;
+  row.growth_per_step_mib = r.growth_per_step_mib;
+  row.ms_per_step = r.ms_per_step;
+  if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
+  row.max_loss_diff = max_loss_diff(r, base);
+  row.cause_mib = cause_mib(dominant, r);
+  row.baseline_cause_mib = cause_mib(dominant, base);
+  if (row.cause_mib && row.baseline_cause_mib && *row.baseline_cause_mib > 0) {
+    row.reduces_cause = *row.cause_mib < (1 - thresholds::kRemedyReduction) * *row.baseline_cause_mib;
+  }
+  return row;
+}
+
+}  // namespace
+
+std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
+  std::vector<RemedyRow> rows;
+  for (const RunFeatures& r : g.runs) {
+    if (r.config.rank != 0 || is_baseline(r)) continue;
+    // Its baseline: the run with the same preset, batch and steps, no remedy.
+    for (const RunFeatures& base : g.runs) {
+      if (base.config.rank == 0 && is_baseline(base) && base.config.preset == r.config.preset &&
+          base.config.batch_size_per_device == r.config.batch_size_per_device && base.steps.size() == r.steps.size()) {
+        rows.push_back(row_for(r, base, dominant));
+        break;
+      }
+    }
+  }
+  return rows;
+}
+
+std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const RemedyRow& r = rows[i];
+    if (!r.reduces_cause || r.status != RunStatus::kComplete) continue;
+    if (!best || r.peak_change_mib < rows[*best].peak_change_mib) best = i;
+  }
+  return best;
+}
+
+Group baseline_runs(const Group& g) {
+  Group base = g;
+  base.runs.clear();
+  for (const RunFeatures& r : g.runs) {
+    if (is_baseline(r)) base.runs.push_back(r);
+  }
+  return base.runs.empty() ? g : base;
+}
+
+}  // namespace detail
+}  // namespace memdiag
