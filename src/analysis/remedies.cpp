@@ -2,6 +2,7 @@
 // only in its remedies, set against that baseline run.
 #include "internal.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -52,7 +53,9 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.max_loss_diff = max_loss_diff(r, base);
   row.cause_mib = cause_mib(dominant, r);
   row.baseline_cause_mib = cause_mib(dominant, base);
-  if (row.cause_mib && row.baseline_cause_mib && *row.baseline_cause_mib > 0) {
+  if (dominant == Cause::kRetainedGraph) {
+    row.reduces_cause = r.growth_per_step_mib.has_value() && !r.growth_significant;
+  } else if (row.cause_mib && row.baseline_cause_mib && *row.baseline_cause_mib > 0) {
     row.reduces_cause = *row.cause_mib < (1 - thresholds::kRemedyReduction) * *row.baseline_cause_mib;
   }
   return row;
@@ -73,15 +76,31 @@ std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
       }
     }
   }
+  // In the order of the remedies' kinds, whatever the reports' order.
+  std::stable_sort(rows.begin(), rows.end(), [&g](const RemedyRow& a, const RemedyRow& b) {
+    auto key = [&g](const RemedyRow& row) {
+      for (const RunFeatures& f : g.runs) {
+        if (f.source == row.source) return std::make_tuple(f.config.shard_optimizer_state, f.config.remedies);
+      }
+      return std::make_tuple(true, std::vector<Remedy>{});
+    };
+    return key(a) < key(b);
+  });
   return rows;
 }
 
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
+  auto changes_training = [](const RemedyRow& r) {
+    return r.max_loss_diff.has_value() && *r.max_loss_diff > thresholds::kLossTolerance;
+  };
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const RemedyRow& r = rows[i];
     if (!r.reduces_cause || r.status != RunStatus::kComplete) continue;
-    if (!best || r.peak_change_mib < rows[*best].peak_change_mib) best = i;
+    if (!best || std::make_tuple(changes_training(r), r.peak_change_mib) <
+                     std::make_tuple(changes_training(rows[*best]), rows[*best].peak_change_mib)) {
+      best = i;
+    }
   }
   return best;
 }

@@ -260,7 +260,9 @@ json thresholds_json() {
           {"growth_baseline_fraction", thresholds::kGrowthBaselineFraction},
           {"growth_positive_share", thresholds::kGrowthPositiveShare},
           {"linear_tolerance", thresholds::kLinearTolerance},
-          {"rank_imbalance", thresholds::kRankImbalance}};
+          {"rank_imbalance", thresholds::kRankImbalance},
+          {"remedy_reduction", thresholds::kRemedyReduction},
+          {"loss_tolerance", thresholds::kLossTolerance}};
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace memdiag;
 using namespace memdiag::testkit;
 
@@ -122,5 +124,41 @@ TEST(CudaDiagnostics, ASweepInOneProcessEqualsSeparateProcesses) {
     for (const Event& e : alone.events) if (e.kind == EventKind::kWarmup) warm_alone = e.mib.value_or(-1);
     for (const Event& e : in_sweep.events) if (e.kind == EventKind::kWarmup) warm_sweep = e.mib.value_or(-1);
     EXPECT_NEAR(warm_alone, warm_sweep, 0.01) << name;
+  }
+}
+
+TEST(CudaDiagnostics, EmptyCacheLowersReservedButNotAllocated) {
+  REQUIRE_CUDA();
+  TempDir d;
+  const Proc r = run({kCudaExe, "--device", "cuda", "--quiet", "--case", "alpha", "--steps", "3", "--remedy",
+                      "none,empty-cache", "-o", d.file("{remedy}.json")});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  const Report base = load_report(d.file("none.json"));
+  const Report ec = load_report(d.file("empty-cache.json"));
+  for (int step = 0; step < 3; ++step) {
+    const Sample& b = sample_at(base, Phase::kCleanup, step);
+    const Sample& e = sample_at(ec, Phase::kCleanup, step);
+    EXPECT_NEAR(b.allocated_mib, e.allocated_mib, 0.01) << "step " << step;
+    ASSERT_TRUE(b.reserved_mib && e.reserved_mib);
+    // alpha's activations are freed into the cache at cleanup; emptied, they go.
+    EXPECT_LT(*e.reserved_mib, *b.reserved_mib - 32) << "step " << step;
+  }
+}
+
+TEST(CudaDiagnostics, AutocastBf16HalvesActivationsKeepsFp32Weights) {
+  REQUIRE_CUDA();
+  TempDir d;
+  const Proc r = run({kCudaExe, "--device", "cuda", "--quiet", "--case", "alpha", "--steps", "3", "--remedy",
+                      "none,autocast-bf16", "-o", d.file("{remedy}.json")});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  const Report base = load_report(d.file("none.json"));
+  const Report ac = load_report(d.file("autocast-bf16.json"));
+  EXPECT_EQ(ac.model.parameter_bytes, base.model.parameter_bytes);
+  EXPECT_LT(forward_increment(ac), 0.8 * forward_increment(base));
+  for (int step = 0; step < 3; ++step) {
+    const Sample& b = sample_at(base, Phase::kStep, step);
+    const Sample& a = sample_at(ac, Phase::kStep, step);
+    ASSERT_TRUE(b.loss && a.loss);
+    EXPECT_NEAR(*a.loss, *b.loss, 0.05 * std::fabs(*b.loss)) << "step " << step;
   }
 }

@@ -214,7 +214,9 @@ struct RemedyRow {
   std::optional<double> time_ratio;      // ms per step against the baseline's
   std::optional<double> max_loss_diff;   // largest relative difference of a step's loss
   // The dominant cause's component in this run and in the baseline, and
-  // whether it is lower by more than thresholds::kRemedyReduction.
+  // whether the remedy reduces the cause: lower by more than
+  // thresholds::kRemedyReduction, or for a retained graph, no longer growing
+  // (a smaller graph kept every step still runs out, only later).
   std::optional<double> cause_mib;
   std::optional<double> baseline_cause_mib;
   bool reduces_cause = false;
@@ -242,8 +244,9 @@ struct Verdict {
   std::vector<DistributedView> distributed;
   // Remedies measured in the group, against their baseline runs (rank 0).
   std::vector<RemedyRow> remedies;
-  // The row that lowers the peak most among those reducing the dominant
-  // cause and completing; index into remedies.
+  // The row that lowers the peak most among those that reduce the dominant
+  // cause and complete, preferring those that keep the training (losses
+  // within thresholds::kLossTolerance); index into remedies.
   std::optional<std::size_t> best_remedy;
 };
 
@@ -287,6 +290,10 @@ inline constexpr int kMinConfirmSteps = 5;
 // A remedy reduces the dominant cause when it lowers that cause's MiB by more
 // than this fraction of the baseline's.
 inline constexpr double kRemedyReduction = 0.10;
+// A remedy keeps the training when no step's loss differs from the
+// baseline's by more than this (relative): accumulation's reordered sums
+// stay far below it, bf16 does not.
+inline constexpr double kLossTolerance = 1e-4;
 }  // namespace thresholds
 
 }  // namespace memdiag
