@@ -21,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 
 import torch
@@ -37,6 +38,21 @@ def parse_remedies(names):
         name, _, value = r.partition("=")
         out[name] = int(value) if value else None
     return out
+
+
+class AddmmInBackward(torch.autograd.Function):
+    """memdiag's warm-up: a Linear-shaped addmm on autograd's thread."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        torch.addmm(torch.zeros(x.size(0), device=x.device), x, torch.ones_like(x).t())
+        return grad
 
 
 class Probe:
@@ -66,6 +82,7 @@ def run(report, device):
     w = torch.randn(64, 64, device=device, requires_grad=True)
     b = torch.randn(64, device=device, requires_grad=True)
     torch.addmm(b, x, w.t()).sum().backward()
+    AddmmInBackward.apply(torch.ones(64, 64, device=device, requires_grad=True)).sum().backward()
     del x, w, b
 
     layers, width = [], m["input_dim"]
@@ -124,15 +141,25 @@ def main():
     ap.add_argument("reports")
     ap.add_argument("--tolerance", type=float, default=1.0, help="MiB (default 1)")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--single", help=argparse.SUPPRESS)
     args = ap.parse_args()
     device = torch.device(args.device)
+    if args.single:
+        # One report in this fresh process, as memory_diagnostics ran it.
+        result = run(json.load(open(args.single)), device)
+        print(json.dumps(None if result is None else {"samples": result[0], "losses": result[1]}))
+        return 0
     bad = False
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
     print(f"{'report':34s} {'samples':>7s} {'max |d alloc| MiB':>18s} {'max loss diff':>14s}")
     for name in sorted(f for f in os.listdir(args.reports) if f.endswith(".json")):
-        report = json.load(open(os.path.join(args.reports, name)))
-        result = run(report, device)
-        torch.cuda.empty_cache()
+        path = os.path.join(args.reports, name)
+        report = json.load(open(path))
+        # Each in a fresh process: a workspace one run makes stays in its process.
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), args.reports, "--device", args.device,
+                              "--single", path], check=True, capture_output=True, text=True).stdout
+        parsed = json.loads(out.strip().splitlines()[-1])
+        result = None if parsed is None else (parsed["samples"], parsed["losses"])
         if result is None:
             print(f"{name:34s} skipped (a remedy or case this script does not rebuild)")
             continue

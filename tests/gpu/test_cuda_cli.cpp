@@ -162,3 +162,19 @@ TEST(CudaDiagnostics, AutocastBf16HalvesActivationsKeepsFp32Weights) {
     EXPECT_NEAR(*a.loss, *b.loss, 0.05 * std::fabs(*b.loss)) << "step " << step;
   }
 }
+
+TEST(CudaDiagnostics, ARunAfterACheckpointedOneEqualsAFreshProcess) {
+  // Checkpointing runs a Linear's forward on autograd's thread, whose first
+  // such call makes a cuBLASLt workspace that stays in the process; the
+  // warm-up makes it up front, so the runs after it see nothing new.
+  REQUIRE_CUDA();
+  TempDir d;
+  const Proc r = run({kCudaExe, "--device", "cuda", "--quiet", "--case", "alpha", "--steps", "2", "--remedy",
+                      "checkpoint,none", "-o", d.file("sweep-{remedy}.json")});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  const Report alone = run_cuda(d, "alone", {"--case", "alpha", "--steps", "2"});
+  expect_same_measurements(alone, load_report(d.file("sweep-none.json")), "alpha after alpha checkpointed");
+  // And checkpointing's first step leaves nothing behind it either.
+  const Report cp = load_report(d.file("sweep-checkpoint=6.json"));
+  EXPECT_NEAR(alloc_at(cp, Phase::kCleanup, 0), alloc_at(cp, Phase::kOptimizerReady), 0.01);
+}
