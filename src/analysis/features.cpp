@@ -70,6 +70,7 @@ void read_samples(const Report& r, RunFeatures& f) {
   if (!r.samples.empty()) {
     const Sample& last = r.samples.back();
     if (last.device_used_mib && last.reserved_mib) f.device_minus_reserved_mib = *last.device_used_mib - *last.reserved_mib;
+    f.final_reserved_mib = last.reserved_mib;
   }
   if (f.peak_reserved_mib) f.cache_excess_mib = std::max(0.0, *f.peak_reserved_mib - f.peak_allocated_mib);
 }

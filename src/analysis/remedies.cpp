@@ -48,6 +48,7 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.forward_increment_mib = r.forward_increment_mib;
   row.first_step_persistent_mib = r.first_step_persistent_mib;
   row.growth_per_step_mib = r.growth_per_step_mib;
+  row.final_reserved_mib = r.final_reserved_mib;
   row.ms_per_step = r.ms_per_step;
   if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
   row.max_loss_diff = max_loss_diff(r, base);

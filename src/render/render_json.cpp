@@ -214,6 +214,7 @@ json group_json(const Group& g, const Verdict& v) {
                         {"forward_increment_mib", opt(r.forward_increment_mib)},
                         {"first_step_persistent_mib", opt(r.first_step_persistent_mib)},
                         {"growth_per_step_mib", opt(r.growth_per_step_mib)},
+                        {"final_reserved_mib", opt(r.final_reserved_mib)},
                         {"ms_per_step", opt(r.ms_per_step)},
                         {"time_ratio", opt(r.time_ratio)},
                         {"max_loss_diff", opt(r.max_loss_diff)},

@@ -85,8 +85,8 @@ Table runs_table(const Group& g) {
 Table remedies_table(const Verdict& v) {
   Table t;
   const std::string cause = to_string(v.dominant);
-  t.headers = {"remedy", "peak MiB", "vs baseline", "forward MiB", "1st-step MiB", "growth MiB/step", "ms/step",
-               "time", "max loss diff", "reduces " + cause};
+  t.headers = {"remedy", "peak MiB", "vs baseline", "forward MiB", "1st-step MiB", "growth MiB/step",
+               "reserved at end", "ms/step", "time", "max loss diff", "reduces " + cause};
   for (const RemedyRow& r : v.remedies) {
     t.rows.push_back({
         r.remedy,
@@ -96,6 +96,7 @@ Table remedies_table(const Verdict& v) {
         format_mib(r.forward_increment_mib),
         format_mib(r.first_step_persistent_mib),
         format_mib(r.growth_per_step_mib),
+        format_mib(r.final_reserved_mib),
         r.ms_per_step ? format_fixed(*r.ms_per_step, 1) : "-",
         r.time_ratio ? format_times(*r.time_ratio) : "-",
         r.max_loss_diff ? format_percent(*r.max_loss_diff, 4) : "-",

@@ -68,6 +68,7 @@ struct RunFeatures {
   std::optional<double> max_reserved_gap_mib;       // max over samples of reserved - allocated
   std::optional<double> cache_excess_mib;           // peak reserved - peak allocated
   std::optional<double> device_minus_reserved_mib;  // last sample
+  std::optional<double> final_reserved_mib;         // reserved at the last sample (CUDA)
   std::optional<double> warmup_mib;                 // from the warmup event
   std::map<Phase, double> peak_by_phase;
   std::vector<RunStop> stops;  // out of memory, interrupted, failed
