@@ -27,10 +27,12 @@ std::vector<Component> components_of(const RunFeatures& f) {
 namespace detail {
 
 const RunFeatures& pick_primary(const Group& g) {
+  // A run that ran out of memory first: it is the question. Then the run
+  // under the most pressure, the one that would run out first.
   const RunFeatures* best = &g.runs.front();
   for (const RunFeatures& r : g.runs) {
-    if (std::make_tuple(r.peak_allocated_mib, r.config.steps) >
-        std::make_tuple(best->peak_allocated_mib, best->config.steps)) {
+    if (std::make_tuple(r.oom.has_value(), r.peak_allocated_mib, r.config.steps) >
+        std::make_tuple(best->oom.has_value(), best->peak_allocated_mib, best->config.steps)) {
       best = &r;
     }
   }
@@ -46,7 +48,9 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& components) 
   const double second = d.runner_up ? d.runner_up->mib : 0.0;
   if (second > 0) d.margin = top / second;
 
-  if (p.steps.empty()) {
+  if (p.oom) {
+    d.rule = DecisionRule::kOutOfMemory;
+  } else if (p.steps.empty()) {
     d.rule = DecisionRule::kNoCompletedStep;
   } else if (top < thresholds::kMinimumSignalMib) {
     d.rule = DecisionRule::kBelowSignal;

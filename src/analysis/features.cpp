@@ -81,7 +81,26 @@ void read_events(const Report& r, RunFeatures& f) {
       case EventKind::kWarmup:
         if (e.mib) f.warmup_mib = *e.mib;
         break;
-      case EventKind::kOom:
+      case EventKind::kOom: {
+        f.stops.push_back(RunStop{e.kind, e.phase, e.step, e.message});
+        OomAt at;
+        at.phase = e.phase;
+        at.step = e.step;
+        at.details = e.oom.value_or(OomDetails{});
+        at.budget_mib = at.details.limit_mib;
+        if (!at.budget_mib) at.budget_mib = r.config.memory_limit_mib;
+        if (!at.budget_mib) at.budget_mib = r.environment.device_total_mib;
+        if (at.details.allocated_mib && at.details.tensors) {
+          const TensorCensus& t = *at.details.tensors;
+          at.other_mib = std::max(0.0, *at.details.allocated_mib - t.parameters_mib - t.gradients_mib -
+                                           t.optimizer_state_mib);
+        }
+        for (const Sample& s : r.samples) {
+          if (s.tensors) at.state_before_mib = s.tensors->optimizer_state_mib;
+        }
+        f.oom = at;
+        break;
+      }
       case EventKind::kInterrupted:
       case EventKind::kError: f.stops.push_back(RunStop{e.kind, e.phase, e.step, e.message}); break;
       case EventKind::kNote: break;

@@ -35,6 +35,12 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
 // How the primary run stopped, if it did, and ranks out of balance.
 std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views);
 
+// --- oom.cpp ------------------------------------------------------------------
+// What made the failing phase of a run that ran out of memory exceed its
+// budget, read from the run's oom event, census and completed steps.
+Cause oom_cause(const RunFeatures& oom_run);
+evidence::OutOfMemory oom_evidence(const RunFeatures& oom_run, Cause cause);
+
 // --- remedies.cpp -------------------------------------------------------------
 // The group's runs without remedies (all of them when every run has one):
 // the verdict is read from these.

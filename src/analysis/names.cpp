@@ -46,6 +46,7 @@ const char* to_string(DecisionRule r) {
     case DecisionRule::kOneStepAmbiguous: return "one_step_ambiguous";
     case DecisionRule::kTooClose: return "too_close";
     case DecisionRule::kDominant: return "dominant";
+    case DecisionRule::kOutOfMemory: return "out_of_memory";
   }
   return "?";
 }
@@ -65,6 +66,7 @@ const char* evidence_code(const Evidence& e) {
                         [](const evidence::SweepFit&) { return "sweep_fit"; },
                         [](const evidence::ReservedGap&) { return "reserved_gap"; },
                         [](const evidence::OutsideAllocator&) { return "outside_allocator"; },
+                        [](const evidence::OutOfMemory&) { return "out_of_memory"; },
                     },
                     e);
 }

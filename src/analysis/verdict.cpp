@@ -19,11 +19,23 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken) {
   v.components = components_of(p);
   v.sweeps = detail::collect_sweeps(g, p);
   v.decision = detail::decide(p, v.components);
-  v.dominant = v.decision.rule == DecisionRule::kDominant ? v.decision.top->cause : Cause::kInconclusive;
-  v.evidence = detail::cause_evidence(v.dominant, p, v.sweeps, v.confirmed);
+  if (v.decision.rule == DecisionRule::kOutOfMemory) {
+    // The failing phase decides; the steps that completed add their trend.
+    v.dominant = detail::oom_cause(p);
+    v.evidence.push_back(detail::oom_evidence(p, v.dominant));
+    if (p.growth_per_step_mib) {
+      v.evidence.push_back(evidence::PostCleanupTrend{p.growth_per_step_mib, p.growth_significant,
+                                                       static_cast<int>(p.steps.size()), false});
+    }
+  } else {
+    v.dominant = v.decision.rule == DecisionRule::kDominant ? v.decision.top->cause : Cause::kInconclusive;
+    v.evidence = detail::cause_evidence(v.dominant, p, v.sweeps, v.confirmed);
+  }
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));
   v.warnings = detail::collect_warnings(p, v.distributed);
-  v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
+  if (v.decision.rule != DecisionRule::kOutOfMemory) {
+    v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
+  }
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);
   return v;

@@ -13,6 +13,12 @@ template <typename T>
 json opt(const std::optional<T>& v) {
   return v ? json(*v) : json(nullptr);
 }
+json census_json(const TensorCensus& t) {
+  return {{"parameters_mib", t.parameters_mib},
+          {"gradients_mib", t.gradients_mib},
+          {"optimizer_state_mib", t.optimizer_state_mib}};
+}
+
 json to_json(const Sample& s) {
   json j = {
       {"phase", to_string(s.phase)},
@@ -27,13 +33,7 @@ json to_json(const Sample& s) {
   };
   if (s.micro_batch) j["micro_batch"] = *s.micro_batch;
   if (s.loss) j["loss"] = *s.loss;
-  if (s.tensors) {
-    j["tensors"] = {{"parameters_mib", s.tensors->parameters_mib},
-                    {"gradients_mib", s.tensors->gradients_mib},
-                    {"optimizer_state_mib", s.tensors->optimizer_state_mib}};
-  } else {
-    j["tensors"] = nullptr;
-  }
+  j["tensors"] = s.tensors ? census_json(*s.tensors) : json(nullptr);
   return j;
 }
 
@@ -86,13 +86,29 @@ json to_json(const Environment& e) {
   };
 }
 
+
+json to_json(const OomDetails& o) {
+  return {{"request_mib", opt(o.request_mib)},
+          {"limit_mib", opt(o.limit_mib)},
+          {"device_free_mib", opt(o.device_free_mib)},
+          {"allocated_mib", opt(o.allocated_mib)},
+          {"reserved_mib", opt(o.reserved_mib)},
+          {"inactive_split_mib", opt(o.inactive_split_mib)},
+          {"largest_free_block_mib", opt(o.largest_free_block_mib)},
+          {"num_alloc_retries", opt(o.num_alloc_retries)},
+          {"num_ooms", opt(o.num_ooms)},
+          {"tensors", o.tensors ? census_json(*o.tensors) : json(nullptr)}};
+}
+
 json to_json(const Event& ev) {
   // An event in no particular phase has an empty phase, as 0.1 wrote it.
-  return {{"kind", to_string(ev.kind)},
-          {"phase", ev.phase ? to_string(*ev.phase) : ""},
-          {"step", opt(ev.step)},
-          {"message", ev.message},
-          {"mib", opt(ev.mib)}};
+  json j = {{"kind", to_string(ev.kind)},
+            {"phase", ev.phase ? to_string(*ev.phase) : ""},
+            {"step", opt(ev.step)},
+            {"message", ev.message},
+            {"mib", opt(ev.mib)}};
+  if (ev.oom) j["oom"] = to_json(*ev.oom);
+  return j;
 }
 
 json to_json(const Report& r) {

@@ -25,6 +25,27 @@ namespace {
 constexpr std::initializer_list<const char*> kPhaseNames = {"model_ready", "optimizer_ready", "forward",
                                                             "backward",    "step",            "cleanup"};
 
+TensorCensus read_census(const JsonNode& t) {
+  t.expect_object();
+  return TensorCensus{t.mib("parameters_mib"), t.mib("gradients_mib"), t.mib("optimizer_state_mib")};
+}
+
+OomDetails read_oom(const JsonNode& n) {
+  n.expect_object();
+  OomDetails o;
+  o.request_mib = n.opt_mib("request_mib");
+  o.limit_mib = n.opt_mib("limit_mib");
+  o.device_free_mib = n.opt_mib("device_free_mib");
+  o.allocated_mib = n.opt_mib("allocated_mib");
+  o.reserved_mib = n.opt_mib("reserved_mib");
+  o.inactive_split_mib = n.opt_mib("inactive_split_mib");
+  o.largest_free_block_mib = n.opt_mib("largest_free_block_mib");
+  o.num_alloc_retries = n.opt_integer("num_alloc_retries", 0, limits::kMaxExactInteger);
+  o.num_ooms = n.opt_integer("num_ooms", 0, limits::kMaxExactInteger);
+  if (n.given("tensors")) o.tensors = read_census(n.field("tensors"));
+  return o;
+}
+
 Sample read_sample(const JsonNode& n) {
   n.expect_object();
   Sample s;
@@ -39,11 +60,7 @@ Sample read_sample(const JsonNode& n) {
   s.elapsed_ms = n.field("elapsed_ms").as_number(0, limits::kMaxElapsedMs);
   if (auto mb = n.opt_integer("micro_batch", 0, limits::kMaxBatch)) s.micro_batch = static_cast<int>(*mb);
   if (n.given("loss")) s.loss = n.field("loss").as_number(-1e30, 1e30);
-  if (n.given("tensors")) {
-    const JsonNode t = n.field("tensors");
-    t.expect_object();
-    s.tensors = TensorCensus{t.mib("parameters_mib"), t.mib("gradients_mib"), t.mib("optimizer_state_mib")};
-  }
+  if (n.given("tensors")) s.tensors = read_census(n.field("tensors"));
   if (s.step.has_value() == is_setup_phase(s.phase)) {
     n.field("step").fail(s.step ? std::string("setup phase '") + to_string(s.phase) + "' has a step"
                                 : std::string("phase '") + to_string(s.phase) + "' needs a step");
@@ -67,6 +84,7 @@ Event read_event(const JsonNode& n) {
   if (auto st = n.opt_integer("step", 0, limits::kMaxSteps)) ev.step = static_cast<int>(*st);
   ev.message = n.opt_str("message").value_or("");
   ev.mib = n.opt_mib("mib");
+  if (n.given("oom")) ev.oom = read_oom(n.field("oom"));
   return ev;
 }
 

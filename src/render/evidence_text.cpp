@@ -50,6 +50,57 @@ std::string sweep_line(const Sweep& s) {
                          departure + ")");
 }
 
+std::string oom_line(const evidence::OutOfMemory& x) {
+  std::string where = "an unknown phase";
+  if (x.phase) {
+    switch (*x.phase) {
+      case Phase::kSetup: where = "the warm-up"; break;
+      case Phase::kModelReady: where = "moving the model to the device"; break;
+      case Phase::kOptimizerReady: where = "building the optimizer"; break;
+      case Phase::kStep:
+        where = x.step == 0 ? std::string("the first step()") : "step() of step " + std::to_string(x.step.value_or(0));
+        break;
+      case Phase::kForward:
+      case Phase::kBackward:
+      case Phase::kCleanup: where = std::string(to_string(*x.phase)) + " of step " + std::to_string(x.step.value_or(0)); break;
+    }
+  }
+  std::string s = where + " ran out of memory";
+  if (x.request_mib) s += " asking for " + mib(*x.request_mib);
+  if (x.in_use_mib) s += " with " + format_mib(*x.in_use_mib) + (x.budget_mib ? " of " + mib(*x.budget_mib) : " MiB") + " in use";
+  if (x.tensors) {
+    s += ": parameters " + mib(x.tensors->parameters_mib) + ", gradients " + mib(x.tensors->gradients_mib) +
+         ", optimizer state " + mib(x.tensors->optimizer_state_mib);
+    if (x.other_mib) s += ", activations, batch and temporaries " + mib(*x.other_mib);
+  }
+  switch (x.cause) {
+    case Cause::kParameters:
+      if (x.phase == Phase::kModelReady) {
+        // Built on the host and moved: a model that did not fit the host
+        // budget failed before its size was known.
+        s += x.parameter_mib > 0 ? "; the weights are " + mib(x.parameter_mib) : "; the weights were still being made";
+      } else {
+        s += "; backward was making " + mib(x.parameter_mib) + " of gradients, one per weight";
+      }
+      break;
+    case Cause::kOptimizerState:
+      s += "; no optimizer state existed before it: the step was making the per-parameter state";
+      break;
+    case Cause::kRetainedGraph:
+      s += "; each of the " + std::to_string(x.completed_steps) + " steps before it kept " +
+           signed_mib(x.growth_per_step_mib.value_or(0)) + " after cleanup";
+      break;
+    case Cause::kAllocatorCache:
+      s += "; " + mib(x.cached_free_mib.value_or(0)) + " was cached but free" +
+           (x.largest_free_block_mib ? " (largest free block " + mib(*x.largest_free_block_mib) + ")" : std::string()) +
+           ", more than the request: the blocks were too fragmented to hold it";
+      break;
+    case Cause::kActivations: s += "; forward was saving activations for backward"; break;
+    case Cause::kInconclusive: break;
+  }
+  return s;
+}
+
 std::string trend_line(const evidence::PostCleanupTrend& t) {
   if (!t.growth_per_step_mib) return "post-cleanup trend unknown (one step)";
   std::string s = "post-cleanup allocation " + std::string(t.growing ? "grows" : "is stable") + " (" +
@@ -131,6 +182,7 @@ std::string describe(const Evidence& e) {
             return "device used - reserved: " + mib(x.device_minus_reserved_mib) +
                    " (CUDA context, library workspaces outside the allocator, other processes)";
           },
+          [](const evidence::OutOfMemory& x) { return oom_line(x); },
       },
       e);
 }
@@ -165,7 +217,8 @@ std::string describe(const Decision& d, const std::string& primary_source) {
       return part(*d.top) + " and " + part(*d.runner_up) + " are within " +
              format_fixed(100 * (d.threshold - 1), 0) + "% of each other";
     }
-    case DecisionRule::kDominant: return {};
+    case DecisionRule::kDominant:
+    case DecisionRule::kOutOfMemory: return {};
   }
   return {};
 }

@@ -75,6 +75,27 @@ json figures(const Evidence& e) {
           [](const evidence::OutsideAllocator& x) -> json {
             return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};
           },
+          [](const evidence::OutOfMemory& x) -> json {
+            json tensors = nullptr;
+            if (x.tensors) {
+              tensors = {{"parameters_mib", x.tensors->parameters_mib},
+                         {"gradients_mib", x.tensors->gradients_mib},
+                         {"optimizer_state_mib", x.tensors->optimizer_state_mib}};
+            }
+            return {{"cause", to_string(x.cause)},
+                    {"phase", x.phase ? json(to_string(*x.phase)) : json(nullptr)},
+                    {"step", opt(x.step)},
+                    {"request_mib", opt(x.request_mib)},
+                    {"budget_mib", opt(x.budget_mib)},
+                    {"in_use_mib", opt(x.in_use_mib)},
+                    {"tensors", tensors},
+                    {"other_mib", opt(x.other_mib)},
+                    {"parameter_mib", x.parameter_mib},
+                    {"cached_free_mib", opt(x.cached_free_mib)},
+                    {"largest_free_block_mib", opt(x.largest_free_block_mib)},
+                    {"growth_per_step_mib", opt(x.growth_per_step_mib)},
+                    {"completed_steps", x.completed_steps}};
+          },
       },
       e);
 }

@@ -22,6 +22,15 @@ class CpuProbe final : public MemoryProbe {
   void reset_peak() override { alloc_.reset_peak(); }
   // The tracking allocator caches nothing; only the peak carries over.
   void reset_between_runs() override { alloc_.reset_peak(); }
+  std::optional<OomDetails> take_oom_details() override {
+    const auto refusal = alloc_.take_refusal();
+    if (!refusal) return std::nullopt;
+    OomDetails d;
+    d.request_mib = to_mib(refusal->request_bytes);
+    d.limit_mib = to_mib(refusal->limit_bytes);
+    d.allocated_mib = to_mib(refusal->in_use_bytes);
+    return d;
+  }
 
  private:
   CpuTrackingAllocator& alloc_;

@@ -9,6 +9,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -31,10 +33,48 @@ void ensure_cuda_initialised() { at::globalContext().lazyInitDevice(c10::DeviceT
 
 constexpr auto kAggregate = static_cast<std::size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
+// The allocator's out-of-memory observer fires after its own flush-and-retry
+// failed, with its lock released and before the exception is thrown: the
+// moment to read its state. It is process-wide, so it is attached once and
+// what it saw is kept here until the workload reads it.
+std::mutex g_oom_mutex;
+std::optional<OomDetails> g_oom;
+
+void on_out_of_memory(int64_t device, size_t request, size_t limit_or_total, size_t device_free) {
+  try {
+    const auto dev = static_cast<c10::DeviceIndex>(device);
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev);
+    size_t largest = 0;
+    c10::cuda::CUDACachingAllocator::cacheInfo(dev, &largest);
+    OomDetails d;
+    d.request_mib = to_mib(static_cast<std::int64_t>(request));
+    d.limit_mib = to_mib(static_cast<std::int64_t>(limit_or_total));
+    d.device_free_mib = to_mib(static_cast<std::int64_t>(device_free));
+    d.allocated_mib = to_mib(stats.allocated_bytes[kAggregate].current);
+    d.reserved_mib = to_mib(stats.reserved_bytes[kAggregate].current);
+    d.inactive_split_mib = to_mib(stats.inactive_split_bytes[kAggregate].current);
+    d.largest_free_block_mib = to_mib(static_cast<std::int64_t>(largest));
+    d.num_alloc_retries = stats.num_alloc_retries;
+    d.num_ooms = stats.num_ooms;
+    std::lock_guard<std::mutex> lock(g_oom_mutex);
+    g_oom = d;
+  } catch (...) {
+    // An observer must not throw into the allocator; the report then lacks
+    // the details, not the failure.
+  }
+}
+
+void attach_oom_observer_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { c10::cuda::CUDACachingAllocator::attachOutOfMemoryObserver(on_out_of_memory); });
+}
+
 class CudaProbe final : public MemoryProbe {
  public:
   explicit CudaProbe(int device) : device_(static_cast<c10::DeviceIndex>(device)) {
+    // Initialised first: the observer attaches only to allocators that exist.
     ensure_cuda_initialised();
+    attach_oom_observer_once();
     char bus[32] = {0};
     if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess) pci_bus_id_ = bus;
   }
@@ -61,6 +101,13 @@ class CudaProbe final : public MemoryProbe {
   }
 
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+
+  std::optional<OomDetails> take_oom_details() override {
+    std::lock_guard<std::mutex> lock(g_oom_mutex);
+    std::optional<OomDetails> d = g_oom;
+    g_oom.reset();
+    return d;
+  }
 
   void reset_between_runs() override {
     c10::cuda::device_synchronize();

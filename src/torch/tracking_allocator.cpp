@@ -20,6 +20,10 @@ constexpr std::size_t kHeader = kAlign;
 std::atomic<std::int64_t> g_current{0};
 std::atomic<std::int64_t> g_peak{0};
 std::atomic<std::int64_t> g_limit{-1};  // -1: no limit
+// The last refusal, for the report (0 request: none since the last read).
+std::atomic<std::int64_t> g_refused_request{0};
+std::atomic<std::int64_t> g_refused_in_use{0};
+std::atomic<std::int64_t> g_refused_limit{0};
 
 void raise_peak(std::int64_t now) {
   std::int64_t p = g_peak.load(std::memory_order_relaxed);
@@ -45,6 +49,9 @@ class Allocator final : public c10::Allocator {
     const std::int64_t now = g_current.fetch_add(want, std::memory_order_relaxed) + want;
     if (limit >= 0 && now > limit) {
       g_current.fetch_sub(want, std::memory_order_relaxed);
+      g_refused_in_use.store(now - want);
+      g_refused_limit.store(limit);
+      g_refused_request.store(want);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory (memdiag simulated limit): tried to allocate ",
                        n, " bytes with ", now - want, " of ", limit, " bytes in use");
     }
@@ -87,6 +94,12 @@ void CpuTrackingAllocator::reset_peak() { g_peak.store(g_current.load()); }
 
 void CpuTrackingAllocator::set_limit(std::optional<std::int64_t> bytes) {
   g_limit.store(bytes ? *bytes : -1);
+}
+
+std::optional<CpuTrackingAllocator::Refusal> CpuTrackingAllocator::take_refusal() {
+  const std::int64_t request = g_refused_request.exchange(0);
+  if (request == 0) return std::nullopt;
+  return Refusal{request, g_refused_in_use.load(), g_refused_limit.load()};
 }
 
 std::optional<std::int64_t> CpuTrackingAllocator::limit() const {

@@ -138,16 +138,18 @@ class Training {
   void model_ready() {
     phase_ = Phase::kModelReady;
     model_ = build_model(mspec_);
-    model_->to(o_.device, model_dtype(mspec_));
-    params_ = model_->parameters();
-    // The model's size as built, read from its tensors rather than from a
-    // formula that restates the architecture.
+    // The model's size as built, read from its tensors (before the move, so
+    // a report of weights that did not fit the device still has it) rather
+    // than from a formula that restates the architecture.
     ModelInfo& info = rec_.report().model;
     info = ModelInfo{};
-    for (const torch::Tensor& p : params_) {
+    const auto element = static_cast<std::int64_t>(c10::elementSize(model_dtype(mspec_)));
+    for (const torch::Tensor& p : model_->parameters()) {
       info.parameters += p.numel();
-      info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * static_cast<std::int64_t>(p.element_size());
+      info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * element;
     }
+    model_->to(o_.device, model_dtype(mspec_));
+    params_ = model_->parameters();
     if (o_.comm != nullptr) {
       // Every rank starts from rank 0's weights.
       torch::NoGradGuard no_grad;
@@ -229,6 +231,9 @@ class Training {
     rec_.mark(Phase::kStep, census(), std::nullopt, step_loss_);
   }
 
+  // The tensors by role now, for the report of a failure.
+  TensorCensus census_now() const { return census(); }
+
   void cleanup() {
     phase_ = Phase::kCleanup;
     optimizer_->zero_grad(/*set_to_none=*/true);
@@ -279,6 +284,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
   torch::manual_seed(o.seed);
   const Effective e = effective(o);
   Phase phase = Phase::kSetup;
+  std::optional<TensorCensus> at_failure;  // the census when a phase ran out of memory
   try {
     if (o.warm_up_kernels) warm_up(o, e, probe, rec);
     if (e.empty_cache && !o.device.is_cuda()) {
@@ -286,22 +292,24 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
                           "empty-cache: not applicable on the CPU (no caching allocator to empty)", std::nullopt});
     }
     Training t(o, e, rec, phase);
-    for (void (Training::*setup)() : {&Training::model_ready, &Training::optimizer_ready}) {
-      (t.*setup)();
-      if (interrupted(interrupt)) return RunStatus::kInterrupted;
-    }
+    // Runs one phase; if it runs out of memory, what the tensors held then
+    // is kept for the report before the training state goes.
+    auto attempt = [&](auto&& work) {
+      try {
+        work();
+      } catch (const c10::OutOfMemoryError&) {
+        if (phase != Phase::kModelReady) at_failure = t.census_now();
+        throw;
+      }
+      return !interrupted(interrupt);
+    };
+    if (!attempt([&] { t.model_ready(); }) || !attempt([&] { t.optimizer_ready(); })) return RunStatus::kInterrupted;
     for (int step = 0; step < o.steps; ++step) {
       rec.begin_step(step);
       for (int mb = 0; mb < t.micro_batches(); ++mb) {
-        for (void (Training::*work)(int) : {&Training::forward, &Training::backward}) {
-          (t.*work)(mb);
-          if (interrupted(interrupt)) return RunStatus::kInterrupted;
-        }
+        if (!attempt([&] { t.forward(mb); }) || !attempt([&] { t.backward(mb); })) return RunStatus::kInterrupted;
       }
-      for (void (Training::*work)() : {&Training::step, &Training::cleanup}) {
-        (t.*work)();
-        if (interrupted(interrupt)) return RunStatus::kInterrupted;
-      }
+      if (!attempt([&] { t.step(); }) || !attempt([&] { t.cleanup(); })) return RunStatus::kInterrupted;
     }
     return RunStatus::kComplete;
   } catch (const c10::OutOfMemoryError& e) {
@@ -310,7 +318,10 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     if (nl != std::string::npos) msg.resize(nl);
     // The training state is gone by now; the peak of the failing phase is
     // still in the counters and tells how far the phase got.
-    rec.add_event(Event{EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib});
+    Event event{EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib};
+    event.oom = probe.take_oom_details().value_or(OomDetails{});
+    event.oom->tensors = at_failure;
+    rec.add_event(std::move(event));
     return RunStatus::kOom;
   }
 }

@@ -178,3 +178,37 @@ TEST(CudaDiagnostics, ARunAfterACheckpointedOneEqualsAFreshProcess) {
   const Report cp = load_report(d.file("sweep-checkpoint=6.json"));
   EXPECT_NEAR(alloc_at(cp, Phase::kCleanup, 0), alloc_at(cp, Phase::kOptimizerReady), 0.01);
 }
+
+TEST(CudaDiagnostics, OutOfMemoryIsExplainedWithTheAllocatorsStateAtTheFailure) {
+  REQUIRE_CUDA();
+  TempDir d;
+  struct Case {
+    std::vector<std::string> args;
+    std::string phase;
+    std::string cause;
+  };
+  // beta medium: 256 MiB of weights and 256 of gradients fit 900 MiB; the
+  // first step()'s AdamW moments do not. alpha large: its forward does not
+  // fit 2 GiB. beta medium in 200 MiB: its weights do not fit.
+  const std::vector<Case> cases = {
+      {{"--case", "beta", "--preset", "medium", "--memory-limit-mib", "900"}, "step", "optimizer_state"},
+      {{"--case", "alpha", "--preset", "large", "--memory-limit-mib", "2048"}, "forward", "activations"},
+      {{"--case", "beta", "--preset", "medium", "--memory-limit-mib", "200"}, "model_ready", "parameters"},
+      {{"--case", "gamma", "--preset", "large", "--steps", "30", "--memory-limit-mib", "6000"}, "", "retained_graph"},
+  };
+  int k = 0;
+  for (const Case& c : cases) {
+    const std::string name = "oom" + std::to_string(k++);
+    const Report r = run_cuda(d, name, c.args, to_int(ExitCode::kOom));
+    ASSERT_EQ(r.status, RunStatus::kOom) << name;
+    const Event& e = r.events.back();
+    ASSERT_TRUE(e.oom) << name;
+    EXPECT_TRUE(e.oom->request_mib && *e.oom->request_mib > 0) << name;
+    EXPECT_TRUE(e.oom->reserved_mib) << name << ": the observer fired";
+    EXPECT_GE(e.oom->num_ooms.value_or(0), 1) << name;
+    if (!c.phase.empty()) EXPECT_EQ(to_string(*e.phase), c.phase) << name;
+    const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file(name + ".json"), "--format", "json"});
+    ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+    EXPECT_EQ(nlohmann::json::parse(cmp.out)["groups"][0]["dominant_cause"], c.cause) << name << "\n" << cmp.out;
+  }
+}

@@ -348,3 +348,60 @@ TEST(Causes, NamesRoundTrip) {
   for (Cause c : all_causes()) EXPECT_EQ(cause_from_string(to_string(c)), c);
   EXPECT_FALSE(cause_from_string("leak"));
 }
+
+namespace {
+Report oom_report(Phase phase, int step, OomDetails d) {
+  Synth s;
+  s.activations_mib = 50;
+  s.steps = step;  // completed steps before the failing one
+  Report r = synth(s);
+  r.status = RunStatus::kOom;
+  Event e{EventKind::kOom, phase, step, "out of memory", 10.0};
+  e.oom = d;
+  r.events.push_back(e);
+  return r;
+}
+}  // namespace
+
+TEST(OutOfMemoryVerdict, CachedFreeMemoryThatCouldHoldTheRequestIsFragmentation) {
+  OomDetails d;
+  d.request_mib = 40;
+  d.allocated_mib = 800;
+  d.reserved_mib = 860;  // 60 MiB cached but free, in pieces
+  d.largest_free_block_mib = 20;
+  d.limit_mib = 900;
+  d.tensors = TensorCensus{10, 0, 0};
+  const Verdict v = analyse({{"f.json", oom_report(Phase::kForward, 2, d)}}).verdicts.at(0);
+  EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);
+  EXPECT_EQ(v.dominant, Cause::kAllocatorCache);
+  const auto* e = find<evidence::OutOfMemory>(v);
+  ASSERT_TRUE(e);
+  EXPECT_NEAR(*e->cached_free_mib, 60, 1e-9);
+  EXPECT_NEAR(*e->other_mib, 790, 1e-9);
+  EXPECT_TRUE(v.confirm.empty());
+}
+
+TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivations) {
+  OomDetails d;
+  d.request_mib = 40;
+  d.allocated_mib = 880;
+  d.reserved_mib = 890;
+  d.limit_mib = 900;
+  d.tensors = TensorCensus{10, 0, 0};
+  const Verdict v = analyse({{"f.json", oom_report(Phase::kForward, 2, d)}}).verdicts.at(0);
+  EXPECT_EQ(v.dominant, Cause::kActivations);
+}
+
+TEST(OutOfMemoryVerdict, AnOomRunIsThePrimaryOfItsGroup) {
+  OomDetails d;
+  d.request_mib = 4;
+  d.allocated_mib = 30;
+  d.limit_mib = 32;
+  Synth big;
+  big.batch = 64;
+  big.activations_mib = 500;  // a bigger peak, but it completed
+  Report oom = oom_report(Phase::kForward, 0, d);
+  const Verdict v = analyse({{"big.json", synth(big)}, {"oom.json", oom}}).verdicts.at(0);
+  EXPECT_EQ(v.primary_source, "oom.json");
+  EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);
+}

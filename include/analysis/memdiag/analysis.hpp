@@ -98,6 +98,7 @@ enum class DecisionRule {
   kOneStepAmbiguous,  // one step cannot tell state made once from a graph kept every step
   kTooClose,          // top and runner-up within kDominanceRatio
   kDominant,          // top exceeds the runner-up by kDominanceRatio or more
+  kOutOfMemory,       // the run ran out of memory: the cause is what made the failing phase exceed the budget
 };
 const char* to_string(DecisionRule r);
 
@@ -164,6 +165,22 @@ struct CacheExcess {
 struct SweepFit {
   Sweep sweep;
 };
+// A run that ran out of memory: where, what it asked for, what was live.
+struct OutOfMemory {
+  Cause cause = Cause::kInconclusive;  // what this record says the failure was
+  std::optional<Phase> phase;
+  std::optional<int> step;
+  std::optional<double> request_mib;
+  std::optional<double> budget_mib;
+  std::optional<double> in_use_mib;
+  std::optional<TensorCensus> tensors;
+  std::optional<double> other_mib;  // activations, the batch, temporaries
+  double parameter_mib = 0;
+  std::optional<double> cached_free_mib;  // reserved - allocated at the failure
+  std::optional<double> largest_free_block_mib;
+  std::optional<double> growth_per_step_mib;  // over the completed steps, when it grew
+  int completed_steps = 0;
+};
 struct ReservedGap {
   double max_gap_mib = 0;
 };
@@ -176,7 +193,7 @@ using Evidence =
     std::variant<evidence::ForwardIncrement, evidence::PostCleanupTrend, evidence::OptimizerStateMade,
                  evidence::StepIncrements, evidence::DataParallelBuckets, evidence::RetainedGrowth,
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
-                 evidence::SweepFit, evidence::ReservedGap, evidence::OutsideAllocator>;
+                 evidence::SweepFit, evidence::ReservedGap, evidence::OutsideAllocator, evidence::OutOfMemory>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 

@@ -23,6 +23,22 @@ struct StepFigures {
   double peak_mib = 0;  // highest peak of any phase of the step
 };
 
+// Where and how a run ran out of memory, from its oom event.
+struct OomAt {
+  std::optional<Phase> phase;
+  std::optional<int> step;
+  OomDetails details;
+  // The budget it ran out of: the allocator's limit when it said, else the
+  // run's --memory-limit-mib, else the device's capacity.
+  std::optional<double> budget_mib;
+  // What the tensors held by role when it failed, and the rest of what was
+  // allocated (activations, the batch, temporaries).
+  std::optional<double> other_mib;
+  // The optimizer state recorded at the end of the phase before the failing
+  // one: none means any state seen now was being made by the failing phase.
+  std::optional<double> state_before_mib;
+};
+
 // Why a run stopped early, from its events.
 struct RunStop {
   EventKind kind = EventKind::kError;  // kOom, kInterrupted or kError
@@ -77,6 +93,8 @@ struct RunFeatures {
   // and the wall time per step (the phases' elapsed time over the steps).
   std::vector<double> losses;
   std::optional<double> ms_per_step;
+
+  std::optional<OomAt> oom;  // status oom: where it failed and what was live
 };
 
 // A run's remedies as the comparison names them: the report's remedies,

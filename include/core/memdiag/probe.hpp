@@ -2,6 +2,8 @@
 // device's memory; they know nothing of phases, steps or reports.
 #pragma once
 
+#include "memdiag/report.hpp"
+
 #include <optional>
 #include <string>
 
@@ -29,6 +31,10 @@ class MemoryProbe {
   // block back, and resets the peak and the accumulated statistics, so the
   // next run starts from what a fresh process holds after its warm-up.
   virtual void reset_between_runs() = 0;
+  // After an out-of-memory error: what the allocator recorded when the
+  // failing request was refused (then forgotten). Empty when it recorded
+  // nothing.
+  virtual std::optional<OomDetails> take_oom_details() { return std::nullopt; }
 };
 
 }  // namespace memdiag

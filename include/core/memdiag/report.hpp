@@ -67,12 +67,30 @@ enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote };
 const char* to_string(EventKind k);
 std::optional<EventKind> event_kind_from_string(std::string_view s);
 
+// The allocator's state at an out-of-memory failure, as far as the device
+// tells it: the CUDA caching allocator's out-of-memory observer and
+// statistics, or the CPU tracking allocator's simulated limit (which has no
+// cache: reserved, free and fragmentation figures stay empty).
+struct OomDetails {
+  std::optional<double> request_mib;     // the allocation that failed (rounded by the allocator)
+  std::optional<double> limit_mib;       // the budget: a memory limit, or the device's capacity
+  std::optional<double> device_free_mib;
+  std::optional<double> allocated_mib;   // live tensors when it failed
+  std::optional<double> reserved_mib;
+  std::optional<double> inactive_split_mib;
+  std::optional<double> largest_free_block_mib;  // the largest cached free block
+  std::optional<std::int64_t> num_alloc_retries;
+  std::optional<std::int64_t> num_ooms;
+  std::optional<TensorCensus> tensors;   // the run's parameters, gradients and optimizer state then
+};
+
 struct Event {
   EventKind kind = EventKind::kNote;
   std::optional<Phase> phase;  // where it happened, when known
   std::optional<int> step;
   std::string message;
   std::optional<double> mib;
+  std::optional<OomDetails> oom;  // kOom: the allocator's state at the failure
 };
 
 struct RunConfig {

@@ -22,6 +22,15 @@ class CpuTrackingAllocator {
   void set_limit(std::optional<std::int64_t> bytes);
   std::optional<std::int64_t> limit() const;
 
+  // The last allocation the limit refused: its size and the bytes in use
+  // then. Reading it forgets it.
+  struct Refusal {
+    std::int64_t request_bytes = 0;
+    std::int64_t in_use_bytes = 0;
+    std::int64_t limit_bytes = 0;
+  };
+  std::optional<Refusal> take_refusal();
+
  private:
   CpuTrackingAllocator() = default;
 };
