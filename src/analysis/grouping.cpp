@@ -58,7 +58,8 @@ std::vector<Group> group_runs(std::vector<RunFeatures> runs) {
   return out;
 }
 
-Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, const std::set<std::string>& taken) {
+Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, const std::set<std::string>& taken,
+                 const std::vector<double>& budgets_mib) {
   std::vector<RunFeatures> runs;
   runs.reserve(reports.size());
   std::set<std::string> sources = taken;
@@ -69,7 +70,7 @@ Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, con
   Analysis a;
   a.groups = group_runs(std::move(runs));
   for (const Group& g : a.groups) {
-    a.verdicts.push_back(diagnose(g, sources));
+    a.verdicts.push_back(diagnose(g, sources, budgets_mib));
     // Two groups must not suggest the same output either.
     for (const ConfirmingRun& c : a.verdicts.back().confirm) sources.insert(c.run.output);
   }

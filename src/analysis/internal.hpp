@@ -41,6 +41,10 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
 Cause oom_cause(const RunFeatures& oom_run);
 evidence::OutOfMemory oom_evidence(const RunFeatures& oom_run, Cause cause);
 
+// --- capacity.cpp -------------------------------------------------------------
+std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatures& primary,
+                                                 const std::vector<double>& budgets_mib);
+
 // --- remedies.cpp -------------------------------------------------------------
 // The group's runs without remedies (all of them when every run has one):
 // the verdict is read from these.

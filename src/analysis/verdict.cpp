@@ -4,7 +4,7 @@
 
 namespace memdiag {
 
-Verdict diagnose(const Group& group, const std::set<std::string>& taken) {
+Verdict diagnose(const Group& group, const std::set<std::string>& taken, const std::vector<double>& budgets_mib) {
   Verdict v;
   v.case_name = group.case_name;
   v.group_key = group.key;
@@ -36,6 +36,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken) {
   if (v.decision.rule != DecisionRule::kOutOfMemory) {
     v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   }
+  v.capacity = detail::predict_capacity(g, p, budgets_mib);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);
   return v;

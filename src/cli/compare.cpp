@@ -90,7 +90,7 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   const ReportSet set = read_reports(o.inputs);
   for (const InputError& e : set.errors) err << kProgram << ": " << e.what() << "\n";
 
-  const Analysis analysis = analyse(set.reports, reports_beside(set.reports));
+  const Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
   switch (o.format) {
     case OutputFormat::kJson: out << render_json(analysis, set.errors).dump(2) << "\n"; break;
     case OutputFormat::kMarkdown: out << render_markdown(analysis); break;

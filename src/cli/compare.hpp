@@ -19,6 +19,7 @@ struct CompareOptions {
   OutputFormat format = OutputFormat::kText;
   std::vector<std::pair<std::string, Cause>> expect;  // every group of CASE has CAUSE
   std::set<Cause> fail_on;                             // no group has any of these
+  std::vector<double> budgets_mib;                     // --budget-mib: predict the largest batch for each
 };
 
 // "CASE=CAUSE" as --expect takes it; throws UsageError naming the flag.

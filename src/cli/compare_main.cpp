@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
   app.add_option("--expect", expects, "CASE=CAUSE: exit 1 unless every group of CASE has that dominant cause");
   app.add_option("--fail-on", fail_on, "CAUSE: exit 1 if any group's dominant cause is CAUSE");
+  app.add_option("--budget-mib", opts.budgets_mib,
+                 "Predict the largest batch that fits N MiB (repeatable; default: the run's memory limit, or the "
+                 "device less what is outside the allocator)")
+      ->check(CLI::PositiveNumber);
 
   if (auto code = memdiag::cli::parse(app, argc, argv, "compare_memory_reports", std::cout, std::cerr)) return *code;
   try {

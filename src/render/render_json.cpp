@@ -248,6 +248,16 @@ json group_json(const Group& g, const Verdict& v) {
     for (const std::string& n : remedies_not_measured(v)) not_measured.push_back(n);
   }
   const std::string best = describe_best_remedy(v);
+  json capacity = json::array();
+  for (const CapacityPrediction& c : v.capacity) {
+    const char* source = c.source == CapacityPrediction::Budget::kGiven         ? "given"
+                         : c.source == CapacityPrediction::Budget::kMemoryLimit ? "memory_limit"
+                                                                                 : "device";
+    capacity.push_back({{"budget_mib", c.budget_mib}, {"budget_source", source}, {"fixed_mib", c.fixed_mib},
+                        {"per_sample_mib", c.per_sample_mib}, {"fitted_runs", c.fitted_runs},
+                        {"max_batch", c.max_batch}, {"preset", c.preset}, {"steps", c.steps},
+                        {"text", describe(c)}});
+  }
   return {{"case", g.case_name},
           {"group", g.key},
           {"device", g.device_kind},
@@ -272,6 +282,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"best_remedy", v.best_remedy ? json(*v.best_remedy) : json(nullptr)},
           {"best_remedy_text", best.empty() ? json(nullptr) : json(best)},
           {"remedies_not_measured", not_measured},
+          {"capacity", capacity},
           {"runs", runs}};
 }
 

@@ -17,6 +17,7 @@ std::string render_markdown(const Analysis& a) {
     out += "\nResponse: " + s.response + "\n";
     if (!s.best_remedy.empty()) out += "\n" + s.best_remedy + ".\n";
     if (!s.not_measured.empty()) out += "\nNot measured here: " + s.not_measured + " (run them with `--remedy`).\n";
+    for (const std::string& c : s.capacity) out += "\nCapacity: " + c + ".\n";
     if (!s.not_helpful.empty()) {
       out += "\nWould not help:\n\n";
       for (const std::string& n : s.not_helpful) out += "- " + n + "\n";

@@ -16,6 +16,7 @@ std::string render_text(const Analysis& a) {
     out += "response: " + s.response + "\n";
     if (!s.best_remedy.empty()) out += s.best_remedy + "\n";
     if (!s.not_measured.empty()) out += "not measured here: " + s.not_measured + " (run them with --remedy)\n";
+    for (const std::string& c : s.capacity) out += "capacity: " + c + "\n";
     if (!s.not_helpful.empty()) {
       out += "would not help:\n";
       for (const std::string& n : s.not_helpful) out += "  - " + n + "\n";

@@ -19,6 +19,7 @@ Section section_of(const Group& g, const Verdict& v) {
     for (const std::string& n : remedies_not_measured(v)) s.not_measured += (s.not_measured.empty() ? "" : ", ") + n;
     s.remedies = remedies_table(v);
   }
+  for (const CapacityPrediction& c : v.capacity) s.capacity.push_back(describe(c));
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
   return s;

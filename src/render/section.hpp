@@ -26,6 +26,7 @@ struct Section {
   std::string best_remedy;                      // the measured best, in words
   std::string not_measured;                     // "accumulate, bf16": suggested but not run
   std::optional<Table> remedies;
+  std::vector<std::string> capacity;  // predicted largest batches
   Table runs;
   std::vector<std::pair<std::string, Table>> ranks;  // label, table
 };

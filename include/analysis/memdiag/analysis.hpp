@@ -240,6 +240,21 @@ struct RemedyRow {
   bool reduces_cause = false;
 };
 
+// The largest batch predicted to fit a budget, from the peak's fit over the
+// batch: a fixed part (weights, gradients, optimizer state, workspaces) and
+// a part per sample (activations).
+struct CapacityPrediction {
+  enum class Budget { kGiven, kMemoryLimit, kDevice };
+  double budget_mib = 0;
+  Budget source = Budget::kGiven;
+  double fixed_mib = 0;
+  double per_sample_mib = 0;
+  int fitted_runs = 0;  // 1: from the run's forward increment per sample
+  std::int64_t max_batch = 0;  // 0: not even one sample fits
+  std::string preset;
+  int steps = 0;
+};
+
 // A run that would settle what the reports given cannot: a batch, preset or
 // steps sweep point. Its output never names a report that was given.
 struct ConfirmingRun {
@@ -260,6 +275,9 @@ struct Verdict {
   bool confirmed = false;  // a sweep in the group confirmed the scaling
   std::vector<Sweep> sweeps;
   std::vector<DistributedView> distributed;
+  // The largest batch predicted for each budget (--budget-mib, the run's
+  // memory limit, or the device less the memory outside the allocator).
+  std::vector<CapacityPrediction> capacity;
   // Remedies measured in the group, against their baseline runs (rank 0).
   std::vector<RemedyRow> remedies;
   // The row that lowers the peak most among those that reduce the dominant
@@ -274,7 +292,8 @@ std::optional<double> cause_mib(Cause cause, const RunFeatures& f);
 
 // taken: every report path already given, so confirming runs never suggest
 // writing over one.
-Verdict diagnose(const Group& group, const std::set<std::string>& taken = {});
+Verdict diagnose(const Group& group, const std::set<std::string>& taken = {},
+                 const std::vector<double>& budgets_mib = {});
 
 struct Analysis {
   std::vector<Group> groups;
@@ -285,7 +304,7 @@ struct Analysis {
 // taken: paths confirming runs must not write to besides the reports given
 // (the CLI adds the reports already on disk beside them).
 Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports,
-                 const std::set<std::string>& taken = {});
+                 const std::set<std::string>& taken = {}, const std::vector<double>& budgets_mib = {});
 
 // Thresholds, named so tests, docs and the JSON output can cite them.
 namespace thresholds {

@@ -95,6 +95,7 @@ struct RunFeatures {
   std::optional<double> ms_per_step;
 
   std::optional<OomAt> oom;  // status oom: where it failed and what was live
+  std::optional<double> device_total_mib;  // the device's capacity, from the report's environment
 };
 
 // A run's remedies as the comparison names them: the report's remedies,

@@ -44,6 +44,7 @@ std::string describe_point(const RunPoint& p);
 // "preset small, batch 8, 4 steps": the label of a set of ranks.
 std::string describe_rank_run(const RunPoint& p);
 std::string describe(const RunStop& s);
+std::string describe(const CapacityPrediction& c);
 
 // --- tables ------------------------------------------------------------------
 struct Table {
