@@ -92,7 +92,11 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
 
   const Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
   switch (o.format) {
-    case OutputFormat::kJson: out << render_json(analysis, set.errors).dump(2) << "\n"; break;
+    case OutputFormat::kJson:
+      // File names are bytes, not always UTF-8: replaced (U+FFFD) rather
+      // than aborting the whole comparison.
+      out << render_json(analysis, set.errors).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      break;
     case OutputFormat::kMarkdown: out << render_markdown(analysis); break;
     case OutputFormat::kText: out << render_text(analysis); break;
   }

@@ -130,7 +130,11 @@ json to_json(const Report& r) {
 
 }  // namespace
 
-std::string dump_report(const Report& report) { return to_json(report).dump(2) + "\n"; }
+// A case file's path is bytes, not always UTF-8: replaced (U+FFFD) so the
+// report is still written, and still reads back.
+std::string dump_report(const Report& report) {
+  return to_json(report).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
 
 void write_report(const std::string& path, const Report& report) {
   write_file_atomically(path, dump_report(report));

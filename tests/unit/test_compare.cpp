@@ -107,3 +107,12 @@ TEST(RunCompare, NothingToReadIsExitTwo) {
   EXPECT_EQ(r.code, to_int(ExitCode::kUsage));
   EXPECT_NE(r.err.find("no *.json reports"), std::string::npos);
 }
+
+TEST(RunCompare, AFileNameThatIsNotUtf8DoesNotStopTheJsonOutput) {
+  TempDir d;
+  const std::string name = activation_report(d, std::string("bad-\xff\xfe-name.json"));
+  const Result r = compare(options({name}, OutputFormat::kJson));
+  EXPECT_EQ(r.code, to_int(ExitCode::kOk)) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // valid JSON, the bytes replaced
+  EXPECT_NE(j["groups"][0]["runs"][0]["source"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
+}
