@@ -34,14 +34,8 @@ TEST(Sweeps, ThePlanInOneProcessEqualsSeparateProcesses) {
                           d.file("sweep"), "--quiet"});
   ASSERT_EQ(one.exit_code, to_int(ExitCode::kOk)) << one.err;
   fs::create_directories(d.file("separate"));
-  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
-      {"alpha", {"--case", "alpha"}},
-      {"beta", {"--case", "beta"}},
-      {"gamma", {"--case", "gamma"}},
-      {"alpha-batch1", {"--case", "alpha", "--batch-size-per-device", "1"}},
-      {"alpha-batch4", {"--case", "alpha", "--batch-size-per-device", "4"}},
-      {"beta-medium", {"--case", "beta", "--preset", "medium", "--batch-size-per-device", "1"}},
-      {"gamma-steps10", {"--case", "gamma", "--steps", "10"}}};
+  const auto runs = plan_as_flags(std::string(MEMDIAG_CASES_DIR) + "/plans/reference.json");
+  ASSERT_EQ(runs.size(), 7u);
   for (const auto& [name, args] : runs) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--quiet", "--output", d.file("separate/" + name + ".json")});

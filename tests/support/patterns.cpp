@@ -1,6 +1,7 @@
 #include "patterns.hpp"
 
 #include "memdiag/analysis.hpp"
+#include "memdiag/sweep_plan.hpp"
 #include "process.hpp"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,19 @@ void expect_same_measurements(const Report& a, const Report& b, const std::strin
       EXPECT_NEAR(x.tensors->gradients_mib, y.tensors->gradients_mib, 1e-9) << what;
     }
   }
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> plan_as_flags(const std::string& plan_path) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const RunRequest& r : read_plan_file(plan_path)) {
+    std::vector<std::string> flags{"--case", r.case_arg};
+    if (r.preset) flags.insert(flags.end(), {"--preset", *r.preset});
+    if (r.batch_size_per_device) flags.insert(flags.end(), {"--batch-size-per-device", std::to_string(*r.batch_size_per_device)});
+    if (r.steps) flags.insert(flags.end(), {"--steps", std::to_string(*r.steps)});
+    if (!r.remedies.empty()) flags.insert(flags.end(), {"--remedy", remedies_label(r.remedies)});
+    out.emplace_back(r.name, flags);
+  }
+  return out;
 }
 
 }  // namespace memdiag::testkit

@@ -5,6 +5,8 @@
 #include "memdiag/report.hpp"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace memdiag::testkit {
 
@@ -18,6 +20,9 @@ void expect_optimizer_state_pattern(const Report& r);
 // Post-cleanup allocation grows by a near-constant amount every step, and
 // the longer run grows more.
 void expect_retained_graph_pattern(const Report& shorter, const Report& longer);
+
+// A plan file's runs as the flags that run each alone: (name, flags).
+std::vector<std::pair<std::string, std::vector<std::string>>> plan_as_flags(const std::string& plan_path);
 
 // Every sample of b equals a's: the same phases in the same order,
 // allocated, peak and reserved within 0.01 MiB, the same census, parameter
