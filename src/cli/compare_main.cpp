@@ -48,11 +48,22 @@ int main(int argc, char** argv) {
                                                                 {"json", memdiag::OutputFormat::kJson}};
   app.add_option("--format,-f", opts.format, "text, markdown or json (default: text)")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
-  app.add_option("--expect", expects, "CASE=CAUSE: exit 1 unless every group of CASE has that dominant cause");
-  app.add_option("--fail-on", fail_on, "CAUSE: exit 1 if any group's dominant cause is CAUSE");
+  // One value per flag (repeat the flag for more): otherwise a report file
+  // after --fail-on would be taken for a cause.
+  app.add_option("--expect", expects, "CASE=CAUSE: exit 1 unless every group of CASE has that dominant cause (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--fail-on", fail_on, "CAUSE: exit 1 if any group's dominant cause is CAUSE (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--budget-mib", opts.budgets_mib,
                  "Predict the largest batch that fits N MiB (repeatable; default: the run's memory limit, or the "
                  "device less what is outside the allocator)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::PositiveNumber);
 
   if (auto code = memdiag::cli::parse(app, argc, argv, "compare_memory_reports", std::cout, std::cerr)) return *code;

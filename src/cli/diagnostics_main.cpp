@@ -26,7 +26,8 @@ CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
       --case beta --output 'beta-{rank}.json' [--shard-optimizer-state]
 
 Exit codes: 0 complete, 1 failed, 2 bad usage, 3 out of memory (report still
-written, status "oom"), 130 interrupted.
+written, status "oom"), 130 interrupted by SIGINT, SIGTERM or SIGHUP (report
+written, status "interrupted"; a second signal ends the process at once).
 
 Sweeps: --case, --preset, --batch-size-per-device and --steps each take a
 comma-separated list; every combination runs, in the order given, in this one

@@ -15,6 +15,8 @@
 #include "memdiag/workload.hpp"
 
 #include <atomic>
+
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -30,7 +32,24 @@ namespace fs = std::filesystem;
 namespace {
 
 std::atomic<bool> g_interrupt{false};
-extern "C" void on_sigint(int) { g_interrupt.store(true); }
+std::atomic<int> g_signal{0};  // the signal that asked to stop
+// SIGINT (Ctrl-C), SIGTERM (timeout, CI cancellation, schedulers) and SIGHUP
+// all stop the run between phases, so its report is written. A second
+// signal while the run finishes its phase ends the process at once: reports
+// are written by rename, so none is left torn.
+extern "C" void on_stop_signal(int sig) {
+  if (g_interrupt.exchange(true)) _exit(128 + sig);
+  g_signal.store(sig);
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
+}
 
 
 
@@ -235,7 +254,9 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
     err << "memory_diagnostics: " << (plan.launch ? "rank " + std::to_string(plan.launch->rank) + ": " : std::string())
         << "run failed: " << msg << "\n";
   }
-  if (status == RunStatus::kInterrupted) rec.add_event(EventKind::kInterrupted, "stopped by SIGINT");
+  if (status == RunStatus::kInterrupted) {
+    rec.add_event(EventKind::kInterrupted, std::string("stopped by ") + signal_name(g_signal.load()));
+  }
   return status;
 }
 
@@ -333,10 +354,15 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     return to_int(ExitCode::kFailed);
   }
   g_interrupt.store(false);
-  auto previous = std::signal(SIGINT, on_sigint);
+  g_signal.store(0);
+  auto previous_int = std::signal(SIGINT, on_stop_signal);
+  auto previous_term = std::signal(SIGTERM, on_stop_signal);
+  auto previous_hup = std::signal(SIGHUP, on_stop_signal);
   const int code = plan.runs.size() == 1 ? run_single(plan, opts, session, talk, out, err)
                                          : run_sweep(plan, opts, session, talk, out, err);
-  std::signal(SIGINT, previous);
+  std::signal(SIGINT, previous_int);
+  std::signal(SIGTERM, previous_term);
+  std::signal(SIGHUP, previous_hup);
   return code;
 }
 

@@ -125,3 +125,14 @@ TEST(CompareCli, HelpExplainsCausesAndExitCodes) {
   EXPECT_NE(r.out.find("retained_graph"), std::string::npos);
   EXPECT_NE(r.out.find("Exit codes"), std::string::npos);
 }
+
+TEST(CompareCli, AGateFlagTakesOneValueAndTheNextArgumentIsAReport) {
+  TempDir d;
+  const std::string f = write_synth(d, "a.json", activation_heavy());
+  // The report after --fail-on is read as a report, not taken for a cause.
+  const Proc r = compare({"--fail-on", "activations", f});
+  EXPECT_EQ(r.exit_code, to_int(ExitCode::kGateFailed)) << r.err;
+  EXPECT_NE(r.err.find("gate failed: model is activations (--fail-on)"), std::string::npos) << r.err;
+  EXPECT_EQ(compare({"--expect", "model=activations", f, "--fail-on", "retained_graph"}).exit_code,
+            to_int(ExitCode::kOk));
+}

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include <signal.h>
@@ -237,4 +238,28 @@ TEST(DiagnosticsCpu, Bfloat16HalvesWeightsAndActivations) {
   const double fwd32 = alloc_at(f32, Phase::kForward, 1) - alloc_at(f32, Phase::kCleanup, 0);
   const double fwd16 = alloc_at(bf16, Phase::kForward, 1) - alloc_at(bf16, Phase::kCleanup, 0);
   EXPECT_NEAR(fwd16 / fwd32, 0.5, 0.03);
+}
+
+TEST(DiagnosticsCpu, TermAndHangupStopTheRunLikeCtrlC) {
+  // What timeout(1), CI cancellation and schedulers send: a report, status
+  // interrupted, naming the signal, and exit 130.
+  for (int sig : {SIGTERM, SIGHUP}) {
+    TempDir d;
+    const std::string out = d.file("r.json");
+    const pid_t pid = spawn({kDiagExe, "--case", "alpha", "--preset", "medium", "--steps", "50", "--device", "cpu",
+                             "-o", out},
+                            "/dev/null", d.file("stdout"), d.file("stderr"));
+    for (int i = 0; i < 600 && read_text(d.file("stdout")).find("optimizer_ready") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    kill(pid, sig);
+    EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+    const Report r = load_report(out);
+    EXPECT_EQ(r.status, RunStatus::kInterrupted);
+    ASSERT_FALSE(r.events.empty());
+    EXPECT_EQ(r.events.back().message, std::string("stopped by ") + (sig == SIGTERM ? "SIGTERM" : "SIGHUP"));
+    for (const auto& e : std::filesystem::directory_iterator(d.path())) {
+      EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+    }
+  }
 }
