@@ -121,7 +121,9 @@ int main(int argc, char** argv) {
   app.add_flag("--isolate", opts.isolate,
                "Run each configuration of a sweep in a fresh child process (same reports)");
   app.add_option("--device", opts.device, "auto (CUDA when available), cpu, cuda or cuda:K")->capture_default_str();
-  app.add_option("--seed", opts.seed, "Seed for weights and data")->capture_default_str();
+  std::string seed = "0";
+  app.add_option("--seed", seed, "Seed for weights and data: 0 to 2^53 (what JSON readers hold exactly)")
+      ->capture_default_str();
   app.add_option("--memory-limit-mib", opts.memory_limit_mib,
                  "Cap the allocator at N MiB to see whether the run fits a smaller GPU (CPU: simulated)");
   app.add_option("--cases-dir", extra_dirs, "Extra directory searched first for built-in case names");
@@ -139,6 +141,20 @@ int main(int argc, char** argv) {
                "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");
 
   if (auto code = memdiag::cli::parse(app, argc, argv, "memory_diagnostics", std::cout, std::cerr)) return *code;
+  // Values a report could not hold, or that would silently mean something
+  // else, are refused here rather than written.
+  try {
+    if (app.get_option("--output")->count() > 0 && opts.output.empty()) {
+      throw memdiag::UsageError("--output: empty path (leave the flag out for <case>.json)");
+    }
+    if (dir_opt->count() > 0 && opts.output_dir.empty()) throw memdiag::UsageError("--output-dir: empty path");
+    opts.seed = static_cast<std::uint64_t>(
+        memdiag::parse_integer_list("--seed", seed, 0, memdiag::limits::kMaxExactInteger).at(0));
+    if (seed.find(',') != std::string::npos) throw memdiag::UsageError("--seed: one seed, not a list");
+  } catch (const memdiag::UsageError& e) {
+    std::cerr << "memory_diagnostics: " << e.what() << "\n";
+    return memdiag::to_int(memdiag::ExitCode::kUsage);
+  }
   sweep.presets_given = preset_opt->count() > 0;
   sweep.batch_sizes_given = batch_opt->count() > 0;
   sweep.steps_given = steps_opt->count() > 0;

@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -39,21 +41,34 @@ bool plain_name(const std::string& s) {
 
 std::vector<int> parse_count_list(const std::string& flag, const std::string& text, std::int64_t lo,
                                   std::int64_t hi) {
-  if (text.empty()) throw UsageError(flag + ": empty; give a number or a comma-separated list");
   std::vector<int> out;
+  for (std::int64_t v : parse_integer_list(flag, text, lo, std::min<std::int64_t>(hi, INT32_MAX))) {
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text, std::int64_t lo,
+                                             std::int64_t hi) {
+  if (text.empty()) throw UsageError(flag + ": empty; give a number or a comma-separated list");
+  std::vector<std::int64_t> out;
   for (const std::string& item : split(text)) {
     const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || (item.size() > 1 && item[0] == '0') || item.size() > 12) {
+    if (!digits || (item.size() > 1 && item[0] == '0')) {
       if (!item.empty() && item[0] == '-') {
         throw UsageError(flag + ": must be at least " + std::to_string(lo) + ", got " + item);
       }
       throw UsageError(flag + ": '" + item + "' is not a whole number in decimal" +
                        (item.empty() ? " (empty item in '" + text + "')" : std::string()));
     }
+    // Longer than hi's digits is over hi, and would not fit in 64 bits.
+    if (item.size() > std::to_string(hi).size()) {
+      throw UsageError(flag + ": must be at most " + std::to_string(hi) + ", got " + item);
+    }
     const std::int64_t v = std::stoll(item);
     if (v < lo) throw UsageError(flag + ": must be at least " + std::to_string(lo) + ", got " + item);
     if (v > hi) throw UsageError(flag + ": must be at most " + std::to_string(hi) + ", got " + item);
-    out.push_back(static_cast<int>(v));
+    out.push_back(v);
   }
   return out;
 }

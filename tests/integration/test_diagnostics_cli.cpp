@@ -263,3 +263,24 @@ TEST(DiagnosticsCpu, TermAndHangupStopTheRunLikeCtrlC) {
     }
   }
 }
+
+TEST(DiagnosticsCpu, ValuesAReportCouldNotHoldAreRefusedUpFront) {
+  TempDir d;
+  const std::string out = d.file("r.json");
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"--seed", "-1"}, {"--seed", "9007199254740993"}, {"--seed", "010"}, {"--steps", ""}, {"-o", ""}}) {
+    std::vector<std::string> a{"--case", "gamma", "--steps", "1", "--device", "cpu", "-q", "-o", out};
+    a.insert(a.end(), bad.begin(), bad.end());
+    const Proc r = diag(a);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << bad[0] << " '" << bad[1] << "'";
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(bad[0]), std::string::npos) << r.err;
+    EXPECT_FALSE(exists(out));
+    EXPECT_FALSE(exists(d.file("gamma.json")));
+  }
+  // The largest seed a JSON reader holds exactly is written and read back.
+  const Proc ok = diag({"--case", "gamma", "--steps", "1", "--device", "cpu", "-q", "-o", out, "--seed",
+                        "9007199254740992"});
+  ASSERT_EQ(ok.exit_code, to_int(ExitCode::kOk)) << ok.err;
+  EXPECT_EQ(load_report(out).config.seed, 9007199254740992ull);
+}

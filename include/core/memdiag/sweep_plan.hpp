@@ -40,6 +40,9 @@ std::vector<std::vector<Remedy>> parse_remedy_list(const std::string& flag, cons
 // error. Throws UsageError naming the flag.
 std::vector<int> parse_count_list(const std::string& flag, const std::string& text, std::int64_t lo,
                                   std::int64_t hi);
+// The same for 64-bit values (a seed): hi may be up to 2^62.
+std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text, std::int64_t lo,
+                                             std::int64_t hi);
 // "alpha,beta" -> {"alpha", "beta"}; empty items are an error.
 std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text);
 
