@@ -193,3 +193,12 @@ TEST(ReportReader, ReadReportsSkipsRepeatsAndKeepsGoodOnes) {
   EXPECT_NE(set.errors[1].message().find("duplicate of"), std::string::npos);
   EXPECT_NE(set.errors[2].message().find("not valid JSON"), std::string::npos);
 }
+
+TEST(ReportReader, ANumberBeyondADoubleIsOneErrorNotAnAbort) {
+  // Anywhere in the file, even in a field nobody reads.
+  std::string text = good().dump();
+  text.insert(text.find('{') + 1, "\"unread\": 1e888, ");
+  const InputError e = error_of(text);
+  EXPECT_EQ(e.path(), "$");
+  EXPECT_NE(e.message().find("number overflow"), std::string::npos) << e.what();
+}
