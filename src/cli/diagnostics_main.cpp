@@ -80,6 +80,18 @@ std::vector<memdiag::RunRequest> runs_from(const SweepFlags& f) {
   return memdiag::expand_product(axes);
 }
 
+// Values a report could not hold, or that would silently mean something
+// else, are refused here rather than written. Fills opts.seed.
+void check_values(bool output_given, bool output_dir_given, const std::string& seed, memdiag::HarnessOptions& opts) {
+  if (output_given && opts.output.empty()) {
+    throw memdiag::UsageError("--output: empty path (leave the flag out for <case>.json)");
+  }
+  if (output_dir_given && opts.output_dir.empty()) throw memdiag::UsageError("--output-dir: empty path");
+  if (seed.find(',') != std::string::npos) throw memdiag::UsageError("--seed: one seed, not a list");
+  opts.seed = static_cast<std::uint64_t>(
+      memdiag::parse_integer_list("--seed", seed, 0, memdiag::limits::kMaxExactInteger).at(0));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,25 +153,12 @@ int main(int argc, char** argv) {
                "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");
 
   if (auto code = memdiag::cli::parse(app, argc, argv, "memory_diagnostics", std::cout, std::cerr)) return *code;
-  // Values a report could not hold, or that would silently mean something
-  // else, are refused here rather than written.
-  try {
-    if (app.get_option("--output")->count() > 0 && opts.output.empty()) {
-      throw memdiag::UsageError("--output: empty path (leave the flag out for <case>.json)");
-    }
-    if (dir_opt->count() > 0 && opts.output_dir.empty()) throw memdiag::UsageError("--output-dir: empty path");
-    opts.seed = static_cast<std::uint64_t>(
-        memdiag::parse_integer_list("--seed", seed, 0, memdiag::limits::kMaxExactInteger).at(0));
-    if (seed.find(',') != std::string::npos) throw memdiag::UsageError("--seed: one seed, not a list");
-  } catch (const memdiag::UsageError& e) {
-    std::cerr << "memory_diagnostics: " << e.what() << "\n";
-    return memdiag::to_int(memdiag::ExitCode::kUsage);
-  }
   sweep.presets_given = preset_opt->count() > 0;
   sweep.batch_sizes_given = batch_opt->count() > 0;
   sweep.steps_given = steps_opt->count() > 0;
   sweep.remedies_given = remedy_opt->count() > 0;
   try {
+    check_values(app.get_option("--output")->count() > 0, dir_opt->count() > 0, seed, opts);
     opts.runs = runs_from(sweep);
   } catch (const memdiag::UsageError& e) {
     std::cerr << "memory_diagnostics: " << e.what() << "\n";

@@ -189,6 +189,45 @@ json run_json(const RunFeatures& r) {
           {"ms_per_step", opt(r.ms_per_step)}};
 }
 
+json remedies_json(const Verdict& v) {
+  json remedies = json::array();
+  for (const RemedyRow& r : v.remedies) {
+    remedies.push_back({{"remedy", r.remedy},
+                        {"source", r.source},
+                        {"baseline_source", r.baseline_source},
+                        {"status", to_string(r.status)},
+                        {"peak_mib", r.peak_mib},
+                        {"baseline_peak_mib", r.baseline_peak_mib},
+                        {"peak_change_mib", r.peak_change_mib},
+                        {"peak_change_fraction", r.peak_change_fraction},
+                        {"forward_increment_mib", opt(r.forward_increment_mib)},
+                        {"first_step_persistent_mib", opt(r.first_step_persistent_mib)},
+                        {"growth_per_step_mib", opt(r.growth_per_step_mib)},
+                        {"final_reserved_mib", opt(r.final_reserved_mib)},
+                        {"ms_per_step", opt(r.ms_per_step)},
+                        {"time_ratio", opt(r.time_ratio)},
+                        {"max_loss_diff", opt(r.max_loss_diff)},
+                        {"cause_mib", opt(r.cause_mib)},
+                        {"baseline_cause_mib", opt(r.baseline_cause_mib)},
+                        {"reduces_cause", r.reduces_cause}});
+  }
+  return remedies;
+}
+
+json capacity_json(const Verdict& v) {
+  json capacity = json::array();
+  for (const CapacityPrediction& c : v.capacity) {
+    const char* source = c.source == CapacityPrediction::Budget::kGiven         ? "given"
+                         : c.source == CapacityPrediction::Budget::kMemoryLimit ? "memory_limit"
+                                                                                 : "device";
+    capacity.push_back({{"budget_mib", c.budget_mib}, {"budget_source", source}, {"fixed_mib", c.fixed_mib},
+                        {"per_sample_mib", c.per_sample_mib}, {"fitted_runs", c.fitted_runs},
+                        {"max_batch", c.max_batch}, {"preset", c.preset}, {"steps", c.steps},
+                        {"text", describe(c)}});
+  }
+  return capacity;
+}
+
 json group_json(const Group& g, const Verdict& v) {
   json comps = json::array();
   for (const Component& c : v.components) comps.push_back(component_json(c));
@@ -222,41 +261,10 @@ json group_json(const Group& g, const Verdict& v) {
   for (const char* n : cause_not_helpful(v.dominant)) not_helpful.push_back(n);
   json runs = json::array();
   for (const RunFeatures& r : g.runs) runs.push_back(run_json(r));
-  json remedies = json::array();
-  for (const RemedyRow& r : v.remedies) {
-    remedies.push_back({{"remedy", r.remedy},
-                        {"source", r.source},
-                        {"baseline_source", r.baseline_source},
-                        {"status", to_string(r.status)},
-                        {"peak_mib", r.peak_mib},
-                        {"baseline_peak_mib", r.baseline_peak_mib},
-                        {"peak_change_mib", r.peak_change_mib},
-                        {"peak_change_fraction", r.peak_change_fraction},
-                        {"forward_increment_mib", opt(r.forward_increment_mib)},
-                        {"first_step_persistent_mib", opt(r.first_step_persistent_mib)},
-                        {"growth_per_step_mib", opt(r.growth_per_step_mib)},
-                        {"final_reserved_mib", opt(r.final_reserved_mib)},
-                        {"ms_per_step", opt(r.ms_per_step)},
-                        {"time_ratio", opt(r.time_ratio)},
-                        {"max_loss_diff", opt(r.max_loss_diff)},
-                        {"cause_mib", opt(r.cause_mib)},
-                        {"baseline_cause_mib", opt(r.baseline_cause_mib)},
-                        {"reduces_cause", r.reduces_cause}});
-  }
+  const std::string best = describe_best_remedy(v);
   json not_measured = json::array();
   if (!v.remedies.empty()) {
     for (const std::string& n : remedies_not_measured(v)) not_measured.push_back(n);
-  }
-  const std::string best = describe_best_remedy(v);
-  json capacity = json::array();
-  for (const CapacityPrediction& c : v.capacity) {
-    const char* source = c.source == CapacityPrediction::Budget::kGiven         ? "given"
-                         : c.source == CapacityPrediction::Budget::kMemoryLimit ? "memory_limit"
-                                                                                 : "device";
-    capacity.push_back({{"budget_mib", c.budget_mib}, {"budget_source", source}, {"fixed_mib", c.fixed_mib},
-                        {"per_sample_mib", c.per_sample_mib}, {"fitted_runs", c.fitted_runs},
-                        {"max_batch", c.max_batch}, {"preset", c.preset}, {"steps", c.steps},
-                        {"text", describe(c)}});
   }
   return {{"case", g.case_name},
           {"group", g.key},
@@ -278,11 +286,11 @@ json group_json(const Group& g, const Verdict& v) {
           {"components", comps},
           {"sweeps", sweeps},
           {"distributed", dist},
-          {"remedies", remedies},
+          {"remedies", remedies_json(v)},
           {"best_remedy", v.best_remedy ? json(*v.best_remedy) : json(nullptr)},
           {"best_remedy_text", best.empty() ? json(nullptr) : json(best)},
           {"remedies_not_measured", not_measured},
-          {"capacity", capacity},
+          {"capacity", capacity_json(v)},
           {"runs", runs}};
 }
 
