@@ -65,28 +65,28 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
 }  // namespace
 
 std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
-  std::vector<RemedyRow> rows;
+  // The remedy runs in the order of their remedies' kinds, whatever the
+  // reports' order, each with its baseline: the run with the same preset,
+  // batch and steps and no remedy.
+  std::vector<const RunFeatures*> runs;
   for (const RunFeatures& r : g.runs) {
-    if (r.config.rank != 0 || is_baseline(r)) continue;
-    // Its baseline: the run with the same preset, batch and steps, no remedy.
+    if (r.config.rank == 0 && !is_baseline(r)) runs.push_back(&r);
+  }
+  std::stable_sort(runs.begin(), runs.end(), [](const RunFeatures* a, const RunFeatures* b) {
+    return std::tie(a->config.shard_optimizer_state, a->config.remedies) <
+           std::tie(b->config.shard_optimizer_state, b->config.remedies);
+  });
+  std::vector<RemedyRow> rows;
+  for (const RunFeatures* r : runs) {
     for (const RunFeatures& base : g.runs) {
-      if (base.config.rank == 0 && is_baseline(base) && base.config.preset == r.config.preset &&
-          base.config.batch_size_per_device == r.config.batch_size_per_device && base.steps.size() == r.steps.size()) {
-        rows.push_back(row_for(r, base, dominant));
+      if (base.config.rank == 0 && is_baseline(base) && base.config.preset == r->config.preset &&
+          base.config.batch_size_per_device == r->config.batch_size_per_device &&
+          base.steps.size() == r->steps.size()) {
+        rows.push_back(row_for(*r, base, dominant));
         break;
       }
     }
   }
-  // In the order of the remedies' kinds, whatever the reports' order.
-  std::stable_sort(rows.begin(), rows.end(), [&g](const RemedyRow& a, const RemedyRow& b) {
-    auto key = [&g](const RemedyRow& row) {
-      for (const RunFeatures& f : g.runs) {
-        if (f.source == row.source) return std::make_tuple(f.config.shard_optimizer_state, f.config.remedies);
-      }
-      return std::make_tuple(true, std::vector<Remedy>{});
-    };
-    return key(a) < key(b);
-  });
   return rows;
 }
 

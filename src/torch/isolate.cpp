@@ -4,6 +4,7 @@
 // quietly; its report is read back for the progress line.
 #include "memdiag/exit_code.hpp"
 #include "memdiag/report_reader.hpp"
+#include "memdiag/run_spec.hpp"
 #include "run_plan.hpp"
 
 #include <spawn.h>
@@ -15,7 +16,6 @@
 #include <csignal>
 #include <cstring>
 #include <ostream>
-#include <sstream>
 #include <thread>
 
 extern char** environ;
@@ -26,28 +26,24 @@ namespace {
 std::atomic<bool> g_isolate_interrupt{false};
 extern "C" void on_isolate_sigint(int) { g_isolate_interrupt.store(true); }
 
-std::string number(double v) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  return os.str();
-}
 
+// This executable running the one configuration, quietly: the same
+// RunSpec-to-flags spelling as the comparer's suggested runs.
 std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
-  std::vector<std::string> a = {opts.self_exe,
-                                "--case", run.case_arg,
-                                "--preset", run.preset,
-                                "--batch-size-per-device", std::to_string(run.batch),
-                                "--steps", std::to_string(run.steps),
-                                "--output", run.output,
-                                "--device", plan.device.str(),
-                                "--seed", std::to_string(opts.seed),
-                                "--remedy", remedies_label(run.remedies),
-                                "--quiet"};
-  if (opts.memory_limit_mib) a.insert(a.end(), {"--memory-limit-mib", number(*opts.memory_limit_mib)});
-  if (!opts.warm_up_kernels) a.push_back("--no-warmup");
-  for (const std::string& d : opts.case_dirs) a.insert(a.end(), {"--cases-dir", d});
-  return a;
+  RunSpec spec;
+  spec.case_ref = run.case_arg;
+  spec.device = plan.device.str();
+  spec.preset = run.preset;
+  spec.batch_size_per_device = run.batch;
+  spec.steps = run.steps;
+  if (opts.seed != 0) spec.seed = opts.seed;
+  spec.memory_limit_mib = opts.memory_limit_mib;
+  spec.remedies = run.remedies;
+  spec.warm_up_kernels = opts.warm_up_kernels;
+  spec.quiet = true;
+  spec.case_dirs = opts.case_dirs;
+  spec.output = run.output;
+  return to_argv(spec, opts.self_exe);
 }
 
 // Runs argv to its end; a SIGINT to this process is passed on to the child,

@@ -231,8 +231,8 @@ class Training {
     rec_.mark(Phase::kStep, census(), std::nullopt, step_loss_);
   }
 
-  // The tensors by role now, for the report of a failure.
-  TensorCensus census_now() const { return census(); }
+  // The tensors by role now: each phase's sample, and a failure's report.
+  TensorCensus census() const { return take_census(params_, optimizer_.get()); }
 
   void cleanup() {
     phase_ = Phase::kCleanup;
@@ -248,7 +248,6 @@ class Training {
   }
 
  private:
-  TensorCensus census() const { return take_census(params_, optimizer_.get()); }
   bool accumulating() const { return e_.micro_batches > 1; }
   std::optional<int> micro_batch(int mb) const { return accumulating() ? std::optional<int>(mb) : std::nullopt; }
   // Micro-batch mb's first sample and length: sizes differ by at most one.
@@ -298,7 +297,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       try {
         work();
       } catch (const c10::OutOfMemoryError&) {
-        if (phase != Phase::kModelReady) at_failure = t.census_now();
+        if (phase != Phase::kModelReady) at_failure = t.census();
         throw;
       }
       return !interrupted(interrupt);

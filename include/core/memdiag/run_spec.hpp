@@ -3,6 +3,8 @@
 // what is printed is exactly what runs.
 #pragma once
 
+#include "memdiag/remedy.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +24,10 @@ struct RunSpec {
   int world_size = 1;
   int rank_zero_extra_samples = 0;
   bool shard_optimizer_state = false;
+  std::vector<Remedy> remedies;         // none: the baseline
+  bool warm_up_kernels = true;          // false: --no-warmup
+  bool quiet = false;
+  std::vector<std::string> case_dirs;   // --cases-dir, searched first for case names
   std::string output;  // with {rank} when world_size > 1
 };
 
