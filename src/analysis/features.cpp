@@ -188,6 +188,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.parameter_mib = to_mib(r.model.parameter_bytes);
   f.local_batch = local_batch_of(r.config);
   f.device_total_mib = r.environment.device_total_mib;
+  f.capacity_search = r.capacity;
   read_samples(r, f);
   read_events(r, f);
   double step_ms = 0;

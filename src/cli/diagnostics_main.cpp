@@ -25,6 +25,12 @@ CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
   torchrun --nproc-per-node=2 --no-python build/bin/memory_diagnostics \
       --case beta --output 'beta-{rank}.json' [--shard-optimizer-state]
 
+Out of memory: a run that ran out still writes its report (status "oom") with
+the allocator's state at the failure; compare_memory_reports explains it.
+  memory_diagnostics --case alpha --preset medium --find-max-batch --memory-limit-mib 4096
+searches the largest batch that fits and records the search in its report;
+--oom-snapshot FILE.pickle (CUDA) keeps the allocator snapshot of the moment.
+
 Exit codes: 0 complete, 1 failed, 2 bad usage, 3 out of memory (report still
 written, status "oom"), 130 interrupted by SIGINT, SIGTERM or SIGHUP (report
 written, status "interrupted"; a second signal ends the process at once).
@@ -148,6 +154,22 @@ int main(int argc, char** argv) {
   app.add_option("--dist-timeout-s", opts.dist_timeout_s,
                  "Data parallel: give up on a peer that does not join or answer after this long")
       ->capture_default_str();
+  app.add_flag("--find-max-batch", opts.find_max_batch,
+               "Search the largest batch that completes --steps steps within --memory-limit-mib (CUDA: or the "
+               "device): doubling, then bisection, in this process; confirmed in fresh processes. Writes that "
+               "batch's report with a capacity object (default <case>-max-batch.json); exit 3 if one sample "
+               "does not fit");
+  app.add_option("--memory-snapshot", opts.memory_snapshot,
+                 "CUDA: write the caching allocator's history of the run, phases marked, as FILE.pickle for "
+                 "https://pytorch.org/memory_viz or python -m torch.cuda._memory_viz");
+  app.add_option("--oom-snapshot", opts.oom_snapshot,
+                 "CUDA: write the allocator snapshot taken when an allocation is refused, as FILE.pickle");
+  app.add_option("--snapshot-max-entries", opts.snapshot_max_entries,
+                 "Allocation events a snapshot keeps (the oldest go first; ~136 bytes each)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
+  app.add_flag("--snapshot-cpp-stacks", opts.snapshot_cpp_stacks,
+               "Record the C++ stack of every allocation in snapshots (symbolising them can take minutes)");
   bool no_warmup = false;
   app.add_flag("--no-warmup", no_warmup,
                "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");

@@ -65,6 +65,14 @@ const char* to_string(RunStatus s) {
   return "?";
 }
 
+const char* to_string(CapacitySearch::LimitSource s) {
+  switch (s) {
+    case CapacitySearch::LimitSource::kMemoryLimit: return "memory_limit";
+    case CapacitySearch::LimitSource::kDevice: return "device";
+  }
+  return "?";
+}
+
 std::optional<RunStatus> run_status_from_string(std::string_view s) {
   return enum_from_string(s, {RunStatus::kComplete, RunStatus::kOom, RunStatus::kInterrupted, RunStatus::kFailed});
 }

@@ -111,12 +111,28 @@ json to_json(const Event& ev) {
   return j;
 }
 
+json to_json(const CapacitySearch& c) {
+  json tries = json::array();
+  for (const CapacityTry& t : c.tries) {
+    tries.push_back({{"batch", t.batch}, {"status", to_string(t.status)}, {"peak_allocated_mib", t.peak_allocated_mib},
+                     {"seconds", t.seconds}});
+  }
+  return json{{"limit_mib", c.limit_mib},
+              {"limit_source", to_string(c.limit_source)},
+              {"max_batch", c.max_batch},
+              {"first_failing_batch", opt(c.first_failing_batch)},
+              {"tries", tries},
+              {"predicted_max_batch", opt(c.predicted_max_batch)},
+              {"fit", {{"fixed_mib", opt(c.fit_fixed_mib)}, {"per_sample_mib", opt(c.fit_per_sample_mib)}}},
+              {"confirmed", opt(c.confirmed)}};
+}
+
 json to_json(const Report& r) {
   json samples = json::array();
   for (const Sample& s : r.samples) samples.push_back(to_json(s));
   json events = json::array();
   for (const Event& ev : r.events) events.push_back(to_json(ev));
-  return json{
+  json j{
       {"schema_version", r.schema_version},
       {"case", to_json(r.case_info)},
       {"config", to_json(r.config)},
@@ -126,6 +142,8 @@ json to_json(const Report& r) {
       {"events", events},
       {"status", to_string(r.status)},
   };
+  if (r.capacity) j["capacity"] = to_json(*r.capacity);
+  return j;
 }
 
 }  // namespace

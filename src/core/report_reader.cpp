@@ -1,6 +1,7 @@
 #include "memdiag/report_reader.hpp"
 
 #include "json_reader.hpp"
+#include "memdiag/enum_names.hpp"
 #include "memdiag/limits.hpp"
 
 #include <algorithm>
@@ -159,6 +160,40 @@ Environment read_environment(const JsonNode& e) {
   return env;
 }
 
+CapacitySearch read_capacity(const JsonNode& n) {
+  n.expect_object();
+  CapacitySearch c;
+  c.limit_mib = n.mib("limit_mib");
+  c.limit_source = n.field("limit_source").as_enum<CapacitySearch::LimitSource>(
+      [](std::string_view v) {
+        return enum_from_string(v, {CapacitySearch::LimitSource::kMemoryLimit, CapacitySearch::LimitSource::kDevice});
+      },
+      {"memory_limit", "device"});
+  c.max_batch = n.integer("max_batch", 0, limits::kMaxBatch);
+  c.first_failing_batch = n.opt_integer("first_failing_batch", 1, limits::kMaxBatch);
+  const JsonNode tries = n.field("tries");
+  tries.expect_array();
+  for (std::size_t i = 0; i < tries.size(); ++i) {
+    const JsonNode t = tries.at(i);
+    t.expect_object();
+    CapacityTry ct;
+    ct.batch = t.integer("batch", 1, limits::kMaxBatch);
+    ct.status = t.field("status").as_enum<RunStatus>(run_status_from_string, {"complete", "oom", "interrupted", "failed"});
+    ct.peak_allocated_mib = t.mib("peak_allocated_mib");
+    ct.seconds = t.field("seconds").as_number(0, limits::kMaxSeconds);
+    c.tries.push_back(ct);
+  }
+  c.predicted_max_batch = n.opt_integer("predicted_max_batch", 0, limits::kMaxBatch);
+  if (n.given("fit")) {
+    const JsonNode fit = n.field("fit");
+    fit.expect_object();
+    if (fit.given("fixed_mib")) c.fit_fixed_mib = fit.field("fixed_mib").as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB);
+    c.fit_per_sample_mib = fit.opt_mib("per_sample_mib");
+  }
+  if (n.given("confirmed")) c.confirmed = n.field("confirmed").as_bool();
+  return c;
+}
+
 Report read(const JsonNode& root) {
   if (!root.raw().is_object()) {
     root.fail(std::string("expected a report object, got ") + JsonNode::type_name(root.raw()));
@@ -211,6 +246,7 @@ Report read(const JsonNode& root) {
 
   r.status = root.field("status").as_enum<RunStatus>(run_status_from_string,
                                                      {"complete", "oom", "interrupted", "failed"});
+  if (root.given("capacity")) r.capacity = read_capacity(root.field("capacity"));
   return r;
 }
 

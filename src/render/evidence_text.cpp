@@ -131,12 +131,24 @@ std::string describe(const CapacityPrediction& c) {
   const std::string fit = "peak = " + format_mib(c.fixed_mib) + " MiB + " + format_mib(c.per_sample_mib) +
                           " MiB per sample, fitted on " + std::to_string(c.fitted_runs) +
                           (c.fitted_runs == 1 ? " run" : " runs");
+  std::string searched;
+  if (c.searched) {
+    const auto& s = *c.searched;
+    searched = "; the search in " + s.source + " found " + std::to_string(s.max_batch) +
+               (s.first_failing_batch ? " (" + std::to_string(*s.first_failing_batch) + " runs out" : " (no limit reached") +
+               (s.confirmed ? (*s.confirmed ? ", confirmed in fresh processes)" : ", NOT confirmed in fresh processes)")
+                            : ")");
+    if (s.max_batch > 0) {
+      const double off = 100.0 * static_cast<double>(c.max_batch - s.max_batch) / static_cast<double>(s.max_batch);
+      searched += ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
+    }
+  }
   if (c.max_batch == 0) {
     return "within " + budget + " not even one sample fits: the fixed " + mib(c.fixed_mib) +
-           " (weights, gradients, optimizer state, workspaces) exceeds it (" + fit + ")";
+           " (weights, gradients, optimizer state, workspaces) exceeds it (" + fit + ")" + searched;
   }
   return "within " + budget + " the largest batch predicted to fit is " + std::to_string(c.max_batch) + " at preset " +
-         c.preset + ", " + steps_word(c.steps) + " (" + fit + "); the activations per sample limit it";
+         c.preset + ", " + steps_word(c.steps) + " (" + fit + "); the activations per sample limit it" + searched;
 }
 
 std::string describe(const RunStop& s) {

@@ -223,6 +223,11 @@ json capacity_json(const Verdict& v) {
     capacity.push_back({{"budget_mib", c.budget_mib}, {"budget_source", source}, {"fixed_mib", c.fixed_mib},
                         {"per_sample_mib", c.per_sample_mib}, {"fitted_runs", c.fitted_runs},
                         {"max_batch", c.max_batch}, {"preset", c.preset}, {"steps", c.steps},
+                        {"searched", c.searched ? json{{"max_batch", c.searched->max_batch},
+                                                       {"first_failing_batch", opt(c.searched->first_failing_batch)},
+                                                       {"confirmed", opt(c.searched->confirmed)},
+                                                       {"source", c.searched->source}}
+                                                 : json(nullptr)},
                         {"text", describe(c)}});
   }
   return capacity;

@@ -1,5 +1,6 @@
 #include "memdiag/probes.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/memory_snapshot.hpp"
 #include "memdiag/report.hpp"
 
 #include <ATen/Context.h>
@@ -56,8 +57,11 @@ void on_out_of_memory(int64_t device, size_t request, size_t limit_or_total, siz
     d.largest_free_block_mib = to_mib(static_cast<std::int64_t>(largest));
     d.num_alloc_retries = stats.num_alloc_retries;
     d.num_ooms = stats.num_ooms;
-    std::lock_guard<std::mutex> lock(g_oom_mutex);
-    g_oom = d;
+    {
+      std::lock_guard<std::mutex> lock(g_oom_mutex);
+      g_oom = d;
+    }
+    capture_oom_snapshot();
   } catch (...) {
     // An observer must not throw into the allocator; the report then lacks
     // the details, not the failure.

@@ -8,6 +8,7 @@
 #include "memdiag/environment.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/format.hpp"
+#include "memdiag/memory_snapshot.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
 #include "memdiag/report_json.hpp"
@@ -144,6 +145,7 @@ namespace {
 
 using detail::PlannedRun;
 using detail::ResolvedPlan;
+using detail::Session;
 
 // The report's description of the run: case, configuration, machine. The
 // model's figures are filled by the workload once it has built the model.
@@ -222,14 +224,6 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   return w;
 }
 
-// Everything that outlives one run of a sweep in this process: the probe
-// (and so the allocator's workspaces), the process group, the warm-up's figure.
-struct Session {
-  std::unique_ptr<MemoryProbe> probe;
-  std::unique_ptr<Communicator> comm;
-  std::optional<double> warmup_mib;
-};
-
 // Joins the process group (at the first run) when launched as a rank, runs
 // the workload, and records how it ended. Any failure becomes an error event
 // and status failed, so a report is always written.
@@ -275,6 +269,44 @@ void print_outcome(const Report& report, const std::string& output, bool talk, s
   }
 }
 
+// --memory-snapshot and --oom-snapshot, after the run: each file written is
+// named in the report (a note), so the report leads to its snapshot.
+// Returns false when a snapshot asked for could not be written.
+bool write_snapshots(const HarnessOptions& opts, Report& report, bool talk, std::ostream& out, std::ostream& err) {
+  if (opts.memory_snapshot.empty() && opts.oom_snapshot.empty()) return true;
+  bool ok = true;
+  auto write = [&](const std::string& flag, const std::string& path, const std::string& pickle, const char* what) {
+    try {
+      write_file_atomically(path, pickle);
+      report.events.push_back(Event{EventKind::kNote, std::nullopt, std::nullopt,
+                                    std::string(what) + " written to " + path + " (open it in https://pytorch.org/memory_viz)",
+                                    std::nullopt});
+      if (talk) out << "wrote " << path << " (" << what << ", " << format_mib(to_mib(static_cast<std::int64_t>(pickle.size())))
+                    << " MiB)\n";
+    } catch (const std::exception& e) {
+      err << "memory_diagnostics: " << flag << ": " << e.what() << "\n";
+      ok = false;
+    }
+  };
+  if (!opts.oom_snapshot.empty()) {
+    if (std::optional<std::string> pickle = take_oom_snapshot()) {
+      write("--oom-snapshot", opts.oom_snapshot, *pickle, "allocator snapshot at the out-of-memory error");
+    } else if (talk) {
+      out << "no out-of-memory error: " << opts.oom_snapshot << " not written\n";
+    }
+  }
+  if (!opts.memory_snapshot.empty()) {
+    try {
+      write("--memory-snapshot", opts.memory_snapshot, memory_snapshot_pickle(), "allocator history of the run");
+    } catch (const std::exception& e) {
+      err << "memory_diagnostics: --memory-snapshot: " << first_line(e.what()) << "\n";
+      ok = false;
+    }
+  }
+  stop_memory_history();
+  return ok;
+}
+
 // A plain run: the live table, then one line saying where the report went.
 int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
                std::ostream& out, std::ostream& err) {
@@ -282,7 +314,8 @@ int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& se
   Recorder rec(*session.probe);
   describe_report(rec.report(), run, plan, opts, *session.probe);
   if (talk) show_progress(rec, run, plan, out);
-  const Report report = rec.finish(execute(run, plan, opts, session, rec, err));
+  Report report = rec.finish(execute(run, plan, opts, session, rec, err));
+  const bool snapshots_ok = write_snapshots(opts, report, talk, out, err);
   try {
     write_report(run.output, report);
   } catch (const std::exception& e) {
@@ -290,6 +323,7 @@ int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& se
     return to_int(ExitCode::kFailed);
   }
   print_outcome(report, run.output, talk, out, err);
+  if (!snapshots_ok && report.status == RunStatus::kComplete) return to_int(ExitCode::kFailed);
   return to_int(exit_code_for(report.status));
 }
 
@@ -303,17 +337,7 @@ int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& ses
     const PlannedRun& run = plan.runs[i];
     if (i > 0) session.probe->reset_between_runs();
     const auto t0 = std::chrono::steady_clock::now();
-    Report report;
-    {
-      Recorder rec(*session.probe);
-      describe_report(rec.report(), run, plan, opts, *session.probe);
-      report = rec.finish(execute(run, plan, opts, session, rec, err));
-    }
-    if (!session.warmup_mib) {
-      for (const Event& e : report.events) {
-        if (e.kind == EventKind::kWarmup) session.warmup_mib = e.mib;
-      }
-    }
+    Report report = detail::run_configuration(run, plan, opts, session, err);
     try {
       write_report(run.output, report);
     } catch (const std::exception& e) {
@@ -335,6 +359,26 @@ int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& ses
 
 }  // namespace
 
+namespace detail {
+
+Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
+                         Session& session, std::ostream& err) {
+  Report report;
+  {
+    Recorder rec(*session.probe);
+    describe_report(rec.report(), run, plan, opts, *session.probe);
+    report = rec.finish(execute(run, plan, opts, session, rec, err));
+  }
+  if (!session.warmup_mib) {
+    for (const Event& e : report.events) {
+      if (e.kind == EventKind::kWarmup) session.warmup_mib = e.mib;
+    }
+  }
+  return report;
+}
+
+}  // namespace detail
+
 int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
   ResolvedPlan plan;
   try {
@@ -353,13 +397,28 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     err << "memory_diagnostics: --device: cannot use " << plan.device.str() << ": " << first_line(e.what()) << "\n";
     return to_int(ExitCode::kFailed);
   }
+  if (!opts.memory_snapshot.empty() || !opts.oom_snapshot.empty()) {
+    // After the probe, which initialises CUDA: nothing records before the
+    // allocator exists. Before the warm-up, so its workspaces are in it.
+    SnapshotOptions so;
+    so.max_entries = opts.snapshot_max_entries;
+    so.cpp_stacks = opts.snapshot_cpp_stacks;
+    so.at_oom = !opts.oom_snapshot.empty();
+    try {
+      start_memory_history(so);
+    } catch (const std::exception& e) {
+      err << "memory_diagnostics: --memory-snapshot: cannot record: " << first_line(e.what()) << "\n";
+      return to_int(ExitCode::kFailed);
+    }
+  }
   g_interrupt.store(false);
   g_signal.store(0);
   auto previous_int = std::signal(SIGINT, on_stop_signal);
   auto previous_term = std::signal(SIGTERM, on_stop_signal);
   auto previous_hup = std::signal(SIGHUP, on_stop_signal);
-  const int code = plan.runs.size() == 1 ? run_single(plan, opts, session, talk, out, err)
-                                         : run_sweep(plan, opts, session, talk, out, err);
+  const int code = opts.find_max_batch        ? detail::run_max_batch_search(plan, opts, session, talk, out, err)
+                   : plan.runs.size() == 1 ? run_single(plan, opts, session, talk, out, err)
+                                           : run_sweep(plan, opts, session, talk, out, err);
   std::signal(SIGINT, previous_int);
   std::signal(SIGTERM, previous_term);
   std::signal(SIGHUP, previous_hup);

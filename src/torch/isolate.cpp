@@ -7,6 +7,7 @@
 #include "memdiag/run_spec.hpp"
 #include "run_plan.hpp"
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,9 +28,18 @@ std::atomic<bool> g_isolate_interrupt{false};
 extern "C" void on_isolate_sigint(int) { g_isolate_interrupt.store(true); }
 
 
-// This executable running the one configuration, quietly: the same
-// RunSpec-to-flags spelling as the comparer's suggested runs.
-std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
+RunStatus status_from_exit(int code) {
+  if (code == to_int(ExitCode::kOk)) return RunStatus::kComplete;
+  if (code == to_int(ExitCode::kOom)) return RunStatus::kOom;
+  if (code == to_int(ExitCode::kInterrupted)) return RunStatus::kInterrupted;
+  return RunStatus::kFailed;
+}
+
+}  // namespace
+
+// The same RunSpec-to-flags spelling as the comparer's suggested runs.
+std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
+                                    const std::string& output) {
   RunSpec spec;
   spec.case_ref = run.case_arg;
   spec.device = plan.device.str();
@@ -42,19 +52,27 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
   spec.warm_up_kernels = opts.warm_up_kernels;
   spec.quiet = true;
   spec.case_dirs = opts.case_dirs;
-  spec.output = run.output;
+  spec.output = output;
   return to_argv(spec, opts.self_exe);
 }
 
-// Runs argv to its end; a SIGINT to this process is passed on to the child,
-// which then writes its report as interrupted.
-int run_child(const std::vector<std::string>& argv) {
+// A SIGINT to this process is passed on to the child, which then writes its
+// report as interrupted.
+int run_child(const std::vector<std::string>& argv, bool silent) {
   std::vector<char*> args;
   for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  if (const int rc = posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ); rc != 0) {
-    throw Error("--isolate: cannot start " + argv[0] + ": " + std::strerror(rc));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (silent) {
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  }
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
   }
   bool forwarded = false;
   int status = 0;
@@ -68,15 +86,6 @@ int run_child(const std::vector<std::string>& argv) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-RunStatus status_from_exit(int code) {
-  if (code == to_int(ExitCode::kOk)) return RunStatus::kComplete;
-  if (code == to_int(ExitCode::kOom)) return RunStatus::kOom;
-  if (code == to_int(ExitCode::kInterrupted)) return RunStatus::kInterrupted;
-  return RunStatus::kFailed;
-}
-
-}  // namespace
-
 int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, bool talk, std::ostream& out,
                  std::ostream& err) {
   g_isolate_interrupt.store(false);
@@ -88,7 +97,7 @@ int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, bool talk
     const auto t0 = std::chrono::steady_clock::now();
     int exit_code = to_int(ExitCode::kFailed);
     try {
-      exit_code = run_child(child_argv(run, plan, opts));
+      exit_code = run_child(child_argv(run, plan, opts, run.output));
     } catch (const Error& e) {
       err << "memory_diagnostics: " << e.what() << "\n";
     }

@@ -74,7 +74,7 @@ void name_outputs(ResolvedPlan& plan, const HarnessOptions& opts) {
     if (!opts.output.empty()) {
       path = expand_output(opts.output, run.label);
     } else {
-      path = default_output_name(run.label, plan.varying);
+      path = opts.find_max_batch ? run.spec.name + "-max-batch.json" : default_output_name(run.label, plan.varying);
       if (!opts.output_dir.empty()) path = (fs::path(opts.output_dir) / path).string();
     }
     if (plan.launch) path = output_for_rank(path, plan.launch->rank, plan.launch->world_size);
@@ -103,6 +103,41 @@ void check_outputs(const ResolvedPlan& plan, const Varying& v) {
   }
 }
 
+// --find-max-batch searches one configuration's batch in this process;
+// snapshots record one CUDA run's allocator history.
+void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (opts.find_max_batch) {
+    const char* why = nullptr;
+    if (opts.from_plan) why = "takes a case, not a plan";
+    else if (plan.runs.size() != 1) why = "searches one configuration; leave the lists out";
+    else if (opts.runs.front().batch_size_per_device) why = "searches the batch; leave out --batch-size-per-device";
+    else if (plan.launch) why = "runs in one process, not under a launcher";
+    else if (opts.isolate) why = "runs its tries in one process and confirms in fresh ones; leave out --isolate";
+    else if (!plan.device.is_cuda() && !opts.memory_limit_mib) {
+      why = "on the CPU needs --memory-limit-mib (the host has no device capacity to search against)";
+    }
+    if (why) throw UsageError(std::string("--find-max-batch: ") + why);
+  }
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--memory-snapshot", opts.memory_snapshot},
+                                   {"--oom-snapshot", opts.oom_snapshot}}) {
+    if (path.empty()) continue;
+    if (!plan.device.is_cuda()) {
+      throw UsageError(std::string(flag) + ": needs a CUDA device (memory_viz reads the CUDA caching allocator's "
+                                           "history); this run is on " + plan.device.str());
+    }
+    if (plan.runs.size() != 1 || opts.find_max_batch || plan.launch) {
+      throw UsageError(std::string(flag) + ": records one run of one process; leave out the lists, "
+                                           "--find-max-batch and the launcher");
+    }
+    if (const std::string why = check_writable(path); !why.empty()) {
+      throw UsageError(std::string(flag) + ": " + path + ": " + why);
+    }
+  }
+  if (!opts.memory_snapshot.empty() && opts.memory_snapshot == opts.oom_snapshot) {
+    throw UsageError("--oom-snapshot: the same file as --memory-snapshot");
+  }
+}
+
 }  // namespace
 
 ResolvedPlan resolve_plan(const HarnessOptions& opts) {
@@ -126,6 +161,7 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
     throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
   }
   plan.device = resolve_device(opts.device);
+  check_search_and_snapshots(plan, opts);
   name_outputs(plan, opts);
   if (!opts.output_dir.empty()) {
     // Made once everything else is known to be right, so a usage error

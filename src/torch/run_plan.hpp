@@ -7,11 +7,13 @@
 #include "memdiag/distributed.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/harness.hpp"
+#include "memdiag/probe.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include <c10/core/Device.h>
 
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +37,21 @@ struct ResolvedPlan {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   std::optional<LaunchInfo> launch;
 };
+
+// Everything that outlives one run of a sweep in this process: the probe
+// (and so the allocator's workspaces), the process group, the warm-up's figure.
+struct Session {
+  std::unique_ptr<MemoryProbe> probe;
+  std::unique_ptr<Communicator> comm;
+  std::optional<double> warmup_mib;
+};
+
+// --- harness.cpp ---------------------------------------------------------------
+// One configuration in this process, under a recorder; never throws for
+// the workload's own failures (they become the report's status). The
+// caller resets the probe between runs.
+Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
+                         Session& session, std::ostream& err);
 
 // Throws UsageError naming the flag at fault: an unknown case or preset, a
 // bad value, two runs that would write the same file, a path that cannot be
@@ -61,5 +78,21 @@ void print_summary(const std::vector<SweepRow>& rows, std::size_t planned, std::
 // --quiet), one after another; the same reports, progress and exit code.
 int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, bool talk, std::ostream& out,
                  std::ostream& err);
+// This executable running one configuration quietly, as --isolate's
+// children and the capacity search's confirmations do; output is its report.
+std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
+                                    const std::string& output);
+// Runs argv to its end and returns its exit code (128 + signal when killed);
+// silent: its stdout and stderr go to /dev/null (its report says it all).
+// Throws memdiag::Error when it cannot start.
+int run_child(const std::vector<std::string>& argv, bool silent = false);
+
+// --- max_batch.cpp: --find-max-batch ------------------------------------------
+// The largest batch of plan.runs[0] that completes its steps within the
+// budget: doubling to the first out-of-memory, then bisection, in this
+// process; then max_batch and max_batch + 1 in fresh processes. Writes the
+// report of the largest fitting run with its capacity object.
+int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
+                         std::ostream& out, std::ostream& err);
 
 }  // namespace memdiag::detail

@@ -4,6 +4,7 @@
 #include "memdiag/tensor_census.hpp"
 #include "memdiag/autocast_guard.hpp"
 #include "memdiag/checkpoint.hpp"
+#include "memdiag/memory_snapshot.hpp"
 #include "data_parallel.hpp"
 #include "model.hpp"
 
@@ -103,6 +104,7 @@ class AddmmInBackward : public torch::autograd::Function<AddmmInBackward> {
 };
 
 void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, Recorder& rec) {
+  annotate_phase(Phase::kSetup, std::nullopt);
   const double before = probe.read().allocated_mib;
   {
     const auto opts = torch::TensorOptions().device(o.device).dtype(model_dtype(e.model));
@@ -136,7 +138,7 @@ class Training {
   int micro_batches() const { return e_.micro_batches; }
 
   void model_ready() {
-    phase_ = Phase::kModelReady;
+    enter(Phase::kModelReady);
     model_ = build_model(mspec_);
     // The model's size as built, read from its tensors (before the move, so
     // a report of weights that did not fit the device still has it) rather
@@ -159,7 +161,7 @@ class Training {
   }
 
   void optimizer_ready() {
-    phase_ = Phase::kOptimizerReady;
+    enter(Phase::kOptimizerReady);
     sharded_ = o_.comm != nullptr && o_.shard_optimizer_state;
     if (sharded_) owner_ = shard_owners(params_, o_.comm->world_size());
     std::vector<torch::Tensor> owned;
@@ -175,7 +177,7 @@ class Training {
   // batch is made at the first, as the baseline makes it, so every
   // micro-batch split trains on the same samples.
   void forward(int mb) {
-    phase_ = Phase::kForward;
+    enter(Phase::kForward);
     if (mb == 0) {
       const auto data = torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_));
       const auto labels = torch::TensorOptions().device(o_.device).dtype(torch::kLong);
@@ -200,7 +202,7 @@ class Training {
   }
 
   void backward(int mb) {
-    phase_ = Phase::kBackward;
+    enter(Phase::kBackward);
     // Each micro-batch's mean loss weighted by its share of the batch: the
     // gradients add up to the whole batch's mean loss's.
     const double share = static_cast<double>(slice(mb).second) / static_cast<double>(local_batch_);
@@ -218,7 +220,7 @@ class Training {
   }
 
   void step() {
-    phase_ = Phase::kStep;
+    enter(Phase::kStep);
     optimizer_->step();
     if (sharded_) {
       // ZeRO-1's all-gather: each shard's owner sends its updated weights.
@@ -235,7 +237,7 @@ class Training {
   TensorCensus census() const { return take_census(params_, optimizer_.get()); }
 
   void cleanup() {
-    phase_ = Phase::kCleanup;
+    enter(Phase::kCleanup);
     optimizer_->zero_grad(/*set_to_none=*/true);
     if (sharded_) {
       for (torch::Tensor& p : params_) p.mutable_grad() = torch::Tensor();  // the shards others own
@@ -248,6 +250,12 @@ class Training {
   }
 
  private:
+  // A phase begins: where an out-of-memory error would strike, and a mark
+  // in the allocator's history when a snapshot is being recorded.
+  void enter(Phase p) {
+    phase_ = p;
+    annotate_phase(p, rec_.current_step());
+  }
   bool accumulating() const { return e_.micro_batches > 1; }
   std::optional<int> micro_batch(int mb) const { return accumulating() ? std::optional<int>(mb) : std::nullopt; }
   // Micro-batch mb's first sample and length: sizes differ by at most one.
@@ -283,6 +291,10 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
   torch::manual_seed(o.seed);
   const Effective e = effective(o);
   Phase phase = Phase::kSetup;
+  // The last phase's scope in the allocator's history ends with the run.
+  struct EndAnnotation {
+    ~EndAnnotation() { end_phase_annotation(); }
+  } end_annotation;
   std::optional<TensorCensus> at_failure;  // the census when a phase ran out of memory
   try {
     if (o.warm_up_kernels) warm_up(o, e, probe, rec);

@@ -109,3 +109,85 @@ TEST(Capacity, ThePredictedLargestBatchIsWithinTwoPercentOfWhatFits) {
   EXPECT_TRUE(fits(predicted * 98 / 100)) << "predicted " << predicted;
   EXPECT_FALSE(fits(predicted * 102 / 100 + 1)) << "predicted " << predicted;
 }
+
+// --find-max-batch on the CPU, where the tracking allocator's limit is exact:
+// the search's answer is confirmed in fresh processes, recorded in the report
+// of that batch's run, and the comparer's prediction from one ordinary run
+// lands within 2% of it.
+TEST(FindMaxBatch, FindsConfirmsAndAgreesWithThePrediction) {
+  TempDir d;
+  const Proc s = run({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "--case", "alpha", "--steps", "2",
+                      "--find-max-batch", "--memory-limit-mib", "40", "-o", d.file("max.json")});
+  ASSERT_EQ(s.exit_code, to_int(ExitCode::kOk)) << s.err;
+  EXPECT_NE(s.err.find("try 1: batch 1 fits"), std::string::npos) << s.err;  // progress per try
+  EXPECT_NE(s.err.find("confirm: batch"), std::string::npos) << s.err;
+  EXPECT_TRUE(schema_errors(d.file("max.json")).empty());
+  const auto report = nlohmann::json::parse(read_text(d.file("max.json")));
+  const auto& c = report["capacity"];
+  const auto max_batch = c["max_batch"].get<std::int64_t>();
+  ASSERT_GT(max_batch, 100);
+  EXPECT_EQ(report["config"]["batch_size_per_device"], max_batch);
+  EXPECT_EQ(report["status"], "complete");
+  EXPECT_EQ(c["first_failing_batch"], max_batch + 1);
+  EXPECT_EQ(c["confirmed"], true);
+  EXPECT_EQ(c["limit_mib"], 40.0);
+  EXPECT_EQ(c["limit_source"], "memory_limit");
+  // Doubling then bisection: batch 1 first, every try's status consistent
+  // with the answer, and about 2 log2(max_batch) tries.
+  ASSERT_FALSE(c["tries"].empty());
+  EXPECT_EQ(c["tries"][0]["batch"], 1);
+  for (const auto& t : c["tries"]) {
+    EXPECT_EQ(t["status"], t["batch"].get<std::int64_t>() <= max_batch ? "complete" : "oom") << t;
+  }
+  EXPECT_LE(c["tries"].size(), 2 * 12u);
+  const auto own = c["predicted_max_batch"].get<std::int64_t>();
+  EXPECT_LE(std::llabs(own - max_batch), max_batch / 50) << "the search's own fit: " << own;
+
+  // The comparer, from a plain run at a batch a quarter of the answer.
+  const Proc one = run({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", "alpha", "--steps", "2",
+                        "--batch-size-per-device", std::to_string(max_batch / 4), "-o", d.file("one.json")});
+  ASSERT_EQ(one.exit_code, to_int(ExitCode::kOk)) << one.err;
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file("one.json"), "--format", "json", "--budget-mib", "40"});
+  ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+  const auto predicted = nlohmann::json::parse(cmp.out)["groups"][0]["capacity"][0]["max_batch"].get<std::int64_t>();
+  EXPECT_LE(std::llabs(predicted - max_batch), max_batch / 50) << "predicted " << predicted << ", found " << max_batch;
+
+  // Given the search's report, the comparer puts the two side by side.
+  const Proc both = run({MEMDIAG_COMPARE_EXE, d.file("max.json")});
+  EXPECT_NE(both.out.find("found " + std::to_string(max_batch) + " (" + std::to_string(max_batch + 1) +
+                          " runs out, confirmed in fresh processes)"),
+            std::string::npos)
+      << both.out;
+}
+
+TEST(FindMaxBatch, OneSampleThatDoesNotFitExitsThree) {
+  TempDir d;
+  const Proc s = run({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", "alpha", "--find-max-batch",
+                      "--memory-limit-mib", "4", "-o", d.file("max.json")});
+  ASSERT_EQ(s.exit_code, to_int(ExitCode::kOom)) << s.err;
+  const auto report = nlohmann::json::parse(read_text(d.file("max.json")));
+  EXPECT_EQ(report["status"], "oom");
+  EXPECT_EQ(report["capacity"]["max_batch"], 0);
+  EXPECT_EQ(report["capacity"]["first_failing_batch"], 1);
+  EXPECT_EQ(report["capacity"]["tries"].size(), 1u);
+}
+
+TEST(FindMaxBatch, RefusesWhatItCannotSearch) {
+  TempDir d;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--find-max-batch"}, "--find-max-batch: on the CPU needs --memory-limit-mib"},
+      {{"--find-max-batch", "--memory-limit-mib", "64", "--batch-size-per-device", "8"}, "leave out --batch-size-per-device"},
+      {{"--find-max-batch", "--memory-limit-mib", "64", "--case", "alpha,beta"}, "searches one configuration"},
+      {{"--memory-snapshot", d.file("s.pickle")}, "--memory-snapshot: needs a CUDA device"},
+      {{"--oom-snapshot", d.file("s.pickle")}, "--oom-snapshot: needs a CUDA device"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv{MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "-o", d.file("r.json")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const Proc r = run(argv);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << args.front();
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.file("r.json")));
+}

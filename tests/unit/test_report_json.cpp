@@ -35,6 +35,17 @@ Report full_report() {
   sample(r, Phase::kStep, 0).process_device_mib = 700;
   r.environment.cuda_runtime_version = "13.0";
   r.status = RunStatus::kOom;
+  CapacitySearch c;
+  c.limit_mib = 1024;
+  c.max_batch = 3;
+  c.first_failing_batch = 4;
+  c.tries = {{1, RunStatus::kComplete, 100.5, 0.25}, {2, RunStatus::kComplete, 200.5, 0.5},
+             {4, RunStatus::kOom, 1023.5, 0.1}, {3, RunStatus::kComplete, 300.5, 0.75}};
+  c.fit_fixed_mib = -0.5;
+  c.fit_per_sample_mib = 100;
+  c.predicted_max_batch = 10;
+  c.confirmed = false;
+  r.capacity = c;
   return r;
 }
 }  // namespace
@@ -55,6 +66,24 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.report->events[1].step, 2);
   EXPECT_EQ(back.report->case_info.presets, (std::vector<std::string>{"small", "medium"}));
   EXPECT_FALSE(back.report->case_info.builtin);
+  ASSERT_TRUE(back.report->capacity);
+  EXPECT_EQ(back.report->capacity->tries.size(), 4u);
+  EXPECT_EQ(back.report->capacity->tries[2].status, RunStatus::kOom);
+  EXPECT_EQ(back.report->capacity->confirmed, false);
+  EXPECT_EQ(back.report->capacity->fit_fixed_mib, -0.5);
+}
+
+TEST(ReportJson, ACapacitySearchOutOfRangeIsOneErrorNamingItsPath) {
+  json j = json::parse(dump_report(full_report()));
+  j["capacity"]["tries"][1]["batch"] = 0;
+  ReadResult back = parse_report_text(j.dump(), "mem.json");
+  ASSERT_TRUE(back.error);
+  EXPECT_NE(std::string(back.error->what()).find("$.capacity.tries[1].batch"), std::string::npos) << back.error->what();
+  j = json::parse(dump_report(full_report()));
+  j["capacity"]["limit_source"] = "wishful";
+  back = parse_report_text(j.dump(), "mem.json");
+  ASSERT_TRUE(back.error);
+  EXPECT_NE(std::string(back.error->what()).find("$.capacity.limit_source"), std::string::npos) << back.error->what();
 }
 
 TEST(ReportJson, ProducedReportsValidateAgainstTheShippedSchema) {

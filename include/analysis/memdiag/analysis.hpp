@@ -253,6 +253,15 @@ struct CapacityPrediction {
   std::int64_t max_batch = 0;  // 0: not even one sample fits
   std::string preset;
   int steps = 0;
+  // A --find-max-batch search for the same budget in the group, beside the
+  // prediction: what was found by running.
+  struct Searched {
+    std::int64_t max_batch = 0;
+    std::optional<std::int64_t> first_failing_batch;
+    std::optional<bool> confirmed;
+    std::string source;  // the report it is from
+  };
+  std::optional<Searched> searched;
 };
 
 // A run that would settle what the reports given cannot: a batch, preset or

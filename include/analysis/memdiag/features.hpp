@@ -96,6 +96,7 @@ struct RunFeatures {
 
   std::optional<OomAt> oom;  // status oom: where it failed and what was live
   std::optional<double> device_total_mib;  // the device's capacity, from the report's environment
+  std::optional<CapacitySearch> capacity_search;  // --find-max-batch's, when the report has one
 };
 
 // A run's remedies as the comparison names them: the report's remedies,

@@ -17,6 +17,9 @@ inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 30;
 inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
 // A model dimension in a case file (input, hidden, depth, output).
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 30;
+// A try of a capacity search longer than this (s, about 31 years) is a
+// corrupt clock.
+inline constexpr double kMaxSeconds = 1e9;
 // A phase longer than this (ms, about 31 years) is a corrupt clock.
 inline constexpr double kMaxElapsedMs = 1e12;
 // Peak below allocated by more than this (MiB) is an inconsistent sample;

@@ -144,6 +144,35 @@ enum class RunStatus { kComplete, kOom, kInterrupted, kFailed };
 const char* to_string(RunStatus s);
 std::optional<RunStatus> run_status_from_string(std::string_view s);
 
+// --find-max-batch: the search for the largest batch that completes its
+// steps within a budget, written into the report of that batch's run.
+struct CapacityTry {
+  std::int64_t batch = 0;
+  RunStatus status = RunStatus::kComplete;
+  double peak_allocated_mib = 0;  // the run's highest peak, up to where it stopped
+  double seconds = 0;
+};
+
+struct CapacitySearch {
+  enum class LimitSource { kMemoryLimit, kDevice };
+  double limit_mib = 0;
+  LimitSource limit_source = LimitSource::kMemoryLimit;
+  std::int64_t max_batch = 0;  // 0: not even one sample fits
+  // The smallest batch that ran out; absent when the search stopped at the
+  // largest batch memdiag runs.
+  std::optional<std::int64_t> first_failing_batch;
+  std::vector<CapacityTry> tries;  // in the order they ran
+  // From the completed tries: peak = fixed + per_sample x batch, and the
+  // largest batch that line puts under the limit.
+  std::optional<double> fit_fixed_mib;
+  std::optional<double> fit_per_sample_mib;
+  std::optional<std::int64_t> predicted_max_batch;
+  // Fresh processes agreed: max_batch completes and max_batch + 1 runs out.
+  // Absent when not checked.
+  std::optional<bool> confirmed;
+};
+const char* to_string(CapacitySearch::LimitSource s);
+
 struct Report {
   int schema_version = kSchemaVersion;
   CaseInfo case_info;
@@ -153,6 +182,7 @@ struct Report {
   std::vector<Sample> samples;
   std::vector<Event> events;
   RunStatus status = RunStatus::kComplete;
+  std::optional<CapacitySearch> capacity;  // --find-max-batch's answer
 };
 
 }  // namespace memdiag

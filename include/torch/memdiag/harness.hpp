@@ -5,6 +5,7 @@
 #include "memdiag/exit_code.hpp"
 #include "memdiag/sweep_plan.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 #include <optional>
@@ -33,6 +34,16 @@ struct HarnessOptions {
   int rank_zero_extra_samples = 0;
   bool shard_optimizer_state = false;
   double dist_timeout_s = 60;
+  // --find-max-batch: search for the largest batch that completes the
+  // steps within the budget (--memory-limit-mib, or what the device leaves
+  // to the allocator) instead of running the batch given.
+  bool find_max_batch = false;
+  // CUDA: the allocator's history as memory_viz's pickle, for the whole run
+  // (memory_snapshot) or at the moment an allocation is refused (oom_snapshot).
+  std::string memory_snapshot;
+  std::string oom_snapshot;
+  std::size_t snapshot_max_entries = 100000;
+  bool snapshot_cpp_stacks = false;
   // This executable, for --isolate's children.
   std::string self_exe;
 };

@@ -1,0 +1,251 @@
+// --find-max-batch: the largest batch that completes its steps within a
+// budget. Tries run in this process, each from what a fresh process holds
+// (the sweeps' reset between runs), doubling from one sample to the first
+// out-of-memory and then bisecting to a gap of one sample. A batch finder's
+// answer often fails when the job is started afresh (Lightning #8028), so the
+// answer is then run again in fresh processes: max_batch must complete and
+// max_batch + 1 must run out.
+#include "memdiag/atomic_file.hpp"
+#include "memdiag/errors.hpp"
+#include "memdiag/format.hpp"
+#include "memdiag/limits.hpp"
+#include "memdiag/probes.hpp"
+#include "memdiag/report_json.hpp"
+#include "memdiag/report_reader.hpp"
+#include "memdiag/sweep_plan.hpp"
+#include "run_plan.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+
+namespace memdiag::detail {
+
+namespace {
+
+struct Budget {
+  double limit_mib = 0;
+  CapacitySearch::LimitSource source = CapacitySearch::LimitSource::kMemoryLimit;
+};
+
+// --memory-limit-mib, or on CUDA what the device leaves to the allocator:
+// its capacity less what is held outside it now (the CUDA context, other
+// processes), the budget compare_memory_reports predicts against too.
+Budget budget_for(const ResolvedPlan& plan, const HarnessOptions& opts, MemoryProbe& probe) {
+  if (opts.memory_limit_mib) return {*opts.memory_limit_mib, CapacitySearch::LimitSource::kMemoryLimit};
+  const ProbeReading r = probe.read();
+  const double total = cuda_device_info(plan.device.index()).total_mib;
+  const double outside = r.device_used_mib.value_or(0) - r.reserved_mib.value_or(0);
+  return {total - outside, CapacitySearch::LimitSource::kDevice};
+}
+
+// The highest peak a run reached: its samples' and, when it ran out, the
+// failing phase's.
+double run_peak(const Report& r) {
+  double peak = 0;
+  for (const Sample& s : r.samples) peak = std::max(peak, s.peak_allocated_mib);
+  for (const Event& e : r.events) {
+    if (e.kind == EventKind::kOom && e.mib) peak = std::max(peak, *e.mib);
+  }
+  return peak;
+}
+
+// peak = fixed + per_sample x batch by least squares over the completed
+// tries in the upper half of the fitting range: small batches' peaks sit on
+// the floor of the phases without activations (AdamW's step), which a line
+// through them would mistake for the slope.
+void fit_line(CapacitySearch& c) {
+  std::vector<std::pair<double, double>> pts;
+  for (const CapacityTry& t : c.tries) {
+    if (t.status == RunStatus::kComplete && 2 * t.batch >= c.max_batch) pts.emplace_back(t.batch, t.peak_allocated_mib);
+  }
+  std::sort(pts.begin(), pts.end());
+  pts.erase(std::unique(pts.begin(), pts.end(), [](auto& a, auto& b) { return a.first == b.first; }), pts.end());
+  if (pts.size() < 2) return;
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : pts) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double n = static_cast<double>(pts.size());
+  const double den = n * sxx - sx * sx;
+  if (!(den > 0)) return;
+  const double slope = (n * sxy - sx * sy) / den;
+  if (!(slope > 0)) return;
+  const double fixed = (sy - slope * sx) / n;
+  c.fit_fixed_mib = fixed;
+  c.fit_per_sample_mib = slope;
+  const double room = (c.limit_mib - fixed) / slope;
+  c.predicted_max_batch =
+      room < 1 ? 0 : static_cast<std::int64_t>(std::min(std::floor(room), static_cast<double>(limits::kMaxBatch)));
+}
+
+const char* status_word(RunStatus s) {
+  switch (s) {
+    case RunStatus::kComplete: return "fits";
+    case RunStatus::kOom: return "out of memory";
+    case RunStatus::kInterrupted: return "interrupted";
+    case RunStatus::kFailed: return "failed";
+  }
+  return "?";
+}
+
+// Runs batch B and B + 1 in fresh processes. Returns the fresh run of B
+// (when it completed) for the report, and whether both agreed.
+struct Confirmation {
+  std::optional<Report> fits;  // the fresh run of max_batch, when it completed
+  bool agreed = false;
+};
+
+Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts,
+                     const CapacitySearch& c, bool talk, std::ostream& err) {
+  Confirmation out;
+  // POSIX calls, not std::filesystem: libtorch.so exports its own copy of
+  // std::filesystem::remove_all, which crashes when it is bound instead of
+  // libstdc++'s (seen with torch 2.11).
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/memdiag-max-batch-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) {
+    throw Error("--find-max-batch: cannot make a directory for the confirming runs in " + templ + ": " +
+                std::strerror(errno));
+  }
+  const std::string dir = templ;
+  std::vector<std::string> written;
+  auto fresh = [&](std::int64_t batch) -> std::optional<Report> {
+    PlannedRun run = base;
+    run.batch = static_cast<int>(batch);
+    const std::string path = dir + "/batch" + std::to_string(batch) + ".json";
+    written.push_back(path);
+    run_child(child_argv(run, plan, opts, path), /*silent=*/true);
+    ReadResult r = read_report_file(path);
+    if (talk) {
+      err << "confirm: batch " << batch << " in a fresh process: "
+          << (r.report ? status_word(r.report->status) : "no report") << "\n";
+    }
+    return r.report;
+  };
+  bool agreed = true;
+  if (c.max_batch >= 1) {
+    std::optional<Report> r = fresh(c.max_batch);
+    agreed = r && r->status == RunStatus::kComplete;
+    if (agreed) out.fits = std::move(r);
+  }
+  if (agreed && c.first_failing_batch) {
+    const std::optional<Report> r = fresh(c.max_batch + 1);
+    agreed = r && r->status == RunStatus::kOom;
+  }
+  out.agreed = agreed;
+  for (const std::string& f : written) ::unlink(f.c_str());
+  ::rmdir(dir.c_str());
+  return out;
+}
+
+void print_result(const CapacitySearch& c, const std::string& output, std::ostream& out) {
+  const std::string limit = format_mib(c.limit_mib) + " MiB" +
+                            (c.limit_source == CapacitySearch::LimitSource::kDevice ? " (what the device leaves to the allocator)"
+                                                                                    : "");
+  if (c.max_batch == 0) {
+    out << "not even one sample fits within " << limit << "\n";
+  } else {
+    out << "largest batch that fits within " << limit << ": " << c.max_batch;
+    if (c.first_failing_batch) out << " (" << *c.first_failing_batch << " runs out of memory)";
+    else out << " (the largest batch memdiag runs; no limit reached)";
+    out << "\n";
+  }
+  if (c.predicted_max_batch) {
+    out << "predicted from the fit: " << *c.predicted_max_batch << " (peak = " << format_mib(*c.fit_fixed_mib)
+        << " MiB + " << format_fixed(*c.fit_per_sample_mib, 4) << " MiB per sample)\n";
+  }
+  if (c.confirmed) {
+    out << "fresh processes: " << (*c.confirmed ? "agree" : "DISAGREE (see the confirm lines above)") << "\n";
+  }
+  out << "tries: " << c.tries.size() << "; wrote " << output << "\n";
+}
+
+}  // namespace
+
+int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
+                         std::ostream& out, std::ostream& err) {
+  const PlannedRun& base = plan.runs.front();
+  CapacitySearch c;
+  {
+    const Budget b = budget_for(plan, opts, *session.probe);
+    c.limit_mib = b.limit_mib;
+    c.limit_source = b.source;
+  }
+  if (talk) {
+    out << "memdiag " << MEMDIAG_VERSION << ": largest batch of " << base.spec.name << " (preset " << base.preset << ", "
+        << base.steps << " step" << (base.steps == 1 ? "" : "s") << ") within " << format_mib(c.limit_mib) << " MiB on "
+        << plan.device.str() << "\n";
+  }
+  std::optional<Report> best;    // the largest batch that completed
+  std::optional<Report> failed;  // batch 1's run, when even that ran out
+  std::int64_t lo = 0;           // largest batch that completed
+  std::optional<std::int64_t> hi;  // smallest that ran out
+  RunStatus stopped = RunStatus::kComplete;
+  auto attempt = [&](std::int64_t batch) {
+    if (!c.tries.empty()) session.probe->reset_between_runs();
+    PlannedRun run = base;
+    run.batch = static_cast<int>(batch);
+    const auto t0 = std::chrono::steady_clock::now();
+    Report report = run_configuration(run, plan, opts, session, err);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    c.tries.push_back(CapacityTry{batch, report.status, run_peak(report), seconds});
+    if (talk) {
+      err << "try " << c.tries.size() << ": batch " << batch << " " << status_word(report.status) << ", peak "
+          << format_mib(c.tries.back().peak_allocated_mib) << " MiB, " << format_fixed(seconds, 2) << " s\n";
+    }
+    switch (report.status) {
+      case RunStatus::kComplete:
+        lo = batch;
+        best = std::move(report);
+        break;
+      case RunStatus::kOom:
+        hi = std::min(hi.value_or(batch), batch);
+        if (batch == 1) failed = std::move(report);
+        break;
+      case RunStatus::kInterrupted:
+      case RunStatus::kFailed: stopped = report.status; break;
+    }
+    return stopped == RunStatus::kComplete;
+  };
+  // Doubling, then bisection to a gap of one sample.
+  for (std::int64_t b = 1; !hi && attempt(b) && lo < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
+  while (stopped == RunStatus::kComplete && hi && *hi - lo > 1) attempt(lo + (*hi - lo) / 2);
+  if (stopped != RunStatus::kComplete) {
+    err << "memory_diagnostics: --find-max-batch: the search stopped (try " << c.tries.size() << " "
+        << status_word(stopped) << "); nothing written\n";
+    return to_int(stopped == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
+  }
+  c.max_batch = lo;
+  c.first_failing_batch = hi;
+  fit_line(c);
+
+  Confirmation conf = confirm(base, plan, opts, c, talk, err);
+  c.confirmed = conf.agreed;
+  // The report a user running max_batch afresh gets, with the search in it.
+  Report report = conf.fits ? std::move(*conf.fits) : best ? std::move(*best) : std::move(*failed);
+  report.capacity = c;
+  RunLabel label = base.label;
+  label.batch = static_cast<int>(std::max<std::int64_t>(1, lo));
+  std::string output = base.output;
+  if (!opts.output.empty()) output = expand_output(opts.output, label);
+  try {
+    write_report(output, report);
+  } catch (const std::exception& e) {
+    err << "memory_diagnostics: --output: " << e.what() << "\n";
+    return to_int(ExitCode::kFailed);
+  }
+  if (talk) print_result(c, output, out);
+  return to_int(lo == 0 ? ExitCode::kOom : ExitCode::kOk);
+}
+
+}  // namespace memdiag::detail
