@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -204,5 +206,96 @@ TEST(CudaDiagnostics, OutOfMemoryIsExplainedWithTheAllocatorsStateAtTheFailure) 
     const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file(name + ".json"), "--format", "json"});
     ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
     EXPECT_EQ(nlohmann::json::parse(cmp.out)["groups"][0]["dominant_cause"], c.cause) << name << "\n" << cmp.out;
+  }
+}
+
+namespace {
+
+// What tests/gpu/check_snapshot.py (PyTorch's pickle.load and memory_viz)
+// reads from a snapshot; skips the test when the host's Python has no torch.
+nlohmann::json read_with_pytorch(const TempDir& d, const std::string& pickle) {
+  const Proc py = run({"python3", std::string(MEMDIAG_SOURCE_DIR) + "/tests/gpu/check_snapshot.py", pickle,
+                       d.file("plot.html")});
+  if (py.exit_code != 0) {
+    ADD_FAILURE() << "check_snapshot.py: " << py.err;
+    return nullptr;
+  }
+  return nlohmann::json::parse(py.out);
+}
+
+}  // namespace
+
+TEST(CudaSnapshots, TheRunsHistoryOpensInMemoryVizWithEveryPhaseMarked) {
+  REQUIRE_CUDA();
+  TempDir d;
+  const std::string pickle = d.file("run.pickle");
+  const Report r = run_cuda(d, "snap", {"--case", "beta", "--steps", "2", "--memory-snapshot", pickle});
+  ASSERT_TRUE(std::filesystem::exists(pickle));
+  bool named = false;
+  for (const Event& e : r.events) named = named || e.message.find(pickle) != std::string::npos;
+  EXPECT_TRUE(named) << "the report names its snapshot";
+  const nlohmann::json s = read_with_pytorch(d, pickle);
+  if (s.contains("python_unavailable")) GTEST_SKIP() << "no torch in python3: " << s["python_unavailable"];
+  ASSERT_FALSE(s.is_null());
+  for (const char* key : {"segments", "device_traces", "external_annotations", "allocator_settings"}) {
+    EXPECT_NE(std::find(s["keys"].begin(), s["keys"].end(), key), s["keys"].end()) << key;
+  }
+  // Every phase of step 0 allocated something, under its own label; AdamW's
+  // moments are allocated in step 0's step phase.
+  for (const char* phase : {"phase=forward step=0", "phase=backward step=0", "phase=step step=0",
+                            "phase=model_ready", "phase=setup"}) {
+    EXPECT_GT(s["allocs_by_phase"].value(phase, 0), 0) << phase << "\n" << s["allocs_by_phase"];
+  }
+  std::vector<std::string> annotations = s["annotations"];
+  EXPECT_NE(std::find(annotations.begin(), annotations.end(), "forward 1"), annotations.end()) << s["annotations"];
+  EXPECT_EQ(s["stats_rc"], 0) << s["stats"];
+  EXPECT_EQ(s["trace_plot_rc"], 0) << s["trace_plot_err"];
+  EXPECT_GT(std::filesystem::file_size(d.file("plot.html")), 1000u);
+}
+
+TEST(CudaSnapshots, TheSnapshotAtTheOutOfMemoryEndsWithTheRefusal) {
+  REQUIRE_CUDA();
+  TempDir d;
+  const std::string pickle = d.file("oom.pickle");
+  const Report r = run_cuda(d, "oom", {"--case", "beta", "--preset", "medium", "--memory-limit-mib", "900",
+                                       "--oom-snapshot", pickle},
+                            to_int(ExitCode::kOom));
+  ASSERT_TRUE(std::filesystem::exists(pickle));
+  const nlohmann::json s = read_with_pytorch(d, pickle);
+  if (s.contains("python_unavailable")) GTEST_SKIP() << "no torch in python3: " << s["python_unavailable"];
+  ASSERT_FALSE(s.is_null());
+  EXPECT_EQ(s["last_action"], "oom") << s["actions"];
+  EXPECT_GT(s["allocs_by_phase"].value("phase=step step=0", 0), 0) << s["allocs_by_phase"];
+  EXPECT_EQ(s["stats_rc"], 0) << s["stats"];
+}
+
+TEST(CudaSnapshots, NoOutOfMemoryLeavesNoOomSnapshot) {
+  REQUIRE_CUDA();
+  TempDir d;
+  run_cuda(d, "fine", {"--case", "alpha", "--steps", "1", "--oom-snapshot", d.file("oom.pickle")});
+  EXPECT_FALSE(std::filesystem::exists(d.file("oom.pickle")));
+}
+
+TEST(CudaCapacity, TheSearchIsConfirmedAndThePredictionIsWithinTwoPercent) {
+  REQUIRE_CUDA();
+  TempDir d;
+  for (const char* preset : {"small", "medium"}) {
+    const std::string name = std::string("max-") + preset;
+    const Proc s = run({kCudaExe, "--device", "cuda", "--case", "alpha", "--preset", preset, "--find-max-batch",
+                        "--memory-limit-mib", "4096", "-o", d.file(name + ".json")});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    const auto c = nlohmann::json::parse(read_text(d.file(name + ".json")))["capacity"];
+    const auto found = c["max_batch"].get<std::int64_t>();
+    ASSERT_GT(found, 10) << preset;
+    EXPECT_EQ(c["confirmed"], true) << preset << ": fresh processes disagreed\n" << s.err;
+    // The comparer's prediction from a plain run at a quarter of the answer.
+    const Proc one = run({kCudaExe, "--device", "cuda", "-q", "--case", "alpha", "--preset", preset,
+                          "--batch-size-per-device", std::to_string(found / 4), "-o", d.file(name + "-q.json")});
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file(name + "-q.json"), "--format", "json", "--budget-mib", "4096"});
+    ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+    const auto predicted =
+        nlohmann::json::parse(cmp.out)["groups"][0]["capacity"][0]["max_batch"].get<std::int64_t>();
+    EXPECT_LE(std::llabs(predicted - found), found / 50) << preset << ": predicted " << predicted << ", found " << found;
   }
 }
