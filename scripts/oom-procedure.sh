@@ -27,7 +27,7 @@ oom() {  # NAME flags...: a run expected to run out of memory (exit 3)
 extra=("$@")
 oom 1-model_ready --case beta --preset medium --memory-limit-mib 200
 oom 2-forward --case alpha --preset large --memory-limit-mib 2048
-oom 3-backward --case beta --preset medium --memory-limit-mib 600
+oom 3-backward --case beta --preset medium --memory-limit-mib 450
 oom 4-step --case beta --preset medium --memory-limit-mib 900
 oom 5-later-step --case gamma --preset large --steps 30 --memory-limit-mib 6000
 "$bin/compare_memory_reports" "$dir/oom"

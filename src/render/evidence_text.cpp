@@ -130,7 +130,10 @@ std::string describe(const CapacityPrediction& c) {
   }
   const std::string fit = "peak = " + format_mib(c.fixed_mib) + " MiB + " + format_mib(c.per_sample_mib) +
                           " MiB per sample, fitted on " + std::to_string(c.fitted_runs) +
-                          (c.fitted_runs == 1 ? " run" : " runs");
+                          (c.fitted_runs == 1 ? " run" : " runs") +
+                          (c.allocator_overhead_mib > 0
+                               ? ", less " + mib(c.allocator_overhead_mib) + " the allocator reserved beyond its tensors"
+                               : std::string());
   std::string searched;
   if (c.searched) {
     const auto& s = *c.searched;

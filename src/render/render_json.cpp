@@ -222,6 +222,7 @@ json capacity_json(const Verdict& v) {
                                                                                  : "device";
     capacity.push_back({{"budget_mib", c.budget_mib}, {"budget_source", source}, {"fixed_mib", c.fixed_mib},
                         {"per_sample_mib", c.per_sample_mib}, {"fitted_runs", c.fitted_runs},
+                        {"allocator_overhead_mib", c.allocator_overhead_mib},
                         {"max_batch", c.max_batch}, {"preset", c.preset}, {"steps", c.steps},
                         {"searched", c.searched ? json{{"max_batch", c.searched->max_batch},
                                                        {"first_failing_batch", opt(c.searched->first_failing_batch)},

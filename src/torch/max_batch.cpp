@@ -60,7 +60,9 @@ double run_peak(const Report& r) {
 // tries in the upper half of the fitting range: small batches' peaks sit on
 // the floor of the phases without activations (AdamW's step), which a line
 // through them would mistake for the slope.
-void fit_line(CapacitySearch& c) {
+// overhead_mib: what the allocator reserved beyond its tensors at the
+// largest fitting run's peak, since a CUDA limit bounds reserved memory.
+void fit_line(CapacitySearch& c, double overhead_mib) {
   std::vector<std::pair<double, double>> pts;
   for (const CapacityTry& t : c.tries) {
     if (t.status == RunStatus::kComplete && 2 * t.batch >= c.max_batch) pts.emplace_back(t.batch, t.peak_allocated_mib);
@@ -83,9 +85,19 @@ void fit_line(CapacitySearch& c) {
   const double fixed = (sy - slope * sx) / n;
   c.fit_fixed_mib = fixed;
   c.fit_per_sample_mib = slope;
-  const double room = (c.limit_mib - fixed) / slope;
+  const double room = (c.limit_mib - overhead_mib - fixed) / slope;
   c.predicted_max_batch =
       room < 1 ? 0 : static_cast<std::int64_t>(std::min(std::floor(room), static_cast<double>(limits::kMaxBatch)));
+}
+
+// Peak reserved less peak allocated over the run's samples (0 on the CPU).
+double reserve_overhead(const Report& r) {
+  double reserved = 0, allocated = 0;
+  for (const Sample& s : r.samples) {
+    reserved = std::max(reserved, s.reserved_mib.value_or(0));
+    allocated = std::max(allocated, s.peak_allocated_mib);
+  }
+  return reserved > allocated ? reserved - allocated : 0.0;
 }
 
 const char* status_word(RunStatus s) {
@@ -227,7 +239,7 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
   }
   c.max_batch = lo;
   c.first_failing_batch = hi;
-  fit_line(c);
+  fit_line(c, best ? reserve_overhead(*best) : 0.0);
 
   Confirmation conf = confirm(base, plan, opts, c, talk, err);
   c.confirmed = conf.agreed;

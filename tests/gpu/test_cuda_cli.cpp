@@ -214,8 +214,10 @@ namespace {
 // What tests/gpu/check_snapshot.py (PyTorch's pickle.load and memory_viz)
 // reads from a snapshot; skips the test when the host's Python has no torch.
 nlohmann::json read_with_pytorch(const TempDir& d, const std::string& pickle) {
-  const Proc py = run({"python3", std::string(MEMDIAG_SOURCE_DIR) + "/tests/gpu/check_snapshot.py", pickle,
+  // Through env: the runner starts programs by path, without a PATH search.
+  const Proc py = run({"/usr/bin/env", "python3", std::string(MEMDIAG_SOURCE_DIR) + "/tests/gpu/check_snapshot.py", pickle,
                        d.file("plot.html")});
+  if (py.exit_code == 127) return {{"python_unavailable", "no python3 on PATH"}};
   if (py.exit_code != 0) {
     ADD_FAILURE() << "check_snapshot.py: " << py.err;
     return nullptr;

@@ -250,6 +250,9 @@ struct CapacityPrediction {
   double fixed_mib = 0;
   double per_sample_mib = 0;
   int fitted_runs = 0;  // 1: from the run's forward increment per sample
+  // Kept out of the budget: reserved beyond allocated at the fitted run's
+  // peak (CUDA; a limit bounds reserved memory). 0 on the CPU.
+  double allocator_overhead_mib = 0;
   std::int64_t max_batch = 0;  // 0: not even one sample fits
   std::string preset;
   int steps = 0;
