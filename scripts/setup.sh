@@ -15,7 +15,8 @@ start=$(date +%s)
 
 # --- Debian packages --------------------------------------------------------
 need=()
-for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv; do
+# chromium: the HTML report is checked in a real, headless browser.
+for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv chromium; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # A python3 that can make virtual environments already (pyenv, say) does not

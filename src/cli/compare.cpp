@@ -1,9 +1,11 @@
 #include "compare.hpp"
 
 #include "memdiag/errors.hpp"
+#include "memdiag/atomic_file.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/report_reader.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <ostream>
 
@@ -30,15 +32,15 @@ std::set<std::string> reports_beside(const std::vector<std::pair<std::string, Re
   return out;
 }
 
-void print_gate_failure(const GateFailure& f, std::ostream& err) {
+void print_gate_failure(const GateCheck& g, std::ostream& err) {
   err << kProgram << ": gate failed: ";
-  if (!f.actual) {
-    err << "no report of case " << f.case_name << "\n";
-  } else if (f.fail_on) {
-    err << f.case_name << " is " << to_string(*f.actual) << " (--fail-on)\n";
+  if (!g.actual) {
+    err << "no report of case " << g.case_name << "\n";
+  } else if (g.kind == GateCheck::Kind::kFailOn) {
+    err << g.case_name << " is " << to_string(*g.actual) << " (--fail-on)\n";
   } else {
-    err << f.case_name << " is " << to_string(*f.actual) << ", expected " << to_string(*f.expected) << " ("
-        << f.group_key << ")\n";
+    err << g.case_name << " is " << to_string(*g.actual) << ", expected " << to_string(g.cause) << " (" << g.group_key
+        << ")\n";
   }
 }
 
@@ -60,56 +62,86 @@ Cause parse_fail_on(const std::string& arg) {
   return *cause;
 }
 
-std::vector<GateFailure> check_gates(const Analysis& a, const CompareOptions& o) {
-  std::vector<GateFailure> out;
-  auto failure = [&out](const std::string& case_name, const Verdict* v) -> GateFailure& {
-    GateFailure& f = out.emplace_back();
-    f.case_name = case_name;
-    if (v != nullptr) {
-      f.group_key = v->group_key;
-      f.actual = v->dominant;
-    }
-    return f;
-  };
-  for (const auto& [case_name, cause] : o.expect) {
-    bool found = false;
-    for (const Verdict& v : a.verdicts) {
-      if (v.case_name != case_name) continue;
-      found = true;
-      if (v.dominant != cause) failure(case_name, &v).expected = cause;
-    }
-    if (!found) failure(case_name, nullptr).expected = cause;
+double parse_fraction(const std::string& flag, const std::string& arg) {
+  std::string t = arg;
+  const bool percent = !t.empty() && t.back() == '%';
+  if (percent) t.pop_back();
+  double v = 0;
+  std::size_t used = 0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
   }
-  for (const Verdict& v : a.verdicts) {
-    if (o.fail_on.count(v.dominant)) failure(v.case_name, &v).fail_on = true;
+  if (t.empty() || used != t.size() || !std::isfinite(v) || v < 0) {
+    throw UsageError(flag + ": '" + arg + "' is not a percentage (5%) or a fraction (0.05)");
   }
-  return out;
+  return percent ? v / 100.0 : v;
 }
 
 int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   const ReportSet set = read_reports(o.inputs);
   for (const InputError& e : set.errors) err << kProgram << ": " << e.what() << "\n";
-
-  const Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
-  switch (o.format) {
-    case OutputFormat::kJson:
-      // File names are bytes, not always UTF-8: replaced (U+FFFD) rather
-      // than aborting the whole comparison.
-      out << render_json(analysis, set.errors).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-      break;
-    case OutputFormat::kMarkdown: out << render_markdown(analysis); break;
-    case OutputFormat::kText: out << render_text(analysis); break;
+  std::optional<ReportSet> base;
+  std::optional<RegressionReport> regression;
+  if (!o.baseline.empty()) {
+    base = read_reports(o.baseline);
+    for (const InputError& e : base->errors) err << kProgram << ": --baseline: " << e.what() << "\n";
+    regression = compare_to_baseline(set.reports, base->reports, o.thresholds);
   }
 
-  const std::vector<GateFailure> failures = check_gates(analysis, o);
-  for (const GateFailure& f : failures) print_gate_failure(f, err);
+  const Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
+  const std::vector<GateCheck> gates = check_gates(analysis, GateSpec{o.expect, o.fail_on});
+  const RegressionReport* reg = regression ? &*regression : nullptr;
+  std::string text;
+  switch (o.format) {
+    case OutputFormat::kJson: {
+      nlohmann::json j = render_json(analysis, set.errors);
+      if (reg != nullptr) j["baseline"] = regression_json(*reg);
+      // File names are bytes, not always UTF-8: replaced (U+FFFD) rather
+      // than aborting the whole comparison.
+      text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      break;
+    }
+    case OutputFormat::kMarkdown:
+      text = render_markdown(analysis) + (reg != nullptr ? "\n" + render_regression_markdown(*reg) : "");
+      break;
+    case OutputFormat::kText:
+      text = render_text(analysis) + (reg != nullptr ? "\n" + render_regression_text(*reg) : "");
+      break;
+    case OutputFormat::kJunit: text = render_junit(analysis, gates, reg); break;
+    case OutputFormat::kHtml: text = render_html(analysis, set.reports, reg); break;
+  }
+  if (o.output.empty()) {
+    out << text << std::flush;
+  } else {
+    try {
+      write_file_atomically(o.output, text);
+    } catch (const std::exception& e) {
+      err << kProgram << ": -o: " << e.what() << "\n";
+      return to_int(ExitCode::kFailed);
+    }
+  }
+
+  bool gate_failed = false;
+  for (const GateCheck& g : gates) {
+    if (g.passed) continue;
+    print_gate_failure(g, err);
+    gate_failed = true;
+  }
+  if (reg != nullptr) {
+    for (const RegressionPair& p : reg->pairs) {
+      if (p.regressed) err << kProgram << ": regressed against the baseline: " << describe(p) << "\n";
+    }
+    gate_failed = gate_failed || reg->regressed();
+  }
 
   if (set.reports.empty()) {
     if (set.errors.empty()) err << kProgram << ": no reports to analyse\n";
     return to_int(ExitCode::kUsage);
   }
-  if (!set.errors.empty()) return to_int(ExitCode::kUsage);
-  return failures.empty() ? to_int(ExitCode::kOk) : to_int(ExitCode::kGateFailed);
+  if (!set.errors.empty() || (base && !base->errors.empty())) return to_int(ExitCode::kUsage);
+  return gate_failed ? to_int(ExitCode::kGateFailed) : to_int(ExitCode::kOk);
 }
 
 }  // namespace memdiag

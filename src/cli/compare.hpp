@@ -17,28 +17,24 @@ namespace memdiag {
 struct CompareOptions {
   std::vector<std::string> inputs;  // files, directories of *.json, or "-"
   OutputFormat format = OutputFormat::kText;
+  std::string output;               // -o: write here (atomically) instead of stdout
   std::vector<std::pair<std::string, Cause>> expect;  // every group of CASE has CAUSE
   std::set<Cause> fail_on;                             // no group has any of these
   std::vector<double> budgets_mib;                     // --budget-mib: predict the largest batch for each
+  std::vector<std::string> baseline;                   // --baseline: reports to compare the inputs against
+  RegressionThresholds thresholds;                     // --max-increase, --max-increase-mib
 };
 
 // "CASE=CAUSE" as --expect takes it; throws UsageError naming the flag.
 std::pair<std::string, Cause> parse_expectation(const std::string& arg);
 // A cause as --fail-on takes it; throws UsageError naming the flag.
 Cause parse_fail_on(const std::string& arg);
+// "5%" or "0.05" as --max-increase takes it; throws UsageError.
+double parse_fraction(const std::string& flag, const std::string& arg);
 
-// A gate that did not hold, as data; run_compare prints one line for each.
-struct GateFailure {
-  std::string case_name;
-  std::string group_key;                 // empty when no report of the case was given
-  std::optional<Cause> actual;           // the group's verdict
-  std::optional<Cause> expected;         // --expect
-  bool fail_on = false;                  // --fail-on matched
-};
-std::vector<GateFailure> check_gates(const Analysis& a, const CompareOptions& o);
-
-// Exit codes: kOk, kGateFailed (a gate failed), kUsage (a report could not
-// be read; the others are still analysed and printed).
+// Exit codes: kOk, kGateFailed (a gate failed, or a peak grew beyond the
+// threshold against the baseline), kUsage (a report could not be read; the
+// others are still analysed and printed), kFailed (-o could not be written).
 int run_compare(const CompareOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace memdiag

@@ -23,13 +23,21 @@ counts for a retained graph. When the reports given cannot confirm a verdict,
 the output lists the memory_diagnostics runs that would, each writing a new
 file beside the reports (the JSON output has them as argv arrays too).
 
-Exit codes: 0 fine, 1 a gate (--expect, --fail-on) failed, 2 bad input (every
-other file is still analysed; each problem is one line on stderr).
+Exit codes: 0 fine, 1 a gate (--expect, --fail-on, --baseline) failed or -o
+could not be written, 2 bad input (every other file is still analysed; each
+problem is one line on stderr).
+
+Against a baseline (a memory regression gate for pull requests): reports are
+matched by case, preset, batch, steps, rank, device kind and remedies; per
+phase the peak and the end-of-phase allocated are shown against the
+baseline's, with the component that moved; unmatched reports are listed.
 
 Examples:
   compare_memory_reports alpha.json beta.json gamma.json
   compare_memory_reports reports/ --format markdown
-  compare_memory_reports ci-run.json --expect mymodel=activations --fail-on retained_graph)";
+  compare_memory_reports ci-run.json --expect mymodel=activations --fail-on retained_graph
+  compare_memory_reports new/ --baseline tests/fixtures/cpu --max-increase 5% --format junit -o junit.xml
+  compare_memory_reports reports/ --format html -o report.html)";
 
 }  // namespace
 
@@ -45,8 +53,12 @@ int main(int argc, char** argv) {
       ->required();
   const std::map<std::string, memdiag::OutputFormat> formats = {{"text", memdiag::OutputFormat::kText},
                                                                 {"markdown", memdiag::OutputFormat::kMarkdown},
-                                                                {"json", memdiag::OutputFormat::kJson}};
-  app.add_option("--format,-f", opts.format, "text, markdown or json (default: text)")
+                                                                {"json", memdiag::OutputFormat::kJson},
+                                                                {"junit", memdiag::OutputFormat::kJunit},
+                                                                {"html", memdiag::OutputFormat::kHtml}};
+  app.add_option("--format,-f", opts.format,
+                 "text, markdown, json, junit (the gates as JUnit XML for CI) or html (one self-contained page with "
+                 "plots) (default: text)")
       ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
   // One value per flag (repeat the flag for more): otherwise a report file
   // after --fail-on would be taken for a cause.
@@ -66,10 +78,29 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::PositiveNumber);
 
+  app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written)");
+  app.add_option("--baseline", opts.baseline,
+                 "Baseline reports (files or directories): each report given is matched by case, configuration and "
+                 "rank, and exit 1 if any peak grew beyond --max-increase")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::string max_increase = "5%";
+  app.add_option("--max-increase", max_increase, "With --baseline: a peak may grow by this much (5% or 0.05)")
+      ->capture_default_str();
+  auto* mib_opt = app.add_option("--max-increase-mib", opts.thresholds.max_increase_mib,
+                                 "With --baseline: and, when given, by no more than N MiB before it counts")
+                      ->check(CLI::NonNegativeNumber);
+
   if (auto code = memdiag::cli::parse(app, argc, argv, "compare_memory_reports", std::cout, std::cerr)) return *code;
   try {
     for (const std::string& e : expects) opts.expect.push_back(memdiag::parse_expectation(e));
     for (const std::string& f : fail_on) opts.fail_on.insert(memdiag::parse_fail_on(f));
+    opts.thresholds.max_increase_fraction = memdiag::parse_fraction("--max-increase", max_increase);
+    if (opts.baseline.empty() && (app.get_option("--max-increase")->count() > 0 || mib_opt->count() > 0)) {
+      throw memdiag::UsageError("--max-increase: only with --baseline");
+    }
+    if (opts.output.empty() && app.get_option("--output")->count() > 0) throw memdiag::UsageError("--output: empty path");
     return memdiag::run_compare(opts, std::cout, std::cerr);
   } catch (const memdiag::UsageError& e) {
     std::cerr << "compare_memory_reports: " << e.what() << "\n";

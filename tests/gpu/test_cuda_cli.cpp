@@ -190,6 +190,8 @@ TEST(CudaDiagnostics, OutOfMemoryIsExplainedWithTheAllocatorsStateAtTheFailure) 
       {{"--case", "beta", "--preset", "medium", "--memory-limit-mib", "900"}, "step", "optimizer_state"},
       {{"--case", "alpha", "--preset", "large", "--memory-limit-mib", "2048"}, "forward", "activations"},
       {{"--case", "beta", "--preset", "medium", "--memory-limit-mib", "200"}, "model_ready", "parameters"},
+      // beta medium in 450 MiB: forward fits; the gradients do not.
+      {{"--case", "beta", "--preset", "medium", "--memory-limit-mib", "450"}, "backward", "parameters"},
       {{"--case", "gamma", "--preset", "large", "--steps", "30", "--memory-limit-mib", "6000"}, "", "retained_graph"},
   };
   int k = 0;

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 using namespace memdiag;
 using namespace memdiag::testkit;
 
@@ -135,4 +138,72 @@ TEST(CompareCli, AGateFlagTakesOneValueAndTheNextArgumentIsAReport) {
   EXPECT_NE(r.err.find("gate failed: model is activations (--fail-on)"), std::string::npos) << r.err;
   EXPECT_EQ(compare({"--expect", "model=activations", f, "--fail-on", "retained_graph"}).exit_code,
             to_int(ExitCode::kOk));
+}
+
+namespace {
+
+// A copy of the CPU fixtures with alpha batch 1's forward and backward
+// peaks raised by a fifth: a made regression.
+std::string regressed_copy(const TempDir& d) {
+  const std::string dir = d.file("new");
+  std::filesystem::create_directories(dir);
+  for (const auto& e : std::filesystem::directory_iterator(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu")) {
+    auto j = nlohmann::json::parse(read_text(e.path().string()));
+    if (e.path().filename() == "alpha-batch1.json") {
+      for (auto& s : j["samples"]) {
+        if (s["phase"] == "forward" || s["phase"] == "backward") s["peak_allocated_mib"] = s["peak_allocated_mib"].get<double>() * 1.2;
+      }
+    }
+    std::ofstream(dir + "/" + e.path().filename().string()) << j.dump(1);
+  }
+  return dir;
+}
+
+}  // namespace
+
+TEST(Baseline, SameReportsPassAndAGrownPeakFailsNamingPhaseAndComponent) {
+  TempDir d;
+  const std::string base = std::string(MEMDIAG_FIXTURES_DIR) + "/cpu";
+  const Proc same = run({MEMDIAG_COMPARE_EXE, base, "--baseline", base, "--format", "json"});
+  EXPECT_EQ(same.exit_code, 0) << same.err;
+  const auto js = nlohmann::json::parse(same.out)["baseline"];
+  EXPECT_EQ(js["regressed"], false);
+  EXPECT_EQ(js["pairs"].size(), 7u);
+  EXPECT_TRUE(js["new_without_baseline"].empty());
+
+  const std::string now = regressed_copy(d);
+  const Proc grown = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base});
+  EXPECT_EQ(grown.exit_code, 1);
+  EXPECT_NE(grown.err.find("regressed against the baseline: alpha preset small batch 1"), std::string::npos) << grown.err;
+  EXPECT_NE(grown.out.find("forward                   8.11          9.73  +20.0%"), std::string::npos) << grown.out;
+  // Allowed by a wider threshold, or by a MiB floor above the 3.2 MiB rise.
+  EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--max-increase", "25%"}).exit_code, 0);
+  EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--max-increase-mib", "4"}).exit_code, 0);
+  // A report without a partner is listed, not dropped.
+  const Proc partial = run({MEMDIAG_COMPARE_EXE, base, "--baseline", base + "/alpha-batch1.json"});
+  EXPECT_NE(partial.out.find("no baseline for"), std::string::npos) << partial.out;
+  EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, base, "--max-increase", "5%"}).exit_code, 2);
+}
+
+TEST(Junit, GatesAndBaselineAreTestCasesThatPythonsXmlParserReads) {
+  TempDir d;
+  const std::string base = std::string(MEMDIAG_FIXTURES_DIR) + "/cpu";
+  const std::string now = regressed_copy(d);
+  const Proc j = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--expect", "alpha=activations", "--expect",
+                      "beta=activations", "--fail-on", "retained_graph", "--format", "junit", "-o", d.file("j.xml")});
+  EXPECT_EQ(j.exit_code, 1);
+  const Proc py = run({"/usr/bin/env", "python3", "-c",
+                       "import sys, xml.dom.minidom as m\n"
+                       "d = m.parse(sys.argv[1])\n"
+                       "cases = d.getElementsByTagName('testcase')\n"
+                       "fails = [c.getAttribute('name') for c in cases if c.getElementsByTagName('failure')]\n"
+                       "print(len(cases)); print('\\n'.join(fails))",
+                       d.file("j.xml")});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  // 1 alpha expect + 1 beta expect + 3 fail-on (one per group) + 7 baseline.
+  EXPECT_EQ(py.out.substr(0, py.out.find('\n')), "12") << py.out;
+  EXPECT_NE(py.out.find("beta | cpu | world 1 | none is activations"), std::string::npos) << py.out;
+  EXPECT_NE(py.out.find("alpha preset small batch 1 steps 4 rank 0/1 cpu peak"), std::string::npos) << py.out;
+  EXPECT_NE(py.out.find("gamma | cpu | world 1 | none is not retained_graph"), std::string::npos) << py.out;
+  EXPECT_EQ(std::count(py.out.begin(), py.out.end(), '\n'), 4) << py.out;  // the count and three failures
 }

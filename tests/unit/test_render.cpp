@@ -123,3 +123,15 @@ TEST(Render, TableAlignsColumns) {
   Table t{{"name", "value"}, {{"a", "1.0"}, {"longer", "100.25"}}};
   EXPECT_EQ(t.to_text(), "name     value\na          1.0\nlonger  100.25\n");
 }
+
+TEST(Render, JunitEscapesWhatReportsCarry) {
+  Analysis a;
+  GateCheck g;
+  g.case_name = "bad\x1b[31m<&>\"\xff";
+  g.cause = Cause::kActivations;
+  const std::string xml = render_junit(a, {g});
+  EXPECT_EQ(xml.find('\x1b'), std::string::npos);
+  EXPECT_EQ(xml.find('\xff'), std::string::npos);
+  EXPECT_NE(xml.find("bad\xEF\xBF\xBD[31m&lt;&amp;&gt;&quot;\xEF\xBF\xBD"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<failure message=\"no report of case"), std::string::npos) << xml;
+}

@@ -5,6 +5,8 @@
 
 #include "memdiag/analysis.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/gates.hpp"
+#include "memdiag/regression.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -14,13 +16,26 @@
 
 namespace memdiag {
 
-enum class OutputFormat { kText, kMarkdown, kJson };
+enum class OutputFormat { kText, kMarkdown, kJson, kJunit, kHtml };
 
 std::string render_text(const Analysis& a);
 std::string render_markdown(const Analysis& a);
 // The comparison as JSON (docs/comparison-output.md): the rendered sentences
 // beside the structured records they came from.
 nlohmann::json render_json(const Analysis& a, const std::vector<InputError>& errors = {});
+// The gates (and the baseline's, when given) as JUnit XML.
+std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
+                         const RegressionReport* regression = nullptr);
+// One self-contained HTML page: verdicts, evidence and inline SVG plots of
+// every group's runs (reports: the runs' samples, by source).
+std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
+                        const RegressionReport* regression = nullptr);
+// The regression gate against a baseline.
+std::string render_regression_text(const RegressionReport& r);
+std::string render_regression_markdown(const RegressionReport& r);
+nlohmann::json regression_json(const RegressionReport& r);
+std::string describe(const RegressionPair& p);
+
 // Version of render_json's layout; bumped on any change a consumer could misread.
 inline constexpr int kComparisonSchemaVersion = 3;
 

@@ -1,0 +1,140 @@
+#include "memdiag/regression.hpp"
+
+#include "memdiag/remedy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace memdiag {
+namespace {
+
+// What must be equal for two runs to be compared: the case, what it was
+// asked to do, and where. The device index is left out (cuda:0 vs cuda:1 is
+// the same machine kind); the seed is kept, since data and weights follow it.
+std::string match_key(const Report& r) {
+  const RunConfig& c = r.config;
+  const std::string device_kind = c.device.substr(0, c.device.find(':'));
+  std::string key = r.case_info.name + " preset " + c.preset + " batch " + std::to_string(c.batch_size_per_device) +
+                    " steps " + std::to_string(c.steps) + " rank " + std::to_string(c.rank) + "/" +
+                    std::to_string(c.world_size) + " " + device_kind;
+  if (!c.remedies.empty()) key += " remedy " + remedies_label(c.remedies);
+  if (c.memory_limit_mib) key += " limit " + std::to_string(static_cast<long long>(std::llround(*c.memory_limit_mib)));
+  if (c.seed != 0) key += " seed " + std::to_string(c.seed);
+  if (c.rank_zero_extra_samples != 0) key += " extra " + std::to_string(c.rank_zero_extra_samples);
+  if (c.shard_optimizer_state) key += " sharded";
+  return key;
+}
+
+struct PhaseFigures {
+  double peak = 0;
+  double end = 0;
+};
+
+std::map<Phase, PhaseFigures> by_phase(const Report& r) {
+  std::map<Phase, PhaseFigures> out;
+  for (const Sample& s : r.samples) {
+    PhaseFigures& f = out[s.phase];
+    f.peak = std::max(f.peak, s.peak_allocated_mib);
+    f.end = s.allocated_mib;  // samples are in order: the last occurrence wins
+  }
+  return out;
+}
+
+double run_peak(const Report& r) {
+  double p = 0;
+  for (const Sample& s : r.samples) p = std::max(p, s.peak_allocated_mib);
+  return p;
+}
+
+bool grew_beyond(double base, double now, const RegressionThresholds& t) {
+  const double rise = now - base;
+  if (!(rise > t.max_increase_fraction * base)) return false;
+  return !t.max_increase_mib || rise > *t.max_increase_mib;
+}
+
+std::vector<ComponentDelta> components(const RunFeatures& b, const RunFeatures& n) {
+  std::vector<ComponentDelta> out;
+  out.push_back({MovedComponent::kParameters, b.parameter_mib, n.parameter_mib});
+  if (b.first_step_persistent_mib || n.first_step_persistent_mib) {
+    out.push_back({MovedComponent::kOptimizerState, b.first_step_persistent_mib.value_or(0),
+                   n.first_step_persistent_mib.value_or(0)});
+  }
+  if (b.forward_increment_mib || n.forward_increment_mib) {
+    out.push_back({MovedComponent::kActivations, b.forward_increment_mib.value_or(0), n.forward_increment_mib.value_or(0)});
+  }
+  if (b.growth_per_step_mib || n.growth_per_step_mib) {
+    out.push_back({MovedComponent::kGrowthPerStep, b.growth_per_step_mib.value_or(0), n.growth_per_step_mib.value_or(0)});
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* to_string(MovedComponent c) {
+  switch (c) {
+    case MovedComponent::kParameters: return "parameters";
+    case MovedComponent::kOptimizerState: return "optimizer_state";
+    case MovedComponent::kActivations: return "activations";
+    case MovedComponent::kGrowthPerStep: return "growth_per_step";
+  }
+  return "?";
+}
+
+bool RegressionReport::regressed() const {
+  return std::any_of(pairs.begin(), pairs.end(), [](const RegressionPair& p) { return p.regressed; });
+}
+
+RegressionReport compare_to_baseline(const std::vector<SourcedReport>& now, const std::vector<SourcedReport>& baseline,
+                                     const RegressionThresholds& t) {
+  RegressionReport out;
+  out.thresholds = t;
+  std::map<std::string, const SourcedReport*> base_by_key;
+  for (const SourcedReport& b : baseline) base_by_key.emplace(match_key(b.second), &b);
+  std::map<std::string, bool> used;
+  for (const SourcedReport& n : now) {
+    const std::string key = match_key(n.second);
+    const auto it = base_by_key.find(key);
+    if (it == base_by_key.end()) {
+      out.new_without_baseline.push_back(n.first);
+      continue;
+    }
+    used[key] = true;
+    const SourcedReport& b = *it->second;
+    RegressionPair p;
+    p.key = key;
+    p.new_source = n.first;
+    p.base_source = b.first;
+    p.new_status = n.second.status;
+    p.base_status = b.second.status;
+    p.base_peak_mib = run_peak(b.second);
+    p.new_peak_mib = run_peak(n.second);
+    p.regressed = grew_beyond(p.base_peak_mib, p.new_peak_mib, t);
+    const auto bp = by_phase(b.second), np = by_phase(n.second);
+    for (const auto& [phase, nf] : np) {
+      const auto bit = bp.find(phase);
+      if (bit == bp.end()) continue;
+      PhaseDelta d{phase, bit->second.peak, nf.peak, bit->second.end, nf.end, grew_beyond(bit->second.peak, nf.peak, t)};
+      p.regressed = p.regressed || d.regressed;
+      p.phases.push_back(d);
+    }
+    // A run that completed before and does not now has regressed, whatever
+    // its peak says (an out-of-memory stops before the peak it would reach).
+    if (b.second.status == RunStatus::kComplete && n.second.status != RunStatus::kComplete) p.regressed = true;
+    p.components = components(compute_features(b.second, b.first), compute_features(n.second, n.first));
+    double most = 0.5;
+    for (const ComponentDelta& c : p.components) {
+      if (c.new_mib - c.base_mib > most) {
+        most = c.new_mib - c.base_mib;
+        p.moved = c.component;
+      }
+    }
+    out.pairs.push_back(std::move(p));
+  }
+  for (const SourcedReport& b : baseline) {
+    if (!used.count(match_key(b.second))) out.baseline_without_new.push_back(b.first);
+  }
+  return out;
+}
+
+}  // namespace memdiag

@@ -1,0 +1,113 @@
+// The regression gate's words: a line per matched run, a table of its
+// phases, the component that moved; the same records in JSON.
+#include "memdiag/format.hpp"
+#include "memdiag/render.hpp"
+
+#include <sstream>
+
+namespace memdiag {
+namespace {
+
+std::string signed_mib(double d) { return (d >= 0 ? "+" : "") + format_mib(d) + " MiB"; }
+
+std::string percent(double base, double now) {
+  if (!(base > 0)) return "-";
+  const double p = 100.0 * (now - base) / base;
+  return (p >= 0 ? "+" : "") + format_fixed(p, 1) + "%";
+}
+
+std::string threshold_words(const RegressionThresholds& t) {
+  std::string s = "more than " + format_fixed(100.0 * t.max_increase_fraction, 1) + "%";
+  if (t.max_increase_mib) s += " and more than " + format_mib(*t.max_increase_mib) + " MiB";
+  return s;
+}
+
+std::string pair_line(const RegressionPair& p) {
+  std::string s = p.key + ": peak " + format_mib(p.base_peak_mib) + " -> " + format_mib(p.new_peak_mib) + " MiB (" +
+                  percent(p.base_peak_mib, p.new_peak_mib) + ")";
+  if (p.new_status != p.base_status) {
+    s += std::string(", status ") + to_string(p.base_status) + " -> " + to_string(p.new_status);
+  }
+  if (p.moved) {
+    for (const ComponentDelta& c : p.components) {
+      if (c.component == *p.moved) {
+        s += std::string("; moved: ") + to_string(c.component) + " " + format_mib(c.base_mib) + " -> " +
+             format_mib(c.new_mib) + " MiB (" + signed_mib(c.new_mib - c.base_mib) + ")";
+      }
+    }
+  }
+  return s;
+}
+
+Table phase_table(const RegressionPair& p) {
+  Table t;
+  t.headers = {"phase", "base peak MiB", "new peak MiB", "change", "base end MiB", "new end MiB", ""};
+  for (const PhaseDelta& d : p.phases) {
+    t.rows.push_back({to_string(d.phase), format_mib(d.base_peak_mib), format_mib(d.new_peak_mib),
+                      percent(d.base_peak_mib, d.new_peak_mib), format_mib(d.base_end_mib), format_mib(d.new_end_mib),
+                      d.regressed ? "regressed" : ""});
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string describe(const RegressionPair& p) { return pair_line(p); }
+
+std::string render_regression_text(const RegressionReport& r) {
+  std::ostringstream out;
+  out << "== against the baseline (a peak regresses when it grows by " << threshold_words(r.thresholds) << ") ==\n";
+  for (const RegressionPair& p : r.pairs) {
+    out << (p.regressed ? "REGRESSED " : "ok        ") << pair_line(p) << "\n"
+        << phase_table(p).to_text("    ");
+  }
+  for (const std::string& s : r.new_without_baseline) out << "no baseline for " << s << "\n";
+  for (const std::string& s : r.baseline_without_new) out << "no new report for baseline " << s << "\n";
+  out << (r.regressed() ? "result: memory regressed\n" : "result: no regression\n");
+  return out.str();
+}
+
+std::string render_regression_markdown(const RegressionReport& r) {
+  std::ostringstream out;
+  out << "## Against the baseline\n\nA peak regresses when it grows by " << threshold_words(r.thresholds) << ".\n\n";
+  for (const RegressionPair& p : r.pairs) {
+    out << "- " << (p.regressed ? "**regressed** " : "ok ") << pair_line(p) << "\n";
+  }
+  for (const RegressionPair& p : r.pairs) {
+    if (!p.regressed) continue;
+    out << "\n### " << p.key << "\n\n" << phase_table(p).to_markdown();
+  }
+  if (!r.new_without_baseline.empty() || !r.baseline_without_new.empty()) out << "\nUnmatched:\n";
+  for (const std::string& s : r.new_without_baseline) out << "- no baseline for `" << s << "`\n";
+  for (const std::string& s : r.baseline_without_new) out << "- no new report for baseline `" << s << "`\n";
+  out << "\n**" << (r.regressed() ? "Memory regressed." : "No regression.") << "**\n";
+  return out.str();
+}
+
+nlohmann::json regression_json(const RegressionReport& r) {
+  using nlohmann::json;
+  json pairs = json::array();
+  for (const RegressionPair& p : r.pairs) {
+    json phases = json::array(), comps = json::array();
+    for (const PhaseDelta& d : p.phases) {
+      phases.push_back({{"phase", to_string(d.phase)}, {"base_peak_mib", d.base_peak_mib}, {"new_peak_mib", d.new_peak_mib},
+                        {"base_end_mib", d.base_end_mib}, {"new_end_mib", d.new_end_mib}, {"regressed", d.regressed}});
+    }
+    for (const ComponentDelta& c : p.components) {
+      comps.push_back({{"component", to_string(c.component)}, {"base_mib", c.base_mib}, {"new_mib", c.new_mib}});
+    }
+    pairs.push_back({{"key", p.key}, {"new_report", p.new_source}, {"baseline_report", p.base_source},
+                     {"new_status", to_string(p.new_status)}, {"baseline_status", to_string(p.base_status)},
+                     {"base_peak_mib", p.base_peak_mib}, {"new_peak_mib", p.new_peak_mib}, {"regressed", p.regressed},
+                     {"moved", p.moved ? json(to_string(*p.moved)) : json(nullptr)}, {"phases", phases},
+                     {"components", comps}, {"text", pair_line(p)}});
+  }
+  return {{"max_increase_fraction", r.thresholds.max_increase_fraction},
+          {"max_increase_mib", r.thresholds.max_increase_mib ? json(*r.thresholds.max_increase_mib) : json(nullptr)},
+          {"pairs", pairs},
+          {"new_without_baseline", r.new_without_baseline},
+          {"baseline_without_new", r.baseline_without_new},
+          {"regressed", r.regressed()}};
+}
+
+}  // namespace memdiag

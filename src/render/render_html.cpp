@@ -1,0 +1,303 @@
+// One self-contained HTML page for people who would rather look than read:
+// per group the verdict and its evidence, then inline SVG plots drawn from
+// the runs' samples. No script and nothing from the network, so the file
+// opens offline and in a CI artifact viewer.
+#include "memdiag/format.hpp"
+#include "memdiag/render.hpp"
+#include "xml_text.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace memdiag {
+namespace {
+
+using detail::xml_escape;
+
+constexpr double kW = 560, kH = 240;                     // plot size
+constexpr double kLeft = 64, kRight = 44, kTop = 14, kBottom = 62;  // margins
+const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+
+// A "nice" step for about n ticks over [0, max]: 1, 2 or 5 times a power of 10.
+double tick_step(double max, int n) {
+  if (!(max > 0)) return 1;
+  const double raw = max / n, p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << v;
+  return s.str();
+}
+
+struct Series {
+  std::string label;
+  std::string color;
+  std::vector<double> y;  // one point per sample; NaN leaves a gap
+  bool dashed = false;
+};
+
+// Axes in MiB with readable ticks, x by sample, each phase's samples
+// labelled underneath (step boundaries as faint lines).
+class Plot {
+ public:
+  Plot(std::string title, std::size_t points, double ymax) : title_(std::move(title)), n_(std::max<std::size_t>(points, 2)) {
+    step_ = tick_step(ymax, 5);
+    ymax_ = std::max(step_, std::ceil(ymax / step_) * step_);
+  }
+  double x(std::size_t i) const { return kLeft + (kW - kLeft - kRight) * static_cast<double>(i) / static_cast<double>(n_ - 1); }
+  double y(double v) const { return kTop + (kH - kTop - kBottom) * (1 - v / ymax_); }
+
+  std::string open(const std::string& css_class) const {
+    std::ostringstream s;
+    s << "<svg class=\"plot " << css_class << "\" viewBox=\"0 0 " << kW << " " << kH << "\" width=\"" << kW
+      << "\" height=\"" << kH << "\" role=\"img\" aria-label=\"" << xml_escape(title_) << "\">\n<title>"
+      << xml_escape(title_) << "</title>\n";
+    for (double v = 0; v <= ymax_ + 1e-9; v += step_) {
+      s << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << kW - kRight << "\" y1=\"" << num(y(v)) << "\" y2=\""
+        << num(y(v)) << "\"/><text class=\"tick\" x=\"" << kLeft - 6 << "\" y=\"" << num(y(v) + 4)
+        << "\" text-anchor=\"end\">" << format_mib(v) << "</text>\n";
+    }
+    s << "<text class=\"axis\" x=\"14\" y=\"" << num((kTop + kH - kBottom) / 2) << "\" transform=\"rotate(-90 14 "
+      << num((kTop + kH - kBottom) / 2) << ")\" text-anchor=\"middle\">MiB</text>\n";
+    return s.str();
+  }
+
+  std::string line(const Series& se) const {
+    std::ostringstream s;
+    std::string d;
+    bool pen = false;
+    for (std::size_t i = 0; i < se.y.size(); ++i) {
+      if (std::isnan(se.y[i])) {
+        pen = false;
+        continue;
+      }
+      d += (pen ? " L" : " M") + num(x(i)) + " " + num(y(se.y[i]));
+      pen = true;
+    }
+    s << "<path class=\"series\" d=\"" << d << "\" fill=\"none\" stroke=\"" << se.color << "\" stroke-width=\"2\""
+      << (se.dashed ? " stroke-dasharray=\"5 3\"" : "") << "><title>" << xml_escape(se.label) << "</title></path>\n";
+    return s.str();
+  }
+
+  // Phase names under the x axis, thinned to what fits.
+  std::string phases(const std::vector<Sample>& samples) const {
+    std::ostringstream s;
+    const std::size_t every = std::max<std::size_t>(1, samples.size() / 14);
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      if (samples[i].phase == Phase::kForward && i > 0) {
+        s << "<line class=\"step\" x1=\"" << num(x(i)) << "\" x2=\"" << num(x(i)) << "\" y1=\"" << kTop << "\" y2=\""
+          << kH - kBottom << "\"/>\n";
+      }
+      if (i % every != 0) continue;
+      const double bx = x(i), by = kH - kBottom + 10;
+      s << "<text class=\"phase\" x=\"" << num(bx) << "\" y=\"" << num(by) << "\" transform=\"rotate(35 " << num(bx)
+        << " " << num(by) << ")\">" << to_string(samples[i].phase)
+        << (samples[i].step ? " " + std::to_string(*samples[i].step) : std::string()) << "</text>\n";
+    }
+    return s.str();
+  }
+
+  static std::string legend(const std::vector<Series>& series) {
+    std::ostringstream s;
+    s << "<div class=\"legend\">";
+    for (const Series& se : series) {
+      s << "<span><i style=\"background:" << se.color << "\"></i>" << xml_escape(se.label) << "</span>";
+    }
+    s << "</div>\n";
+    return s.str();
+  }
+
+ private:
+  std::string title_;
+  std::size_t n_;
+  double step_ = 1, ymax_ = 1;
+};
+
+double nan() { return std::numeric_limits<double>::quiet_NaN(); }
+
+// Allocated, reserved and peak across one run.
+std::string run_plot(const std::string& source, const Report& r) {
+  Series alloc{"allocated", kPalette[0], {}}, reserved{"reserved", kPalette[1], {}, true}, peak{"peak", kPalette[2], {}};
+  double ymax = 0;
+  for (const Sample& s : r.samples) {
+    alloc.y.push_back(s.allocated_mib);
+    peak.y.push_back(s.peak_allocated_mib);
+    reserved.y.push_back(s.reserved_mib.value_or(nan()));
+    ymax = std::max({ymax, s.peak_allocated_mib, s.reserved_mib.value_or(0)});
+  }
+  std::vector<Series> all{alloc, peak};
+  if (std::any_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.reserved_mib.has_value(); })) {
+    all.push_back(reserved);
+  }
+  Plot p("memory across " + source, r.samples.size(), ymax);
+  std::ostringstream s;
+  s << "<figure class=\"run\"><figcaption>" << xml_escape(source) << " (rank " << r.config.rank << ", batch "
+    << r.config.batch_size_per_device << ", " << xml_escape(r.config.preset) << ", " << to_string(r.status)
+    << ")</figcaption>\n"
+    << p.open("memory");
+  for (const Series& se : all) s << p.line(se);
+  s << p.phases(r.samples) << "</svg>\n" << Plot::legend(all) << "</figure>\n";
+  return s.str();
+}
+
+// The tensor census stacked: parameters, gradients, optimizer state, the rest.
+std::string census_plot(const std::string& source, const Report& r) {
+  if (std::none_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.tensors.has_value(); })) return "";
+  double ymax = 0;
+  for (const Sample& s : r.samples) ymax = std::max(ymax, s.allocated_mib);
+  Plot p("tensor census of " + source, r.samples.size(), ymax);
+  const char* names[] = {"parameters", "gradients", "optimizer state", "activations and the rest"};
+  std::vector<std::vector<double>> bands(4);
+  for (const Sample& s : r.samples) {
+    const TensorCensus t = s.tensors.value_or(TensorCensus{});
+    const double rest = std::max(0.0, s.allocated_mib - t.parameters_mib - t.gradients_mib - t.optimizer_state_mib);
+    bands[0].push_back(t.parameters_mib);
+    bands[1].push_back(t.gradients_mib);
+    bands[2].push_back(t.optimizer_state_mib);
+    bands[3].push_back(rest);
+  }
+  std::ostringstream s;
+  s << "<figure class=\"census\"><figcaption>tensor census, " << xml_escape(source) << "</figcaption>\n" << p.open("census");
+  std::vector<double> base(r.samples.size(), 0.0);
+  std::vector<Series> legend;
+  for (int b = 0; b < 4; ++b) {
+    std::string d;
+    for (std::size_t i = 0; i < base.size(); ++i) d += (i ? " L" : "M") + num(p.x(i)) + " " + num(p.y(base[i] + bands[b][i]));
+    for (std::size_t i = base.size(); i-- > 0;) d += " L" + num(p.x(i)) + " " + num(p.y(base[i]));
+    s << "<path class=\"band\" d=\"" << d << " Z\" fill=\"" << kPalette[b] << "\" fill-opacity=\"0.55\"><title>" << names[b]
+      << "</title></path>\n";
+    for (std::size_t i = 0; i < base.size(); ++i) base[i] += bands[b][i];
+    legend.push_back({names[b], kPalette[b], {}});
+  }
+  s << p.phases(r.samples) << "</svg>\n" << Plot::legend(legend) << "</figure>\n";
+  return s.str();
+}
+
+// A sweep's runs overlaid: one line of allocated memory per run.
+std::string overlay_plot(const Group& g, const std::map<std::string, const Report*>& by_source) {
+  std::vector<Series> series;
+  std::size_t longest = 0;
+  double ymax = 0;
+  const Report* longest_run = nullptr;
+  for (const RunFeatures& f : g.runs) {
+    const auto it = by_source.find(f.source);
+    if (it == by_source.end()) continue;
+    Series se{f.source + " (batch " + std::to_string(f.local_batch) + ", " + f.config.preset + ", " +
+                  std::to_string(f.config.steps) + " steps, rank " + std::to_string(f.config.rank) + ")",
+              kPalette[series.size() % 8], {}};
+    for (const Sample& s : it->second->samples) {
+      se.y.push_back(s.allocated_mib);
+      ymax = std::max(ymax, s.peak_allocated_mib);
+    }
+    if (it->second->samples.size() > longest) {
+      longest = it->second->samples.size();
+      longest_run = it->second;
+    }
+    series.push_back(std::move(se));
+  }
+  if (series.size() < 2 || longest_run == nullptr) return "";
+  Plot p("allocated memory of every run of " + g.key, longest, ymax);
+  std::ostringstream s;
+  s << "<figure class=\"overlay\"><figcaption>every run, allocated</figcaption>\n" << p.open("overlay");
+  for (const Series& se : series) s << p.line(se);
+  s << p.phases(longest_run->samples) << "</svg>\n" << Plot::legend(series) << "</figure>\n";
+  return s.str();
+}
+
+// Remedies as bars: each run's peak beside its baseline's.
+std::string remedy_bars(const Verdict& v) {
+  if (v.remedies.empty()) return "";
+  double ymax = 0;
+  for (const RemedyRow& r : v.remedies) ymax = std::max({ymax, r.peak_mib, r.baseline_peak_mib});
+  const double step = tick_step(ymax, 5), top = std::max(step, std::ceil(ymax / step) * step);
+  const double row = 22, width = 720, label_w = 220, bar_w = width - label_w - 90;
+  const double height = 20 + row * static_cast<double>(v.remedies.size() + 1);
+  std::ostringstream s;
+  s << "<figure class=\"remedies\"><figcaption>peak with each remedy (grey: its baseline)</figcaption>\n"
+    << "<svg class=\"plot bars\" viewBox=\"0 0 " << width << " " << num(height) << "\" width=\"" << width << "\" height=\""
+    << num(height) << "\" role=\"img\" aria-label=\"remedies\"><title>peak per remedy, MiB</title>\n";
+  double y = 10;
+  for (const RemedyRow& r : v.remedies) {
+    const double wb = bar_w * r.baseline_peak_mib / top, wr = bar_w * r.peak_mib / top;
+    s << "<text class=\"tick\" x=\"" << label_w - 6 << "\" y=\"" << num(y + 14) << "\" text-anchor=\"end\">"
+      << xml_escape(r.remedy) << "</text>"
+      << "<rect x=\"" << label_w << "\" y=\"" << num(y + 2) << "\" width=\"" << num(wb) << "\" height=\"16\" fill=\"#ccc\"/>"
+      << "<rect class=\"bar\" x=\"" << label_w << "\" y=\"" << num(y + 6) << "\" width=\"" << num(wr)
+      << "\" height=\"8\" fill=\"" << (r.reduces_cause ? kPalette[2] : kPalette[1]) << "\"><title>" << xml_escape(r.remedy)
+      << ": " << format_mib(r.peak_mib) << " MiB</title></rect>"
+      << "<text class=\"tick\" x=\"" << num(label_w + std::max(wb, wr) + 6) << "\" y=\"" << num(y + 14) << "\">"
+      << format_mib(r.peak_mib) << " MiB</text>\n";
+    y += row;
+  }
+  s << "<text class=\"axis\" x=\"" << label_w << "\" y=\"" << num(y + 14) << "\">0 to " << format_mib(top)
+    << " MiB</text></svg></figure>\n";
+  return s.str();
+}
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1240px}
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-top:12px}
+.cause{font-weight:600}.rows{display:flex;flex-wrap:wrap;gap:16px}
+figure{margin:8px 0}figcaption{font-size:12px;color:#555}
+svg.plot{background:#fff;border:1px solid #e4e4e4}
+.grid{stroke:#eee}.step{stroke:#ddd;stroke-dasharray:2 3}.tick,.phase,.axis{font-size:10px;fill:#555}
+.legend{font-size:12px}.legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+.regressed{color:#b00;font-weight:600}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:2px 6px}
+)";
+
+}  // namespace
+
+std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
+                        const RegressionReport* regression) {
+  std::map<std::string, const Report*> by_source;
+  for (const auto& [source, report] : reports) by_source.emplace(source, &report);
+  std::ostringstream out;
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>memdiag: memory reports</title>\n<style>"
+      << kStyle << "</style></head><body>\n<h1>memdiag: " << a.groups.size() << " group"
+      << (a.groups.size() == 1 ? "" : "s") << " of reports</h1>\n";
+  for (std::size_t i = 0; i < a.groups.size(); ++i) {
+    const Group& g = a.groups[i];
+    const Verdict& v = a.verdicts[i];
+    out << "<section class=\"group\" id=\"group-" << i << "\">\n<h2>" << xml_escape(g.key) << "</h2>\n"
+        << "<p>dominant cause: <span class=\"cause\">" << to_string(v.dominant) << "</span> ("
+        << xml_escape(cause_label(v.dominant)) << ")</p>\n<ul class=\"evidence\">\n";
+    for (const Evidence& e : v.evidence) out << "<li>" << xml_escape(describe(e)) << "</li>\n";
+    out << "</ul>\n";
+    if (v.dominant != Cause::kInconclusive) out << "<p>response: " << xml_escape(cause_response(v.dominant)) << "</p>\n";
+    for (const CapacityPrediction& c : v.capacity) out << "<p>capacity: " << xml_escape(describe(c)) << "</p>\n";
+    out << "<div class=\"rows\">\n";
+    for (const RunFeatures& f : g.runs) {
+      const auto it = by_source.find(f.source);
+      if (it != by_source.end()) out << run_plot(f.source, *it->second);
+    }
+    out << "</div>\n<div class=\"rows\">\n";
+    for (const RunFeatures& f : g.runs) {
+      const auto it = by_source.find(f.source);
+      if (it != by_source.end()) out << census_plot(f.source, *it->second);
+    }
+    out << "</div>\n" << overlay_plot(g, by_source) << remedy_bars(v) << "</section>\n";
+  }
+  if (regression != nullptr) {
+    out << "<section class=\"baseline\"><h2>Against the baseline</h2>\n<ul>\n";
+    for (const RegressionPair& p : regression->pairs) {
+      out << "<li" << (p.regressed ? " class=\"regressed\"" : "") << ">" << xml_escape(describe(p)) << "</li>\n";
+    }
+    for (const std::string& s : regression->new_without_baseline) out << "<li>no baseline for " << xml_escape(s) << "</li>\n";
+    for (const std::string& s : regression->baseline_without_new) {
+      out << "<li>no new report for baseline " << xml_escape(s) << "</li>\n";
+    }
+    out << "</ul></section>\n";
+  }
+  out << "</body></html>\n";
+  return out.str();
+}
+
+}  // namespace memdiag
