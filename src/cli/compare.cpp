@@ -5,7 +5,9 @@
 #include "memdiag/exit_code.hpp"
 #include "memdiag/report_reader.hpp"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <ostream>
 
@@ -113,7 +115,11 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     case OutputFormat::kHtml: text = render_html(analysis, set.reports, reg); break;
   }
   if (o.output.empty()) {
-    out << text << std::flush;
+    // A full disk or a closed pipe is a failure, not a cut-off success.
+    if (!(out << text << std::flush)) {
+      err << kProgram << ": cannot write the output (" << std::strerror(errno ? errno : EIO) << ")\n";
+      return to_int(ExitCode::kFailed);
+    }
   } else {
     try {
       write_file_atomically(o.output, text);

@@ -143,9 +143,7 @@ CaseSpec load_case_file(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) throw InputError(path, "$", "no such case file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_case_text(ss.str(), path);
+  return parse_case_text(detail::read_bounded(in, path), path);
 }
 
 CaseSpec resolve_case(const std::string& arg, const std::vector<std::string>& dirs) {

@@ -1,8 +1,13 @@
 #include "json_reader.hpp"
+#include "memdiag/format.hpp"
 
 #include "memdiag/limits.hpp"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <istream>
 #include <set>
 #include <sstream>
 
@@ -72,7 +77,9 @@ const JsonNode& JsonNode::expect_array() const {
 
 std::string JsonNode::as_string() const {
   if (!j_->is_string()) fail(std::string("expected a string, got ") + type_name(*j_));
-  return j_->get<std::string>();
+  // Every string memdiag reads from a file ends up printed somewhere: control
+  // characters are replaced here, once, rather than in each output.
+  return printable(j_->get<std::string>());
 }
 
 std::int64_t JsonNode::as_integer(std::int64_t lo, std::int64_t hi) const {
@@ -144,9 +151,51 @@ std::optional<double> JsonNode::opt_mib(const char* key) const {
   return mib(key);
 }
 
+namespace {
+
+// The deepest nesting of arrays and objects, brackets inside strings aside;
+// stops counting at the limit. A scan rather than a parser callback: it
+// costs one pass over bytes already in memory.
+int nesting_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}') --depth;
+    if (deepest > limits::kMaxJsonDepth) break;
+  }
+  return deepest;
+}
+
+}  // namespace
+
+std::string read_bounded(std::istream& in, const std::string& source) {
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (static_cast<std::int64_t>(text.size()) > limits::kMaxInputBytes) {
+      throw InputError(source, "$", "larger than " + std::to_string(limits::kMaxInputBytes >> 20) +
+                                        " MiB; not a memdiag file (an endless stream such as /dev/zero?)");
+    }
+  }
+  if (in.bad()) throw InputError(source, "$", std::string("cannot read (") + std::strerror(errno) + ")");
+  return text;
+}
+
 json parse_json_text(const std::string& text, const std::string& source) {
   if (text.empty()) throw InputError(source, "$", "empty file");
   if (text.find('\0') != std::string::npos) throw InputError(source, "$", "binary data, not JSON");
+  if (nesting_depth(text) > limits::kMaxJsonDepth) {
+    throw InputError(source, "$", "nested deeper than " + std::to_string(limits::kMaxJsonDepth) + " levels; not a memdiag file");
+  }
   try {
     return json::parse(text);
   } catch (const json::parse_error& ex) {

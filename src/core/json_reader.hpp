@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <iosfwd>
 #include <string>
 #include <utility>
 
@@ -79,8 +80,13 @@ class JsonNode {
   std::string path_;
 };
 
+// Reads a whole stream, refusing (InputError at "$") one longer than
+// limits::kMaxInputBytes: files and standard input are read through this.
+std::string read_bounded(std::istream& in, const std::string& source);
+
 // Parses text as JSON; an InputError at "$" says why not (empty, binary,
-// or the parser's position and token).
+// nested deeper than limits::kMaxJsonDepth, or the parser's position and
+// token).
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 
 }  // namespace memdiag::detail

@@ -265,16 +265,18 @@ ReadResult parse_report_text(const std::string& text, const std::string& source)
 
 ReadResult read_report_file(const std::string& path) {
   std::string text;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  } else {
-    std::error_code ec;
-    if (fs::is_directory(path, ec)) return {std::nullopt, InputError(path, "$", "is a directory"), 0};
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return {std::nullopt, InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")"), 0};
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
+  try {
+    if (path == "-") {
+      text = detail::read_bounded(std::cin, path);
+    } else {
+      std::error_code ec;
+      if (fs::is_directory(path, ec)) return {std::nullopt, InputError(path, "$", "is a directory"), 0};
+      std::ifstream in(path, std::ios::binary);
+      if (!in) return {std::nullopt, InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")"), 0};
+      text = detail::read_bounded(in, path);
+    }
+  } catch (const InputError& e) {
+    return {std::nullopt, e, 0};
   }
   ReadResult r = parse_report_text(text, path);
   r.content_hash = std::hash<std::string>{}(text);

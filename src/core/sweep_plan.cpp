@@ -160,9 +160,7 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
 std::vector<RunRequest> read_plan_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_plan_text(ss.str(), path);
+  return parse_plan_text(detail::read_bounded(in, path), path);
 }
 
 Varying varying(const std::vector<RunLabel>& runs) {

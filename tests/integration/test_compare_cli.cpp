@@ -207,3 +207,93 @@ TEST(Junit, GatesAndBaselineAreTestCasesThatPythonsXmlParserReads) {
   EXPECT_NE(py.out.find("gamma | cpu | world 1 | none is not retained_graph"), std::string::npos) << py.out;
   EXPECT_EQ(std::count(py.out.begin(), py.out.end(), '\n'), 4) << py.out;  // the count and three failures
 }
+
+// The README's CI example on the CPU, with the committed CPU fixtures as
+// the baseline: it passes as committed, and fails when the baseline says
+// the peaks used to be lower.
+TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPeak) {
+  TempDir d;
+  const std::string script = std::string(MEMDIAG_SOURCE_DIR) + "/scripts/ci-memory-gate.sh";
+  const std::string build = std::filesystem::path(MEMDIAG_COMPARE_EXE).parent_path().parent_path().string();
+  const std::string base = std::string(MEMDIAG_FIXTURES_DIR) + "/cpu";
+  const Proc ok = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("ok"), base, "--device",
+                       "cpu", "-q"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const std::string junit = read_text(d.file("ok/junit.xml"));
+  EXPECT_NE(junit.find("tests=\"10\" failures=\"0\""), std::string::npos) << junit.substr(0, 300);  // 3 causes, 7 peaks
+  EXPECT_NE(read_text(d.file("ok/report.html")).find("<svg"), std::string::npos);
+  EXPECT_NE(read_text(d.file("ok/summary.md")).find("No regression."), std::string::npos);
+
+  // A baseline whose alpha peaks were a fifth lower: the same runs regress.
+  const std::string lower = d.file("lower");
+  std::filesystem::create_directories(lower);
+  for (const auto& e : std::filesystem::directory_iterator(base)) {
+    auto j = nlohmann::json::parse(read_text(e.path().string()));
+    if (j["case"]["name"] == "alpha") {
+      for (auto& s : j["samples"]) s["peak_allocated_mib"] = s["peak_allocated_mib"].get<double>() / 1.25;
+      for (auto& s : j["samples"]) s["allocated_mib"] = std::min(s["allocated_mib"].get<double>(), s["peak_allocated_mib"].get<double>());
+    }
+    std::ofstream(lower + "/" + e.path().filename().string()) << j.dump(1);
+  }
+  const Proc grown = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("grown"), lower,
+                          "--device", "cpu", "-q"});
+  EXPECT_EQ(grown.exit_code, 1) << grown.err;
+  EXPECT_NE(read_text(d.file("grown/junit.xml")).find("failures=\"3\""), std::string::npos);
+  EXPECT_NE(read_text(d.file("grown/summary.md")).find("Memory regressed."), std::string::npos);
+}
+
+// Hostile input, class 3: output that fails is a failure.
+TEST(HostileInput, AFullDiskIsAFailureNotACutOffSuccess) {
+  const std::string cmd = std::string(MEMDIAG_COMPARE_EXE) + " " + MEMDIAG_FIXTURES_DIR + "/h200 --format json > /dev/full";
+  const Proc r = run({"/bin/sh", "-c", cmd});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write the output (No space left on device)"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Hostile input, class 4: what a report carries cannot drive the terminal.
+TEST(HostileInput, ControlCharactersFromAReportOrAFileNameArePrintedAsReplacements) {
+  TempDir d;
+  auto j = nlohmann::json::parse(read_text(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/alpha.json"));
+  j["case"]["name"] = "alpha\x1b[2J\nFAKE: line\x07\xc2\x9b";
+  std::ofstream(d.file("evil.json")) << j.dump();
+  for (const char* format : {"text", "markdown", "json", "junit", "html"}) {
+    const Proc r = run({MEMDIAG_COMPARE_EXE, d.file("evil.json"), "--format", format});
+    EXPECT_EQ(r.exit_code, 0) << format << r.err;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << format;
+    EXPECT_EQ(r.out.find('\x07'), std::string::npos) << format;
+    EXPECT_EQ(r.out.find("\xc2\x9b"), std::string::npos) << format;
+    EXPECT_EQ(r.out.find("\nFAKE: line"), std::string::npos) << format;
+  }
+  // A file name with a newline and an escape: its error is one line.
+  const std::string odd = d.file("a\nb\x1b[31m.json");
+  std::ofstream(odd) << "{";
+  const Proc bad = run({MEMDIAG_COMPARE_EXE, odd});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_EQ(bad.err.find('\x1b'), std::string::npos) << bad.err;
+}
+
+// Hostile input, classes 1 and 2: each bad file is one error line naming
+// it, and the good reports beside it are still analysed.
+TEST(HostileInput, EndlessDeepOrLoopingInputIsOneErrorAndTheRestIsRead) {
+  TempDir d;
+  const std::string dir = d.file("dir");
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/alpha.json", dir + "/good.json");
+  // A symlink loop, and a report whose opaque case object nests 100,000 deep.
+  std::filesystem::create_symlink("loop.json", dir + "/loop.json");
+  auto j = nlohmann::json::parse(read_text(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/beta.json"));
+  std::string text = j.dump();
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  text.replace(text.find("\"case\":{") + 8, 0, "\"deep\":" + deep + ",");
+  std::ofstream(dir + "/deep.json") << text;
+  const Proc r = run({MEMDIAG_COMPARE_EXE, dir, "/dev/zero", "--format", "json"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("/dev/zero: $: larger than 256 MiB"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("deep.json: $: nested deeper than 512 levels"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["groups"].size(), 1u) << "good.json is still analysed";
+  for (std::size_t at = 0, n = 0; (at = r.err.find('\n', at)) != std::string::npos; ++at) {
+    EXPECT_LT(++n, 4u) << r.err;
+  }
+}

@@ -21,4 +21,10 @@ std::string format_times(double v);
 // A fraction as a percentage with the given decimals: 0.036 -> "3.6%".
 std::string format_percent(double fraction, int decimals);
 
+// Text from elsewhere (a report's strings, a file name) made safe to print
+// on a terminal as part of one line: control characters (C0 including
+// newline and tab, DEL, C1) become U+FFFD, so a case name cannot move the
+// cursor, recolour the terminal or start a line of its own.
+std::string printable(const std::string& text);
+
 }  // namespace memdiag

@@ -20,6 +20,13 @@ inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 30;
 // A try of a capacity search longer than this (s, about 31 years) is a
 // corrupt clock.
 inline constexpr double kMaxSeconds = 1e9;
+// A report or case file larger than this is not one (or is /dev/zero): it
+// is refused after reading this much, not read until memory runs out. A
+// report of 100,000 steps is about 60 MiB.
+inline constexpr std::int64_t kMaxInputBytes = std::int64_t{256} << 20;
+// JSON nested deeper than this is refused before it is parsed: copying or
+// printing a deeper value recurses (about 90,000 levels overflowed the stack).
+inline constexpr int kMaxJsonDepth = 512;
 // A phase longer than this (ms, about 31 years) is a corrupt clock.
 inline constexpr double kMaxElapsedMs = 1e12;
 // Peak below allocated by more than this (MiB) is an inconsistent sample;
