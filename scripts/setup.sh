@@ -16,7 +16,9 @@ start=$(date +%s)
 # --- Debian packages --------------------------------------------------------
 need=()
 # chromium: the HTML report is checked in a real, headless browser.
-for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv chromium; do
+# clang and libclang-rt-dev (libFuzzer): scripts/fuzz.sh's targets.
+for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv chromium \
+           clang libclang-rt-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # A python3 that can make virtual environments already (pyenv, say) does not
