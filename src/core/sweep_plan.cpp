@@ -182,6 +182,23 @@ Varying varying(const std::vector<RunLabel>& runs) {
   return v;
 }
 
+namespace {
+
+// A name from a case file or a plan made safe as one file name: no
+// directory separators (a case named "../x" stays beside the others), no
+// control characters, no leading dot (hidden, or "..").
+std::string file_name_part(const std::string& name) {
+  std::string s;
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    s += (c == '/' || c == '\\' || u < 0x20 || u == 0x7F) ? '_' : c;
+  }
+  if (s.empty() || s.front() == '.') s.insert(s.begin(), '_');
+  return s;
+}
+
+}  // namespace
+
 std::string expand_output(const std::string& templ, const RunLabel& run) {
   std::string out;
   for (std::size_t i = 0; i < templ.size();) {
@@ -193,18 +210,18 @@ std::string expand_output(const std::string& templ, const RunLabel& run) {
     const std::string word = close == std::string::npos ? templ.substr(i) : templ.substr(i + 1, close - i - 1);
     if (close == std::string::npos) throw UsageError("--output: '{' without '}' in '" + templ + "'");
     if (word == "case") {
-      out += run.case_name;
+      out += file_name_part(run.case_name);
     } else if (word == "preset") {
-      out += run.preset;
+      out += file_name_part(run.preset);
     } else if (word == "batch") {
       out += std::to_string(run.batch);
     } else if (word == "steps") {
       out += std::to_string(run.steps);
     } else if (word == "remedy") {
-      out += run.remedy;
+      out += file_name_part(run.remedy);
     } else if (word == "name") {
       if (run.name.empty()) throw UsageError("--output: {name} is for plan files (--plan)");
-      out += run.name;
+      out += file_name_part(run.name);
     } else if (word == "rank") {
       out += "{rank}";
     } else {
@@ -216,9 +233,10 @@ std::string expand_output(const std::string& templ, const RunLabel& run) {
   return out;
 }
 
+
 std::string default_output_name(const RunLabel& run, const Varying& v) {
-  if (!run.name.empty()) return run.name + ".json";
-  std::string s = run.case_name;
+  if (!run.name.empty()) return file_name_part(run.name) + ".json";
+  std::string s = file_name_part(run.case_name);
   if (v.preset) s += "-" + run.preset;
   if (v.batch) s += "-batch" + std::to_string(run.batch);
   if (v.steps) s += "-steps" + std::to_string(run.steps);

@@ -77,7 +77,9 @@ void name_outputs(ResolvedPlan& plan, const HarnessOptions& opts) {
       path = opts.find_max_batch ? run.spec.name + "-max-batch.json" : default_output_name(run.label, plan.varying);
       if (!opts.output_dir.empty()) path = (fs::path(opts.output_dir) / path).string();
     }
-    if (plan.launch) path = output_for_rank(path, plan.launch->rank, plan.launch->world_size);
+    // Outside a launcher this process is rank 0 of 1: "{rank}" means 0
+    // rather than a literal "{rank}" in the file name.
+    path = plan.launch ? output_for_rank(path, plan.launch->rank, plan.launch->world_size) : output_for_rank(path, 0, 1);
     run.output = path;
   }
 }

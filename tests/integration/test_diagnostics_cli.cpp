@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <fstream>
 #include <filesystem>
 #include <thread>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -259,7 +261,7 @@ TEST(DiagnosticsCpu, TermAndHangupStopTheRunLikeCtrlC) {
     ASSERT_FALSE(r.events.empty());
     EXPECT_EQ(r.events.back().message, std::string("stopped by ") + (sig == SIGTERM ? "SIGTERM" : "SIGHUP"));
     for (const auto& e : std::filesystem::directory_iterator(d.path())) {
-      EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "left behind: " << e.path();
+      EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "left behind: " << e.path();
     }
   }
 }
@@ -283,4 +285,79 @@ TEST(DiagnosticsCpu, ValuesAReportCouldNotHoldAreRefusedUpFront) {
                         "9007199254740992"});
   ASSERT_EQ(ok.exit_code, to_int(ExitCode::kOk)) << ok.err;
   EXPECT_EQ(load_report(out).config.seed, 9007199254740992ull);
+}
+
+namespace {
+
+Proc quick_run(const std::string& output, std::vector<std::string> more = {}) {
+  std::vector<std::string> argv{MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", "alpha", "--steps", "1",
+                                "--batch-size-per-device", "2", "-o", output};
+  argv.insert(argv.end(), more.begin(), more.end());
+  return run(argv);
+}
+
+bool is_kind(const std::string& path, mode_t kind) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+}  // namespace
+
+// Hostile input, class 6: what --output names is written as what it is.
+TEST(OutputPaths, SpecialFilesAreWrittenIntoNotReplacedAndLinksAreWrittenThrough) {
+  TempDir d;
+  // A character device: /dev/null stays /dev/null (a regular file used to
+  // replace it when run as root).
+  ASSERT_EQ(quick_run("/dev/null").exit_code, 0);
+  EXPECT_TRUE(is_kind("/dev/null", S_IFCHR));
+  // A FIFO, read by a shell on the other end.
+  const std::string fifo = d.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Proc piped = run({"/bin/sh", "-c",
+                          "cat '" + fifo + "' > '" + d.file("from-pipe.json") + "' & " + MEMDIAG_DIAGNOSTICS_EXE +
+                              " --device cpu -q --case alpha --steps 1 --batch-size-per-device 2 -o '" + fifo + "'; wait"});
+  ASSERT_EQ(piped.exit_code, 0) << piped.err;
+  EXPECT_TRUE(is_kind(fifo, S_IFIFO));
+  EXPECT_TRUE(load_report(d.file("from-pipe.json")).samples.size() > 0);
+  // A symbolic link: the link stays, the file it names gets the report.
+  const std::string target = d.file("target.json"), link = d.file("latest.json");
+  std::ofstream(target) << "old";
+  std::filesystem::create_symlink(target, link);
+  ASSERT_EQ(quick_run(link).exit_code, 0);
+  EXPECT_TRUE(is_kind(link, S_IFLNK));
+  EXPECT_GT(load_report(target).samples.size(), 0u);
+}
+
+TEST(OutputPaths, NamesThatCannotBeWrittenAreRefusedBeforeRunningAndLongLegalOnesWork) {
+  TempDir d;
+  // 250 bytes is a legal name; its temporary used to exceed the limit.
+  const std::string long_name = d.file(std::string(245, 'x') + ".json");
+  ASSERT_EQ(quick_run(long_name).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(long_name));
+  for (const std::string& bad : {d.file(std::string(300, 'y') + ".json"), std::string("/proc/memdiag.json"),
+                                 d.file("no-such-dir/r.json")}) {
+    const Proc r = quick_run(bad);
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << bad << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--output:"), std::string::npos) << r.err;
+  }
+  for (const auto& e : std::filesystem::directory_iterator(d.path())) {
+    EXPECT_EQ(e.path().filename().string().find(".memdiag-"), std::string::npos) << "left behind: " << e.path();
+  }
+}
+
+TEST(OutputPaths, RankOutsideALauncherIsZeroAndCaseNamesStayInTheirDirectory) {
+  TempDir d;
+  ASSERT_EQ(quick_run(d.file("r-{rank}.json")).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(d.file("r-0.json")));
+  // A case file whose name climbs out of the output directory.
+  auto c = nlohmann::json::parse(read_text(std::string(MEMDIAG_CASES_DIR) + "/alpha.json"));
+  c["name"] = "../escaped";
+  std::ofstream(d.file("evil-case.json")) << c.dump();
+  std::filesystem::create_directories(d.file("out"));
+  const Proc r = run({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", d.file("evil-case.json"), "--steps",
+                      "1", "--batch-size-per-device", "2,3", "--output-dir", d.file("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(d.file("escaped-batch2.json")));
+  EXPECT_TRUE(std::filesystem::exists(d.file("out/_.._escaped-batch2.json")));
 }

@@ -4,13 +4,18 @@
 
 namespace memdiag {
 
-// Writes text to path via "<path>.tmp.<pid>" and rename(2). On any failure the
-// temporary is removed and IoError names the path and errno text.
+// Writes text to path via a temporary beside it (".memdiag-<pid>-<n>.tmp")
+// and rename(2), so a reader never sees half a file. A symbolic link is
+// written through (the link stays, the file it names is replaced); a
+// device, FIFO or pipe (/dev/null, /dev/stdout, process substitution) is
+// written into, never replaced. On any failure the temporary is removed and
+// IoError names the path and errno's text.
 void write_file_atomically(const std::string& path, const std::string& text);
 
-// Checks, before a long run, that path can be created: its directory exists
-// and is writable, and path itself is not a directory. Returns an error
-// message, empty when writable. Leaves nothing behind.
+// Checks, before a long run, that write_file_atomically(path) will work: its
+// directory exists and a file can be created there (tried, then removed:
+// access() says yes to root on /proc), the name fits the file system's
+// limit, path is not a directory. Returns why not, empty when writable.
 std::string check_writable(const std::string& path);
 
 }  // namespace memdiag
