@@ -160,6 +160,56 @@ Environment read_environment(const JsonNode& e) {
   return env;
 }
 
+// The order a training loop makes samples in: model_ready and
+// optimizer_ready once each, then steps numbered one after another, each
+// forward, backward (repeated per micro-batch), step, cleanup; a report
+// that stopped (out of memory, interrupted) ends partway. A duplicated
+// phase or a gap in the steps would be read as extra steps or growth, so
+// it is refused where it happens.
+class PhaseOrder {
+ public:
+  void check(const Sample& s, const JsonNode& n) {
+    if (!s.step) {
+      if (step_ >= 0) n.field("step").fail(std::string("setup phase '") + to_string(s.phase) + "' after step samples");
+      const bool ok = (s.phase == Phase::kModelReady && !model_ready_ && !optimizer_ready_) ||
+                      (s.phase == Phase::kOptimizerReady && !optimizer_ready_);
+      if (!ok) n.field("phase").fail(std::string("'") + to_string(s.phase) + "' twice or out of order in setup");
+      (s.phase == Phase::kModelReady ? model_ready_ : optimizer_ready_) = true;
+      return;
+    }
+    const int step = *s.step;
+    if (step != step_) {
+      if (step_ >= 0 && step != step_ + 1) {
+        n.field("step").fail("step " + std::to_string(step) + " after step " + std::to_string(step_) +
+                             (step > step_ ? " (steps missing)" : " (out of order)"));
+      }
+      if (step_ >= 0 && last_ != Phase::kCleanup) {
+        n.field("step").fail("step " + std::to_string(step) + " begins before step " + std::to_string(step_) + " ended");
+      }
+      if (s.phase != Phase::kForward) {
+        n.field("phase").fail(std::string("step ") + std::to_string(step) + " begins with '" + to_string(s.phase) +
+                              "', not forward");
+      }
+      step_ = step;
+      last_ = Phase::kForward;
+      return;
+    }
+    const bool ok = (last_ == Phase::kForward && s.phase == Phase::kBackward) ||
+                    (last_ == Phase::kBackward && (s.phase == Phase::kForward || s.phase == Phase::kStep)) ||
+                    (last_ == Phase::kStep && s.phase == Phase::kCleanup);
+    if (!ok || (s.phase == Phase::kForward && !s.micro_batch)) {
+      n.field("phase").fail(std::string("'") + to_string(s.phase) + "' after '" + to_string(last_) + "' in step " +
+                            std::to_string(step) + " (a phase repeated or missing)");
+    }
+    last_ = s.phase;
+  }
+
+ private:
+  bool model_ready_ = false, optimizer_ready_ = false;
+  int step_ = -1;
+  Phase last_ = Phase::kCleanup;
+};
+
 CapacitySearch read_capacity(const JsonNode& n) {
   n.expect_object();
   CapacitySearch c;
@@ -224,19 +274,11 @@ Report read(const JsonNode& root) {
 
   const JsonNode samples = root.field("samples");
   samples.expect_array();
-  int last_step = -1;
+  PhaseOrder order;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const JsonNode sn = samples.at(i);
     Sample s = read_sample(sn);
-    if (s.step) {
-      if (*s.step < last_step) {
-        sn.field("step").fail("steps out of order (" + std::to_string(*s.step) + " after " +
-                              std::to_string(last_step) + ")");
-      }
-      last_step = *s.step;
-    } else if (last_step >= 0) {
-      sn.field("step").fail(std::string("setup phase '") + to_string(s.phase) + "' after step samples");
-    }
+    order.check(s, sn);
     r.samples.push_back(std::move(s));
   }
 

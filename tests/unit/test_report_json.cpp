@@ -113,3 +113,48 @@ TEST(ReportJson, WriteIsAtomicAndLeavesNoTemporary) {
   EXPECT_EQ(files, 1);
   EXPECT_THROW(write_report(dir.file("missing/r.json"), full_report()), IoError);
 }
+
+// Hostile input, class 9: duplicated phases and gaps in the steps used to be
+// read as extra steps or growth (gamma's verdict flipped to inconclusive).
+TEST(ReportJson, DuplicatedPhasesAndGapsInStepsAreRefusedWhereTheyHappen) {
+  const json good = json::parse(dump_report(full_report()));
+  ASSERT_TRUE(parse_report_text(good.dump(), "r.json").report);
+  auto first_of = [](const json& j, const std::string& phase, int step) {
+    for (std::size_t i = 0; i < j["samples"].size(); ++i) {
+      if (j["samples"][i]["phase"] == phase && j["samples"][i]["step"] == step) return i;
+    }
+    return std::size_t{0};
+  };
+  struct Bad {
+    std::string what;
+    json doc;
+    std::string message;
+  };
+  std::vector<Bad> cases;
+  {  // forward of step 1 twice
+    json j = good;
+    const auto i = first_of(j, "forward", 1);
+    j["samples"].insert(j["samples"].begin() + static_cast<long>(i) + 1, j["samples"][i]);
+    cases.push_back({"duplicate", j, "'forward' after 'forward' in step 1"});
+  }
+  {  // step 1 removed entirely: 0 then 2
+    json j = good;
+    json kept = json::array();
+    for (const auto& s : j["samples"]) {
+      if (s["step"] != 1) kept.push_back(s);
+    }
+    j["samples"] = kept;
+    cases.push_back({"gap", j, "step 2 after step 0 (steps missing)"});
+  }
+  {  // model_ready twice
+    json j = good;
+    j["samples"].insert(j["samples"].begin() + 1, j["samples"][0]);
+    cases.push_back({"setup", j, "'model_ready' twice or out of order in setup"});
+  }
+  for (const Bad& b : cases) {
+    ReadResult r = parse_report_text(b.doc.dump(), "r.json");
+    ASSERT_TRUE(r.error) << b.what;
+    EXPECT_NE(std::string(r.error->what()).find(b.message), std::string::npos) << b.what << ": " << r.error->what();
+    EXPECT_NE(std::string(r.error->what()).find("r.json: $.samples["), std::string::npos) << r.error->what();
+  }
+}
