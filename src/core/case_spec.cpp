@@ -74,8 +74,18 @@ ModelSpec parse_model(const JsonNode& m) {
   ModelSpec s;
   s.input_dim = dimension(m, "input_dim");
   s.hidden_dim = dimension(m, "hidden_dim");
-  s.depth = dimension(m, "depth");
+  s.depth = static_cast<int>(m.integer("depth", 1, limits::kMaxDepth));
   s.output_dim = dimension(m, "output_dim");
+  // Refused before anything is built: building a model allocates host
+  // memory for its modules and weights that no memory limit counts, and
+  // cannot be interrupted (a depth of 1e9 ran the host out of memory).
+  const long double params = static_cast<long double>(s.input_dim) * s.hidden_dim + s.hidden_dim +
+                             static_cast<long double>(s.depth - 1) * (static_cast<long double>(s.hidden_dim) * s.hidden_dim + s.hidden_dim) +
+                             static_cast<long double>(s.hidden_dim) * s.output_dim + s.output_dim;
+  if (params > static_cast<long double>(limits::kMaxParameters)) {
+    m.fail("the model would have " + std::to_string(static_cast<double>(params)) + " parameters; memdiag builds at most " +
+           std::to_string(limits::kMaxParameters) + " (256 GiB in float32, beyond any one device)");
+  }
   if (m.given("activation")) {
     s.activation = m.field("activation").as_enum<Activation>(activation_from_string, {"relu", "gelu", "tanh"});
   }

@@ -49,7 +49,17 @@ TEST(CaseSpec, ParsesAndFillsDefaults) {
 TEST(CaseSpec, ErrorsNameFileAndJsonPath) {
   json j = minimal();
   j["presets"]["small"]["model"]["depth"] = 0;
-  EXPECT_EQ(case_error(j), "my.json: $.presets.small.model.depth: value 0 is out of range [1, 1073741824]");
+  EXPECT_EQ(case_error(j), "my.json: $.presets.small.model.depth: value 0 is out of range [1, 65536]");
+  // Hostile input, class 2: a model that cannot be built is refused before
+  // anything is (depth 1e9 used to run the host out of memory).
+  j = minimal();
+  j["presets"]["small"]["model"]["depth"] = 1000000000;
+  EXPECT_EQ(case_error(j), "my.json: $.presets.small.model.depth: value 1000000000 is out of range [1, 65536]");
+  j = minimal();
+  j["presets"]["small"]["model"]["hidden_dim"] = 1 << 20;
+  j["presets"]["small"]["model"]["depth"] = 1024;
+  EXPECT_NE(case_error(j).find("my.json: $.presets.small.model: the model would have"), std::string::npos)
+      << case_error(j);
   j = minimal();
   j["optimizer"]["type"] = "lion";
   EXPECT_EQ(case_error(j), "my.json: $.optimizer.type: 'lion' is not one of: sgd, adam, adamw");

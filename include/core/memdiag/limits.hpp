@@ -15,8 +15,12 @@ inline constexpr std::int64_t kMaxExactInteger = std::int64_t{1} << 53;
 inline constexpr std::int64_t kMaxSteps = 10'000'000;
 inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 30;
 inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
-// A model dimension in a case file (input, hidden, depth, output).
+// A model dimension in a case file (input, hidden, output), its depth, and
+// the parameters they make together: 2^36 float32 weights are 256 GiB,
+// more than any one device holds.
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 30;
+inline constexpr std::int64_t kMaxDepth = std::int64_t{1} << 16;
+inline constexpr std::int64_t kMaxParameters = std::int64_t{1} << 36;
 // A try of a capacity search longer than this (s, about 31 years) is a
 // corrupt clock.
 inline constexpr double kMaxSeconds = 1e9;
