@@ -332,8 +332,14 @@ InputList expand_inputs(const std::vector<std::string>& args) {
     if (a != "-" && fs::is_directory(a, ec)) {
       std::vector<std::string> found;
       for (const auto& entry : fs::directory_iterator(a, ec)) {
+        if (entry.path().extension() != ".json") continue;
         std::error_code fec;
-        if (entry.is_regular_file(fec) && entry.path().extension() == ".json") found.push_back(entry.path().string());
+        if (entry.is_regular_file(fec)) {
+          found.push_back(entry.path().string());
+        } else if (fec) {
+          // A symlink loop or a link to nowhere: said, not silently skipped.
+          out.errors.emplace_back(entry.path().string(), "$", "cannot read (" + fec.message() + ")");
+        }
       }
       if (ec) {
         out.errors.emplace_back(a, "$", "cannot list directory (" + ec.message() + ")");
