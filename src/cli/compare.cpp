@@ -6,6 +6,7 @@
 #include "memdiag/report_reader.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -82,6 +83,7 @@ double parse_fraction(const std::string& flag, const std::string& arg) {
 }
 
 int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
+  const auto t0 = std::chrono::steady_clock::now();
   const ReportSet set = read_reports(o.inputs);
   for (const InputError& e : set.errors) err << kProgram << ": " << e.what() << "\n";
   std::optional<ReportSet> base;
@@ -111,7 +113,10 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     case OutputFormat::kText:
       text = render_text(analysis) + (reg != nullptr ? "\n" + render_regression_text(*reg) : "");
       break;
-    case OutputFormat::kJunit: text = render_junit(analysis, gates, reg); break;
+    case OutputFormat::kJunit:
+      text = render_junit(analysis, gates, reg,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      break;
     case OutputFormat::kHtml: text = render_html(analysis, set.reports, reg); break;
   }
   if (o.output.empty()) {

@@ -52,11 +52,11 @@ Case gate_case(const Analysis& a, const GateCheck& g) {
   return c;
 }
 
-void write_suite(std::ostringstream& out, const std::string& name, const std::vector<Case>& cases) {
+void write_suite(std::ostringstream& out, const std::string& name, const std::vector<Case>& cases, double seconds) {
   int failures = 0;
   for (const Case& c : cases) failures += c.failure_message ? 1 : 0;
   out << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << cases.size() << "\" failures=\"" << failures
-      << "\" errors=\"0\" skipped=\"0\" time=\"0\">\n";
+      << "\" errors=\"0\" skipped=\"0\" time=\"" << format_fixed(seconds, 3) << "\">\n";
   for (const Case& c : cases) {
     out << "    <testcase classname=\"" << xml_escape(c.classname) << "\" name=\"" << xml_escape(c.name)
         << "\" time=\"0\"";
@@ -72,7 +72,8 @@ void write_suite(std::ostringstream& out, const std::string& name, const std::ve
 
 }  // namespace
 
-std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates, const RegressionReport* regression) {
+std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates, const RegressionReport* regression,
+                         double seconds) {
   std::vector<Case> expect, fail_on, baseline;
   for (const GateCheck& g : gates) (g.kind == GateCheck::Kind::kExpect ? expect : fail_on).push_back(gate_case(a, g));
   if (regression != nullptr) {
@@ -99,10 +100,10 @@ std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
   }
   std::ostringstream out;
   out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"compare_memory_reports\" tests=\"" << tests
-      << "\" failures=\"" << failures << "\" errors=\"0\" time=\"0\">\n";
-  if (!expect.empty()) write_suite(out, "memdiag expect", expect);
-  if (!fail_on.empty()) write_suite(out, "memdiag fail-on", fail_on);
-  if (regression != nullptr) write_suite(out, "memdiag baseline", baseline);
+      << "\" failures=\"" << failures << "\" errors=\"0\" time=\"" << format_fixed(seconds, 3) << "\">\n";
+  if (!expect.empty()) write_suite(out, "memdiag expect", expect, seconds);
+  if (!fail_on.empty()) write_suite(out, "memdiag fail-on", fail_on, seconds);
+  if (regression != nullptr) write_suite(out, "memdiag baseline", baseline, seconds);
   out << "</testsuites>\n";
   return out.str();
 }

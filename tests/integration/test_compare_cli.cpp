@@ -1,6 +1,7 @@
 // compare_memory_reports as a user runs it: gates, formats and bad input.
 #include "memdiag/report_json.hpp"
 #include "memdiag/exit_code.hpp"
+#include "golden.hpp"
 #include "process.hpp"
 #include "synthetic.hpp"
 
@@ -300,4 +301,24 @@ TEST(HostileInput, EndlessDeepOrLoopingInputIsOneErrorAndTheRestIsRead) {
   for (std::size_t at = 0, n = 0; (at = r.err.find('\n', at)) != std::string::npos; ++at) {
     EXPECT_LT(++n, 5u) << r.err;
   }
+}
+
+// The JUnit and baseline renderers on the committed CPU fixtures against
+// the made regression, line by line against golden files.
+TEST(Golden, JunitAndBaselineOnTheCpuFixtures) {
+  TempDir d;
+  const std::string base = std::string(MEMDIAG_FIXTURES_DIR) + "/cpu";
+  const std::string now = regressed_copy(d);
+  auto check = [](const std::string& name, const std::string& actual) {
+    const auto diff = golden_mismatches(golden_file(name), actual);
+    std::string all;
+    for (const std::string& s : diff) all += s + "\n";
+    EXPECT_TRUE(diff.empty()) << "tests/golden/" << name << " differs:\n" << all << "\nwhole output:\n" << actual;
+  };
+  const Proc junit = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--expect", "alpha=activations", "--expect",
+                          "beta=activations", "--fail-on", "retained_graph", "--format", "junit"});
+  EXPECT_EQ(junit.exit_code, 1);
+  check("junit.xml", junit.out);
+  const Proc text = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base});
+  check("baseline.txt", text.out.substr(text.out.find("== against the baseline")));
 }

@@ -23,9 +23,10 @@ std::string render_markdown(const Analysis& a);
 // The comparison as JSON (docs/comparison-output.md): the rendered sentences
 // beside the structured records they came from.
 nlohmann::json render_json(const Analysis& a, const std::vector<InputError>& errors = {});
-// The gates (and the baseline's, when given) as JUnit XML.
+// The gates (and the baseline's, when given) as JUnit XML; seconds: how long
+// the comparison took (the suites' time; each check takes no time of its own).
 std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
-                         const RegressionReport* regression = nullptr);
+                         const RegressionReport* regression = nullptr, double seconds = 0);
 // One self-contained HTML page: verdicts, evidence and inline SVG plots of
 // every group's runs (reports: the runs' samples, by source).
 std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
