@@ -2,6 +2,7 @@
 #include "memdiag/report_json.hpp"
 #include "memdiag/exit_code.hpp"
 #include "golden.hpp"
+#include "json_schema.hpp"
 #include "process.hpp"
 #include "synthetic.hpp"
 
@@ -171,6 +172,8 @@ TEST(Baseline, SameReportsPassAndAGrownPeakFailsNamingPhaseAndComponent) {
   EXPECT_EQ(js["regressed"], false);
   EXPECT_EQ(js["pairs"].size(), 7u);
   EXPECT_TRUE(js["new_without_baseline"].empty());
+  const auto errors = validate(load_json(MEMDIAG_COMPARISON_SCHEMA_FILE), nlohmann::json::parse(same.out));
+  EXPECT_TRUE(errors.empty()) << errors.front();
 
   const std::string now = regressed_copy(d);
   const Proc grown = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base});
