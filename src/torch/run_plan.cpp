@@ -2,6 +2,7 @@
 
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/limits.hpp"
 #include "memdiag/probes.hpp"
 
 #include <torch/cuda.h>
@@ -143,8 +144,11 @@ void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& 
 }  // namespace
 
 ResolvedPlan resolve_plan(const HarnessOptions& opts) {
-  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0)) {
-    throw UsageError("--memory-limit-mib: must be greater than 0");
+  // The report must read back what was run: an infinite limit or one past
+  // any device is no limit at all, and the reader refuses such a figure.
+  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0 && *opts.memory_limit_mib <= limits::kAbsurdMiB)) {
+    throw UsageError("--memory-limit-mib: must be greater than 0 and at most " +
+                     std::to_string(static_cast<long long>(limits::kAbsurdMiB)) + " (1 PiB); leave it out for no limit");
   }
   if (opts.rank_zero_extra_samples < 0) throw UsageError("--rank-zero-extra-samples: must be 0 or more");
   if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");

@@ -126,6 +126,11 @@ TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
       {{"--case", "alpha", "--preset", "huge"}, "--preset"},
       {{"--case", "alpha", "--device", "tpu"}, "--device"},
       {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "0"}, "--memory-limit-mib"},
+      // Class 5: values the report could not hold, refused rather than written.
+      {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "inf"}, "--memory-limit-mib"},
+      {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "1e18"}, "--memory-limit-mib"},
+      {{"--case", "alpha", "--steps", "10000001"}, "--steps"},
+      {{"--case", "alpha", "--batch-size-per-device", "1073741825"}, "--batch-size-per-device"},
       {{"--case", "alpha", "--batch-size-per-device", "many"}, "--batch-size-per-device"},
   };
   for (const Case& c : cases) {

@@ -1,4 +1,5 @@
 #include "memdiag/errors.hpp"
+#include "memdiag/limits.hpp"
 #include "memdiag/report_json.hpp"
 #include "memdiag/report_reader.hpp"
 
@@ -156,5 +157,36 @@ TEST(ReportJson, DuplicatedPhasesAndGapsInStepsAreRefusedWhereTheyHappen) {
     ASSERT_TRUE(r.error) << b.what;
     EXPECT_NE(std::string(r.error->what()).find(b.message), std::string::npos) << b.what << ": " << r.error->what();
     EXPECT_NE(std::string(r.error->what()).find("r.json: $.samples["), std::string::npos) << r.error->what();
+  }
+}
+
+// Class 5: the writer and the reader agree on one set of limits. A report
+// at every edge reads back as written; one step past an edge is refused.
+TEST(ReportJson, ReportsAtTheLimitsReadBackAndOnePastIsRefused) {
+  Report r = full_report();
+  r.config.seed = static_cast<std::uint64_t>(limits::kMaxExactInteger);
+  r.config.batch_size_per_device = static_cast<int>(limits::kMaxBatch);
+  r.config.steps = static_cast<int>(limits::kMaxSteps);
+  r.config.memory_limit_mib = limits::kAbsurdMiB;
+  r.model.parameters = limits::kMaxExactInteger;
+  r.model.parameter_bytes = limits::kMaxExactInteger;
+  r.samples.back().peak_allocated_mib = limits::kAbsurdMiB;
+  r.samples.back().allocated_mib = limits::kAbsurdMiB;
+  const std::string text = dump_report(r);
+  ReadResult back = parse_report_text(text, "edge.json");
+  ASSERT_FALSE(back.error) << back.error->what();
+  EXPECT_EQ(dump_report(*back.report), text);
+  const json edge = json::parse(text);
+  const std::vector<std::pair<std::string, json>> past = {
+      {"/config/seed", limits::kMaxExactInteger + 1},
+      {"/config/batch_size_per_device", limits::kMaxBatch + 1},
+      {"/config/steps", limits::kMaxSteps + 1},
+      {"/config/memory_limit_mib", limits::kAbsurdMiB * 2},
+      {"/model/parameters", limits::kMaxExactInteger + 1},
+  };
+  for (const auto& [pointer, value] : past) {
+    json j = edge;
+    j[json::json_pointer(pointer)] = value;
+    EXPECT_TRUE(parse_report_text(j.dump(), "past.json").error) << pointer;
   }
 }
