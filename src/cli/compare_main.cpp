@@ -78,15 +78,18 @@ int main(int argc, char** argv) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::PositiveNumber);
 
-  app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written)");
+  app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written)")
+      ->type_name("FILE");
   app.add_option("--baseline", opts.baseline,
                  "Baseline reports (files or directories): each report given is matched by case, configuration and "
                  "rank, and exit 1 if any peak grew beyond --max-increase")
+      ->type_name("PATH")
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::string max_increase = "5%";
   app.add_option("--max-increase", max_increase, "With --baseline: a peak may grow by this much (5% or 0.05)")
+      ->type_name("PERCENT")
       ->capture_default_str();
   auto* mib_opt = app.add_option("--max-increase-mib", opts.thresholds.max_increase_mib,
                                  "With --baseline: and, when given, by no more than N MiB before it counts")

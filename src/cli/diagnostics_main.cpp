@@ -161,9 +161,11 @@ int main(int argc, char** argv) {
                "does not fit");
   app.add_option("--memory-snapshot", opts.memory_snapshot,
                  "CUDA: write the caching allocator's history of the run, phases marked, as FILE.pickle for "
-                 "https://pytorch.org/memory_viz or python -m torch.cuda._memory_viz");
+                 "https://pytorch.org/memory_viz or python -m torch.cuda._memory_viz")
+      ->type_name("FILE");
   app.add_option("--oom-snapshot", opts.oom_snapshot,
-                 "CUDA: write the allocator snapshot taken when an allocation is refused, as FILE.pickle");
+                 "CUDA: write the allocator snapshot taken when an allocation is refused, as FILE.pickle")
+      ->type_name("FILE");
   app.add_option("--snapshot-max-entries", opts.snapshot_max_entries,
                  "Allocation events a snapshot keeps (the oldest go first; ~136 bytes each)")
       ->capture_default_str()
