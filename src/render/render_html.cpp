@@ -56,6 +56,8 @@ class Plot {
   double y(double v) const { return kTop + (kH - kTop - kBottom) * (1 - v / ymax_); }
 
   std::string open(const std::string& css_class) const {
+    // One number of decimals for the whole axis, as many as the step needs.
+    const int decimals = step_ >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step_) - 1e-9));
     std::ostringstream s;
     s << "<svg class=\"plot " << css_class << "\" viewBox=\"0 0 " << kW << " " << kH << "\" width=\"" << kW
       << "\" height=\"" << kH << "\" role=\"img\" aria-label=\"" << xml_escape(title_) << "\">\n<title>"
@@ -63,7 +65,7 @@ class Plot {
     for (double v = 0; v <= ymax_ + 1e-9; v += step_) {
       s << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << kW - kRight << "\" y1=\"" << num(y(v)) << "\" y2=\""
         << num(y(v)) << "\"/><text class=\"tick\" x=\"" << kLeft - 6 << "\" y=\"" << num(y(v) + 4)
-        << "\" text-anchor=\"end\">" << format_mib(v) << "</text>\n";
+        << "\" text-anchor=\"end\">" << format_fixed(v, decimals) << "</text>\n";
     }
     s << "<text class=\"axis\" x=\"14\" y=\"" << num((kTop + kH - kBottom) / 2) << "\" transform=\"rotate(-90 14 "
       << num((kTop + kH - kBottom) / 2) << ")\" text-anchor=\"middle\">MiB</text>\n";
@@ -123,15 +125,14 @@ class Plot {
 
 double nan() { return std::numeric_limits<double>::quiet_NaN(); }
 
-// Allocated, reserved and peak across one run.
-std::string run_plot(const std::string& source, const Report& r) {
+// Allocated, reserved and peak across one run; ymax is shared by the
+// group's runs so that side by side (ranks, a sweep) they read on one scale.
+std::string run_plot(const std::string& source, const Report& r, double ymax) {
   Series alloc{"allocated", kPalette[0], {}}, reserved{"reserved", kPalette[1], {}, true}, peak{"peak", kPalette[2], {}};
-  double ymax = 0;
   for (const Sample& s : r.samples) {
     alloc.y.push_back(s.allocated_mib);
     peak.y.push_back(s.peak_allocated_mib);
     reserved.y.push_back(s.reserved_mib.value_or(nan()));
-    ymax = std::max({ymax, s.peak_allocated_mib, s.reserved_mib.value_or(0)});
   }
   std::vector<Series> all{alloc, peak};
   if (std::any_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.reserved_mib.has_value(); })) {
@@ -149,10 +150,8 @@ std::string run_plot(const std::string& source, const Report& r) {
 }
 
 // The tensor census stacked: parameters, gradients, optimizer state, the rest.
-std::string census_plot(const std::string& source, const Report& r) {
+std::string census_plot(const std::string& source, const Report& r, double ymax) {
   if (std::none_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.tensors.has_value(); })) return "";
-  double ymax = 0;
-  for (const Sample& s : r.samples) ymax = std::max(ymax, s.allocated_mib);
   Plot p("tensor census of " + source, r.samples.size(), ymax);
   const char* names[] = {"parameters", "gradients", "optimizer state", "activations and the rest"};
   std::vector<std::vector<double>> bands(4);
@@ -273,15 +272,21 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
     out << "</ul>\n";
     if (v.dominant != Cause::kInconclusive) out << "<p>response: " << xml_escape(cause_response(v.dominant)) << "</p>\n";
     for (const CapacityPrediction& c : v.capacity) out << "<p>capacity: " << xml_escape(describe(c)) << "</p>\n";
+    double ymax = 0;
+    for (const RunFeatures& f : g.runs) {
+      const auto it = by_source.find(f.source);
+      if (it == by_source.end()) continue;
+      for (const Sample& s : it->second->samples) ymax = std::max({ymax, s.peak_allocated_mib, s.reserved_mib.value_or(0)});
+    }
     out << "<div class=\"rows\">\n";
     for (const RunFeatures& f : g.runs) {
       const auto it = by_source.find(f.source);
-      if (it != by_source.end()) out << run_plot(f.source, *it->second);
+      if (it != by_source.end()) out << run_plot(f.source, *it->second, ymax);
     }
     out << "</div>\n<div class=\"rows\">\n";
     for (const RunFeatures& f : g.runs) {
       const auto it = by_source.find(f.source);
-      if (it != by_source.end()) out << census_plot(f.source, *it->second);
+      if (it != by_source.end()) out << census_plot(f.source, *it->second, ymax);
     }
     out << "</div>\n" << overlay_plot(g, by_source) << remedy_bars(v) << "</section>\n";
   }

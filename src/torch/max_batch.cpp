@@ -232,28 +232,46 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
   // Doubling, then bisection to a gap of one sample.
   for (std::int64_t b = 1; !hi && attempt(b) && lo < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
   while (stopped == RunStatus::kComplete && hi && *hi - lo > 1) attempt(lo + (*hi - lo) / 2);
-  if (stopped != RunStatus::kComplete) {
-    err << "memory_diagnostics: --find-max-batch: the search stopped (try " << c.tries.size() << " "
-        << status_word(stopped) << "); nothing written\n";
-    return to_int(stopped == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
-  }
   c.max_batch = lo;
   c.first_failing_batch = hi;
   fit_line(c, best ? reserve_overhead(*best) : 0.0);
+  RunLabel label = base.label;
+  label.batch = static_cast<int>(std::max<std::int64_t>(1, lo));
+  const std::string output = opts.output.empty() ? base.output : expand_output(opts.output, label);
+  auto write = [&](Report report) {
+    report.capacity = c;
+    try {
+      write_report(output, report);
+      return true;
+    } catch (const std::exception& e) {
+      err << "memory_diagnostics: --output: " << e.what() << "\n";
+      return false;
+    }
+  };
+
+  if (stopped != RunStatus::kComplete) {
+    // What was found is kept: the largest batch that fitted so far, not
+    // confirmed, with a note saying the search did not finish.
+    const bool kept = best.has_value();
+    if (kept) {
+      best->events.push_back(Event{EventKind::kNote, std::nullopt, std::nullopt,
+                                   std::string("--find-max-batch stopped at try ") + std::to_string(c.tries.size()) +
+                                       " (" + status_word(stopped) + "): max_batch is the largest that fitted so far",
+                                   std::nullopt});
+    }
+    const bool written = kept && write(std::move(*best));
+    err << "memory_diagnostics: --find-max-batch: the search stopped (try " << c.tries.size() << " "
+        << status_word(stopped) << "); "
+        << (written ? "the largest batch that fitted so far (" + std::to_string(lo) + ") is in " + output
+                    : std::string("nothing written"))
+        << "\n";
+    return to_int(stopped == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
+  }
 
   Confirmation conf = confirm(base, plan, opts, c, talk, err);
   c.confirmed = conf.agreed;
   // The report a user running max_batch afresh gets, with the search in it.
-  Report report = conf.fits ? std::move(*conf.fits) : best ? std::move(*best) : std::move(*failed);
-  report.capacity = c;
-  RunLabel label = base.label;
-  label.batch = static_cast<int>(std::max<std::int64_t>(1, lo));
-  std::string output = base.output;
-  if (!opts.output.empty()) output = expand_output(opts.output, label);
-  try {
-    write_report(output, report);
-  } catch (const std::exception& e) {
-    err << "memory_diagnostics: --output: " << e.what() << "\n";
+  if (!write(conf.fits ? std::move(*conf.fits) : best ? std::move(*best) : std::move(*failed))) {
     return to_int(ExitCode::kFailed);
   }
   if (talk) print_result(c, output, out);

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <csignal>
+#include <thread>
+
 using namespace memdiag;
 using namespace memdiag::testkit;
 
@@ -190,4 +194,26 @@ TEST(FindMaxBatch, RefusesWhatItCannotSearch) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(d.file("r.json")));
+}
+
+// A search cut short (Ctrl-C, timeout, CI cancellation) keeps what it found:
+// the largest batch that fitted so far, unconfirmed, with a note.
+TEST(FindMaxBatch, AnInterruptedSearchKeepsWhatItFound) {
+  TempDir d;
+  const pid_t pid = spawn({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "--case", "alpha", "--preset", "medium",
+                           "--find-max-batch", "--memory-limit-mib", "100000", "-o", d.file("max.json")},
+                          "/dev/null", d.file("stdout"), d.file("stderr"));
+  // Interrupt once a few tries have fitted.
+  for (int i = 0; i < 600 && read_text(d.file("stderr")).find("try 4:") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  kill(pid, SIGINT);
+  EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+  EXPECT_NE(read_text(d.file("stderr")).find("the largest batch that fitted so far"), std::string::npos)
+      << read_text(d.file("stderr"));
+  const auto report = nlohmann::json::parse(read_text(d.file("max.json")));
+  EXPECT_GE(report["capacity"]["max_batch"].get<int>(), 8);
+  EXPECT_TRUE(report["capacity"]["confirmed"].is_null());
+  EXPECT_EQ(report["config"]["batch_size_per_device"], report["capacity"]["max_batch"]);
+  EXPECT_NE(report["events"].back()["message"].get<std::string>().find("--find-max-batch stopped"), std::string::npos);
 }
