@@ -53,9 +53,20 @@ bool grew_beyond(double base, double now, const RegressionThresholds& t) {
   return !t.max_increase_mib || rise > *t.max_increase_mib;
 }
 
-std::vector<ComponentDelta> components(const RunFeatures& b, const RunFeatures& n) {
+// The most gradient memory the tensor census saw in the run, when it looked.
+std::optional<double> gradients_mib(const Report& r) {
+  std::optional<double> most;
+  for (const Sample& s : r.samples) {
+    if (s.tensors) most = std::max(most.value_or(0.0), s.tensors->gradients_mib);
+  }
+  return most;
+}
+
+std::vector<ComponentDelta> components(const Report& br, const Report& nr, const RunFeatures& b, const RunFeatures& n) {
   std::vector<ComponentDelta> out;
   out.push_back({MovedComponent::kParameters, b.parameter_mib, n.parameter_mib});
+  const auto bg = gradients_mib(br), ng = gradients_mib(nr);
+  if (bg || ng) out.push_back({MovedComponent::kGradients, bg.value_or(0), ng.value_or(0)});
   if (b.first_step_persistent_mib || n.first_step_persistent_mib) {
     out.push_back({MovedComponent::kOptimizerState, b.first_step_persistent_mib.value_or(0),
                    n.first_step_persistent_mib.value_or(0)});
@@ -74,6 +85,7 @@ std::vector<ComponentDelta> components(const RunFeatures& b, const RunFeatures& 
 const char* to_string(MovedComponent c) {
   switch (c) {
     case MovedComponent::kParameters: return "parameters";
+    case MovedComponent::kGradients: return "gradients";
     case MovedComponent::kOptimizerState: return "optimizer_state";
     case MovedComponent::kActivations: return "activations";
     case MovedComponent::kGrowthPerStep: return "growth_per_step";
@@ -121,7 +133,8 @@ RegressionReport compare_to_baseline(const std::vector<SourcedReport>& now, cons
     // A run that completed before and does not now has regressed, whatever
     // its peak says (an out-of-memory stops before the peak it would reach).
     if (b.second.status == RunStatus::kComplete && n.second.status != RunStatus::kComplete) p.regressed = true;
-    p.components = components(compute_features(b.second, b.first), compute_features(n.second, n.first));
+    p.components =
+        components(b.second, n.second, compute_features(b.second, b.first), compute_features(n.second, n.first));
     double most = 0.5;
     for (const ComponentDelta& c : p.components) {
       if (c.new_mib - c.base_mib > most) {

@@ -325,3 +325,20 @@ TEST(Golden, JunitAndBaselineOnTheCpuFixtures) {
   const Proc text = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base});
   check("baseline.txt", text.out.substr(text.out.find("== against the baseline")));
 }
+
+TEST(Baseline, TheComponentThatMovedIsNamed) {
+  TempDir d;
+  // The "old" alpha held batch 4's activations; the new one holds 1024's.
+  auto old_run = nlohmann::json::parse(read_text(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/alpha-batch4.json"));
+  old_run["config"]["batch_size_per_device"] = 1024;
+  std::ofstream(d.file("old.json")) << old_run.dump();
+  const Proc r = run({MEMDIAG_COMPARE_EXE, std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/alpha.json", "--baseline",
+                      d.file("old.json"), "--format", "json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto pair = nlohmann::json::parse(r.out)["baseline"]["pairs"][0];
+  EXPECT_EQ(pair["regressed"], true);
+  EXPECT_EQ(pair["moved"], "activations") << pair;
+  bool forward_regressed = false;
+  for (const auto& ph : pair["phases"]) forward_regressed = forward_regressed || (ph["phase"] == "forward" && ph["regressed"] == true);
+  EXPECT_TRUE(forward_regressed) << pair["phases"];
+}

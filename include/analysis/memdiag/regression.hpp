@@ -28,10 +28,10 @@ struct PhaseDelta {
   bool regressed = false;
 };
 
-// What a run is made of, before and after: parameters, the first step's
-// persistent state (optimizer moments), the forward's activations and the
-// growth per step after cleanup.
-enum class MovedComponent { kParameters, kOptimizerState, kActivations, kGrowthPerStep };
+// What a run is made of, before and after: parameters, gradients (the
+// census's largest), the first step's persistent state (optimizer moments),
+// the forward's activations and the growth per step after cleanup.
+enum class MovedComponent { kParameters, kGradients, kOptimizerState, kActivations, kGrowthPerStep };
 const char* to_string(MovedComponent c);
 
 struct ComponentDelta {
