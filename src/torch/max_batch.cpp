@@ -100,6 +100,15 @@ double reserve_overhead(const Report& r) {
   return reserved > allocated ? reserved - allocated : 0.0;
 }
 
+// What this process holds on the device beyond the caching allocator's
+// cache (its CUDA context, library workspaces): NVML's figure for the
+// process, else nothing known.
+std::optional<double> held_by_this_process(const ResolvedPlan& plan, MemoryProbe& probe) {
+  if (!plan.device.is_cuda()) return std::nullopt;
+  probe.reset_between_runs();
+  return probe.read().process_device_mib;
+}
+
 const char* status_word(RunStatus s) {
   switch (s) {
     case RunStatus::kComplete: return "fits";
@@ -268,8 +277,23 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
     return to_int(stopped == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
   }
 
-  Confirmation conf = confirm(base, plan, opts, c, talk, err);
-  c.confirmed = conf.agreed;
+  // A fresh process shares the device with this one, whose CUDA context and
+  // workspaces stay until it exits: against the whole device that is a
+  // smaller budget, and on the H200 the fresh run of the answer failed for it
+  // (alpha small, 2197504 samples). The check is made only under a limit
+  // that leaves room for both.
+  Confirmation conf;
+  const std::optional<double> outside = held_by_this_process(plan, *session.probe);
+  if (c.limit_source == CapacitySearch::LimitSource::kMemoryLimit &&
+      (!outside || !plan.device.is_cuda() ||
+       c.limit_mib + *outside <= cuda_device_info(plan.device.index()).total_mib)) {
+    conf = confirm(base, plan, opts, c, talk, err);
+    c.confirmed = conf.agreed;
+  } else if (talk) {
+    err << "confirm: skipped: a fresh process would share the device with this one's CUDA context"
+        << (outside ? " (" + format_mib(*outside) + " MiB by NVML)" : std::string()) << ", so it would have less than "
+        << format_mib(c.limit_mib) << " MiB; run batch " << c.max_batch << " alone to check it\n";
+  }
   // The report a user running max_batch afresh gets, with the search in it.
   if (!write(conf.fits ? std::move(*conf.fits) : best ? std::move(*best) : std::move(*failed))) {
     return to_int(ExitCode::kFailed);
