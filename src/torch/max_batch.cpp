@@ -212,6 +212,10 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
   std::int64_t lo = 0;           // largest batch that completed
   std::optional<std::int64_t> hi;  // smallest that ran out
   RunStatus stopped = RunStatus::kComplete;
+  // Gradient accumulation over K micro-batches needs K samples: its search
+  // starts at K (and max_batch 0 then means not even K fit).
+  const auto acc = find_remedy(base.remedies, RemedyKind::kAccumulate);
+  const std::int64_t first = acc ? std::max<std::int64_t>(1, acc->param) : 1;
   auto attempt = [&](std::int64_t batch) {
     if (!c.tries.empty()) session.probe->reset_between_runs();
     PlannedRun run = base;
@@ -231,7 +235,7 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
         break;
       case RunStatus::kOom:
         hi = std::min(hi.value_or(batch), batch);
-        if (batch == 1) failed = std::move(report);
+        if (batch == first) failed = std::move(report);
         break;
       case RunStatus::kInterrupted:
       case RunStatus::kFailed: stopped = report.status; break;
@@ -239,8 +243,8 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
     return stopped == RunStatus::kComplete;
   };
   // Doubling, then bisection to a gap of one sample.
-  for (std::int64_t b = 1; !hi && attempt(b) && lo < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
-  while (stopped == RunStatus::kComplete && hi && *hi - lo > 1) attempt(lo + (*hi - lo) / 2);
+  for (std::int64_t b = first; !hi && attempt(b) && lo < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
+  while (stopped == RunStatus::kComplete && hi && lo > 0 && *hi - lo > 1) attempt(lo + (*hi - lo) / 2);
   c.max_batch = lo;
   c.first_failing_batch = hi;
   fit_line(c, best ? reserve_overhead(*best) : 0.0);

@@ -217,3 +217,16 @@ TEST(FindMaxBatch, AnInterruptedSearchKeepsWhatItFound) {
   EXPECT_EQ(report["config"]["batch_size_per_device"], report["capacity"]["max_batch"]);
   EXPECT_NE(report["events"].back()["message"].get<std::string>().find("--find-max-batch stopped"), std::string::npos);
 }
+
+// accumulate=K splits each step's batch into K micro-batches, so the search
+// never tries fewer than K samples (a plain run refuses them too).
+TEST(FindMaxBatch, GradientAccumulationStartsTheSearchAtItsMicroBatches) {
+  TempDir d;
+  const Proc s = run({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", "alpha", "--steps", "1",
+                      "--remedy", "accumulate=4", "--find-max-batch", "--memory-limit-mib", "24", "-o", d.file("m.json")});
+  ASSERT_EQ(s.exit_code, to_int(ExitCode::kOk)) << s.err;
+  const auto c = nlohmann::json::parse(read_text(d.file("m.json")))["capacity"];
+  EXPECT_EQ(c["tries"][0]["batch"], 4);
+  for (const auto& t : c["tries"]) EXPECT_GE(t["batch"].get<int>(), 4) << t;
+  EXPECT_GT(c["max_batch"].get<int>(), 4);
+}
