@@ -42,12 +42,6 @@ std::map<Phase, PhaseFigures> by_phase(const Report& r) {
   return out;
 }
 
-double run_peak(const Report& r) {
-  double p = 0;
-  for (const Sample& s : r.samples) p = std::max(p, s.peak_allocated_mib);
-  return p;
-}
-
 bool grew_beyond(double base, double now, const RegressionThresholds& t) {
   const double rise = now - base;
   if (!(rise > t.max_increase_fraction * base)) return false;
@@ -120,8 +114,8 @@ RegressionReport compare_to_baseline(const std::vector<SourcedReport>& now, cons
     p.base_source = b.first;
     p.new_status = n.second.status;
     p.base_status = b.second.status;
-    p.base_peak_mib = run_peak(b.second);
-    p.new_peak_mib = run_peak(n.second);
+    p.base_peak_mib = peak_allocated_mib(b.second);
+    p.new_peak_mib = peak_allocated_mib(n.second);
     p.regressed = grew_beyond(p.base_peak_mib, p.new_peak_mib, t);
     const auto bp = by_phase(b.second), np = by_phase(n.second);
     for (const auto& [phase, nf] : np) {

@@ -59,17 +59,22 @@ struct Target {
   mode_t mode = 0644;
 };
 
-Target resolve(const std::string& path) {
+// why_not stays empty on success; otherwise it says why path cannot be
+// written (without the path, which each caller words its own way).
+Target resolve(const std::string& path, std::string& why_not) {
   Target t;
   t.path = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    if (errno != ENOENT) throw IoError(path + ": cannot use (" + why() + ")");
     struct stat lst {};
-    if (::lstat(path.c_str(), &lst) == 0) throw IoError(path + ": a symbolic link to nothing");
+    if (errno != ENOENT) why_not = "cannot use (" + why() + ")";
+    else if (::lstat(path.c_str(), &lst) == 0) why_not = "a symbolic link to nothing";
     return t;
   }
-  if (S_ISDIR(st.st_mode)) throw IoError(path + ": is a directory");
+  if (S_ISDIR(st.st_mode)) {
+    why_not = "is a directory";
+    return t;
+  }
   t.exists = true;
   t.mode = st.st_mode & 07777;
   if (!S_ISREG(st.st_mode)) {
@@ -91,7 +96,9 @@ Target resolve(const std::string& path) {
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   if (path.empty()) throw IoError("empty path");
-  const Target t = resolve(path);
+  std::string why_not;
+  const Target t = resolve(path, why_not);
+  if (!why_not.empty()) throw IoError(path + ": " + why_not);
   if (t.stream) {
     const int fd = ::open(t.path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) throw IoError(path + ": cannot open (" + why() + ")");
@@ -124,13 +131,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 std::string check_writable(const std::string& path) {
   if (path.empty()) return "path is empty";
-  Target t;
-  try {
-    t = resolve(path);
-  } catch (const IoError& e) {
-    const std::string what = e.what();
-    return what.substr(what.find(": ") == std::string::npos ? 0 : what.find(": ") + 2);
-  }
+  std::string why_not;
+  const Target t = resolve(path, why_not);
+  if (!why_not.empty()) return why_not;
   if (t.stream) return ::access(t.path.c_str(), W_OK) == 0 ? std::string() : "cannot write to it (" + why() + ")";
   const std::string dir = parent_of(t.path);
   struct stat st {};

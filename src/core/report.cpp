@@ -1,5 +1,7 @@
 #include "memdiag/report.hpp"
 
+#include <algorithm>
+
 #include "memdiag/enum_names.hpp"
 
 namespace memdiag {
@@ -75,6 +77,20 @@ const char* to_string(CapacitySearch::LimitSource s) {
 
 std::optional<RunStatus> run_status_from_string(std::string_view s) {
   return enum_from_string(s, {RunStatus::kComplete, RunStatus::kOom, RunStatus::kInterrupted, RunStatus::kFailed});
+}
+
+double peak_allocated_mib(const Report& r) {
+  double peak = 0;
+  for (const Sample& s : r.samples) peak = std::max(peak, s.peak_allocated_mib);
+  return peak;
+}
+
+std::optional<double> peak_reserved_mib(const Report& r) {
+  std::optional<double> peak;
+  for (const Sample& s : r.samples) {
+    if (s.reserved_mib) peak = std::max(peak.value_or(0.0), *s.reserved_mib);
+  }
+  return peak;
 }
 
 }  // namespace memdiag

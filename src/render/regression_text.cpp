@@ -8,12 +8,11 @@
 namespace memdiag {
 namespace {
 
-std::string signed_mib(double d) { return (d >= 0 ? "+" : "") + format_mib(d) + " MiB"; }
-
+// A change as a signed percentage of the baseline: "+20.0%", "-1.5%".
 std::string percent(double base, double now) {
   if (!(base > 0)) return "-";
-  const double p = 100.0 * (now - base) / base;
-  return (p >= 0 ? "+" : "") + format_fixed(p, 1) + "%";
+  const double f = (now - base) / base;
+  return (f >= 0 ? "+" : "") + format_percent(f, 1);
 }
 
 std::string threshold_words(const RegressionThresholds& t) {
@@ -32,7 +31,7 @@ std::string pair_line(const RegressionPair& p) {
     for (const ComponentDelta& c : p.components) {
       if (c.component == *p.moved) {
         s += std::string("; moved: ") + to_string(c.component) + " " + format_mib(c.base_mib) + " -> " +
-             format_mib(c.new_mib) + " MiB (" + signed_mib(c.new_mib - c.base_mib) + ")";
+             format_mib(c.new_mib) + " MiB (" + format_signed_mib(c.new_mib - c.base_mib) + " MiB)";
       }
     }
   }

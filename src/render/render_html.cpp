@@ -31,12 +31,8 @@ double tick_step(double max, int n) {
   return 10 * p;
 }
 
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(1);
-  s << std::fixed << v;
-  return s.str();
-}
+// SVG coordinates: a tenth of a pixel is enough.
+std::string num(double v) { return format_fixed(v, 1); }
 
 struct Series {
   std::string label;

@@ -48,8 +48,7 @@ Budget budget_for(const ResolvedPlan& plan, const HarnessOptions& opts, MemoryPr
 // The highest peak a run reached: its samples' and, when it ran out, the
 // failing phase's.
 double run_peak(const Report& r) {
-  double peak = 0;
-  for (const Sample& s : r.samples) peak = std::max(peak, s.peak_allocated_mib);
+  double peak = peak_allocated_mib(r);
   for (const Event& e : r.events) {
     if (e.kind == EventKind::kOom && e.mib) peak = std::max(peak, *e.mib);
   }
@@ -90,14 +89,10 @@ void fit_line(CapacitySearch& c, double overhead_mib) {
       room < 1 ? 0 : static_cast<std::int64_t>(std::min(std::floor(room), static_cast<double>(limits::kMaxBatch)));
 }
 
-// Peak reserved less peak allocated over the run's samples (0 on the CPU).
+// Peak reserved less peak allocated over the run's samples (0 on the CPU),
+// as the comparer's cache_excess reads it.
 double reserve_overhead(const Report& r) {
-  double reserved = 0, allocated = 0;
-  for (const Sample& s : r.samples) {
-    reserved = std::max(reserved, s.reserved_mib.value_or(0));
-    allocated = std::max(allocated, s.peak_allocated_mib);
-  }
-  return reserved > allocated ? reserved - allocated : 0.0;
+  return std::max(0.0, peak_reserved_mib(r).value_or(0.0) - peak_allocated_mib(r));
 }
 
 // What this process holds on the device beyond the caching allocator's

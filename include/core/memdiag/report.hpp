@@ -185,4 +185,9 @@ struct Report {
   std::optional<CapacitySearch> capacity;  // --find-max-batch's answer
 };
 
+// The highest peak allocated over a report's samples, and the highest
+// reserved (CUDA; absent where no sample has one).
+double peak_allocated_mib(const Report& r);
+std::optional<double> peak_reserved_mib(const Report& r);
+
 }  // namespace memdiag
