@@ -58,8 +58,7 @@ std::optional<RunLine> run_line(const RunFeatures& r) {
 std::optional<Fit> fit_peak(const Group& g, const RunFeatures& p) {
   std::map<std::int64_t, const RunFeatures*> runs;
   for (const RunFeatures& r : g.runs) {
-    if (r.config.rank != 0 || r.status != RunStatus::kComplete || r.parameter_mib != p.parameter_mib ||
-        r.steps.size() != p.steps.size() || !r.forward_increment_mib) {
+    if (!same(projection::kBatchSweep, r.id, p.id) || r.status != RunStatus::kComplete || !r.forward_increment_mib) {
       continue;
     }
     runs.emplace(r.local_batch, &r);
@@ -106,8 +105,8 @@ namespace {
 // half a MiB: limits are given in whole MiB, device budgets are measured).
 std::optional<CapacityPrediction::Searched> searched_for(const Group& g, const RunFeatures& p, double budget) {
   for (const RunFeatures& r : g.runs) {
-    if (!r.capacity_search || r.config.preset != p.config.preset || r.steps.size() != p.steps.size() ||
-        r.parameter_mib != p.parameter_mib || std::fabs(r.capacity_search->limit_mib - budget) > 0.5) {
+    if (!r.capacity_search || !same(projection::kBatchSweep, r.id, p.id) ||
+        std::fabs(r.capacity_search->limit_mib - budget) > 0.5) {
       continue;
     }
     const CapacitySearch& s = *r.capacity_search;

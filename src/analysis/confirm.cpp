@@ -44,10 +44,10 @@ class Planner {
     base_.preset = p.config.preset;
     if (p.config.seed != 0) base_.seed = p.config.seed;
     base_.memory_limit_mib = p.config.memory_limit_mib;
-    base_.world_size = p.config.world_size;
-    if (p.config.world_size > 1) {
-      base_.rank_zero_extra_samples = p.config.rank_zero_extra_samples;
-      base_.shard_optimizer_state = p.config.shard_optimizer_state;
+    base_.world_size = p.id.world_size;
+    if (p.id.world_size > 1) {
+      base_.rank_zero_extra_samples = p.id.rank_zero_extra_samples;
+      base_.shard_optimizer_state = is_sharded(p.id.mode);
     }
     dir_ = p.source == "-" ? fs::path() : fs::path(p.source).parent_path();
   }

@@ -47,7 +47,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
                                                p.steps.size() > 1 ? p.steps[1].step_increment_mib : std::nullopt});
       }
       out.push_back(trend(p, true));
-      if (p.config.world_size > 1) out.push_back(evidence::DataParallelBuckets{p.config.world_size});
+      if (p.id.world_size > 1) out.push_back(evidence::DataParallelBuckets{p.id.world_size});
       add_sweep(out, sweeps, SweepKind::kParameters, &sweep);
       confirmed = sweep != nullptr && sweep->linear;
       break;

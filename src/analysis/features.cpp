@@ -163,22 +163,16 @@ void post_cleanup_trend(RunFeatures& f) {
 
 }  // namespace
 
-std::string remedy_label(const RunFeatures& f) {
-  std::string s = f.config.remedies.empty() ? std::string() : remedies_label(f.config.remedies);
-  if (f.config.shard_optimizer_state) s += (s.empty() ? "" : "+") + std::string("shard-optimizer-state");
-  return s.empty() ? "none" : s;
-}
-
-bool is_baseline(const RunFeatures& f) { return f.config.remedies.empty() && !f.config.shard_optimizer_state; }
-
 std::int64_t local_batch_of(const RunConfig& c) {
+  const Parallelism& p = c.parallel;
   return static_cast<std::int64_t>(c.batch_size_per_device) +
-         (c.rank == 0 && c.world_size > 1 ? static_cast<std::int64_t>(c.rank_zero_extra_samples) : 0);
+         (p.rank == 0 && p.world_size > 1 ? static_cast<std::int64_t>(p.rank_zero_extra_samples) : 0);
 }
 
 RunFeatures compute_features(const Report& r, const std::string& source) {
   RunFeatures f;
   f.source = source;
+  f.id = identity_of(r);
   f.case_name = r.case_info.name;
   f.case_source = r.case_info.source;
   f.case_builtin = r.case_info.builtin;

@@ -7,36 +7,13 @@
 
 namespace memdiag {
 
-const char* to_string(Cause c) {
-  switch (c) {
-    case Cause::kActivations: return "activations";
-    case Cause::kOptimizerState: return "optimizer_state";
-    case Cause::kRetainedGraph: return "retained_graph";
-    case Cause::kParameters: return "parameters";
-    case Cause::kAllocatorCache: return "allocator_cache";
-    case Cause::kInconclusive: return "inconclusive";
-  }
-  return "?";
-}
-
-const std::vector<Cause>& all_causes() {
-  static const std::vector<Cause> v = {Cause::kActivations, Cause::kOptimizerState, Cause::kRetainedGraph,
-                                       Cause::kParameters,  Cause::kAllocatorCache, Cause::kInconclusive};
-  return v;
-}
-
-std::optional<Cause> cause_from_string(std::string_view s) {
-  return enum_from_string(s, {Cause::kActivations, Cause::kOptimizerState, Cause::kRetainedGraph, Cause::kParameters,
-                              Cause::kAllocatorCache, Cause::kInconclusive});
-}
-
 const char* to_string(SweepKind k) {
   switch (k) {
     case SweepKind::kBatch: return "batch";
     case SweepKind::kParameters: return "parameters";
     case SweepKind::kSteps: return "steps";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 const char* to_string(DecisionRule r) {
@@ -48,7 +25,7 @@ const char* to_string(DecisionRule r) {
     case DecisionRule::kDominant: return "dominant";
     case DecisionRule::kOutOfMemory: return "out_of_memory";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 const char* evidence_code(const Evidence& e) {

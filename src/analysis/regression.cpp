@@ -1,6 +1,6 @@
 #include "memdiag/regression.hpp"
 
-#include "memdiag/remedy.hpp"
+#include "memdiag/run_identity.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,22 +10,10 @@
 namespace memdiag {
 namespace {
 
-// What must be equal for two runs to be compared: the case, what it was
-// asked to do, and where. The device index is left out (cuda:0 vs cuda:1 is
-// the same machine kind); the seed is kept, since data and weights follow it.
-std::string match_key(const Report& r) {
-  const RunConfig& c = r.config;
-  const std::string device_kind = c.device.substr(0, c.device.find(':'));
-  std::string key = r.case_info.name + " preset " + c.preset + " batch " + std::to_string(c.batch_size_per_device) +
-                    " steps " + std::to_string(c.steps) + " rank " + std::to_string(c.rank) + "/" +
-                    std::to_string(c.world_size) + " " + device_kind;
-  if (!c.remedies.empty()) key += " remedy " + remedies_label(c.remedies);
-  if (c.memory_limit_mib) key += " limit " + std::to_string(static_cast<long long>(std::llround(*c.memory_limit_mib)));
-  if (c.seed != 0) key += " seed " + std::to_string(c.seed);
-  if (c.rank_zero_extra_samples != 0) key += " extra " + std::to_string(c.rank_zero_extra_samples);
-  if (c.shard_optimizer_state) key += " sharded";
-  return key;
-}
+// What must be equal for two runs to be compared: projection::kBaselineMatch,
+// everything but the device index (cuda:0 vs cuda:1 is the same machine
+// kind; the seed is kept, since data and weights follow it).
+std::string match_key(const Report& r) { return key(projection::kBaselineMatch, identity_of(r)); }
 
 struct PhaseFigures {
   double peak = 0;
@@ -85,7 +73,7 @@ const char* to_string(MovedComponent c) {
     case MovedComponent::kActivations: return "activations";
     case MovedComponent::kGrowthPerStep: return "growth_per_step";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 bool RegressionReport::regressed() const {
@@ -100,16 +88,16 @@ RegressionReport compare_to_baseline(const std::vector<SourcedReport>& now, cons
   for (const SourcedReport& b : baseline) base_by_key.emplace(match_key(b.second), &b);
   std::map<std::string, bool> used;
   for (const SourcedReport& n : now) {
-    const std::string key = match_key(n.second);
-    const auto it = base_by_key.find(key);
+    const std::string k = match_key(n.second);
+    const auto it = base_by_key.find(k);
     if (it == base_by_key.end()) {
       out.new_without_baseline.push_back(n.first);
       continue;
     }
-    used[key] = true;
+    used[k] = true;
     const SourcedReport& b = *it->second;
     RegressionPair p;
-    p.key = key;
+    p.key = describe(projection::kBaselineMatch, identity_of(n.second));
     p.new_source = n.first;
     p.base_source = b.first;
     p.new_status = n.second.status;

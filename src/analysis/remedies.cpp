@@ -1,9 +1,11 @@
-// Remedies measured: each run of a group that differs from a baseline run
-// only in its remedies, set against that baseline run.
+// Remedies measured: each run of a group whose variant is not the baseline
+// (remedies, sharding, allocator settings), set against the baseline run of
+// the same configuration (projection::kVariantBaseline).
 #include "internal.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <tuple>
 
 namespace memdiag {
@@ -37,7 +39,9 @@ std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& bas
 
 RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant) {
   RemedyRow row;
-  row.remedy = remedy_label(r);
+  row.remedy = variant_label(r.id);
+  row.remedies = r.id.remedies;
+  row.mode = r.id.mode;
   row.source = r.source;
   row.baseline_source = base.source;
   row.status = r.status;
@@ -65,27 +69,25 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
 }  // namespace
 
 std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
-  // The remedy runs in the order of their remedies' kinds, whatever the
-  // reports' order, each with its baseline: the run with the same preset,
-  // batch and steps and no remedy.
+  // The baseline run of each configuration, by the variant-baseline key.
+  std::map<std::string, const RunFeatures*> baselines;
+  for (const RunFeatures& r : g.runs) {
+    if (is_baseline_variant(r.id)) baselines.emplace(key(projection::kVariantBaseline, r.id), &r);
+  }
+  // The variants in the order of their remedies' kinds and their modes,
+  // whatever the reports' order; rank 0 stands for its run.
   std::vector<const RunFeatures*> runs;
   for (const RunFeatures& r : g.runs) {
-    if (r.config.rank == 0 && !is_baseline(r)) runs.push_back(&r);
+    if (r.id.rank == 0 && !is_baseline_variant(r.id)) runs.push_back(&r);
   }
   std::stable_sort(runs.begin(), runs.end(), [](const RunFeatures* a, const RunFeatures* b) {
-    return std::tie(a->config.shard_optimizer_state, a->config.remedies) <
-           std::tie(b->config.shard_optimizer_state, b->config.remedies);
+    return std::tie(a->id.mode, a->id.remedies, a->id.allocator_settings) <
+           std::tie(b->id.mode, b->id.remedies, b->id.allocator_settings);
   });
   std::vector<RemedyRow> rows;
   for (const RunFeatures* r : runs) {
-    for (const RunFeatures& base : g.runs) {
-      if (base.config.rank == 0 && is_baseline(base) && base.config.preset == r->config.preset &&
-          base.config.batch_size_per_device == r->config.batch_size_per_device &&
-          base.steps.size() == r->steps.size()) {
-        rows.push_back(row_for(*r, base, dominant));
-        break;
-      }
-    }
+    const auto it = baselines.find(key(projection::kVariantBaseline, r->id));
+    if (it != baselines.end()) rows.push_back(row_for(*r, *it->second, dominant));
   }
   return rows;
 }
@@ -110,7 +112,7 @@ Group baseline_runs(const Group& g) {
   Group base = g;
   base.runs.clear();
   for (const RunFeatures& r : g.runs) {
-    if (is_baseline(r)) base.runs.push_back(r);
+    if (is_baseline_variant(r.id)) base.runs.push_back(r);
   }
   return base.runs.empty() ? g : base;
 }

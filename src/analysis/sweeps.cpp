@@ -6,26 +6,22 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <tuple>
 
 namespace memdiag::detail {
 namespace {
 
-// Distinct values of one setting among rank-0 runs, keeping the rest equal to
-// the primary run's, so a sweep varies one thing at a time.
-template <typename Key, typename Same>
-std::vector<const RunFeatures*> vary(const Group& g, const RunFeatures& primary, Key key, Same same) {
+// The runs equal to the primary under the sweep's projection, one per value
+// of what the sweep varies (the first run of each value wins).
+template <typename Key>
+std::vector<const RunFeatures*> vary(const Group& g, const RunFeatures& primary, const Projection& p, Key key) {
   std::map<double, const RunFeatures*> by;
   for (const RunFeatures& r : g.runs) {
-    if (r.config.rank != 0 || !same(r, primary)) continue;
-    by.emplace(key(r), &r);  // first run of each value wins
+    if (same(p, r.id, primary.id)) by.emplace(key(r), &r);
   }
   std::vector<const RunFeatures*> out;
   for (const auto& kv : by) out.push_back(kv.second);
   return out;
 }
-
-bool same_model(const RunFeatures& a, const RunFeatures& b) { return a.parameter_mib == b.parameter_mib; }
 
 }  // namespace
 
@@ -53,18 +49,15 @@ Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> pts) {
 
 std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
   std::vector<SweepPoint> batch, params, steps;
-  for (const RunFeatures* r :
-       vary(g, p, [](const RunFeatures& r) { return double(r.config.batch_size_per_device); }, same_model)) {
-    if (r->forward_increment_mib) batch.push_back({double(r->config.batch_size_per_device), *r->forward_increment_mib, r->source});
+  for (const RunFeatures* r : vary(g, p, projection::kBatchSweep, [](const RunFeatures& r) { return double(r.id.batch); })) {
+    if (r->forward_increment_mib) batch.push_back({double(r->id.batch), *r->forward_increment_mib, r->source});
   }
-  for (const RunFeatures* r : vary(g, p, [](const RunFeatures& r) { return r.parameter_mib; },
-                                   [](const RunFeatures&, const RunFeatures&) { return true; })) {
+  for (const RunFeatures* r : vary(g, p, projection::kParameterSweep, [](const RunFeatures& r) { return r.parameter_mib; })) {
     if (r->first_step_excess_mib) params.push_back({r->parameter_mib, *r->first_step_excess_mib, r->source});
   }
-  auto same_but_steps = [](const RunFeatures& a, const RunFeatures& b) {
-    return same_model(a, b) && a.config.batch_size_per_device == b.config.batch_size_per_device;
-  };
-  for (const RunFeatures* r : vary(g, p, [](const RunFeatures& r) { return double(r.steps.size()); }, same_but_steps)) {
+  // Steps completed, not asked for: a run that stopped early grew for the
+  // steps it ran.
+  for (const RunFeatures* r : vary(g, p, projection::kStepsSweep, [](const RunFeatures& r) { return double(r.steps.size()); })) {
     if (r->baseline_mib && !r->steps.empty() && r->steps.back().cleanup_allocated_mib) {
       steps.push_back({double(r->steps.size()), *r->steps.back().cleanup_allocated_mib - *r->baseline_mib, r->source});
     }
@@ -84,22 +77,29 @@ const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind) {
 }
 
 std::vector<DistributedView> distributed_views(const Group& g) {
-  std::map<std::tuple<double, int, int>, std::vector<const RunFeatures*>> runs;
-  for (const RunFeatures& r : g.runs) runs[{r.parameter_mib, r.config.batch_size_per_device, r.config.steps}].push_back(&r);
+  std::map<std::string, std::vector<const RunFeatures*>> runs;
+  std::vector<std::string> order;
+  for (const RunFeatures& r : g.runs) {
+    auto& list = runs[key(projection::kRankSet, r.id)];
+    if (list.empty()) order.push_back(key(projection::kRankSet, r.id));
+    list.push_back(&r);
+  }
   std::vector<DistributedView> out;
-  for (const auto& [key, rs] : runs) {
+  for (const std::string& k : order) {
+    const std::vector<const RunFeatures*>& rs = runs[k];
     std::set<int> ranks;
-    for (const RunFeatures* r : rs) ranks.insert(r->config.rank);
+    for (const RunFeatures* r : rs) ranks.insert(r->id.rank);
     if (ranks.size() < 2) continue;
     DistributedView v;
-    v.run = RunPoint{std::get<1>(key), rs.front()->config.preset, std::get<2>(key)};
-    double lo = rs.front()->peak_allocated_mib;
+    const RunFeatures& first = *rs.front();
+    v.run = RunPoint{first.id.batch, first.id.preset, first.id.steps};
+    v.variant = variant_label(first.id);
+    double lo = first.peak_allocated_mib;
     for (const RunFeatures* r : rs) {
-      v.ranks.push_back({r->config.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib,
-                         r->first_step_excess_mib});
+      v.ranks.push_back({r->id.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib, r->first_step_excess_mib});
       if (r->peak_allocated_mib > v.max_peak_mib) {
         v.max_peak_mib = r->peak_allocated_mib;
-        v.max_rank = r->config.rank;
+        v.max_rank = r->id.rank;
       }
       lo = std::min(lo, r->peak_allocated_mib);
     }

@@ -2,12 +2,15 @@
 // this one only puts them together.
 #include "internal.hpp"
 
+#include <algorithm>
+
 namespace memdiag {
 
 Verdict diagnose(const Group& group, const std::set<std::string>& taken, const std::vector<double>& budgets_mib) {
   Verdict v;
   v.case_name = group.case_name;
   v.group_key = group.key;
+  v.group_label = group.label;
   if (group.runs.empty()) return v;
   // The cause is read from the runs without remedies; the others are
   // measured against them.
@@ -39,6 +42,18 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);
+  if (!v.remedies.empty()) {
+    for (RemedyKind k : remedies_answering(v.dominant)) {
+      const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(),
+                                        [k](const RemedyRow& r) { return find_remedy(r.remedies, k).has_value(); });
+      if (!measured) v.remedies_not_measured.push_back(k);
+    }
+    for (ParallelMode m : modes_answering(v.dominant)) {
+      const bool measured =
+          std::any_of(v.remedies.begin(), v.remedies.end(), [m](const RemedyRow& r) { return r.mode == m; });
+      if (!measured) v.modes_not_measured.push_back(m);
+    }
+  }
   return v;
 }
 

@@ -1,5 +1,6 @@
 #include "compare.hpp"
 
+#include "memdiag/enum_names.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/exit_code.hpp"
@@ -42,7 +43,7 @@ void print_gate_failure(const GateCheck& g, std::ostream& err) {
   } else if (g.kind == GateCheck::Kind::kFailOn) {
     err << g.case_name << " is " << to_string(*g.actual) << " (--fail-on)\n";
   } else {
-    err << g.case_name << " is " << to_string(*g.actual) << ", expected " << to_string(g.cause) << " (" << g.group_key
+    err << g.case_name << " is " << to_string(*g.actual) << ", expected " << to_string(g.cause) << " (" << g.group_label
         << ")\n";
   }
 }
@@ -52,7 +53,7 @@ void print_gate_failure(const GateCheck& g, std::ostream& err) {
 std::pair<std::string, Cause> parse_expectation(const std::string& arg) {
   // The last '=': a case name may hold one, a cause never does.
   const auto eq = arg.rfind('=');
-  const auto cause = eq == std::string::npos ? std::nullopt : cause_from_string(arg.substr(eq + 1));
+  const auto cause = eq == std::string::npos ? std::nullopt : parse_enum<Cause>(arg.substr(eq + 1));
   if (eq == std::string::npos || eq == 0 || !cause) {
     throw UsageError("--expect: '" + arg + "' is not CASE=CAUSE with a known cause");
   }
@@ -60,7 +61,7 @@ std::pair<std::string, Cause> parse_expectation(const std::string& arg) {
 }
 
 Cause parse_fail_on(const std::string& arg) {
-  const auto cause = cause_from_string(arg);
+  const auto cause = parse_enum<Cause>(arg);
   if (!cause) throw UsageError("--fail-on: '" + arg + "' is not a known cause");
   return *cause;
 }

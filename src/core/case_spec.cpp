@@ -25,14 +25,14 @@ const char* to_string(Activation a) {
     case Activation::kGelu: return "gelu";
     case Activation::kTanh: return "tanh";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 const char* to_string(DType d) {
   switch (d) {
     case DType::kFloat32: return "float32";
     case DType::kBFloat16: return "bfloat16";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 const char* to_string(OptimizerType o) {
   switch (o) {
@@ -40,17 +40,7 @@ const char* to_string(OptimizerType o) {
     case OptimizerType::kAdam: return "adam";
     case OptimizerType::kAdamW: return "adamw";
   }
-  return "?";
-}
-
-std::optional<Activation> activation_from_string(std::string_view s) {
-  return enum_from_string(s, {Activation::kRelu, Activation::kGelu, Activation::kTanh});
-}
-std::optional<DType> dtype_from_string(std::string_view s) {
-  return enum_from_string(s, {DType::kFloat32, DType::kBFloat16});
-}
-std::optional<OptimizerType> optimizer_type_from_string(std::string_view s) {
-  return enum_from_string(s, {OptimizerType::kSgd, OptimizerType::kAdam, OptimizerType::kAdamW});
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 const PresetSpec& CaseSpec::preset(const std::string& p) const {
@@ -87,16 +77,16 @@ ModelSpec parse_model(const JsonNode& m) {
            std::to_string(limits::kMaxParameters) + " (256 GiB in float32, beyond any one device)");
   }
   if (m.given("activation")) {
-    s.activation = m.field("activation").as_enum<Activation>(activation_from_string, {"relu", "gelu", "tanh"});
+    s.activation = m.field("activation").as_enum<Activation>();
   }
-  if (m.given("dtype")) s.dtype = m.field("dtype").as_enum<DType>(dtype_from_string, {"float32", "bfloat16"});
+  if (m.given("dtype")) s.dtype = m.field("dtype").as_enum<DType>();
   return s;
 }
 
 OptimizerSpec parse_optimizer(const JsonNode& o) {
   o.only({"type", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"});
   OptimizerSpec s;
-  s.type = o.field("type").as_enum<OptimizerType>(optimizer_type_from_string, {"sgd", "adam", "adamw"});
+  s.type = o.field("type").as_enum<OptimizerType>();
   s.lr = o.number("lr", s.lr, 0.0, 10.0);
   s.momentum = o.number("momentum", s.momentum, 0.0, 1.0);
   // AdamW's usual default; the others default to none.

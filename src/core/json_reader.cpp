@@ -120,12 +120,6 @@ double JsonNode::as_mib() const {
   return v;
 }
 
-void JsonNode::fail_not_one_of(const std::string& value, std::initializer_list<const char*> names) const {
-  std::string list;
-  for (const char* n : names) list += (list.empty() ? "" : ", ") + std::string(n);
-  fail("'" + value + "' is not one of: " + list);
-}
-
 std::optional<std::string> JsonNode::opt_str(const char* key) const {
   if (!given(key)) return std::nullopt;
   return str(key);

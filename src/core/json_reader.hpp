@@ -4,6 +4,7 @@
 // path, so a user can fix the file rather than guess.
 #pragma once
 
+#include "memdiag/enum_names.hpp"
 #include "memdiag/errors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -50,13 +51,13 @@ class JsonNode {
   bool as_bool() const;
   // A MiB figure: finite, not negative, not absurd (kAbsurdMiB).
   double as_mib() const;
-  // One of a closed set, parsed by `parse` (nullopt for an unknown name);
-  // `names` lists the accepted spellings for the message.
-  template <typename E, typename Parse>
-  E as_enum(Parse parse, std::initializer_list<const char*> names) const {
+  // One of a closed set, by the names its to_string() gives
+  // (memdiag/enum_names.hpp); the message lists them.
+  template <typename E>
+  E as_enum() const {
     const std::string s = as_string();
-    if (auto v = parse(s)) return *v;
-    fail_not_one_of(s, names);
+    if (auto v = parse_enum<E>(s)) return *v;
+    fail("'" + s + "' is not one of: " + enum_names<E>());
   }
 
   // --- fields, with or without a fallback ----------------------------------
@@ -72,7 +73,6 @@ class JsonNode {
   std::optional<double> opt_mib(const char* key) const;
 
  private:
-  [[noreturn]] void fail_not_one_of(const std::string& value, std::initializer_list<const char*> names) const;
   JsonNode child(const nlohmann::json& j, std::string path) const { return JsonNode(j, source_, std::move(path)); }
 
   const nlohmann::json* j_;

@@ -4,7 +4,12 @@
 
 namespace memdiag {
 
-Recorder::Recorder(MemoryProbe& probe) : probe_(probe) { restart_phase(); }
+Recorder::Recorder(MemoryProbe& probe) : probe_(probe) {
+  // A loop of one's own unless its caller says otherwise (the harness
+  // names memory_diagnostics).
+  report_.producer = Producer{kProducerRecorder, MEMDIAG_VERSION};
+  restart_phase();
+}
 
 void Recorder::restart_phase() {
   probe_.reset_peak();
@@ -44,7 +49,12 @@ const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census, st
 void Recorder::add_event(Event event) { report_.events.push_back(std::move(event)); }
 
 void Recorder::add_event(EventKind kind, const std::string& message, std::optional<double> mib) {
-  add_event(Event{kind, std::nullopt, step_, message, mib});
+  Event e;
+  e.kind = kind;
+  e.step = step_;
+  e.message = message;
+  e.mib = mib;
+  add_event(std::move(e));
 }
 
 Report Recorder::finish(RunStatus status) {

@@ -1,9 +1,9 @@
 #include "memdiag/remedy.hpp"
 
+#include "memdiag/enum_names.hpp"
 #include "memdiag/errors.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <sstream>
 
 namespace memdiag {
@@ -18,7 +18,73 @@ const char* to_string(RemedyKind k) {
     case RemedyKind::kFixGraph: return "fix-graph";
     case RemedyKind::kSgd: return "sgd";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
+}
+
+const RemedyDefinition& definition(RemedyKind k) {
+  using P = RemedyDefinition::Param;
+  using S = RemedyDefinition::Scope;
+  static const RemedyDefinition checkpoint{
+      RemedyKind::kCheckpoint, P::kOptional, 1, "checkpoint[=N]",
+      "activation checkpointing in N segments (default: the square root of the model's modules); "
+      "activations are recomputed in backward",
+      S::kRun, {Cause::kActivations}, false};
+  static const RemedyDefinition accumulate{
+      RemedyKind::kAccumulate, P::kRequired, 2, "accumulate=K",
+      "the step's batch in K micro-batches with one optimizer step; the same gradients, 1/K of the activations",
+      S::kRun, {Cause::kActivations}, false};
+  static const RemedyDefinition bf16{
+      RemedyKind::kBf16, P::kNone, 1, "bf16",
+      "weights, data and activations in bfloat16: half the bytes of every tensor",
+      S::kRun, {Cause::kActivations, Cause::kParameters}, true};
+  static const RemedyDefinition autocast{
+      RemedyKind::kAutocastBf16, P::kNone, 1, "autocast-bf16",
+      "fp32 weights, matrix products autocast to bfloat16 (mixed precision)",
+      S::kRun, {Cause::kActivations}, true};
+  static const RemedyDefinition empty_cache{
+      RemedyKind::kEmptyCache, P::kNone, 1, "empty-cache",
+      "the caching allocator's free blocks handed back to the driver after each step (CUDA)",
+      S::kRun, {Cause::kAllocatorCache}, false};
+  static const RemedyDefinition fix_graph{
+      RemedyKind::kFixGraph, P::kNone, 1, "fix-graph",
+      "backward without retain_graph and the logged loss a detached CPU scalar",
+      S::kRun, {Cause::kRetainedGraph}, false};
+  static const RemedyDefinition sgd{
+      RemedyKind::kSgd, P::kNone, 1, "sgd",
+      "the case's optimizer replaced by stateless SGD (no per-parameter state)",
+      S::kRun, {Cause::kOptimizerState}, true};
+  switch (k) {
+    case RemedyKind::kCheckpoint: return checkpoint;
+    case RemedyKind::kAccumulate: return accumulate;
+    case RemedyKind::kBf16: return bf16;
+    case RemedyKind::kAutocastBf16: return autocast;
+    case RemedyKind::kEmptyCache: return empty_cache;
+    case RemedyKind::kFixGraph: return fix_graph;
+    case RemedyKind::kSgd: return sgd;
+  }
+  return checkpoint;
+}
+
+std::vector<RemedyKind> remedies_answering(Cause c) {
+  std::vector<RemedyKind> out;
+  for (RemedyKind k : all_values<RemedyKind>()) {
+    const auto& answers = definition(k).answers;
+    if (std::find(answers.begin(), answers.end(), c) != answers.end()) out.push_back(k);
+  }
+  return out;
+}
+
+std::string remedies_help(const std::string& indent) {
+  std::size_t width = 0;
+  for (RemedyKind k : all_values<RemedyKind>()) width = std::max(width, std::string(definition(k).syntax).size());
+  std::string out;
+  for (RemedyKind k : all_values<RemedyKind>()) {
+    const RemedyDefinition& d = definition(k);
+    const std::string syntax = d.syntax;
+    out += indent + syntax + std::string(width + 2 - syntax.size(), ' ') + d.summary +
+           (d.changes_training ? " (changes the training by design)" : "") + "\n";
+  }
+  return out;
 }
 
 std::string to_string(const Remedy& r) {
@@ -29,39 +95,37 @@ std::string to_string(const Remedy& r) {
 
 namespace {
 
-constexpr RemedyKind kAll[] = {RemedyKind::kCheckpoint,   RemedyKind::kAccumulate, RemedyKind::kBf16,
-                               RemedyKind::kAutocastBf16, RemedyKind::kEmptyCache, RemedyKind::kFixGraph,
-                               RemedyKind::kSgd};
-
 std::string known() {
   std::string s;
-  for (RemedyKind k : kAll) s += (s.empty() ? "" : ", ") + std::string(to_string(k));
-  return s + " (checkpoint[=N], accumulate=K), joined with '+'";
+  for (RemedyKind k : all_values<RemedyKind>()) s += (s.empty() ? "" : ", ") + std::string(definition(k).syntax);
+  return s + ", joined with '+'";
 }
 
 Remedy parse_one(const std::string& flag, const std::string& item) {
   const auto eq = item.find('=');
   const std::string name = item.substr(0, eq);
-  for (RemedyKind k : kAll) {
-    if (name != to_string(k)) continue;
-    Remedy r{k, 0};
-    const bool takes = k == RemedyKind::kCheckpoint || k == RemedyKind::kAccumulate;
-    if (eq == std::string::npos) {
-      if (k == RemedyKind::kAccumulate) throw UsageError(flag + ": accumulate needs K micro-batches (accumulate=4)");
-      return r;
-    }
-    const std::string v = item.substr(eq + 1);
-    if (!takes) throw UsageError(flag + ": " + name + " takes no parameter ('" + item + "')");
-    if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos || v[0] == '0') {
-      throw UsageError(flag + ": '" + item + "': the parameter must be a whole number of 1 or more");
-    }
-    r.param = std::stoi(v);
-    if (k == RemedyKind::kAccumulate && r.param < 2) {
-      throw UsageError(flag + ": accumulate=" + v + " changes nothing; give 2 or more micro-batches");
+  const auto kind = parse_enum<RemedyKind>(name);
+  if (!kind) throw UsageError(flag + ": unknown remedy '" + item + "' (known: " + known() + ")");
+  const RemedyDefinition& d = definition(*kind);
+  Remedy r{*kind, 0};
+  if (eq == std::string::npos) {
+    if (d.param == RemedyDefinition::Param::kRequired) {
+      throw UsageError(flag + ": " + name + " needs its parameter (" + d.syntax + ")");
     }
     return r;
   }
-  throw UsageError(flag + ": unknown remedy '" + item + "' (known: " + known() + ")");
+  const std::string v = item.substr(eq + 1);
+  if (d.param == RemedyDefinition::Param::kNone) {
+    throw UsageError(flag + ": " + name + " takes no parameter ('" + item + "')");
+  }
+  if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos || v[0] == '0') {
+    throw UsageError(flag + ": '" + item + "': the parameter must be a whole number of 1 or more");
+  }
+  r.param = std::stoi(v);
+  if (r.param < d.min_param) {
+    throw UsageError(flag + ": " + item + " changes nothing; give " + std::to_string(d.min_param) + " or more");
+  }
+  return r;
 }
 
 }  // namespace
@@ -79,20 +143,35 @@ std::vector<Remedy> parse_remedies(const std::string& flag, const std::string& t
     out.push_back(r);
   }
   if (text.back() == '+') throw UsageError(flag + ": empty remedy in '" + text + "'");
-  auto has = [&](RemedyKind k) {
-    return std::any_of(out.begin(), out.end(), [k](const Remedy& r) { return r.kind == k; });
-  };
-  if (has(RemedyKind::kBf16) && has(RemedyKind::kAutocastBf16)) {
+  if (find_remedy(out, RemedyKind::kBf16) && find_remedy(out, RemedyKind::kAutocastBf16)) {
     throw UsageError(flag + ": bf16 and autocast-bf16 exclude each other (bf16 weights leave nothing to autocast)");
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, int depth) {
+std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, const RemedyContext& c, const std::string& case_name) {
   for (Remedy& r : remedies) {
-    if (r.kind == RemedyKind::kCheckpoint && r.param == 0) {
-      r.param = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(depth)))));
+    switch (r.kind) {
+      case RemedyKind::kCheckpoint:
+        if (r.param == 0) r.param = std::max(1, c.checkpoint_default);
+        if (r.param > c.checkpoint_modules) {
+          throw UsageError("--remedy: checkpoint=" + std::to_string(r.param) + " is more segments than " + case_name +
+                           "'s " + std::to_string(c.checkpoint_modules) + " modules");
+        }
+        break;
+      case RemedyKind::kAccumulate:
+        if (r.param > c.batch) {
+          throw UsageError("--remedy: accumulate=" + std::to_string(r.param) +
+                           " needs at least that many samples per step; " + case_name + " runs " +
+                           std::to_string(c.batch));
+        }
+        break;
+      case RemedyKind::kBf16:
+      case RemedyKind::kAutocastBf16:
+      case RemedyKind::kEmptyCache:
+      case RemedyKind::kFixGraph:
+      case RemedyKind::kSgd: break;
     }
   }
   return remedies;

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 
-#include "memdiag/enum_names.hpp"
 
 namespace memdiag {
 
-// Each to_string is a switch without a default, so a value added to an enum
-// but not here fails to build (-Wswitch, on through -Wall); each parser walks
-// the enum through to_string, so it cannot disagree with it.
+// Each to_string is its enum's one table of names (memdiag/enum_names.hpp):
+// a switch without a default, so a value added to an enum but not here fails
+// to build (-Werror=switch); parsers and name lists are derived from it.
 
 const char* to_string(Phase p) {
   switch (p) {
@@ -20,12 +19,7 @@ const char* to_string(Phase p) {
     case Phase::kStep: return "step";
     case Phase::kCleanup: return "cleanup";
   }
-  return "?";
-}
-
-std::optional<Phase> phase_from_string(std::string_view s) {
-  return enum_from_string(s, {Phase::kSetup, Phase::kModelReady, Phase::kOptimizerReady, Phase::kForward,
-                              Phase::kBackward, Phase::kStep, Phase::kCleanup});
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 bool is_setup_phase(Phase p) {
@@ -49,12 +43,7 @@ const char* to_string(EventKind k) {
     case EventKind::kError: return "error";
     case EventKind::kNote: return "note";
   }
-  return "?";
-}
-
-std::optional<EventKind> event_kind_from_string(std::string_view s) {
-  return enum_from_string(
-      s, {EventKind::kWarmup, EventKind::kOom, EventKind::kInterrupted, EventKind::kError, EventKind::kNote});
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 const char* to_string(RunStatus s) {
@@ -64,7 +53,7 @@ const char* to_string(RunStatus s) {
     case RunStatus::kInterrupted: return "interrupted";
     case RunStatus::kFailed: return "failed";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 const char* to_string(CapacitySearch::LimitSource s) {
@@ -72,11 +61,7 @@ const char* to_string(CapacitySearch::LimitSource s) {
     case CapacitySearch::LimitSource::kMemoryLimit: return "memory_limit";
     case CapacitySearch::LimitSource::kDevice: return "device";
   }
-  return "?";
-}
-
-std::optional<RunStatus> run_status_from_string(std::string_view s) {
-  return enum_from_string(s, {RunStatus::kComplete, RunStatus::kOom, RunStatus::kInterrupted, RunStatus::kFailed});
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 double peak_allocated_mib(const Report& r) {

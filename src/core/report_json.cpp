@@ -55,6 +55,17 @@ json remedy_names(const std::vector<Remedy>& remedies) {
   return a;
 }
 
+json to_json(const Parallelism& p) {
+  return {
+      {"mode", to_string(p.mode)},
+      {"world_size", p.world_size},
+      {"rank", p.rank},
+      {"local_rank", p.local_rank},
+      {"backend", p.backend},
+      {"rank_zero_extra_samples", p.rank_zero_extra_samples},
+  };
+}
+
 json to_json(const RunConfig& c) {
   return {
       {"batch_size_per_device", c.batch_size_per_device},
@@ -63,13 +74,9 @@ json to_json(const RunConfig& c) {
       {"device", c.device},
       {"seed", c.seed},
       {"memory_limit_mib", opt(c.memory_limit_mib)},
-      {"rank", c.rank},
-      {"local_rank", c.local_rank},
-      {"world_size", c.world_size},
-      {"backend", c.backend},
-      {"rank_zero_extra_samples", c.rank_zero_extra_samples},
-      {"shard_optimizer_state", c.shard_optimizer_state},
       {"remedies", remedy_names(c.remedies)},
+      {"allocator_settings", c.allocator_settings},
+      {"parallelism", to_json(c.parallel)},
   };
 }
 
@@ -136,6 +143,7 @@ json to_json(const Report& r) {
       {"schema_version", r.schema_version},
       {"case", to_json(r.case_info)},
       {"config", to_json(r.config)},
+      {"producer", {{"name", r.producer.name}, {"version", r.producer.version}}},
       {"model", {{"parameters", r.model.parameters}, {"parameter_bytes", r.model.parameter_bytes}}},
       {"environment", to_json(r.environment)},
       {"samples", samples},

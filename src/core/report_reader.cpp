@@ -23,9 +23,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr std::initializer_list<const char*> kPhaseNames = {"model_ready", "optimizer_ready", "forward",
-                                                            "backward",    "step",            "cleanup"};
-
 TensorCensus read_census(const JsonNode& t) {
   t.expect_object();
   return TensorCensus{t.mib("parameters_mib"), t.mib("gradients_mib"), t.mib("optimizer_state_mib")};
@@ -50,7 +47,19 @@ OomDetails read_oom(const JsonNode& n) {
 Sample read_sample(const JsonNode& n) {
   n.expect_object();
   Sample s;
-  s.phase = n.field("phase").as_enum<Phase>(phase_from_string, kPhaseNames);
+  {
+    // Every phase but the warm-up before model_ready, which is an event's.
+    const std::string name = n.field("phase").as_string();
+    const std::optional<Phase> phase = parse_enum<Phase>(name);
+    if (!phase || *phase == Phase::kSetup) {
+      std::string names;
+      for (Phase p : all_values<Phase>()) {
+        if (p != Phase::kSetup) names += (names.empty() ? "" : ", ") + std::string(to_string(p));
+      }
+      n.field("phase").fail("'" + name + "' is not one of: " + names);
+    }
+    s.phase = *phase;
+  }
   if (auto st = n.opt_integer("step", 0, limits::kMaxSteps)) s.step = static_cast<int>(*st);
   s.allocated_mib = n.mib("allocated_mib");
   s.reserved_mib = n.opt_mib("reserved_mib");
@@ -75,12 +84,10 @@ Sample read_sample(const JsonNode& n) {
 Event read_event(const JsonNode& n) {
   n.expect_object();
   Event ev;
-  ev.kind = n.field("kind").as_enum<EventKind>(event_kind_from_string,
-                                               {"warmup", "oom", "interrupted", "error", "note"});
+  ev.kind = n.field("kind").as_enum<EventKind>();
   // Older writers spelt "no phase" as an empty string.
   if (n.given("phase") && !n.str("phase").empty()) {
-    ev.phase = n.field("phase").as_enum<Phase>(
-        phase_from_string, {"setup", "model_ready", "optimizer_ready", "forward", "backward", "step", "cleanup"});
+    ev.phase = n.field("phase").as_enum<Phase>();
   }
   if (auto st = n.opt_integer("step", 0, limits::kMaxSteps)) ev.step = static_cast<int>(*st);
   ev.message = n.opt_str("message").value_or("");
@@ -116,7 +123,40 @@ CaseInfo read_case(const JsonNode& jcase) {
   return c;
 }
 
-RunConfig read_config(const JsonNode& c) {
+// Schema 3's parallelism object.
+Parallelism read_parallelism(const JsonNode& p) {
+  p.expect_object();
+  Parallelism out;
+  out.mode = p.field("mode").as_enum<ParallelMode>();
+  out.world_size = static_cast<int>(p.integer("world_size", 1, limits::kMaxWorldSize));
+  out.rank = static_cast<int>(p.integer("rank", 0, out.world_size - 1));
+  out.local_rank = static_cast<int>(p.integer("local_rank", 0, limits::kMaxWorldSize));
+  out.backend = p.str("backend");
+  out.rank_zero_extra_samples = static_cast<int>(p.integer("rank_zero_extra_samples", 0, limits::kMaxBatch));
+  if ((out.mode == ParallelMode::kNone) != (out.world_size == 1 && out.backend == "none")) {
+    p.field("mode").fail(std::string("mode '") + to_string(out.mode) + "' with world_size " +
+                         std::to_string(out.world_size) + " and backend '" + out.backend + "'");
+  }
+  return out;
+}
+
+// Schemas 1 and 2 spelt the same as flat fields of config, and sharding as
+// a flag: upgraded to schema 3's object.
+Parallelism read_flat_parallelism(const JsonNode& c) {
+  Parallelism p;
+  p.world_size = static_cast<int>(c.opt_integer("world_size", 1, limits::kMaxWorldSize).value_or(1));
+  p.rank = static_cast<int>(c.opt_integer("rank", 0, p.world_size - 1).value_or(0));
+  p.local_rank = static_cast<int>(c.opt_integer("local_rank", 0, limits::kMaxWorldSize).value_or(0));
+  p.backend = c.opt_str("backend").value_or("none");
+  p.rank_zero_extra_samples =
+      static_cast<int>(c.opt_integer("rank_zero_extra_samples", 0, limits::kMaxBatch).value_or(0));
+  const bool launched = p.world_size > 1 || p.backend != "none";
+  p.mode = !launched ? ParallelMode::kNone
+                     : (c.boolean("shard_optimizer_state", false) ? ParallelMode::kZero1 : ParallelMode::kDdp);
+  return p;
+}
+
+RunConfig read_config(const JsonNode& c, std::int64_t version) {
   c.expect_object();
   RunConfig r;
   r.batch_size_per_device = static_cast<int>(c.integer("batch_size_per_device", 1, limits::kMaxBatch));
@@ -125,13 +165,14 @@ RunConfig read_config(const JsonNode& c) {
   r.device = c.str("device");
   r.seed = static_cast<std::uint64_t>(c.integer("seed", 0, limits::kMaxExactInteger));
   r.memory_limit_mib = c.opt_mib("memory_limit_mib");
-  r.world_size = static_cast<int>(c.opt_integer("world_size", 1, limits::kMaxWorldSize).value_or(1));
-  r.rank = static_cast<int>(c.opt_integer("rank", 0, r.world_size - 1).value_or(0));
-  r.local_rank = static_cast<int>(c.opt_integer("local_rank", 0, limits::kMaxWorldSize).value_or(0));
-  r.backend = c.opt_str("backend").value_or("none");
-  r.rank_zero_extra_samples =
-      static_cast<int>(c.opt_integer("rank_zero_extra_samples", 0, limits::kMaxBatch).value_or(0));
-  r.shard_optimizer_state = c.boolean("shard_optimizer_state", false);
+  if (version >= 3) {
+    c.only({"batch_size_per_device", "preset", "steps", "device", "seed", "memory_limit_mib", "remedies",
+            "allocator_settings", "parallelism"});
+    r.parallel = read_parallelism(c.field("parallelism"));
+    r.allocator_settings = c.str("allocator_settings");
+  } else {
+    r.parallel = read_flat_parallelism(c);
+  }
   if (c.given("remedies")) {
     const JsonNode list = c.field("remedies");
     list.expect_array();
@@ -214,11 +255,7 @@ CapacitySearch read_capacity(const JsonNode& n) {
   n.expect_object();
   CapacitySearch c;
   c.limit_mib = n.mib("limit_mib");
-  c.limit_source = n.field("limit_source").as_enum<CapacitySearch::LimitSource>(
-      [](std::string_view v) {
-        return enum_from_string(v, {CapacitySearch::LimitSource::kMemoryLimit, CapacitySearch::LimitSource::kDevice});
-      },
-      {"memory_limit", "device"});
+  c.limit_source = n.field("limit_source").as_enum<CapacitySearch::LimitSource>();
   c.max_batch = n.integer("max_batch", 0, limits::kMaxBatch);
   c.first_failing_batch = n.opt_integer("first_failing_batch", 1, limits::kMaxBatch);
   const JsonNode tries = n.field("tries");
@@ -228,7 +265,7 @@ CapacitySearch read_capacity(const JsonNode& n) {
     t.expect_object();
     CapacityTry ct;
     ct.batch = t.integer("batch", 1, limits::kMaxBatch);
-    ct.status = t.field("status").as_enum<RunStatus>(run_status_from_string, {"complete", "oom", "interrupted", "failed"});
+    ct.status = t.field("status").as_enum<RunStatus>();
     ct.peak_allocated_mib = t.mib("peak_allocated_mib");
     ct.seconds = t.field("seconds").as_number(0, limits::kMaxSeconds);
     c.tries.push_back(ct);
@@ -265,12 +302,26 @@ Report read(const JsonNode& root) {
 
   Report r;
   r.case_info = read_case(root.field("case"));
-  r.config = read_config(root.field("config"));
+  r.config = read_config(root.field("config"), version);
+  if (version >= 3) {
+    const JsonNode p = root.field("producer");
+    p.expect_object();
+    p.only({"name", "version"});
+    r.producer.name = p.str("name");
+    if (r.producer.name.empty()) p.field("name").fail("empty producer name");
+    r.producer.version = p.str("version");
+  } else {
+    // Before schema 3 only memory_diagnostics and memdiag::Recorder wrote
+    // reports, and did not say which: memory_diagnostics names its case file
+    // or a built-in case; a loop of one's own has neither.
+    r.producer.name = r.case_info.source.empty() && !r.case_info.builtin ? kProducerRecorder : kProducerDiagnostics;
+  }
   const JsonNode m = root.field("model");
   m.expect_object();
   r.model.parameters = m.integer("parameters", 0, limits::kMaxExactInteger);
   r.model.parameter_bytes = m.integer("parameter_bytes", 0, limits::kMaxExactInteger);
   r.environment = read_environment(root.field("environment"));
+  if (version < 3) r.producer.version = r.environment.memdiag_version;
 
   const JsonNode samples = root.field("samples");
   samples.expect_array();
@@ -286,8 +337,7 @@ Report read(const JsonNode& root) {
   events.expect_array();
   for (std::size_t i = 0; i < events.size(); ++i) r.events.push_back(read_event(events.at(i)));
 
-  r.status = root.field("status").as_enum<RunStatus>(run_status_from_string,
-                                                     {"complete", "oom", "interrupted", "failed"});
+  r.status = root.field("status").as_enum<RunStatus>();
   if (root.given("capacity")) r.capacity = read_capacity(root.field("capacity"));
   return r;
 }

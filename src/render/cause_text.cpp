@@ -71,23 +71,6 @@ const char* cause_label(Cause c) { return text_of(c).label; }
 const char* cause_basis(Cause c) { return text_of(c).basis; }
 const char* cause_response(Cause c) { return text_of(c).response; }
 
-const std::vector<const char*>& cause_remedies(Cause c) {
-  static const std::vector<const char*> activations = {"accumulate", "checkpoint", "bf16", "autocast-bf16"};
-  static const std::vector<const char*> optimizer_state = {"sgd", "shard-optimizer-state"};
-  static const std::vector<const char*> retained_graph = {"fix-graph"};
-  static const std::vector<const char*> parameters = {"bf16"};
-  static const std::vector<const char*> allocator_cache = {"empty-cache"};
-  static const std::vector<const char*> none;
-  switch (c) {
-    case Cause::kActivations: return activations;
-    case Cause::kOptimizerState: return optimizer_state;
-    case Cause::kRetainedGraph: return retained_graph;
-    case Cause::kParameters: return parameters;
-    case Cause::kAllocatorCache: return allocator_cache;
-    case Cause::kInconclusive: return none;
-  }
-  return none;
-}
 const std::vector<const char*>& cause_not_helpful(Cause c) { return text_of(c).not_helpful; }
 
 }  // namespace memdiag

@@ -137,7 +137,7 @@ std::string run_plot(const std::string& source, const Report& r, double ymax) {
   }
   Plot p("memory across " + source, r.samples.size(), ymax);
   std::ostringstream s;
-  s << "<figure class=\"run\"><figcaption>" << xml_escape(source) << " (rank " << r.config.rank << ", batch "
+  s << "<figure class=\"run\"><figcaption>" << xml_escape(source) << " (rank " << r.config.parallel.rank << ", batch "
     << r.config.batch_size_per_device << ", " << xml_escape(r.config.preset) << ", " << to_string(r.status)
     << ")</figcaption>\n"
     << p.open("memory");
@@ -187,7 +187,7 @@ std::string overlay_plot(const Group& g, const std::map<std::string, const Repor
     const auto it = by_source.find(f.source);
     if (it == by_source.end()) continue;
     Series se{f.source + " (batch " + std::to_string(f.local_batch) + ", " + f.config.preset + ", " +
-                  std::to_string(f.config.steps) + " steps, rank " + std::to_string(f.config.rank) + ")",
+                  std::to_string(f.config.steps) + " steps, rank " + std::to_string(f.id.rank) + ")",
               kPalette[series.size() % 8], {}};
     for (const Sample& s : it->second->samples) {
       se.y.push_back(s.allocated_mib);
@@ -200,7 +200,7 @@ std::string overlay_plot(const Group& g, const std::map<std::string, const Repor
     series.push_back(std::move(se));
   }
   if (series.size() < 2 || longest_run == nullptr) return "";
-  Plot p("allocated memory of every run of " + g.key, longest, ymax);
+  Plot p("allocated memory of every run of " + g.label, longest, ymax);
   std::ostringstream s;
   s << "<figure class=\"overlay\"><figcaption>every run, allocated</figcaption>\n" << p.open("overlay");
   for (const Series& se : series) s << p.line(se);
@@ -262,7 +262,7 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
     const Group& g = a.groups[i];
     const Verdict& v = a.verdicts[i];
-    out << "<section class=\"group\" id=\"group-" << i << "\">\n<h2>" << xml_escape(g.key) << "</h2>\n"
+    out << "<section class=\"group\" id=\"group-" << i << "\">\n<h2>" << xml_escape(group_title(g)) << "</h2>\n"
         << "<p>dominant cause: <span class=\"cause\">" << to_string(v.dominant) << "</span> ("
         << xml_escape(cause_label(v.dominant)) << ")</p>\n<ul class=\"evidence\">\n";
     for (const Evidence& e : v.evidence) out << "<li>" << xml_escape(describe(e)) << "</li>\n";

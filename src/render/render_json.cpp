@@ -158,8 +158,8 @@ json run_json(const RunFeatures& r) {
     stops.push_back(stop_json(s));
   }
   return {{"source", r.source},
-          {"rank", r.config.rank},
-          {"world_size", r.config.world_size},
+          {"rank", r.id.rank},
+          {"world_size", r.id.world_size},
           {"batch_size_per_device", r.config.batch_size_per_device},
           {"local_batch", r.local_batch},
           {"preset", r.config.preset},
@@ -184,7 +184,7 @@ json run_json(const RunFeatures& r) {
           {"per_step", steps},
           {"notes", notes},
           {"stops", stops},
-          {"remedy", remedy_label(r)},
+          {"remedy", variant_label(r.id)},
           {"losses", r.losses},
           {"ms_per_step", opt(r.ms_per_step)}};
 }
@@ -273,7 +273,7 @@ json group_json(const Group& g, const Verdict& v) {
     for (const std::string& n : remedies_not_measured(v)) not_measured.push_back(n);
   }
   return {{"case", g.case_name},
-          {"group", g.key},
+          {"group", g.label},
           {"device", g.device_kind},
           {"world_size", g.world_size},
           {"dominant_cause", to_string(v.dominant)},

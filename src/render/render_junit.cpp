@@ -37,7 +37,7 @@ std::string evidence_body(const Verdict* v) {
 Case gate_case(const Analysis& a, const GateCheck& g) {
   Case c;
   c.classname = std::string("memdiag.") + (g.kind == GateCheck::Kind::kExpect ? "expect" : "fail_on");
-  const std::string where = g.group_key.empty() ? g.case_name : g.group_key;
+  const std::string where = g.group_label.empty() ? g.case_name : g.group_label;
   c.name = g.kind == GateCheck::Kind::kExpect ? where + " is " + to_string(g.cause)
                                               : where + " is not " + to_string(g.cause);
   if (g.passed) return c;

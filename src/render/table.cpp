@@ -60,12 +60,12 @@ Table runs_table(const Group& g) {
                "1st-step MiB", "growth MiB/step", "peak MiB", "reserved MiB", "status"};
   // A remedy column only where some run has one, so plain sweeps read as before.
   bool remedies = false;
-  for (const RunFeatures& r : g.runs) remedies = remedies || !is_baseline(r);
+  for (const RunFeatures& r : g.runs) remedies = remedies || !is_baseline_variant(r.id);
   if (remedies) t.headers.insert(t.headers.begin() + 1, "remedy");
   for (const RunFeatures& r : g.runs) {
     t.rows.push_back({
         std::filesystem::path(r.source).filename().string(),
-        std::to_string(r.config.rank),
+        std::to_string(r.id.rank),
         std::to_string(r.config.batch_size_per_device),
         r.config.preset,
         std::to_string(r.steps.size()),
@@ -77,7 +77,7 @@ Table runs_table(const Group& g) {
         format_mib(r.peak_reserved_mib),
         to_string(r.status),
     });
-    if (remedies) t.rows.back().insert(t.rows.back().begin() + 1, remedy_label(r));
+    if (remedies) t.rows.back().insert(t.rows.back().begin() + 1, variant_label(r.id));
   }
   return t;
 }
@@ -122,16 +122,8 @@ std::string describe_best_remedy(const Verdict& v) {
 
 std::vector<std::string> remedies_not_measured(const Verdict& v) {
   std::vector<std::string> out;
-  for (const char* name : cause_remedies(v.dominant)) {
-    bool measured = false;
-    for (const RemedyRow& r : v.remedies) {
-      // A row measures a remedy when its label names it, alone or combined.
-      const std::string label = "+" + r.remedy + "+";
-      measured = measured || label.find("+" + std::string(name) + "+") != std::string::npos ||
-                 label.find("+" + std::string(name) + "=") != std::string::npos;
-    }
-    if (!measured) out.emplace_back(name);
-  }
+  for (RemedyKind k : v.remedies_not_measured) out.emplace_back(to_string(k));
+  for (ParallelMode m : v.modes_not_measured) out.emplace_back(to_string(m));
   return out;
 }
 

@@ -163,14 +163,16 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
   r.config.device = plan.device.str();
   r.config.seed = opts.seed;
   r.config.memory_limit_mib = opts.memory_limit_mib;
-  r.config.rank_zero_extra_samples = opts.rank_zero_extra_samples;
-  r.config.shard_optimizer_state = opts.shard_optimizer_state;
   r.config.remedies = run.remedies;
+  r.producer = Producer{kProducerDiagnostics, MEMDIAG_VERSION};
   if (plan.launch) {
-    r.config.rank = plan.launch->rank;
-    r.config.local_rank = plan.launch->local_rank;
-    r.config.world_size = plan.launch->world_size;
-    r.config.backend = plan.device.is_cuda() ? "nccl" : "gloo";
+    Parallelism& p = r.config.parallel;
+    p.mode = opts.shard_optimizer_state ? ParallelMode::kZero1 : ParallelMode::kDdp;
+    p.rank = plan.launch->rank;
+    p.local_rank = plan.launch->local_rank;
+    p.world_size = plan.launch->world_size;
+    p.backend = plan.device.is_cuda() ? "nccl" : "gloo";
+    p.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   }
   r.environment = describe_environment(plan.device);
 }

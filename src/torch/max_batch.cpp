@@ -111,7 +111,7 @@ const char* status_word(RunStatus s) {
     case RunStatus::kInterrupted: return "interrupted";
     case RunStatus::kFailed: return "failed";
   }
-  return "?";
+  return nullptr;  // past the last value: all_values() stops here
 }
 
 // Runs batch B and B + 1 in fresh processes. Returns the fresh run of B

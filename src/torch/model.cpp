@@ -3,6 +3,9 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace memdiag {
 
 c10::ScalarType model_dtype(const ModelSpec& m) {
@@ -23,6 +26,14 @@ torch::nn::AnyModule activation(Activation a) {
   return torch::nn::AnyModule(torch::nn::ReLU());
 }
 }  // namespace
+
+RemedyContext remedy_context(const ModelSpec& m, int batch) {
+  RemedyContext c;
+  c.checkpoint_modules = 2 * m.depth + 1;
+  c.checkpoint_default = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(m.depth)))));
+  c.batch = batch;
+  return c;
+}
 
 torch::nn::Sequential build_model(const ModelSpec& m) {
   torch::nn::Sequential seq;

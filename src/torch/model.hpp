@@ -2,6 +2,7 @@
 #pragma once
 
 #include "memdiag/case_spec.hpp"
+#include "memdiag/remedy.hpp"
 
 #include <torch/nn/modules/container/sequential.h>
 
@@ -13,5 +14,10 @@ c10::ScalarType model_dtype(const ModelSpec& m);
 // Every block saves its input and its activation output for backward, so
 // activation memory is about 2 * depth * hidden_dim elements per sample.
 torch::nn::Sequential build_model(const ModelSpec& m);
+
+// What the remedies can do with this model: checkpointing splits its
+// 2 * depth + 1 modules, by default into the square root of the depth
+// (rounded) segments.
+RemedyContext remedy_context(const ModelSpec& m, int batch);
 
 }  // namespace memdiag

@@ -4,6 +4,7 @@
 #include "memdiag/errors.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/probes.hpp"
+#include "model.hpp"
 
 #include <torch/cuda.h>
 
@@ -54,15 +55,7 @@ PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts) {
   const PresetSpec& p = run.spec.preset(run.preset);
   run.batch = req.batch_size_per_device.value_or(p.batch_size);
   run.steps = req.steps.value_or(p.steps);
-  run.remedies = resolve_remedies(req.remedies, p.model.depth);
-  if (auto acc = find_remedy(run.remedies, RemedyKind::kAccumulate); acc && acc->param > run.batch) {
-    throw UsageError("--remedy: accumulate=" + std::to_string(acc->param) + " needs at least that many samples per step; " +
-                     run.spec.name + " runs " + std::to_string(run.batch));
-  }
-  if (auto cp = find_remedy(run.remedies, RemedyKind::kCheckpoint); cp && cp->param > 2 * p.model.depth + 1) {
-    throw UsageError("--remedy: checkpoint=" + std::to_string(cp->param) + " is more segments than " + run.spec.name +
-                     "'s " + std::to_string(2 * p.model.depth + 1) + " modules");
-  }
+  run.remedies = resolve_remedies(req.remedies, remedy_context(p.model, run.batch), run.spec.name);
   run.label = RunLabel{req.name, run.spec.name, run.preset, run.batch, run.steps, remedies_label(run.remedies)};
   return run;
 }

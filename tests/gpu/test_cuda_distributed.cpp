@@ -41,7 +41,7 @@ TEST(CudaDistributed, TwoRanksOverNcclOneGpuEach) {
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].config.device, "cuda:0");
   EXPECT_EQ(r[1].config.device, "cuda:1");
-  EXPECT_EQ(r[1].config.backend, "nccl");
+  EXPECT_EQ(r[1].config.parallel.backend, "nccl");
   EXPECT_NEAR(forward_increment(r[0]), forward_increment(r[1]), 0.02 * forward_increment(r[1]));
   for (const Report& k : r) {
     // AdamW's two moments plus DDP's gradient buckets, all made in step 0.

@@ -29,9 +29,9 @@ TEST(DistributedCpu, TwoRanksOverGlooWithPersistentGradientBuckets) {
   const std::vector<Report> r = run_two(d, "alpha", {"--case", "alpha", "--steps", "3"});
   ASSERT_EQ(r.size(), 2u);
   for (int k = 0; k < 2; ++k) {
-    EXPECT_EQ(r[k].config.rank, k);
-    EXPECT_EQ(r[k].config.world_size, 2);
-    EXPECT_EQ(r[k].config.backend, "gloo");
+    EXPECT_EQ(r[k].config.parallel.rank, k);
+    EXPECT_EQ(r[k].config.parallel.world_size, 2);
+    EXPECT_EQ(r[k].config.parallel.backend, "gloo");
     EXPECT_EQ(r[k].status, RunStatus::kComplete);
     // DDP's buckets: one flat copy of the gradients, made at the first
     // backward and kept, shifts the baseline by the parameter bytes.
@@ -73,7 +73,7 @@ TEST(DistributedCpu, ShardedOptimizerStateIsHalfPerRank) {
     // The allocator sees the same saving.
     EXPECT_NEAR(alloc_at(full[k], Phase::kCleanup, 0) - alloc_at(shard[k], Phase::kCleanup, 0),
                 state_full - state_shard, 0.02 * state_full);
-    EXPECT_TRUE(shard[k].config.shard_optimizer_state);
+    EXPECT_EQ(shard[k].config.parallel.mode, ParallelMode::kZero1);
   }
 }
 
@@ -137,7 +137,7 @@ TEST(DistributedCpu, ASweepWalksTheSameListOnEveryRank) {
       const std::string f = d.file("a-b" + std::to_string(b) + "-" + std::to_string(r) + ".json");
       ASSERT_TRUE(exists(f)) << f;
       const Report rep = load_report(f);
-      EXPECT_EQ(rep.config.rank, r);
+      EXPECT_EQ(rep.config.parallel.rank, r);
       EXPECT_EQ(rep.config.batch_size_per_device, b);
       EXPECT_EQ(rep.status, RunStatus::kComplete);
     }

@@ -38,8 +38,8 @@ TEST(DistributedWorld4, EqualWorkloadsGiveEqualFiguresOnEveryRank) {
   const std::vector<Report> r = run_four(d, "alpha", {"--case", "alpha", "--steps", "2", "--batch-size-per-device", "256"});
   ASSERT_EQ(r.size(), 4u);
   for (int k = 0; k < kWorld; ++k) {
-    EXPECT_EQ(r[k].config.rank, k);
-    EXPECT_EQ(r[k].config.world_size, kWorld);
+    EXPECT_EQ(r[k].config.parallel.rank, k);
+    EXPECT_EQ(r[k].config.parallel.world_size, kWorld);
     EXPECT_NEAR(forward_increment(r[k]), forward_increment(r[0]), 0.01 * forward_increment(r[0])) << "rank " << k;
     expect_same_measurements(r[0], r[k], "rank " + std::to_string(k) + " against rank 0");
   }

@@ -2,6 +2,9 @@
 
 #include "process.hpp"
 
+#include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <regex>
 #include <sstream>
 
@@ -52,5 +55,25 @@ std::vector<std::string> golden_mismatches(const std::string& golden, const std:
 }
 
 std::string golden_file(const std::string& name) { return read_text(std::string(MEMDIAG_GOLDEN_DIR) + "/" + name); }
+
+void expect_golden(const std::string& name, const std::string& actual) {
+  const std::string golden = golden_file(name);
+  const std::vector<std::string> diff = golden_mismatches(golden, actual);
+  if (diff.empty()) return;
+  const char* update = std::getenv("MEMDIAG_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    const std::vector<std::string> want = lines(golden), got = lines(actual);
+    std::string out;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      out += (i < want.size() && std::regex_match(got[i], pattern(want[i])) ? want[i] : got[i]) + "\n";
+    }
+    write_text(std::string(MEMDIAG_GOLDEN_DIR) + "/" + name, out);
+    ADD_FAILURE() << "tests/golden/" << name << " rewritten (MEMDIAG_UPDATE_GOLDEN=1): review the change";
+    return;
+  }
+  std::string all;
+  for (const std::string& d : diff) all += d + "\n";
+  ADD_FAILURE() << "tests/golden/" << name << " differs:\n" << all << "\nwhole output:\n" << actual;
+}
 
 }  // namespace memdiag::testkit

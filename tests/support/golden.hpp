@@ -15,5 +15,11 @@ namespace memdiag::testkit {
 std::vector<std::string> golden_mismatches(const std::string& golden, const std::string& actual);
 // Reads tests/golden/NAME.
 std::string golden_file(const std::string& name);
+// Fails the test with the differing lines when actual does not match
+// tests/golden/NAME. With MEMDIAG_UPDATE_GOLDEN=1 in the environment it
+// rewrites the file instead: lines that still match keep their
+// placeholders, the others become what was printed (figures that change
+// from run to run then need their placeholder back by hand).
+void expect_golden(const std::string& name, const std::string& actual);
 
 }  // namespace memdiag::testkit

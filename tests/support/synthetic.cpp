@@ -11,8 +11,13 @@ Report synth(const Synth& s) {
   r.config.preset = s.preset;
   r.config.steps = s.steps;
   r.config.device = s.device;
-  r.config.rank = s.rank;
-  r.config.world_size = s.world_size;
+  r.producer = Producer{kProducerDiagnostics, "test"};
+  r.config.parallel.rank = s.rank;
+  r.config.parallel.world_size = s.world_size;
+  if (s.world_size > 1) {
+    r.config.parallel.mode = ParallelMode::kDdp;
+    r.config.parallel.backend = s.device == "cpu" ? "gloo" : "nccl";
+  }
   r.model.parameter_bytes = static_cast<std::int64_t>(s.params_mib * kMiB);
   r.model.parameters = r.model.parameter_bytes / 4;
   r.environment.device_name = "synthetic";

@@ -13,6 +13,8 @@ using namespace memdiag;
 using testkit::Synth;
 using testkit::synth;
 
+using memdiag::testkit::expect_golden;
+
 namespace {
 
 // One group per kind of section: a lone activations report (confirming
@@ -53,13 +55,6 @@ Analysis sample_analysis() {
     reports.emplace_back("ranks-" + std::to_string(r) + ".json", synth(s));
   }
   return analyse(reports);
-}
-
-void expect_golden(const std::string& name, const std::string& actual) {
-  const std::vector<std::string> diff = testkit::golden_mismatches(testkit::golden_file(name), actual);
-  std::string all;
-  for (const std::string& d : diff) all += d + "\n";
-  EXPECT_TRUE(diff.empty()) << "tests/golden/" << name << " differs:\n" << all << "\nwhole output:\n" << actual;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 // flags (CaseInfo::detail_json) are never read here.
 #pragma once
 
+#include "memdiag/cause.hpp"
 #include "memdiag/features.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/run_spec.hpp"
@@ -24,10 +25,6 @@
 
 namespace memdiag {
 
-enum class Cause { kActivations, kOptimizerState, kRetainedGraph, kParameters, kAllocatorCache, kInconclusive };
-const char* to_string(Cause c);  // the identifier: "optimizer_state"
-std::optional<Cause> cause_from_string(std::string_view s);
-const std::vector<Cause>& all_causes();
 
 // A candidate cause and how many MiB it accounts for in one run. Which
 // measurement gives the figure is fixed per cause (see components_of).
@@ -37,10 +34,13 @@ struct Component {
 };
 std::vector<Component> components_of(const RunFeatures& f);  // largest first
 
-// Reports of the same case and configuration, differing only in batch size,
-// preset, steps or rank.
+// The runs a verdict reads together (projection::kVerdictPool): one case on
+// one kind of device, world and memory limit, by one producer. Preset,
+// batch, steps and rank vary inside; remedies and sharding are variants,
+// measured against the group's baseline runs.
 struct Group {
-  std::string key;
+  std::string key;    // the projection's key: equal for the same pool
+  std::string label;  // the same in words: "alpha, cuda, limit 40 MiB"
   std::string case_name;
   std::string device_kind;  // "cpu", "cuda"
   int world_size = 1;
@@ -83,6 +83,7 @@ struct RankRow {
 
 struct DistributedView {
   RunPoint run;
+  std::string variant;         // variant_label of the ranks' runs
   std::vector<RankRow> ranks;  // by rank
   int max_rank = 0;            // the capacity constraint
   double max_peak_mib = 0;
@@ -213,10 +214,13 @@ struct RankImbalance {
 using Warning = std::variant<warning::RunStopped, warning::RankImbalance>;
 const char* warning_code(const Warning& w);
 
-// A remedy measured against the baseline: a run of the group that differs
-// from a baseline run only in its remedies (or ZeRO-1 sharding).
+// A variant measured against the baseline: a run of the group that differs
+// from a baseline run only in its variant (projection::kVariantBaseline):
+// remedies, a sharded mode, allocator settings.
 struct RemedyRow {
-  std::string remedy;  // "checkpoint=6", "accumulate=4+bf16", "shard-optimizer-state"
+  std::string remedy;  // variant_label: "checkpoint=6", "accumulate=4+bf16", "zero1"
+  std::vector<Remedy> remedies;            // the variant's remedies ...
+  ParallelMode mode = ParallelMode::kNone;  // ... and mode, for matching by kind
   std::string source;
   std::string baseline_source;
   RunStatus status = RunStatus::kComplete;
@@ -277,6 +281,7 @@ struct ConfirmingRun {
 struct Verdict {
   std::string case_name;
   std::string group_key;
+  std::string group_label;
   Cause dominant = Cause::kInconclusive;
   Decision decision;
   std::string primary_source;  // the run the verdict is read from
@@ -296,6 +301,10 @@ struct Verdict {
   // cause and complete, preferring those that keep the training (losses
   // within thresholds::kLossTolerance); index into remedies.
   std::optional<std::size_t> best_remedy;
+  // Where variants were measured: the remedies and sharded modes meant for
+  // the dominant cause (their definitions' answers) that no row measured.
+  std::vector<RemedyKind> remedies_not_measured;
+  std::vector<ParallelMode> modes_not_measured;
 };
 
 // The MiB a cause accounts for in one run (the component components_of

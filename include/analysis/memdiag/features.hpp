@@ -3,6 +3,7 @@
 #pragma once
 
 #include "memdiag/report.hpp"
+#include "memdiag/run_identity.hpp"
 
 #include <cstdint>
 #include <map>
@@ -49,6 +50,7 @@ struct RunStop {
 
 struct RunFeatures {
   std::string source;
+  RunIdentity id;  // what the run is: every "same configuration" goes through it
   std::string case_name;
   std::string case_source;   // the case file, for commands that re-run the case
   bool case_builtin = true;  // re-run by name rather than by path
@@ -98,11 +100,6 @@ struct RunFeatures {
   std::optional<double> device_total_mib;  // the device's capacity, from the report's environment
   std::optional<CapacitySearch> capacity_search;  // --find-max-batch's, when the report has one
 };
-
-// A run's remedies as the comparison names them: the report's remedies,
-// plus "shard-optimizer-state" for a ZeRO-1 data-parallel run.
-std::string remedy_label(const RunFeatures& f);
-bool is_baseline(const RunFeatures& f);
 
 RunFeatures compute_features(const Report& report, const std::string& source);
 

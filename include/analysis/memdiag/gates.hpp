@@ -23,6 +23,7 @@ struct GateCheck {
   Kind kind = Kind::kExpect;
   std::string case_name;
   std::string group_key;        // empty when no report of the case was given
+  std::string group_label;      // the group in words: "alpha, cuda"
   std::optional<Cause> actual;  // the group's verdict
   Cause cause = Cause::kInconclusive;  // expected (kExpect) or refused (kFailOn)
   bool passed = false;

@@ -40,7 +40,7 @@ struct ComponentDelta {
 };
 
 struct RegressionPair {
-  std::string key;  // "alpha preset small batch 4 steps 4 rank 0/1 cuda"
+  std::string key;  // the configuration in words: "alpha, cuda, preset small, batch 4, 4 steps"
   std::string new_source, base_source;
   RunStatus new_status = RunStatus::kComplete, base_status = RunStatus::kComplete;
   double base_peak_mib = 0, new_peak_mib = 0;

@@ -20,9 +20,6 @@ enum class OptimizerType { kSgd, kAdam, kAdamW };
 const char* to_string(Activation a);
 const char* to_string(DType d);
 const char* to_string(OptimizerType o);
-std::optional<Activation> activation_from_string(std::string_view s);
-std::optional<DType> dtype_from_string(std::string_view s);
-std::optional<OptimizerType> optimizer_type_from_string(std::string_view s);
 
 struct ModelSpec {
   int input_dim = 0;

@@ -1,12 +1,15 @@
-// Remedies: changes to a training run that are meant to lower its memory
-// without changing what it learns (or, for bf16, changing it measurably).
-// A run applies any combination; the report records them so the comparison
-// can measure each against the baseline.
+// Remedies: changes to a training run that are meant to lower its memory.
+// Each is one definition (definition(kind)): its name and parameter, what
+// it does in a line, where it acts, the causes it answers and whether it
+// changes what the model learns by design. The parser, --help, the
+// comparer's suggestions and the docs read that definition; the workload
+// (src/torch/workload.cpp) applies it in one exhaustive switch.
 #pragma once
+
+#include "memdiag/cause.hpp"
 
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace memdiag {
@@ -20,11 +23,35 @@ enum class RemedyKind {
   kFixGraph,      // backward without retain_graph, the logged loss a detached CPU scalar
   kSgd,           // the case's optimizer replaced by stateless SGD
 };
+// The name flags, reports and file names spell: "autocast-bf16". Its one
+// table of names (memdiag/enum_names.hpp).
 const char* to_string(RemedyKind k);
+
+struct RemedyDefinition {
+  RemedyKind kind = RemedyKind::kCheckpoint;
+  // checkpoint[=N] may take a parameter, accumulate=K must, the rest take none.
+  enum class Param { kNone, kOptional, kRequired };
+  Param param = Param::kNone;
+  int min_param = 1;      // the smallest parameter that changes anything
+  const char* syntax;     // "checkpoint[=N]"
+  const char* summary;    // what it does, one line for --help and the docs
+  // Where it acts. A run-scoped remedy is undone when its run ends; a
+  // process-wide one (an allocator setting) cannot be, so a one-process
+  // sweep runs it in a child process of its own.
+  enum class Scope { kRun, kProcess };
+  Scope scope = Scope::kRun;
+  std::vector<Cause> answers;     // the causes it is meant to reduce
+  bool changes_training = false;  // by design (precision, optimizer); losses say by how much
+};
+const RemedyDefinition& definition(RemedyKind k);
+// The remedies meant for a cause, in definition order.
+std::vector<RemedyKind> remedies_answering(Cause c);
+// "  checkpoint[=N]   activation checkpointing ...", a line per remedy, for --help.
+std::string remedies_help(const std::string& indent = "  ");
 
 struct Remedy {
   RemedyKind kind = RemedyKind::kSgd;
-  // checkpoint: segments (0: the square root of the depth, rounded);
+  // checkpoint: segments (0: the workload's default);
   // accumulate: micro-batches; 0 for the others.
   int param = 0;
   bool operator==(const Remedy& o) const { return kind == o.kind && param == o.param; }
@@ -41,10 +68,20 @@ std::vector<Remedy> parse_remedies(const std::string& flag, const std::string& t
 // The canonical spelling of a set: "checkpoint=4+bf16", or "none".
 std::string remedies_label(const std::vector<Remedy>& remedies);
 
-// With the defaults filled in for a model of `depth` blocks: a bare
-// checkpoint becomes checkpoint=N with N the square root of the depth,
-// rounded (at least 1), so the report says what ran.
-std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, int depth);
+// What the run the remedies apply to offers: the modules checkpointing can
+// split the model into, the segments a bare checkpoint means, and the
+// samples per step.
+struct RemedyContext {
+  int checkpoint_modules = 1;
+  int checkpoint_default = 1;
+  int batch = 1;
+};
+// With the defaults filled in (a bare checkpoint becomes checkpoint=N), so
+// the report says what ran. Throws UsageError (naming --remedy) for a set
+// the run cannot apply: more checkpoint segments than modules, more
+// micro-batches than samples.
+std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, const RemedyContext& context,
+                                     const std::string& case_name);
 
 // The remedy of that kind in the set, if any.
 std::optional<Remedy> find_remedy(const std::vector<Remedy>& remedies, RemedyKind kind);

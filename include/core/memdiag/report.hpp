@@ -6,6 +6,7 @@
 // spelling lives in report_json.cpp and report_reader.cpp, not here.
 #pragma once
 
+#include "memdiag/parallelism.hpp"
 #include "memdiag/remedy.hpp"
 
 #include <cstdint>
@@ -18,9 +19,14 @@ namespace memdiag {
 
 // Bumped on any change a reader of an older version could misread. Version 2
 // added remedies, a step's loss and micro-batch samples (a 0.1 reader would
-// take a second forward sample of a step for the step's only one).
-inline constexpr int kSchemaVersion = 2;
-// The oldest version this reader still reads (version 1 lacks those fields).
+// take a second forward sample of a step for the step's only one). Version 3
+// put the data-parallel fields in one parallelism object with a mode
+// (none, ddp, zero1), added the allocator settings and the producer.
+inline constexpr int kSchemaVersion = 3;
+// The oldest version this reader still reads: versions 1 and 2 are read
+// through an upgrade (their flat rank, world_size, backend and
+// shard_optimizer_state fields become the parallelism object; the producer
+// is memory_diagnostics, the only writer then).
 inline constexpr int kOldestReadableSchemaVersion = 1;
 
 inline constexpr double kMiB = 1024.0 * 1024.0;
@@ -31,7 +37,6 @@ inline double to_mib(std::int64_t bytes) { return static_cast<double>(bytes) / k
 // records forward, backward, step and cleanup.
 enum class Phase { kSetup, kModelReady, kOptimizerReady, kForward, kBackward, kStep, kCleanup };
 const char* to_string(Phase p);
-std::optional<Phase> phase_from_string(std::string_view s);
 // Setup phases belong to no step.
 bool is_setup_phase(Phase p);
 
@@ -65,7 +70,6 @@ struct Sample {
 // Things that happened besides phase boundaries.
 enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote };
 const char* to_string(EventKind k);
-std::optional<EventKind> event_kind_from_string(std::string_view s);
 
 // The allocator's state at an out-of-memory failure, as far as the device
 // tells it: the CUDA caching allocator's out-of-memory observer and
@@ -93,21 +97,32 @@ struct Event {
   std::optional<OomDetails> oom;  // kOom: the allocator's state at the failure
 };
 
+// What the run was asked to do. memdiag/run_identity.hpp says which of
+// these make two runs "the same configuration" for each question the
+// analysis asks.
 struct RunConfig {
   int batch_size_per_device = 0;
   std::string preset;
-  int steps = 0;
+  int steps = 0;       // asked for; a run that stopped early completed fewer
   std::string device;  // as resolved: "cpu", "cuda:0"
   std::uint64_t seed = 0;
   std::optional<double> memory_limit_mib;
-  // Distributed identity; a single-process run is rank 0 of 1.
-  int rank = 0;
-  int local_rank = 0;
-  int world_size = 1;
-  std::string backend = "none";
-  int rank_zero_extra_samples = 0;
-  bool shard_optimizer_state = false;
   std::vector<Remedy> remedies;  // sorted; empty for the baseline
+  // The caching allocator's settings the run asked for, in
+  // PYTORCH_ALLOC_CONF's syntax; empty: PyTorch's defaults.
+  std::string allocator_settings;
+  // Distributed identity; a single-process run is rank 0 of 1, mode none.
+  Parallelism parallel;
+};
+
+// Who wrote the report: memory_diagnostics (which can run it again from
+// its configuration), a loop instrumented with memdiag::Recorder, or
+// another writer of the schema, by its own name.
+inline constexpr const char* kProducerDiagnostics = "memory_diagnostics";
+inline constexpr const char* kProducerRecorder = "memdiag::Recorder";
+struct Producer {
+  std::string name = kProducerRecorder;
+  std::string version;
 };
 
 // The case as it was run.
@@ -142,7 +157,6 @@ struct Environment {
 
 enum class RunStatus { kComplete, kOom, kInterrupted, kFailed };
 const char* to_string(RunStatus s);
-std::optional<RunStatus> run_status_from_string(std::string_view s);
 
 // --find-max-batch: the search for the largest batch that completes its
 // steps within a budget, written into the report of that batch's run.
@@ -177,6 +191,7 @@ struct Report {
   int schema_version = kSchemaVersion;
   CaseInfo case_info;
   RunConfig config;
+  Producer producer;
   ModelInfo model;
   Environment environment;
   std::vector<Sample> samples;

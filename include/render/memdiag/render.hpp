@@ -46,8 +46,6 @@ const char* cause_label(Cause c);
 // Which measurement gives a cause's MiB: "forward increment (steady state)".
 const char* cause_basis(Cause c);
 // What to do about a cause, and the remedies that would not help.
-// cause_remedies: the --remedy spellings of what the response suggests.
-const std::vector<const char*>& cause_remedies(Cause c);
 const char* cause_response(Cause c);
 const std::vector<const char*>& cause_not_helpful(Cause c);
 
@@ -75,7 +73,8 @@ Table remedies_table(const Verdict& v);
 // "checkpoint=6 lowers the peak from 74.20 to 29.22 MiB (-60.6%) ...", or
 // empty when no measured remedy reduces the cause.
 std::string describe_best_remedy(const Verdict& v);
-// The remedies the response suggests for the cause that no report measured.
+// The remedies and sharded modes the analysis found suggested for the cause
+// but not measured, by their names.
 std::vector<std::string> remedies_not_measured(const Verdict& v);
 Table ranks_table(const DistributedView& d);
 // "alpha on cuda (3 reports)"

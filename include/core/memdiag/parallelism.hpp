@@ -1,0 +1,50 @@
+// How a run is spread over processes: one process, data parallel with the
+// model replicated, or data parallel with model state sharded. A closed set
+// with one definition per mode (what it shards, the causes it answers, the
+// flag that asks for it), read by the report's reader and writer, the
+// comparison and the help, as remedies are.
+#pragma once
+
+#include "memdiag/cause.hpp"
+
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+enum class ParallelMode {
+  kNone,   // one process
+  kDdp,    // data parallel, every rank holds the whole model state
+  kZero1,  // data parallel, each rank keeps the optimizer state of its shard only
+};
+// "none", "ddp", "zero1": the report's spelling. Its one table of names.
+const char* to_string(ParallelMode m);
+
+struct ParallelModeDefinition {
+  ParallelMode mode = ParallelMode::kNone;
+  const char* summary = "";
+  // The memory_diagnostics flag that asks for the mode under a launcher;
+  // empty for the modes a launcher alone gives.
+  const char* flag = "";
+  bool shards_optimizer_state = false;
+  std::vector<Cause> answers;  // the causes sharding is meant to reduce
+};
+const ParallelModeDefinition& definition(ParallelMode m);
+// The sharded modes meant for a cause.
+std::vector<ParallelMode> modes_answering(Cause c);
+
+struct Parallelism {
+  ParallelMode mode = ParallelMode::kNone;
+  int world_size = 1;
+  int rank = 0;
+  int local_rank = 0;
+  std::string backend = "none";  // "gloo", "nccl"
+  // Samples rank 0 carries beyond the others' (an imbalanced job).
+  int rank_zero_extra_samples = 0;
+};
+
+// Whether the mode is one of the sharded ones: the comparison measures it
+// against the replicated run of the same configuration, as a remedy.
+bool is_sharded(ParallelMode m);
+
+}  // namespace memdiag
