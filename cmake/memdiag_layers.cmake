@@ -4,7 +4,10 @@
 # includes through their imported targets, so they stay quiet.
 add_library(memdiag_warnings INTERFACE)
 add_library(memdiag::warnings ALIAS memdiag_warnings)
-target_compile_options(memdiag_warnings INTERFACE -Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wpedantic -Wswitch)
+# -Werror=switch always: every switch over a closed set names every value
+# (no default), so a value added to an enum fails the build until each
+# switch handles it (tests/layering/ proves it for Cause and RemedyKind).
+target_compile_options(memdiag_warnings INTERFACE -Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wpedantic -Werror=switch)
 if(MEMDIAG_WARNINGS_AS_ERRORS)
   target_compile_options(memdiag_warnings INTERFACE -Werror)
 endif()

@@ -5,12 +5,14 @@
 # scripts/setup.sh does that.
 #
 #   MEMDIAG_WITH_TORCH=OFF   only the report-reading half, no LibTorch needed
+#   MEMDIAG_WARNINGS_AS_ERRORS=ON  any warning in memdiag's own code fails the build (CI)
 #   MEMDIAG_TORCH_PREFIX=DIR a LibTorch of your own (its share/cmake)
 #   CMAKE_PREFIX_PATH=...    more packages (the offline bundle on GPU hosts)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 with_torch="${MEMDIAG_WITH_TORCH:-ON}"
+werror="${MEMDIAG_WARNINGS_AS_ERRORS:-OFF}"
 prefix="${CMAKE_PREFIX_PATH:-}"
 if [ "$with_torch" != OFF ]; then
   tp="$(torch_prefix)"
@@ -23,13 +25,14 @@ command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 # Configure on the first build, or when asked to change something; later
 # builds let CMake re-run itself only when its inputs changed.
 if [ ! -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] || [ "$#" -gt 0 ] ||
-   ! grep -q "^MEMDIAG_WITH_TORCH:BOOL=$with_torch\$" "$MEMDIAG_BUILD_DIR/CMakeCache.txt"; then
+   ! grep -q "^MEMDIAG_WITH_TORCH:BOOL=$with_torch\$" "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ||
+   ! grep -q "^MEMDIAG_WARNINGS_AS_ERRORS:BOOL=$werror\$" "$MEMDIAG_BUILD_DIR/CMakeCache.txt"; then
   say "configuring $MEMDIAG_BUILD_DIR"
   mkdir -p "$MEMDIAG_BUILD_DIR"
   log="$MEMDIAG_BUILD_DIR/configure.log"
   [ -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] && generator=()  # the cache keeps its generator
   cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" \
-    -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" "$@" >"$log" 2>&1 \
+    -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" "$@" >"$log" 2>&1 \
     || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
 fi
 say "building ($(nproc) jobs)"

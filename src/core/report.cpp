@@ -64,6 +64,17 @@ const char* to_string(CapacitySearch::LimitSource s) {
   return nullptr;  // past the last value: all_values() stops here
 }
 
+Event make_event(EventKind kind, std::optional<Phase> phase, std::optional<int> step, std::string message,
+                 std::optional<double> mib) {
+  Event e;
+  e.kind = kind;
+  e.phase = phase;
+  e.step = step;
+  e.message = std::move(message);
+  e.mib = mib;
+  return e;
+}
+
 double peak_allocated_mib(const Report& r) {
   double peak = 0;
   for (const Sample& s : r.samples) peak = std::max(peak, s.peak_allocated_mib);

@@ -280,9 +280,9 @@ bool write_snapshots(const HarnessOptions& opts, Report& report, bool talk, std:
   auto write = [&](const std::string& flag, const std::string& path, const std::string& pickle, const char* what) {
     try {
       write_file_atomically(path, pickle);
-      report.events.push_back(Event{EventKind::kNote, std::nullopt, std::nullopt,
+      report.events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
                                     std::string(what) + " written to " + path + " (open it in https://pytorch.org/memory_viz)",
-                                    std::nullopt});
+                                    std::nullopt));
       if (talk) out << "wrote " << path << " (" << what << ", " << format_mib(to_mib(static_cast<std::int64_t>(pickle.size())))
                     << " MiB)\n";
     } catch (const std::exception& e) {

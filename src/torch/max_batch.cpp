@@ -262,10 +262,10 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
     // confirmed, with a note saying the search did not finish.
     const bool kept = best.has_value();
     if (kept) {
-      best->events.push_back(Event{EventKind::kNote, std::nullopt, std::nullopt,
+      best->events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
                                    std::string("--find-max-batch stopped at try ") + std::to_string(c.tries.size()) +
                                        " (" + status_word(stopped) + "): max_batch is the largest that fitted so far",
-                                   std::nullopt});
+                                   std::nullopt));
     }
     const bool written = kept && write(std::move(*best));
     err << "memory_diagnostics: --find-max-batch: the search stopped (try " << c.tries.size() << " "

@@ -119,8 +119,8 @@ void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, R
       "kernel library workspaces made before the first sample (cuBLAS: one per thread; persistent, included in "
       "every later figure)";
   if (o.known_warmup_mib) message += "; made by the first run of this process";
-  rec.add_event(Event{EventKind::kWarmup, Phase::kSetup, std::nullopt, message,
-                      o.known_warmup_mib.value_or(after - before)});
+  rec.add_event(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, message,
+                      o.known_warmup_mib.value_or(after - before)));
   rec.restart_phase();
 }
 
@@ -299,8 +299,8 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
   try {
     if (o.warm_up_kernels) warm_up(o, e, probe, rec);
     if (e.empty_cache && !o.device.is_cuda()) {
-      rec.add_event(Event{EventKind::kNote, Phase::kSetup, std::nullopt,
-                          "empty-cache: not applicable on the CPU (no caching allocator to empty)", std::nullopt});
+      rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
+                          "empty-cache: not applicable on the CPU (no caching allocator to empty)", std::nullopt));
     }
     Training t(o, e, rec, phase);
     // Runs one phase; if it runs out of memory, what the tensors held then
@@ -323,13 +323,13 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       if (!attempt([&] { t.step(); }) || !attempt([&] { t.cleanup(); })) return RunStatus::kInterrupted;
     }
     return RunStatus::kComplete;
-  } catch (const c10::OutOfMemoryError& e) {
-    std::string msg = e.what_without_backtrace();
+  } catch (const c10::OutOfMemoryError& error) {
+    std::string msg = error.what_without_backtrace();
     const auto nl = msg.find('\n');
     if (nl != std::string::npos) msg.resize(nl);
     // The training state is gone by now; the peak of the failing phase is
     // still in the counters and tells how far the phase got.
-    Event event{EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib};
+    Event event = make_event(EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib);
     event.oom = probe.take_oom_details().value_or(OomDetails{});
     event.oom->tensors = at_failure;
     rec.add_event(std::move(event));

@@ -282,7 +282,7 @@ TEST(Verdict, AStoppedRunIsAWarningWithItsPhase) {
   s.activations_mib = 100;
   Report r = synth(s);
   r.status = RunStatus::kOom;
-  r.events.push_back({EventKind::kOom, Phase::kBackward, 3, "CUDA out of memory", 10.0});
+  r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 3, "CUDA out of memory", 10.0));
   const Verdict v = analyse({{"oom.json", r}}).verdicts[0];
   ASSERT_EQ(v.warnings.size(), 1u);
   const auto* w = std::get_if<warning::RunStopped>(&v.warnings[0]);
@@ -351,7 +351,7 @@ Report oom_report(Phase phase, int step, OomDetails d) {
   s.steps = step;  // completed steps before the failing one
   Report r = synth(s);
   r.status = RunStatus::kOom;
-  Event e{EventKind::kOom, phase, step, "out of memory", 10.0};
+  Event e = make_event(EventKind::kOom, phase, step, "out of memory", 10.0);
   e.oom = d;
   r.events.push_back(e);
   return r;

@@ -30,8 +30,8 @@ Report full_report() {
   r.case_info.source = "/cases/synthetic.json";
   r.case_info.builtin = false;
   r.case_info.presets = {"small", "medium"};
-  r.events.push_back({EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0});
-  r.events.push_back({EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5});
+  r.events.push_back(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0));
+  r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5));
   sample(r, Phase::kBackward, 0).tensors = TensorCensus{10, 10, 0};
   sample(r, Phase::kStep, 0).process_device_mib = 700;
   r.environment.cuda_runtime_version = "13.0";

@@ -100,6 +100,10 @@ struct Event {
 // What the run was asked to do. memdiag/run_identity.hpp says which of
 // these make two runs "the same configuration" for each question the
 // analysis asks.
+// An event without allocator details (only an oom event has those).
+Event make_event(EventKind kind, std::optional<Phase> phase, std::optional<int> step, std::string message,
+                 std::optional<double> mib = std::nullopt);
+
 struct RunConfig {
   int batch_size_per_device = 0;
   std::string preset;
