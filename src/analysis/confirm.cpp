@@ -5,6 +5,8 @@
 // that clashes with no report given.
 #include "internal.hpp"
 
+#include "memdiag/output_names.hpp"
+
 #include <filesystem>
 
 namespace memdiag::detail {
@@ -20,25 +22,12 @@ const std::vector<std::string>& presets_of(const RunFeatures& p) {
   return p.case_builtin ? shipped : none;
 }
 
-// A file-name stem from a case name: letters, digits, '_' and '-' kept,
-// anything else (a '/', a '.', a space, a control character) as '_', so a
-// name can neither leave the directory nor hide the file.
-std::string file_stem(const std::string& name) {
-  std::string s;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-    s += ok ? c : '_';
-  }
-  return s.empty() ? "case" : s;
-}
-
-std::string normal(const std::string& path) { return fs::path(path).lexically_normal().string(); }
 
 class Planner {
  public:
   Planner(const Group& g, const RunFeatures& p, const std::set<std::string>& taken) : p_(p) {
-    for (const std::string& t : taken) taken_.insert(normal(t));
-    for (const RunFeatures& r : g.runs) taken_.insert(normal(r.source));
+    for (const std::string& t : taken) taken_.insert(normal_path(t));
+    for (const RunFeatures& r : g.runs) taken_.insert(normal_path(r.source));
     base_.case_ref = p.case_builtin || p.case_source.empty() ? p.case_name : p.case_source;
     if (g.device_kind == "cpu") base_.device = "cpu";
     base_.preset = p.config.preset;
@@ -49,7 +38,7 @@ class Planner {
       base_.rank_zero_extra_samples = p.id.rank_zero_extra_samples;
       base_.shard_optimizer_state = is_sharded(p.id.mode);
     }
-    dir_ = p.source == "-" ? fs::path() : fs::path(p.source).parent_path();
+    dir_ = p.source == "-" ? std::string() : fs::path(p.source).parent_path().string();
   }
 
   ConfirmingRun batch(int b) {
@@ -72,7 +61,7 @@ class Planner {
       RunSpec r = base_;
       r.preset = name;
       r.batch_size_per_device = 1;
-      r.output = output(file_stem(name) + "-batch1");
+      r.output = output(file_name_part(name) + "-batch1");
       return ConfirmingRun{SweepKind::kParameters, r};
     }
     return std::nullopt;
@@ -80,19 +69,14 @@ class Planner {
 
  private:
   std::string output(const std::string& suffix) {
-    const std::string rank = base_.world_size > 1 ? "-{rank}" : "";
-    const std::string stem = file_stem(p_.case_name) + "-" + suffix;
-    for (int n = 1;; ++n) {
-      const std::string name = stem + (n == 1 ? "" : "-" + std::to_string(n)) + rank + ".json";
-      const std::string path = (dir_ / name).string();
-      if (taken_.insert(normal(path)).second) return path;
-    }
+    return unique_output(dir_, file_name_part(p_.case_name) + "-" + suffix, taken_,
+                         base_.world_size > 1 ? "-{rank}" : "");
   }
 
   const RunFeatures& p_;
   std::set<std::string> taken_;
   RunSpec base_;
-  fs::path dir_;
+  std::string dir_;
 };
 
 }  // namespace

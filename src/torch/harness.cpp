@@ -94,19 +94,6 @@ ExitCode sweep_exit_code(const std::vector<RunStatus>& statuses) {
 
 }  // namespace
 
-std::string output_for_rank(const std::string& output, int rank, int world_size) {
-  const std::string token = "{rank}";
-  std::string out = output;
-  if (const auto at = out.find(token); at != std::string::npos) {
-    for (auto pos = at; pos != std::string::npos; pos = out.find(token)) out.replace(pos, token.size(), std::to_string(rank));
-    return out;
-  }
-  if (world_size <= 1) return out;
-  const fs::path p(out);
-  const std::string ext = p.extension().string();
-  return (p.parent_path() / (p.stem().string() + "-rank" + std::to_string(rank) + ext)).string();
-}
-
 std::string self_executable(const std::string& argv0) {
   std::error_code ec;
   const fs::path exe = fs::canonical("/proc/self/exe", ec);

@@ -68,7 +68,7 @@ void name_outputs(ResolvedPlan& plan, const HarnessOptions& opts) {
     if (!opts.output.empty()) {
       path = expand_output(opts.output, run.label);
     } else {
-      path = opts.find_max_batch ? run.spec.name + "-max-batch.json" : default_output_name(run.label, plan.varying);
+      path = opts.find_max_batch ? max_batch_output_name(run.label) : default_output_name(run.label, plan.varying);
       if (!opts.output_dir.empty()) path = (fs::path(opts.output_dir) / path).string();
     }
     // Outside a launcher this process is rank 0 of 1: "{rank}" means 0

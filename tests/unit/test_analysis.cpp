@@ -341,7 +341,7 @@ TEST(ConfirmingRuns, CaseNamesBecomeSafeFileNames) {
   s.activations_mib = 100;
   const Verdict v = one(s, "x/r.json");
   ASSERT_FALSE(v.confirm.empty());
-  EXPECT_EQ(v.confirm[0].run.output, "x/___evil_name-batch1.json");
+  EXPECT_EQ(v.confirm[0].run.output, "x/_.._evil_name-batch1.json");
 }
 
 namespace {

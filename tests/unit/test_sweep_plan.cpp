@@ -57,31 +57,6 @@ TEST(SweepPlan, ProductInTheOrderGiven) {
   EXPECT_EQ(expand_product(one).size(), 1u);
 }
 
-TEST(SweepPlan, PlaceholdersAndNames) {
-  const RunLabel r{"", "alpha", "small", 4, 3};
-  EXPECT_EQ(expand_output("out/{case}-{preset}-b{batch}-s{steps}-{rank}.json", r), "out/alpha-small-b4-s3-{rank}.json");
-  EXPECT_EQ(usage_error([&] { expand_output("{name}.json", r); }), "--output: {name} is for plan files (--plan)");
-  EXPECT_NE(usage_error([&] { expand_output("{bach}.json", r); }).find("unknown placeholder {bach}"), std::string::npos);
-  EXPECT_NE(usage_error([&] { expand_output("x{case.json", r); }).find("'{' without '}'"), std::string::npos);
-  EXPECT_EQ(expand_output("{name}.json", RunLabel{"ref-1", "alpha", "small", 4, 3}), "ref-1.json");
-
-  const std::vector<RunLabel> sweep = {{"", "alpha", "small", 1024, 4}, {"", "alpha", "small", 4, 4},
-                                       {"", "gamma", "small", 512, 4}};
-  const Varying v = varying(sweep);
-  EXPECT_TRUE(v.case_name);
-  EXPECT_TRUE(v.batch);  // within alpha
-  EXPECT_FALSE(v.steps);
-  EXPECT_EQ(default_output_name(sweep[1], v), "alpha-batch4.json");
-  EXPECT_EQ(describe_run(sweep[1], v), "alpha batch 4");
-  // Different cases at their own default batches: the batch does not vary.
-  const Varying cases_only = varying({{"", "alpha", "small", 1024, 4}, {"", "gamma", "small", 512, 6}});
-  EXPECT_FALSE(cases_only.batch);
-  EXPECT_FALSE(cases_only.steps);
-  EXPECT_EQ(default_output_name({"", "gamma", "small", 512, 6}, cases_only), "gamma.json");
-  const Varying presets = varying({{"", "beta", "small", 8, 4}, {"", "beta", "medium", 8, 4}});
-  EXPECT_EQ(default_output_name({"", "beta", "medium", 8, 4}, presets), "beta-medium.json");
-}
-
 TEST(SweepPlan, PlanFilesAreStrict) {
   const auto runs = parse_plan_text(R"({"runs": [{"name": "a", "case": "alpha"},
       {"name": "b1", "case": "alpha", "batch_size_per_device": 1, "preset": "small", "steps": 2}]})",

@@ -121,13 +121,6 @@ TEST(Workload, CustomCaseRunsAndRecordsEveryPhase) {
   EXPECT_NEAR(r.samples.front().tensors->parameters_mib, to_mib(r.model.parameter_bytes), 1e-9);
 }
 
-TEST(Harness, OutputPathPerRank) {
-  EXPECT_EQ(output_for_rank("beta-{rank}.json", 3, 4), "beta-3.json");
-  EXPECT_EQ(output_for_rank("out/beta.json", 1, 2), "out/beta-rank1.json");
-  EXPECT_EQ(output_for_rank("beta.json", 0, 1), "beta.json");
-  EXPECT_EQ(output_for_rank("r{rank}/b{rank}.json", 2, 4), "r2/b2.json");
-}
-
 TEST(Distributed, LauncherVariables) {
   unsetenv("RANK");
   unsetenv("WORLD_SIZE");

@@ -4,6 +4,7 @@
 // harness resolves and runs what this plans.
 #pragma once
 
+#include "memdiag/output_names.hpp"
 #include "memdiag/remedy.hpp"
 
 #include <cstdint>
@@ -57,40 +58,5 @@ std::vector<RunRequest> expand_product(const SweepAxes& axes);
 // the file and the JSON path.
 std::vector<RunRequest> read_plan_file(const std::string& path);
 std::vector<RunRequest> parse_plan_text(const std::string& text, const std::string& source);
-
-// What a resolved run is called, for output names and progress lines.
-struct RunLabel {
-  std::string name;  // a plan's entry name, or empty
-  std::string case_name;
-  std::string preset;
-  int batch = 0;
-  int steps = 0;
-  std::string remedy = "none";  // remedies_label of the run's remedies
-};
-
-// Which settings differ between the runs of a sweep (preset, batch and
-// steps between runs of the same case).
-struct Varying {
-  bool case_name = false;
-  bool preset = false;
-  bool batch = false;
-  bool steps = false;
-  bool remedy = false;
-};
-Varying varying(const std::vector<RunLabel>& runs);
-
-// --output with placeholders: {case}, {preset}, {batch}, {steps}, {remedy}, {name}
-// are replaced; {rank} is kept for the launcher's rank. Throws UsageError for
-// any other {word}.
-std::string expand_output(const std::string& templ, const RunLabel& run);
-
-// A file name from the case and the settings that vary: alpha.json,
-// alpha-batch4.json, beta-medium.json, gamma-steps10.json; a plan's entries
-// are named by their name.
-std::string default_output_name(const RunLabel& run, const Varying& v);
-
-// "alpha batch 4", "beta preset medium", or a plan entry's name: a run as a
-// progress line names it.
-std::string describe_run(const RunLabel& run, const Varying& v);
 
 }  // namespace memdiag

@@ -48,10 +48,6 @@ struct HarnessOptions {
   std::string self_exe;
 };
 
-// The report path of one rank: "{rank}" is replaced by the rank; without it,
-// a world of more than one gets "-rankK" before the extension.
-std::string output_for_rank(const std::string& output, int rank, int world_size);
-
 // Where built-in cases are looked for: $MEMDIAG_CASES_DIR, the installed
 // cases (../share/memdiag/cases beside the executable), then the source
 // tree's (a build that was not installed).
