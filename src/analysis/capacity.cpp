@@ -1,118 +1,49 @@
-// Capacity: the largest batch that fits a budget, predicted from the peaks
-// measured, without searching.
+// Capacity in a verdict: the largest batch of the primary run's
+// configuration that fits each budget, from the capacity model over the
+// group's runs of that configuration (projection::kBatchSweep), or over a
+// --find-max-batch's tries for the same budget.
 #include "internal.hpp"
 
-#include <algorithm>
 #include <cmath>
-#include <map>
 
-namespace memdiag::detail {
-namespace {
+namespace memdiag {
 
-struct Fit {
-  double fixed = 0;       // the forward peak's part that does not scale with the batch
-  double per_sample = 0;  // the forward peak's part per sample
-  double floor = 0;       // the highest peak of the phases that do not hold activations
-  double overhead = 0;    // reserved beyond allocated at the peak (CUDA)
-  int runs = 0;
-};
-
-double phase_peak(const RunFeatures& r, Phase ph) {
-  const auto it = r.peak_by_phase.find(ph);
-  return it == r.peak_by_phase.end() ? 0.0 : it->second;
+const char* to_string(CapacityPrediction::Budget b) {
+  switch (b) {
+    case CapacityPrediction::Budget::kGiven: return "given";
+    case CapacityPrediction::Budget::kMemoryLimit: return "memory_limit";
+    case CapacityPrediction::Budget::kDevice: return "device";
+  }
+  return nullptr;  // past the last value: all_values() stops here
 }
 
-// Forward's peak is the weights, the batch and the activations it saves:
-// linear in the batch. Backward's peak is either the same activations plus
-// what its first gradients add (scaling with the batch too: at alpha's 256
-// and 866 samples it is 0.001 MiB per sample) or, at small batches, the
-// weights with all their gradients once the activations are gone (not
-// scaling). A run whose forward peak stays under the phases that hold no
-// activations (step, cleanup) is in the second regime; its backward peak
-// is then a floor and the line is forward's alone.
-struct RunLine {
-  double fixed = 0;
-  double per_sample = 0;
-  double floor = 0;
-};
-
-std::optional<RunLine> run_line(const RunFeatures& r) {
-  if (!r.forward_increment_mib || r.local_batch <= 0) return std::nullopt;
-  const double batch = static_cast<double>(r.local_batch);
-  const double fwd = phase_peak(r, Phase::kForward), bwd = phase_peak(r, Phase::kBackward);
-  RunLine l;
-  l.per_sample = (*r.forward_increment_mib + r.retained_growth_mib.value_or(0)) / batch;
-  if (!(l.per_sample > 0)) return std::nullopt;
-  double steady = 0;  // the phases that hold no activations: step, cleanup, setup
-  for (const auto& [ph, v] : r.peak_by_phase) {
-    if (ph != Phase::kForward && ph != Phase::kBackward) steady = std::max(steady, v);
-  }
-  const double extra = std::max(0.0, bwd - fwd);
-  const bool activation_bound = fwd > steady;
-  if (activation_bound) l.per_sample += extra / batch;
-  l.fixed = std::max(fwd, activation_bound ? bwd : fwd) - l.per_sample * batch;
-  l.floor = activation_bound ? steady : std::max(steady, bwd);
-  return l;
-}
-
-std::optional<Fit> fit_peak(const Group& g, const RunFeatures& p) {
-  std::map<std::int64_t, const RunFeatures*> runs;
-  for (const RunFeatures& r : g.runs) {
-    if (!same(projection::kBatchSweep, r.id, p.id) || r.status != RunStatus::kComplete || !r.forward_increment_mib) {
-      continue;
-    }
-    runs.emplace(r.local_batch, &r);
-  }
-  if (runs.empty()) return std::nullopt;
-  // The largest batch's run anchors the fit (nearest the limit); with a
-  // second run in the same regime, the line goes through both peaks.
-  const RunFeatures& big = *runs.rbegin()->second;
-  const std::optional<RunLine> line = run_line(big);
-  if (!line) return std::nullopt;
-  Fit f;
-  f.fixed = line->fixed;
-  f.per_sample = line->per_sample;
-  f.floor = line->floor;
-  f.runs = 1;
-  // A CUDA memory limit bounds reserved memory, not allocated: what the
-  // allocator held beyond the live tensors at the run's peak (rounding,
-  // split blocks, cached free blocks) is not available to them. Measured on
-  // the H200 at 4096 MiB, it put alpha's prediction 2.6-3.3% over the batch
-  // found by searching without it, and within 1.1% with it.
-  f.overhead = big.cache_excess_mib.value_or(0);
-  if (runs.size() >= 2) {
-    const RunFeatures& next = *std::next(runs.rbegin())->second;
-    const std::optional<RunLine> other = run_line(next);
-    const auto peak_at = [](const RunFeatures& r, const RunLine& l) { return l.fixed + l.per_sample * r.local_batch; };
-    if (other && other->floor <= peak_at(next, *other)) {
-      const double slope = (peak_at(big, *line) - peak_at(next, *other)) /
-                           static_cast<double>(big.local_batch - next.local_batch);
-      if (slope > 0) {
-        f.per_sample = slope;
-        f.fixed = peak_at(big, *line) - slope * static_cast<double>(big.local_batch);
-        f.runs = 2;
-      }
-    }
-  }
-  return f;
-}
-
-}  // namespace
-
+namespace detail {
 namespace {
 
 // A search in the group over the same configuration and budget (within
 // half a MiB: limits are given in whole MiB, device budgets are measured).
-std::optional<CapacityPrediction::Searched> searched_for(const Group& g, const RunFeatures& p, double budget) {
+const RunFeatures* search_for(const Group& g, const RunFeatures& p, double budget) {
   for (const RunFeatures& r : g.runs) {
-    if (!r.capacity_search || !same(projection::kBatchSweep, r.id, p.id) ||
-        std::fabs(r.capacity_search->limit_mib - budget) > 0.5) {
-      continue;
+    if (r.capacity_search && same(projection::kBatchSweep, r.id, p.id) &&
+        std::fabs(r.capacity_search->limit_mib - budget) <= 0.5) {
+      return &r;
     }
-    const CapacitySearch& s = *r.capacity_search;
-    return CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, r.source};
   }
-  return std::nullopt;
+  return nullptr;
+}
+
+// Every run of the configuration, and the tries of any search of it (a
+// search under another limit measured the same peaks).
+std::vector<CapacityPoint> points_of(const Group& g, const RunFeatures& p) {
+  std::vector<CapacityPoint> out;
+  for (const RunFeatures& r : g.runs) {
+    if (!same(projection::kBatchSweep, r.id, p.id)) continue;
+    if (r.capacity_search) {
+      for (CapacityPoint& t : capacity_points(*r.capacity_search, r.source)) out.push_back(std::move(t));
+    }
+    out.push_back(r.capacity_point);
+  }
+  return out;
 }
 
 }  // namespace
@@ -131,24 +62,32 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     }
   }
   std::vector<CapacityPrediction> out;
-  const std::optional<Fit> fit = fit_peak(g, p);
-  if (!fit) return out;
+  const std::vector<CapacityPoint> runs = points_of(g, p);
+  const std::optional<CapacityFit> fit = fit_capacity(runs);
   for (const auto& [budget, source] : budgets) {
     CapacityPrediction c;
-    c.budget_mib = budget;
     c.source = source;
-    c.fixed_mib = fit->fixed;
-    c.allocator_overhead_mib = fit->overhead;
-    c.per_sample_mib = fit->per_sample;
-    c.fitted_runs = fit->runs;
-    const double room = budget - fit->overhead - fit->fixed;
-    c.max_batch = room > 0 && budget - fit->overhead >= fit->floor ? static_cast<std::int64_t>(std::floor(room / fit->per_sample)) : 0;
     c.preset = p.config.preset;
-    c.steps = static_cast<int>(p.steps.size());
-    c.searched = searched_for(g, p, budget);
-    out.push_back(c);
+    c.steps = p.config.steps;
+    c.primary_batch = p.local_batch;
+    const RunFeatures* search = search_for(g, p, budget);
+    // Beside a search for this budget: the search's own prediction, from its
+    // tries alone, so that the two never disagree without a reason.
+    std::optional<CapacityFit> own;
+    if (search != nullptr) own = fit_capacity(capacity_points(*search->capacity_search, search->source));
+    const std::optional<CapacityFit>& used = own ? own : fit;
+    if (!used) continue;
+    c.from_search = own.has_value();
+    c.answer = predict_max_batch(*used, budget, !c.from_search);
+    c.primary_needs_mib = needed_mib(*used, p.local_batch);
+    if (search != nullptr) {
+      const CapacitySearch& s = *search->capacity_search;
+      c.searched = CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, search->source};
+    }
+    out.push_back(std::move(c));
   }
   return out;
 }
 
-}  // namespace memdiag::detail
+}  // namespace detail
+}  // namespace memdiag

@@ -31,6 +31,8 @@ class Planner {
     base_.case_ref = p.case_builtin || p.case_source.empty() ? p.case_name : p.case_source;
     if (g.device_kind == "cpu") base_.device = "cpu";
     base_.preset = p.config.preset;
+    // The configuration's steps: a batch sweep pools runs of equal steps.
+    if (p.config.steps > 0) base_.steps = p.config.steps;
     if (p.config.seed != 0) base_.seed = p.config.seed;
     base_.memory_limit_mib = p.config.memory_limit_mib;
     base_.world_size = p.id.world_size;

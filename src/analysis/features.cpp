@@ -183,6 +183,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.local_batch = local_batch_of(r.config);
   f.device_total_mib = r.environment.device_total_mib;
   f.capacity_search = r.capacity;
+  f.capacity_point = capacity_point(r, f.local_batch, source);
   read_samples(r, f);
   read_events(r, f);
   double step_ms = 0;

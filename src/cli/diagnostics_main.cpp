@@ -1,5 +1,7 @@
-// memory_diagnostics: flags in, memdiag::run_harness out.
+// memory_diagnostics: flags in, memdiag::run_diagnostics out.
 #include "cli_parse.hpp"
+#include "diagnostics.hpp"
+#include "signals.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/harness.hpp"
 #include "memdiag/limits.hpp"
@@ -101,9 +103,12 @@ void check_values(bool output_given, bool output_dir_given, const std::string& s
 }  // namespace
 
 int main(int argc, char** argv) {
-  memdiag::HarnessOptions opts;
+  // Before anything slow: a signal during plan resolution is honoured too.
+  memdiag::cli::install_stop_signals();
+  memdiag::DiagnosticsOptions diag;
+  memdiag::HarnessOptions& opts = diag.harness;
   SweepFlags sweep;
-  bool list = false;
+  bool& list = diag.list_cases;
   std::vector<std::string> extra_dirs;
 
   CLI::App app{"memory_diagnostics: run a training workload and record, phase by phase, what the\n"
@@ -146,7 +151,7 @@ int main(int argc, char** argv) {
                  "Cap the allocator at N MiB to see whether the run fits a smaller GPU (CPU: simulated)");
   app.add_option("--cases-dir", extra_dirs, "Extra directory searched first for built-in case names");
   app.add_flag("--list-cases", list, "List the built-in cases and exit");
-  app.add_flag("--quiet,-q", opts.quiet, "No table on stdout (a sweep: no progress lines or summary)");
+  app.add_flag("--quiet,-q", diag.quiet, "No table on stdout (a sweep: no progress lines or summary)");
   app.add_option("--rank-zero-extra-samples", opts.rank_zero_extra_samples,
                  "Data parallel: N more samples in rank 0's local batch (an imbalanced job)");
   app.add_flag("--shard-optimizer-state", opts.shard_optimizer_state,
@@ -195,8 +200,7 @@ int main(int argc, char** argv) {
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);
 
   try {
-    if (list) return memdiag::list_cases(opts.case_dirs, std::cout, std::cerr);
-    return memdiag::run_harness(opts, std::cout, std::cerr);
+    return memdiag::run_diagnostics(diag, std::cout, std::cerr);
   } catch (const std::exception& e) {
     // Anything run_harness did not turn into a report: one line, exit 1.
     const std::string what = e.what();

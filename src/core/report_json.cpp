@@ -118,11 +118,29 @@ json to_json(const Event& ev) {
   return j;
 }
 
+json to_json(const PhaseShape& p) {
+  return {{"phase", to_string(p.phase)},
+          {"peak_mib", p.peak_mib},
+          {"start_mib", p.start_mib},
+          {"end_mib", p.end_mib},
+          {"start_tensors", p.start_census ? census_json(*p.start_census) : json(nullptr)},
+          {"end_tensors", p.end_census ? census_json(*p.end_census) : json(nullptr)}};
+}
+
 json to_json(const CapacitySearch& c) {
   json tries = json::array();
   for (const CapacityTry& t : c.tries) {
-    tries.push_back({{"batch", t.batch}, {"status", to_string(t.status)}, {"peak_allocated_mib", t.peak_allocated_mib},
-                     {"seconds", t.seconds}});
+    json phases = json::array();
+    for (const PhaseShape& p : t.phases) phases.push_back(to_json(p));
+    tries.push_back({{"batch", t.batch},
+                     {"status", to_string(t.status)},
+                     {"peak_allocated_mib", t.peak_allocated_mib},
+                     {"seconds", t.seconds},
+                     {"phases", phases},
+                     {"reserve_overhead_mib", opt(t.reserve_overhead_mib)},
+                     {"persistent_other_mib", opt(t.persistent_other_mib)},
+                     {"failed_phase", t.failed_phase ? json(to_string(*t.failed_phase)) : json(nullptr)},
+                     {"needed_mib", opt(t.needed_mib)}});
   }
   return json{{"limit_mib", c.limit_mib},
               {"limit_source", to_string(c.limit_source)},
@@ -130,7 +148,10 @@ json to_json(const CapacitySearch& c) {
               {"first_failing_batch", opt(c.first_failing_batch)},
               {"tries", tries},
               {"predicted_max_batch", opt(c.predicted_max_batch)},
-              {"fit", {{"fixed_mib", opt(c.fit_fixed_mib)}, {"per_sample_mib", opt(c.fit_per_sample_mib)}}},
+              {"fit",
+               {{"fixed_mib", opt(c.fit_fixed_mib)},
+                {"per_sample_mib", opt(c.fit_per_sample_mib)},
+                {"binding_phase", c.binding_phase ? json(to_string(*c.binding_phase)) : json(nullptr)}}},
               {"confirmed", opt(c.confirmed)}};
 }
 

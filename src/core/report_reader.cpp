@@ -251,6 +251,22 @@ class PhaseOrder {
   Phase last_ = Phase::kCleanup;
 };
 
+PhaseShape read_phase_shape(const JsonNode& n) {
+  n.expect_object();
+  n.only({"phase", "peak_mib", "start_mib", "end_mib", "start_tensors", "end_tensors"});
+  PhaseShape p;
+  p.phase = n.field("phase").as_enum<Phase>();
+  p.peak_mib = n.mib("peak_mib");
+  p.start_mib = n.mib("start_mib");
+  p.end_mib = n.mib("end_mib");
+  if (n.given("start_tensors")) p.start_census = read_census(n.field("start_tensors"));
+  if (n.given("end_tensors")) p.end_census = read_census(n.field("end_tensors"));
+  if (p.peak_mib + limits::kPeakSlackMiB < std::max(p.start_mib, p.end_mib)) {
+    n.field("peak_mib").fail("peak is below the phase's start or end");
+  }
+  return p;
+}
+
 CapacitySearch read_capacity(const JsonNode& n) {
   n.expect_object();
   CapacitySearch c;
@@ -268,7 +284,30 @@ CapacitySearch read_capacity(const JsonNode& n) {
     ct.status = t.field("status").as_enum<RunStatus>();
     ct.peak_allocated_mib = t.mib("peak_allocated_mib");
     ct.seconds = t.field("seconds").as_number(0, limits::kMaxSeconds);
+    if (t.given("phases")) {
+      const JsonNode phases = t.field("phases");
+      phases.expect_array();
+      for (std::size_t k = 0; k < phases.size(); ++k) ct.phases.push_back(read_phase_shape(phases.at(k)));
+    }
+    ct.reserve_overhead_mib = t.opt_mib("reserve_overhead_mib");
+    ct.persistent_other_mib = t.opt_mib("persistent_other_mib");
+    if (t.given("failed_phase")) ct.failed_phase = t.field("failed_phase").as_enum<Phase>();
+    ct.needed_mib = t.opt_mib("needed_mib");
+    // The search's own record must agree with its answer: what completed
+    // fitted, what ran out did not.
+    if (ct.status == RunStatus::kComplete && ct.batch > c.max_batch) {
+      t.field("batch").fail("a try of batch " + std::to_string(ct.batch) + " completed, above max_batch " +
+                            std::to_string(c.max_batch));
+    }
+    if (ct.status == RunStatus::kOom && ct.batch <= c.max_batch) {
+      t.field("batch").fail("a try of batch " + std::to_string(ct.batch) + " ran out of memory, at or below max_batch " +
+                            std::to_string(c.max_batch));
+    }
     c.tries.push_back(ct);
+  }
+  if (c.first_failing_batch && *c.first_failing_batch <= c.max_batch) {
+    n.field("first_failing_batch").fail("first_failing_batch " + std::to_string(*c.first_failing_batch) +
+                                        " is not above max_batch " + std::to_string(c.max_batch));
   }
   c.predicted_max_batch = n.opt_integer("predicted_max_batch", 0, limits::kMaxBatch);
   if (n.given("fit")) {
@@ -276,6 +315,7 @@ CapacitySearch read_capacity(const JsonNode& n) {
     fit.expect_object();
     if (fit.given("fixed_mib")) c.fit_fixed_mib = fit.field("fixed_mib").as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB);
     c.fit_per_sample_mib = fit.opt_mib("per_sample_mib");
+    if (fit.given("binding_phase")) c.binding_phase = fit.field("binding_phase").as_enum<Phase>();
   }
   if (n.given("confirmed")) c.confirmed = n.field("confirmed").as_bool();
   return c;

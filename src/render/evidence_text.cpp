@@ -119,41 +119,6 @@ std::string describe_rank_run(const RunPoint& p) {
   return "preset " + p.preset + ", batch " + std::to_string(p.batch) + ", " + std::to_string(p.steps) + " steps";
 }
 
-std::string describe(const CapacityPrediction& c) {
-  std::string budget;
-  switch (c.source) {
-    case CapacityPrediction::Budget::kGiven: budget = "a budget of " + mib(c.budget_mib); break;
-    case CapacityPrediction::Budget::kMemoryLimit: budget = "the run's memory limit of " + mib(c.budget_mib); break;
-    case CapacityPrediction::Budget::kDevice:
-      budget = "the device's " + mib(c.budget_mib) + " left to the allocator";
-      break;
-  }
-  const std::string fit = "peak = " + format_mib(c.fixed_mib) + " MiB + " + format_mib(c.per_sample_mib) +
-                          " MiB per sample, fitted on " + std::to_string(c.fitted_runs) +
-                          (c.fitted_runs == 1 ? " run" : " runs") +
-                          (c.allocator_overhead_mib > 0
-                               ? ", less " + mib(c.allocator_overhead_mib) + " the allocator reserved beyond its tensors"
-                               : std::string());
-  std::string searched;
-  if (c.searched) {
-    const auto& s = *c.searched;
-    searched = "; the search in " + s.source + " found " + std::to_string(s.max_batch) +
-               (s.first_failing_batch ? " (" + std::to_string(*s.first_failing_batch) + " runs out" : " (no limit reached") +
-               (s.confirmed ? (*s.confirmed ? ", confirmed in fresh processes)" : ", NOT confirmed in fresh processes)")
-                            : ")");
-    if (s.max_batch > 0) {
-      const double off = 100.0 * static_cast<double>(c.max_batch - s.max_batch) / static_cast<double>(s.max_batch);
-      searched += ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
-    }
-  }
-  if (c.max_batch == 0) {
-    return "within " + budget + " not even one sample fits: the fixed " + mib(c.fixed_mib) +
-           " (weights, gradients, optimizer state, workspaces) exceeds it (" + fit + ")" + searched;
-  }
-  return "within " + budget + " the largest batch predicted to fit is " + std::to_string(c.max_batch) + " at preset " +
-         c.preset + ", " + steps_word(c.steps) + " (" + fit + "); the activations per sample limit it" + searched;
-}
-
 std::string describe(const RunStop& s) {
   switch (s.kind) {
     case EventKind::kOom:

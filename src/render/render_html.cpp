@@ -4,6 +4,7 @@
 // opens offline and in a CI artifact viewer.
 #include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
+#include "section.hpp"
 #include "xml_text.hpp"
 
 #include <algorithm>
@@ -238,6 +239,56 @@ std::string remedy_bars(const Verdict& v) {
   return s.str();
 }
 
+std::string table_html(const Table& t, const char* css_class) {
+  std::ostringstream s;
+  s << "<table class=\"" << css_class << "\"><thead><tr>";
+  for (const std::string& h : t.headers) s << "<th>" << xml_escape(h) << "</th>";
+  s << "</tr></thead><tbody>\n";
+  for (const auto& row : t.rows) {
+    s << "<tr>";
+    for (const std::string& c : row) s << "<td>" << xml_escape(c) << "</td>";
+    s << "</tr>\n";
+  }
+  s << "</tbody></table>\n";
+  return s.str();
+}
+
+std::string list_html(const std::vector<std::string>& items, const char* css_class) {
+  if (items.empty()) return "";
+  std::string s = std::string("<ul class=\"") + css_class + "\">\n";
+  for (const std::string& i : items) s += "<li>" + xml_escape(i) + "</li>\n";
+  return s + "</ul>\n";
+}
+
+// Everything the text says about a group, from the same section model.
+std::string section_html(const detail::Section& s) {
+  std::ostringstream out;
+  out << "<h2>" << xml_escape(s.title) << "</h2>\n<p class=\"verdict\">dominant cause: <span class=\"cause\">"
+      << xml_escape(s.cause) << "</span> (" << xml_escape(s.label) << ")" << (s.confirmed ? ", confirmed by the sweep" : "")
+      << "</p>\n";
+  if (!s.decision.empty()) out << "<p class=\"decision\">" << xml_escape(s.decision) << "</p>\n";
+  out << "<h3>evidence</h3>\n" << list_html(s.evidence, "evidence");
+  if (!s.warnings.empty()) out << "<h3>warnings</h3>\n" << list_html(s.warnings, "warnings");
+  out << "<p class=\"response\">response: " << xml_escape(s.response) << "</p>\n";
+  if (!s.best_remedy.empty()) out << "<p class=\"best-remedy\">" << xml_escape(s.best_remedy) << "</p>\n";
+  if (!s.not_measured.empty()) {
+    out << "<p class=\"not-measured\">not measured here: " << xml_escape(s.not_measured) << "</p>\n";
+  }
+  for (const std::string& c : s.capacity) out << "<p class=\"capacity\">capacity: " << xml_escape(c) << "</p>\n";
+  if (!s.not_helpful.empty()) out << "<h3>would not help</h3>\n" << list_html(s.not_helpful, "not-helpful");
+  if (!s.commands.empty()) {
+    out << "<h3>to confirm, run</h3>\n<pre class=\"confirm\">";
+    for (const std::string& c : s.commands) out << "$ " << xml_escape(c) << "\n";
+    out << "</pre>\n";
+  }
+  if (s.remedies) out << "<h3>remedies, each against its baseline run</h3>\n" << table_html(*s.remedies, "remedies");
+  out << "<h3>runs</h3>\n" << table_html(s.runs, "runs");
+  for (const auto& [label, table] : s.ranks) {
+    out << "<h3>ranks (" << xml_escape(label) << ")</h3>\n" << table_html(table, "ranks");
+  }
+  return out.str();
+}
+
 constexpr const char* kStyle = R"(
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1240px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-top:12px}
@@ -246,7 +297,8 @@ figure{margin:8px 0}figcaption{font-size:12px;color:#555}
 svg.plot{background:#fff;border:1px solid #e4e4e4}
 .grid{stroke:#eee}.step{stroke:#ddd;stroke-dasharray:2 3}.tick,.phase,.axis{font-size:10px;fill:#555}
 .legend{font-size:12px}.legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
-.regressed{color:#b00;font-weight:600}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:2px 6px}
+.regressed{color:#b00;font-weight:600}.warnings li,.decision{color:#9a5b00}h3{font-size:14px;margin:10px 0 4px}
+pre.confirm{background:#f6f6f6;padding:6px;white-space:pre-wrap}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:2px 6px}
 )";
 
 }  // namespace
@@ -262,13 +314,7 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
     const Group& g = a.groups[i];
     const Verdict& v = a.verdicts[i];
-    out << "<section class=\"group\" id=\"group-" << i << "\">\n<h2>" << xml_escape(group_title(g)) << "</h2>\n"
-        << "<p>dominant cause: <span class=\"cause\">" << to_string(v.dominant) << "</span> ("
-        << xml_escape(cause_label(v.dominant)) << ")</p>\n<ul class=\"evidence\">\n";
-    for (const Evidence& e : v.evidence) out << "<li>" << xml_escape(describe(e)) << "</li>\n";
-    out << "</ul>\n";
-    if (v.dominant != Cause::kInconclusive) out << "<p>response: " << xml_escape(cause_response(v.dominant)) << "</p>\n";
-    for (const CapacityPrediction& c : v.capacity) out << "<p>capacity: " << xml_escape(describe(c)) << "</p>\n";
+    out << "<section class=\"group\" id=\"group-" << i << "\">\n" << section_html(detail::section_of(g, v));
     double ymax = 0;
     for (const RunFeatures& f : g.runs) {
       const auto it = by_source.find(f.source);

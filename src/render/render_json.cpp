@@ -214,16 +214,36 @@ json remedies_json(const Verdict& v) {
   return remedies;
 }
 
+json line_json(const PhaseLine& l) {
+  const char* piece = l.piece == PhaseLine::Piece::kStart ? "start" : l.piece == PhaseLine::Piece::kEnd ? "end" : "whole";
+  json tensors = nullptr;
+  if (l.tensors) {
+    tensors = {{"parameters_mib", l.tensors->parameters_mib},
+               {"gradients_mib", l.tensors->gradients_mib},
+               {"optimizer_state_mib", l.tensors->optimizer_state_mib}};
+  }
+  return {{"phase", to_string(l.phase)}, {"piece", piece},         {"fixed_mib", l.fixed_mib},
+          {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
+}
+
 json capacity_json(const Verdict& v) {
   json capacity = json::array();
   for (const CapacityPrediction& c : v.capacity) {
-    const char* source = c.source == CapacityPrediction::Budget::kGiven         ? "given"
-                         : c.source == CapacityPrediction::Budget::kMemoryLimit ? "memory_limit"
-                                                                                 : "device";
-    capacity.push_back({{"budget_mib", c.budget_mib}, {"budget_source", source}, {"fixed_mib", c.fixed_mib},
-                        {"per_sample_mib", c.per_sample_mib}, {"fitted_runs", c.fitted_runs},
-                        {"allocator_overhead_mib", c.allocator_overhead_mib},
-                        {"max_batch", c.max_batch}, {"preset", c.preset}, {"steps", c.steps},
+    const CapacityAnswer& a = c.answer;
+    capacity.push_back({{"budget_mib", a.budget_mib},
+                        {"budget_source", to_string(c.source)},
+                        {"max_batch", a.max_batch},
+                        {"binding", line_json(a.binding)},
+                        {"fitted_batches", a.fitted_batches},
+                        {"extrapolation", a.extrapolation},
+                        {"from_search", c.from_search},
+                        {"capped_by_oom", opt(a.capped_by_oom)},
+                        {"raised_by_run", opt(a.raised_by_run)},
+                        {"allocator_overhead_mib", a.reserve_overhead_mib},
+                        {"primary_batch", c.primary_batch},
+                        {"primary_needs_mib", c.primary_needs_mib},
+                        {"preset", c.preset},
+                        {"steps", c.steps},
                         {"searched", c.searched ? json{{"max_batch", c.searched->max_batch},
                                                        {"first_failing_batch", opt(c.searched->first_failing_batch)},
                                                        {"confirmed", opt(c.searched->confirmed)},

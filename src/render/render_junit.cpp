@@ -4,6 +4,7 @@
 // the evidence in the message and in the body.
 #include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
+#include "section.hpp"
 #include "xml_text.hpp"
 
 #include <sstream>
@@ -19,19 +20,18 @@ struct Case {
   std::string failure_body;
 };
 
-const Verdict* verdict_of(const Analysis& a, const std::string& group_key) {
-  for (const Verdict& v : a.verdicts) {
-    if (v.group_key == group_key) return &v;
+// The group's section, a line each: what a CI page shows under a failure.
+std::string evidence_body(const Analysis& a, const std::string& group_key) {
+  for (std::size_t i = 0; i < a.verdicts.size(); ++i) {
+    if (a.verdicts[i].group_key != group_key) continue;
+    const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
+    std::string body = detail::cause_line(s) + "\n";
+    if (!s.decision.empty()) body += "- " + s.decision + "\n";
+    for (const std::string& e : s.evidence) body += "- " + e + "\n";
+    for (const std::string& w : s.warnings) body += "! " + w + "\n";
+    return body;
   }
-  return nullptr;
-}
-
-// The verdict's evidence, a line each: what a CI page shows under a failure.
-std::string evidence_body(const Verdict* v) {
-  if (v == nullptr) return "";
-  std::string body = std::string("dominant cause: ") + to_string(v->dominant) + " (" + cause_label(v->dominant) + ")\n";
-  for (const Evidence& e : v->evidence) body += "- " + describe(e) + "\n";
-  return body;
+  return "";
 }
 
 Case gate_case(const Analysis& a, const GateCheck& g) {
@@ -48,7 +48,7 @@ Case gate_case(const Analysis& a, const GateCheck& g) {
                         (g.kind == GateCheck::Kind::kExpect ? std::string(", expected ") + to_string(g.cause)
                                                             : std::string(" (--fail-on)"));
   }
-  c.failure_body = *c.failure_message + "\n" + evidence_body(verdict_of(a, g.group_key));
+  c.failure_body = *c.failure_message + "\n" + evidence_body(a, g.group_key);
   return c;
 }
 

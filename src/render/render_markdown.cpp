@@ -12,6 +12,7 @@ std::string render_markdown(const Analysis& a) {
     out += "### " + s.title + "\n\n";
     out += "**Dominant cause: `" + s.cause + "`** (" + s.label + ")" + (s.confirmed ? ", confirmed by the sweep" : "") +
            ".\n\nEvidence:\n\n";
+    if (!s.decision.empty()) out += "- " + s.decision + "\n";
     for (const std::string& e : s.evidence) out += "- " + e + "\n";
     for (const std::string& w : s.warnings) out += "- **warning:** " + w + "\n";
     out += "\nResponse: " + s.response + "\n";

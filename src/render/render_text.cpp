@@ -9,8 +9,9 @@ std::string render_text(const Analysis& a) {
     const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
     if (i) out += "\n";
     out += "== " + s.title + " ==\n";
-    out += "dominant cause: " + s.cause + " (" + s.label + ")" + (s.confirmed ? ", confirmed by the sweep" : "") + "\n";
+    out += detail::cause_line(s) + "\n";
     out += "evidence:\n";
+    if (!s.decision.empty()) out += "  - " + s.decision + "\n";
     for (const std::string& e : s.evidence) out += "  - " + e + "\n";
     for (const std::string& w : s.warnings) out += "  ! " + w + "\n";
     out += "response: " + s.response + "\n";

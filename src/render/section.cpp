@@ -8,7 +8,7 @@ Section section_of(const Group& g, const Verdict& v) {
   s.cause = to_string(v.dominant);
   s.label = cause_label(v.dominant);
   s.confirmed = v.confirmed;
-  if (const std::string why = describe(v.decision, v.primary_source); !why.empty()) s.evidence.push_back(why);
+  s.decision = describe(v.decision, v.primary_source);
   for (const Evidence& e : v.evidence) s.evidence.push_back(describe(e));
   for (const Warning& w : v.warnings) s.warnings.push_back(describe(w));
   s.response = cause_response(v.dominant);
@@ -23,6 +23,10 @@ Section section_of(const Group& g, const Verdict& v) {
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
   return s;
+}
+
+std::string cause_line(const Section& s) {
+  return "dominant cause: " + s.cause + " (" + s.label + ")" + (s.confirmed ? ", confirmed by the sweep" : "");
 }
 
 }  // namespace memdiag::detail

@@ -1,6 +1,7 @@
 // Internal to memdiag::render: what one group's section says, decided once
-// and laid out by each format (text, markdown, and the HTML report to come),
-// so the formats cannot drift apart in content.
+// and laid out by every format (text, markdown, HTML, JUnit's failure
+// bodies), so that no format can drop what another says. JSON keeps the
+// records as well as these sentences.
 #pragma once
 
 #include "memdiag/render.hpp"
@@ -17,6 +18,7 @@ struct Section {
   std::string cause;           // "activations"
   std::string label;           // "forward activations"
   bool confirmed = false;      // "confirmed by the sweep"
+  std::string decision;        // why it is inconclusive; empty for a dominant cause
   std::vector<std::string> evidence;
   std::vector<std::string> warnings;
   std::string response;
@@ -32,5 +34,8 @@ struct Section {
 };
 
 Section section_of(const Group& g, const Verdict& v);
+
+// "dominant cause: activations (forward activations), confirmed by the sweep"
+std::string cause_line(const Section& s);
 
 }  // namespace memdiag::detail

@@ -15,84 +15,14 @@
 #include "memdiag/tracking_allocator.hpp"
 #include "memdiag/workload.hpp"
 
-#include <atomic>
+#include "memdiag/exit_code.hpp"
 
-#include <unistd.h>
-#include <csignal>
-#include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <iomanip>
-#include <ostream>
-#include <sstream>
-
 
 namespace memdiag {
 namespace fs = std::filesystem;
-
-namespace {
-
-std::atomic<bool> g_interrupt{false};
-std::atomic<int> g_signal{0};  // the signal that asked to stop
-// SIGINT (Ctrl-C), SIGTERM (timeout, CI cancellation, schedulers) and SIGHUP
-// all stop the run between phases, so its report is written. A second
-// signal while the run finishes its phase ends the process at once: reports
-// are written by rename, so none is left torn.
-extern "C" void on_stop_signal(int sig) {
-  if (g_interrupt.exchange(true)) _exit(128 + sig);
-  g_signal.store(sig);
-}
-
-const char* signal_name(int sig) {
-  switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    default: return "a signal";
-  }
-}
-
-
-
-void print_header(std::ostream& out) {
-  out << std::right << std::setw(5) << "step" << "  " << std::left << std::setw(16) << "phase" << std::right
-      << std::setw(12) << "alloc MiB" << std::setw(12) << "peak MiB" << std::setw(12) << "reserved"
-      << std::setw(12) << "device" << std::setw(10) << "ms" << "\n";
-}
-
-void print_row(std::ostream& out, const Sample& s) {
-  out << std::right << std::setw(5) << (s.step ? std::to_string(*s.step) : std::string("-")) << "  " << std::left
-      << std::setw(16) << to_string(s.phase) << std::right << std::setw(12) << format_mib(s.allocated_mib)
-      << std::setw(12) << format_mib(s.peak_allocated_mib) << std::setw(12) << format_mib(s.reserved_mib)
-      << std::setw(12) << format_mib(s.device_used_mib) << std::setw(10) << format_fixed(s.elapsed_ms, 1) << "\n"
-      << std::flush;
-}
-
-// c10 errors carry a backtrace after the first line; users need the first.
-std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
-
-ExitCode exit_code_for(RunStatus s) {
-  switch (s) {
-    case RunStatus::kComplete: return ExitCode::kOk;
-    case RunStatus::kOom: return ExitCode::kOom;
-    case RunStatus::kInterrupted: return ExitCode::kInterrupted;
-    case RunStatus::kFailed: return ExitCode::kFailed;
-  }
-  return ExitCode::kFailed;
-}
-
-// A sweep's exit code: interrupted over failed over out of memory.
-ExitCode sweep_exit_code(const std::vector<RunStatus>& statuses) {
-  ExitCode code = ExitCode::kOk;
-  for (RunStatus s : statuses) {
-    const ExitCode c = exit_code_for(s);
-    if (c == ExitCode::kInterrupted) return c;
-    if (c == ExitCode::kFailed || (c == ExitCode::kOom && code == ExitCode::kOk)) code = c;
-  }
-  return code;
-}
-
-}  // namespace
 
 std::string self_executable(const std::string& argv0) {
   std::error_code ec;
@@ -109,23 +39,6 @@ std::vector<std::string> default_case_dirs(const std::string& argv0) {
   dirs.push_back((base / ".." / "share" / "memdiag" / "cases").lexically_normal().string());
   if (*MEMDIAG_SOURCE_CASES_DIR) dirs.emplace_back(MEMDIAG_SOURCE_CASES_DIR);
   return dirs;
-}
-
-int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std::ostream& err) {
-  try {
-    for (const CaseSpec& c : list_cases(case_dirs)) {
-      std::string presets;
-      for (const auto& kv : c.presets) {
-        presets += (presets.empty() ? "" : ", ") + kv.first + (kv.first == c.default_preset ? "*" : "");
-      }
-      out << std::left << std::setw(8) << c.name << " " << c.description << "\n"
-          << std::setw(8) << "" << " presets: " << presets << "  (file: " << c.source << ")\n";
-    }
-  } catch (const Error& e) {
-    err << "memory_diagnostics: " << e.what() << "\n";
-    return to_int(ExitCode::kUsage);
-  }
-  return to_int(ExitCode::kOk);
 }
 
 namespace {
@@ -180,22 +93,15 @@ std::unique_ptr<MemoryProbe> make_probe(const ResolvedPlan& plan, const HarnessO
   return probe;
 }
 
-// The live table of a single run on stdout: a heading, then a row per sample
-// as it is taken.
-void show_progress(Recorder& rec, const PlannedRun& run, const ResolvedPlan& plan, std::ostream& out) {
+// A single run's heading and its samples as they are taken, for the live table.
+// c10 errors carry a backtrace after the first line; users need the first.
+std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
+
+void show_progress(Recorder& rec, const PlannedRun& run, const ResolvedPlan& plan, RunObserver& obs) {
   const Report& r = rec.report();
-  out << "memdiag " << MEMDIAG_VERSION << ": case " << run.spec.name << " (preset " << run.preset << ", batch "
-      << run.batch << ", " << run.steps << " step" << (run.steps == 1 ? "" : "s")
-      << (run.remedies.empty() ? std::string() : ", remedy " + remedies_label(run.remedies)) << ") on "
-      << plan.device.str() << " [" << r.environment.device_name << "]\n";
-  print_header(out);
-  rec.set_listener([&out, &r](const Sample& s) {
-    print_row(out, s);
-    if (s.phase == Phase::kModelReady) {
-      out << "       model: " << r.model.parameters << " parameters (" << format_mib(to_mib(r.model.parameter_bytes))
-          << " MiB)\n";
-    }
-  });
+  obs.run_started(RunHeading{run.spec.name, run.preset, run.remedies.empty() ? std::string() : remedies_label(run.remedies),
+                             plan.device.str(), r.environment.device_name, run.batch, run.steps});
+  rec.set_listener([&obs, &r](const Sample& sample) { obs.sample_taken(sample, r); });
 }
 
 WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
@@ -217,7 +123,7 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
 // the workload, and records how it ended. Any failure becomes an error event
 // and status failed, so a report is always written.
 RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
-                  Recorder& rec, std::ostream& err) {
+                  Recorder& rec, RunObserver& obs) {
   WorkloadOptions w = workload_options(run, plan, opts);
   w.known_warmup_mib = session.warmup_mib;
   RunStatus status = RunStatus::kFailed;
@@ -230,65 +136,49 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
       rec.restart_phase();
     }
     w.comm = session.comm.get();
-    status = run_workload(w, *session.probe, rec, &g_interrupt);
+    status = run_workload(w, *session.probe, rec, opts.stop);
   } catch (const std::exception& e) {
     const std::string msg = first_line(e.what());
     rec.add_event(EventKind::kError, msg);
-    err << "memory_diagnostics: " << (plan.launch ? "rank " + std::to_string(plan.launch->rank) + ": " : std::string())
-        << "run failed: " << msg << "\n";
+    obs.problem((plan.launch ? "rank " + std::to_string(plan.launch->rank) + ": " : std::string()) + "run failed: " + msg);
   }
   if (status == RunStatus::kInterrupted) {
-    rec.add_event(EventKind::kInterrupted, std::string("stopped by ") + signal_name(g_signal.load()));
+    rec.add_event(EventKind::kInterrupted,
+                  "stopped by " + signal_name(opts.stop != nullptr ? opts.stop->signal() : 0));
   }
   return status;
-}
-
-void print_outcome(const Report& report, const std::string& output, bool talk, std::ostream& out,
-                   std::ostream& err) {
-  if (talk) {
-    for (const Event& ev : report.events) {
-      if (ev.kind == EventKind::kOom) {
-        out << "out of memory in phase " << (ev.phase ? to_string(*ev.phase) : "?")
-            << (ev.step ? " of step " + std::to_string(*ev.step) : "") << ": " << ev.message << "\n";
-      }
-    }
-    out << "wrote " << output << " (status " << to_string(report.status) << ")\n";
-  } else if (report.status == RunStatus::kOom) {
-    err << "memory_diagnostics: out of memory; report written to " << output << "\n";
-  }
 }
 
 // --memory-snapshot and --oom-snapshot, after the run: each file written is
 // named in the report (a note), so the report leads to its snapshot.
 // Returns false when a snapshot asked for could not be written.
-bool write_snapshots(const HarnessOptions& opts, Report& report, bool talk, std::ostream& out, std::ostream& err) {
+bool write_snapshots(const HarnessOptions& opts, Report& report, RunObserver& obs) {
   if (opts.memory_snapshot.empty() && opts.oom_snapshot.empty()) return true;
   bool ok = true;
   auto write = [&](const std::string& flag, const std::string& path, const std::string& pickle, const char* what) {
     try {
       write_file_atomically(path, pickle);
       report.events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
-                                    std::string(what) + " written to " + path + " (open it in https://pytorch.org/memory_viz)",
-                                    std::nullopt));
-      if (talk) out << "wrote " << path << " (" << what << ", " << format_mib(to_mib(static_cast<std::int64_t>(pickle.size())))
-                    << " MiB)\n";
+                                         std::string(what) + " written to " + path +
+                                             " (open it in https://pytorch.org/memory_viz)"));
+      obs.file_written(path, what, to_mib(static_cast<std::int64_t>(pickle.size())));
     } catch (const std::exception& e) {
-      err << "memory_diagnostics: " << flag << ": " << e.what() << "\n";
+      obs.problem(flag + ": " + first_line(e.what()));
       ok = false;
     }
   };
   if (!opts.oom_snapshot.empty()) {
     if (std::optional<std::string> pickle = take_oom_snapshot()) {
       write("--oom-snapshot", opts.oom_snapshot, *pickle, "allocator snapshot at the out-of-memory error");
-    } else if (talk) {
-      out << "no out-of-memory error: " << opts.oom_snapshot << " not written\n";
+    } else {
+      obs.note("no out-of-memory error: " + opts.oom_snapshot + " not written");
     }
   }
   if (!opts.memory_snapshot.empty()) {
     try {
       write("--memory-snapshot", opts.memory_snapshot, memory_snapshot_pickle(), "allocator history of the run");
     } catch (const std::exception& e) {
-      err << "memory_diagnostics: --memory-snapshot: " << first_line(e.what()) << "\n";
+      obs.problem("--memory-snapshot: " + first_line(e.what()));
       ok = false;
     }
   }
@@ -296,54 +186,58 @@ bool write_snapshots(const HarnessOptions& opts, Report& report, bool talk, std:
   return ok;
 }
 
-// A plain run: the live table, then one line saying where the report went.
-int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
-               std::ostream& out, std::ostream& err) {
+// A plain run: the live table, then where the report went.
+int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
   const PlannedRun& run = plan.runs.front();
   Recorder rec(*session.probe);
   describe_report(rec.report(), run, plan, opts, *session.probe);
-  if (talk) show_progress(rec, run, plan, out);
-  Report report = rec.finish(execute(run, plan, opts, session, rec, err));
-  const bool snapshots_ok = write_snapshots(opts, report, talk, out, err);
+  show_progress(rec, run, plan, obs);
+  Report report = rec.finish(execute(run, plan, opts, session, rec, obs));
+  const bool snapshots_ok = write_snapshots(opts, report, obs);
   try {
     write_report(run.output, report);
   } catch (const std::exception& e) {
-    err << "memory_diagnostics: --output: " << e.what() << "\n";
+    obs.problem(std::string("--output: ") + e.what());
+    obs.run_finished(report, "");
     return to_int(ExitCode::kFailed);
   }
-  print_outcome(report, run.output, talk, out, err);
+  obs.run_finished(report, run.output);
   if (!snapshots_ok && report.status == RunStatus::kComplete) return to_int(ExitCode::kFailed);
   return to_int(exit_code_for(report.status));
 }
 
 // Every configuration in this process, one after another, each starting
 // from what a fresh process holds after its warm-up.
-int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
-              std::ostream& out, std::ostream& err) {
-  std::vector<detail::SweepRow> rows;
+int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
+  std::vector<SweepRow> rows;
   std::vector<RunStatus> statuses;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const PlannedRun& run = plan.runs[i];
     if (i > 0) session.probe->reset_between_runs();
     const auto t0 = std::chrono::steady_clock::now();
-    Report report = detail::run_configuration(run, plan, opts, session, err);
+    Report report = detail::run_configuration(run, plan, opts, session, obs);
     try {
       write_report(run.output, report);
     } catch (const std::exception& e) {
-      err << "memory_diagnostics: --output: " << e.what() << "\n";
+      obs.problem(std::string("--output: ") + e.what());
       report.status = RunStatus::kFailed;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rows.push_back(detail::sweep_row(run, plan.varying, report, seconds));
     statuses.push_back(report.status);
-    if (talk) detail::print_progress_line(rows.back(), i + 1, plan.runs.size(), err);
-    if (report.status == RunStatus::kInterrupted) break;
+    obs.sweep_run_finished(rows.back(), i + 1, plan.runs.size());
+    // A stop request ends the sweep after the run in progress, whatever
+    // that run's status (an out-of-memory run does not check it).
+    if (report.status == RunStatus::kInterrupted || (opts.stop != nullptr && opts.stop->requested())) {
+      statuses.push_back(RunStatus::kInterrupted);
+      break;
+    }
     // A rank that did not complete leaves its peers' collectives hanging:
     // every rank stops, as a single run would.
     if (plan.launch && report.status != RunStatus::kComplete) break;
   }
-  if (talk) detail::print_summary(rows, plan.runs.size(), out);
-  return to_int(sweep_exit_code(statuses));
+  obs.sweep_finished(rows, plan.runs.size());
+  return to_int(exit_code_for(statuses));
 }
 
 }  // namespace
@@ -351,12 +245,12 @@ int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& ses
 namespace detail {
 
 Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
-                         Session& session, std::ostream& err) {
+                         Session& session, RunObserver& obs) {
   Report report;
   {
     Recorder rec(*session.probe);
     describe_report(rec.report(), run, plan, opts, *session.probe);
-    report = rec.finish(execute(run, plan, opts, session, rec, err));
+    report = rec.finish(execute(run, plan, opts, session, rec, obs));
   }
   if (!session.warmup_mib) {
     for (const Event& e : report.events) {
@@ -368,22 +262,25 @@ Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const 
 
 }  // namespace detail
 
-int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err) {
+int run_harness(const HarnessOptions& opts) {
+  RunObserver silent;
+  RunObserver& obs = opts.observer != nullptr ? *opts.observer : silent;
   ResolvedPlan plan;
   try {
     plan = detail::resolve_plan(opts);
   } catch (const UsageError& u) {
-    err << "memory_diagnostics: " << u.what() << "\n";
+    obs.problem(u.what());
     return to_int(ExitCode::kUsage);
   }
-  const bool talk = !opts.quiet && (!plan.launch || plan.launch->rank == 0);
-  if (opts.isolate) return detail::run_isolated(plan, opts, talk, out, err);
+  obs.session_started(SessionInfo{plan.launch ? plan.launch->rank : 0, plan.launch ? plan.launch->world_size : 1,
+                                  plan.device.str()});
+  if (opts.isolate) return detail::run_isolated(plan, opts, obs);
 
   Session session;
   try {
     session.probe = make_probe(plan, opts);
   } catch (const std::exception& e) {
-    err << "memory_diagnostics: --device: cannot use " << plan.device.str() << ": " << first_line(e.what()) << "\n";
+    obs.problem("--device: cannot use " + plan.device.str() + ": " + first_line(e.what()));
     return to_int(ExitCode::kFailed);
   }
   if (!opts.memory_snapshot.empty() || !opts.oom_snapshot.empty()) {
@@ -396,22 +293,13 @@ int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err
     try {
       start_memory_history(so);
     } catch (const std::exception& e) {
-      err << "memory_diagnostics: --memory-snapshot: cannot record: " << first_line(e.what()) << "\n";
+      obs.problem("--memory-snapshot: cannot record: " + first_line(e.what()));
       return to_int(ExitCode::kFailed);
     }
   }
-  g_interrupt.store(false);
-  g_signal.store(0);
-  auto previous_int = std::signal(SIGINT, on_stop_signal);
-  auto previous_term = std::signal(SIGTERM, on_stop_signal);
-  auto previous_hup = std::signal(SIGHUP, on_stop_signal);
-  const int code = opts.find_max_batch        ? detail::run_max_batch_search(plan, opts, session, talk, out, err)
-                   : plan.runs.size() == 1 ? run_single(plan, opts, session, talk, out, err)
-                                           : run_sweep(plan, opts, session, talk, out, err);
-  std::signal(SIGINT, previous_int);
-  std::signal(SIGTERM, previous_term);
-  std::signal(SIGHUP, previous_hup);
-  return code;
+  return opts.find_max_batch        ? detail::run_max_batch_search(plan, opts, session, obs)
+         : plan.runs.size() == 1 ? run_single(plan, opts, session, obs)
+                                 : run_sweep(plan, opts, session, obs);
 }
 
 }  // namespace memdiag

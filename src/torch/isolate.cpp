@@ -12,21 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <ostream>
 #include <thread>
 
 extern char** environ;
 
 namespace memdiag::detail {
 namespace {
-
-std::atomic<bool> g_isolate_interrupt{false};
-extern "C" void on_isolate_sigint(int) { g_isolate_interrupt.store(true); }
-
 
 RunStatus status_from_exit(int code) {
   if (code == to_int(ExitCode::kOk)) return RunStatus::kComplete;
@@ -56,9 +50,7 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
   return to_argv(spec, opts.self_exe);
 }
 
-// A SIGINT to this process is passed on to the child, which then writes its
-// report as interrupted.
-int run_child(const std::vector<std::string>& argv, bool silent) {
+int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent) {
   std::vector<char*> args;
   for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
@@ -69,37 +61,43 @@ int run_child(const std::vector<std::string>& argv, bool silent) {
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   }
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  // A process group of its own: a Ctrl-C at the terminal reaches this
+  // process only, which passes it on once; the child sees one signal.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  }
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  if (stop != nullptr) stop->set_child(pid);
   bool forwarded = false;
   int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (g_isolate_interrupt.load() && !forwarded) {
-      kill(pid, SIGINT);
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (stop != nullptr && stop->requested() && !forwarded) {
+      kill(pid, stop->signal());  // the same signal: the child writes its report as interrupted
       forwarded = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (stop != nullptr) stop->set_child(0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, bool talk, std::ostream& out,
-                 std::ostream& err) {
-  g_isolate_interrupt.store(false);
-  auto previous = std::signal(SIGINT, on_isolate_sigint);
+int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs) {
   std::vector<SweepRow> rows;
-  int code = to_int(ExitCode::kOk);
+  std::vector<RunStatus> statuses;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const PlannedRun& run = plan.runs[i];
     const auto t0 = std::chrono::steady_clock::now();
     int exit_code = to_int(ExitCode::kFailed);
     try {
-      exit_code = run_child(child_argv(run, plan, opts, run.output));
+      exit_code = run_child(child_argv(run, plan, opts, run.output), opts.stop);
     } catch (const Error& e) {
-      err << "memory_diagnostics: " << e.what() << "\n";
+      obs.problem(e.what());
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ReadResult read = read_report_file(run.output);
@@ -107,19 +105,15 @@ int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, bool talk
     if (read.report) report = *read.report;
     report.status = read.report ? read.report->status : status_from_exit(exit_code);
     rows.push_back(sweep_row(run, plan.varying, report, seconds));
-    if (talk) print_progress_line(rows.back(), i + 1, plan.runs.size(), err);
-    // The same precedence as an in-process sweep: interrupted, failed, out of memory.
-    const RunStatus s = rows.back().status;
-    if (s == RunStatus::kInterrupted || g_isolate_interrupt.load()) {
-      code = to_int(ExitCode::kInterrupted);
+    statuses.push_back(rows.back().status);
+    obs.sweep_run_finished(rows.back(), i + 1, plan.runs.size());
+    if (rows.back().status == RunStatus::kInterrupted || (opts.stop != nullptr && opts.stop->requested())) {
+      statuses.push_back(RunStatus::kInterrupted);
       break;
     }
-    if (s == RunStatus::kFailed) code = to_int(ExitCode::kFailed);
-    if (s == RunStatus::kOom && code == to_int(ExitCode::kOk)) code = to_int(ExitCode::kOom);
   }
-  std::signal(SIGINT, previous);
-  if (talk) print_summary(rows, plan.runs.size(), out);
-  return code;
+  obs.sweep_finished(rows, plan.runs.size());
+  return to_int(exit_code_for(statuses));
 }
 
 }  // namespace memdiag::detail

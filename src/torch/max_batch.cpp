@@ -6,6 +6,7 @@
 // answer is then run again in fresh processes: max_batch must complete and
 // max_batch + 1 must run out.
 #include "memdiag/atomic_file.hpp"
+#include "memdiag/capacity_model.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
@@ -45,54 +46,17 @@ Budget budget_for(const ResolvedPlan& plan, const HarnessOptions& opts, MemoryPr
   return {total - outside, CapacitySearch::LimitSource::kDevice};
 }
 
-// The highest peak a run reached: its samples' and, when it ran out, the
-// failing phase's.
-double run_peak(const Report& r) {
-  double peak = peak_allocated_mib(r);
-  for (const Event& e : r.events) {
-    if (e.kind == EventKind::kOom && e.mib) peak = std::max(peak, *e.mib);
-  }
-  return peak;
-}
-
-// peak = fixed + per_sample x batch by least squares over the completed
-// tries in the upper half of the fitting range: small batches' peaks sit on
-// the floor of the phases without activations (AdamW's step), which a line
-// through them would mistake for the slope.
-// overhead_mib: what the allocator reserved beyond its tensors at the
-// largest fitting run's peak, since a CUDA limit bounds reserved memory.
-void fit_line(CapacitySearch& c, double overhead_mib) {
-  std::vector<std::pair<double, double>> pts;
-  for (const CapacityTry& t : c.tries) {
-    if (t.status == RunStatus::kComplete && 2 * t.batch >= c.max_batch) pts.emplace_back(t.batch, t.peak_allocated_mib);
-  }
-  std::sort(pts.begin(), pts.end());
-  pts.erase(std::unique(pts.begin(), pts.end(), [](auto& a, auto& b) { return a.first == b.first; }), pts.end());
-  if (pts.size() < 2) return;
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (const auto& [x, y] : pts) {
-    sx += x;
-    sy += y;
-    sxx += x * x;
-    sxy += x * y;
-  }
-  const double n = static_cast<double>(pts.size());
-  const double den = n * sxx - sx * sx;
-  if (!(den > 0)) return;
-  const double slope = (n * sxy - sx * sy) / den;
-  if (!(slope > 0)) return;
-  const double fixed = (sy - slope * sx) / n;
-  c.fit_fixed_mib = fixed;
-  c.fit_per_sample_mib = slope;
-  const double room = (c.limit_mib - overhead_mib - fixed) / slope;
-  c.predicted_max_batch =
-      room < 1 ? 0 : static_cast<std::int64_t>(std::min(std::floor(room), static_cast<double>(limits::kMaxBatch)));
-}
-
-// Peak reserved less peak allocated over the run's samples (0 on the CPU),
-// as the comparer's cache_excess reads it.
-double reserve_overhead(const Report& r) {
-  return std::max(0.0, peak_reserved_mib(r).value_or(0.0) - peak_allocated_mib(r));
+// The capacity model over the tries (the fit compare_memory_reports makes
+// of the same points), without the tries' own outcomes: what the lines
+// predict, to set beside what the search found.
+void predict(CapacitySearch& c) {
+  const std::optional<CapacityFit> fit = fit_capacity(capacity_points(c, ""));
+  if (!fit) return;
+  const CapacityAnswer a = predict_max_batch(*fit, c.limit_mib, /*apply_bounds=*/false);
+  c.predicted_max_batch = a.max_batch;
+  c.fit_fixed_mib = a.binding.fixed_mib;
+  c.fit_per_sample_mib = a.binding.per_sample_mib;
+  c.binding_phase = a.binding.phase;
 }
 
 // What this process holds on the device beyond the caching allocator's
@@ -122,7 +86,7 @@ struct Confirmation {
 };
 
 Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts,
-                     const CapacitySearch& c, bool talk, std::ostream& err) {
+                     const CapacitySearch& c, RunObserver& obs) {
   Confirmation out;
   // POSIX calls, not std::filesystem: libtorch.so exports its own copy of
   // std::filesystem::remove_all, which crashes when it is bound instead of
@@ -140,12 +104,9 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
     run.batch = static_cast<int>(batch);
     const std::string path = dir + "/batch" + std::to_string(batch) + ".json";
     written.push_back(path);
-    run_child(child_argv(run, plan, opts, path), /*silent=*/true);
+    run_child(child_argv(run, plan, opts, path), opts.stop, /*silent=*/true);
     ReadResult r = read_report_file(path);
-    if (talk) {
-      err << "confirm: batch " << batch << " in a fresh process: "
-          << (r.report ? status_word(r.report->status) : "no report") << "\n";
-    }
+    obs.search_confirming(batch, r.report ? std::optional<RunStatus>(r.report->status) : std::nullopt);
     return r.report;
   };
   bool agreed = true;
@@ -164,32 +125,9 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
   return out;
 }
 
-void print_result(const CapacitySearch& c, const std::string& output, std::ostream& out) {
-  const std::string limit = format_mib(c.limit_mib) + " MiB" +
-                            (c.limit_source == CapacitySearch::LimitSource::kDevice ? " (what the device leaves to the allocator)"
-                                                                                    : "");
-  if (c.max_batch == 0) {
-    out << "not even one sample fits within " << limit << "\n";
-  } else {
-    out << "largest batch that fits within " << limit << ": " << c.max_batch;
-    if (c.first_failing_batch) out << " (" << *c.first_failing_batch << " runs out of memory)";
-    else out << " (the largest batch memdiag runs; no limit reached)";
-    out << "\n";
-  }
-  if (c.predicted_max_batch) {
-    out << "predicted from the fit: " << *c.predicted_max_batch << " (peak = " << format_mib(*c.fit_fixed_mib)
-        << " MiB + " << format_fixed(*c.fit_per_sample_mib, 4) << " MiB per sample)\n";
-  }
-  if (c.confirmed) {
-    out << "fresh processes: " << (*c.confirmed ? "agree" : "DISAGREE (see the confirm lines above)") << "\n";
-  }
-  out << "tries: " << c.tries.size() << "; wrote " << output << "\n";
-}
-
 }  // namespace
 
-int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
-                         std::ostream& out, std::ostream& err) {
+int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
   const PlannedRun& base = plan.runs.front();
   CapacitySearch c;
   {
@@ -197,11 +135,8 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
     c.limit_mib = b.limit_mib;
     c.limit_source = b.source;
   }
-  if (talk) {
-    out << "memdiag " << MEMDIAG_VERSION << ": largest batch of " << base.spec.name << " (preset " << base.preset << ", "
-        << base.steps << " step" << (base.steps == 1 ? "" : "s") << ") within " << format_mib(c.limit_mib) << " MiB on "
-        << plan.device.str() << "\n";
-  }
+  obs.search_started(SearchHeading{base.spec.name, base.preset, plan.device.str(), base.steps, c.limit_mib, c.limit_source});
+
   std::optional<Report> best;    // the largest batch that completed
   std::optional<Report> failed;  // batch 1's run, when even that ran out
   std::int64_t lo = 0;           // largest batch that completed
@@ -216,13 +151,22 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
     PlannedRun run = base;
     run.batch = static_cast<int>(batch);
     const auto t0 = std::chrono::steady_clock::now();
-    Report report = run_configuration(run, plan, opts, session, err);
+    Report report = run_configuration(run, plan, opts, session, obs);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    c.tries.push_back(CapacityTry{batch, report.status, run_peak(report), seconds});
-    if (talk) {
-      err << "try " << c.tries.size() << ": batch " << batch << " " << status_word(report.status) << ", peak "
-          << format_mib(c.tries.back().peak_allocated_mib) << " MiB, " << format_fixed(seconds, 2) << " s\n";
-    }
+    CapacityTry t;
+    t.batch = batch;
+    t.status = report.status;
+    t.peak_allocated_mib = run_peak(report);
+    t.seconds = seconds;
+    const CapacityPoint point = capacity_point(report, batch, "");
+    t.phases = point.phases;
+    t.reserve_overhead_mib = point.reserve_overhead_mib;
+    t.persistent_other_mib = point.persistent_other_mib;
+    t.failed_phase = point.failed_phase;
+    t.needed_mib = point.needed_mib;
+    c.tries.push_back(std::move(t));
+    obs.search_tried(c.tries.back(), c.tries.size());
+
     switch (report.status) {
       case RunStatus::kComplete:
         lo = batch;
@@ -235,6 +179,11 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
       case RunStatus::kInterrupted:
       case RunStatus::kFailed: stopped = report.status; break;
     }
+    // A try that ran out of memory does not look at the stop request; the
+    // search does, after every try.
+    if (stopped == RunStatus::kComplete && opts.stop != nullptr && opts.stop->requested()) {
+      stopped = RunStatus::kInterrupted;
+    }
     return stopped == RunStatus::kComplete;
   };
   // Doubling, then bisection to a gap of one sample.
@@ -242,7 +191,7 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
   while (stopped == RunStatus::kComplete && hi && lo > 0 && *hi - lo > 1) attempt(lo + (*hi - lo) / 2);
   c.max_batch = lo;
   c.first_failing_batch = hi;
-  fit_line(c, best ? reserve_overhead(*best) : 0.0);
+  predict(c);
   RunLabel label = base.label;
   label.batch = static_cast<int>(std::max<std::int64_t>(1, lo));
   const std::string output = opts.output.empty() ? base.output : expand_output(opts.output, label);
@@ -252,7 +201,7 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
       write_report(output, report);
       return true;
     } catch (const std::exception& e) {
-      err << "memory_diagnostics: --output: " << e.what() << "\n";
+      obs.problem(std::string("--output: ") + e.what());
       return false;
     }
   };
@@ -268,11 +217,10 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
                                    std::nullopt));
     }
     const bool written = kept && write(std::move(*best));
-    err << "memory_diagnostics: --find-max-batch: the search stopped (try " << c.tries.size() << " "
-        << status_word(stopped) << "); "
-        << (written ? "the largest batch that fitted so far (" + std::to_string(lo) + ") is in " + output
-                    : std::string("nothing written"))
-        << "\n";
+    obs.problem("--find-max-batch: the search stopped (try " + std::to_string(c.tries.size()) + " " +
+                status_word(stopped) + "); " +
+                (written ? "the largest batch that fitted so far (" + std::to_string(lo) + ") is in " + output
+                         : std::string("nothing written")));
     return to_int(stopped == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
   }
 
@@ -282,22 +230,30 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
   // (alpha small, 2197504 samples). The check is made only under a limit
   // that leaves room for both.
   Confirmation conf;
+  bool interrupted_in_confirmation = false;
   const std::optional<double> outside = held_by_this_process(plan, *session.probe);
   if (c.limit_source == CapacitySearch::LimitSource::kMemoryLimit &&
       (!outside || !plan.device.is_cuda() ||
        c.limit_mib + *outside <= cuda_device_info(plan.device.index()).total_mib)) {
-    conf = confirm(base, plan, opts, c, talk, err);
-    c.confirmed = conf.agreed;
-  } else if (talk) {
-    err << "confirm: skipped: a fresh process would share the device with this one's CUDA context"
-        << (outside ? " (" + format_mib(*outside) + " MiB by NVML)" : std::string()) << ", so it would have less than "
-        << format_mib(c.limit_mib) << " MiB; run batch " << c.max_batch << " alone to check it\n";
+    conf = confirm(base, plan, opts, c, obs);
+    // Interrupted meanwhile: the children were stopped, which says nothing
+    // about whether they fit. Not checked, and the search ends interrupted.
+    if (opts.stop != nullptr && opts.stop->requested()) {
+      conf = Confirmation{};
+      interrupted_in_confirmation = true;
+    } else {
+      c.confirmed = conf.agreed;
+    }
+  } else {
+    obs.search_confirmation_skipped(outside, c.limit_mib, c.max_batch);
   }
+
   // The report a user running max_batch afresh gets, with the search in it.
   if (!write(conf.fits ? std::move(*conf.fits) : best ? std::move(*best) : std::move(*failed))) {
     return to_int(ExitCode::kFailed);
   }
-  if (talk) print_result(c, output, out);
+  obs.search_finished(c, output);
+  if (interrupted_in_confirmation) return to_int(ExitCode::kInterrupted);
   return to_int(lo == 0 ? ExitCode::kOom : ExitCode::kOk);
 }
 

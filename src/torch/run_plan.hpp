@@ -51,48 +51,38 @@ struct Session {
 // the workload's own failures (they become the report's status). The
 // caller resets the probe between runs.
 Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
-                         Session& session, std::ostream& err);
+                         Session& session, RunObserver& obs);
 
 // Throws UsageError naming the flag at fault: an unknown case or preset, a
 // bad value, two runs that would write the same file, a path that cannot be
 // written.
 ResolvedPlan resolve_plan(const HarnessOptions& opts);
 
-// --- sweep_progress.cpp: what a sweep prints ---------------------------------
-struct SweepRow {
-  std::string label;  // "alpha batch 4", or a plan entry's name
-  RunStatus status = RunStatus::kComplete;
-  double peak_mib = 0;
-  std::optional<double> peak_reserved_mib;
-  double seconds = 0;
-  std::string output;
-};
+// --- sweep_row.cpp: a sweep's run as its progress line shows it ------------
 SweepRow sweep_row(const PlannedRun& run, const Varying& v, const Report& report, double seconds);
-// "[3/7] alpha batch 4: complete, peak 140.4 MiB, 0.21 s", as each run ends.
-void print_progress_line(const SweepRow& row, std::size_t index, std::size_t total, std::ostream& err);
-// All runs in a table, then a count by status.
-void print_summary(const std::vector<SweepRow>& rows, std::size_t planned, std::ostream& out);
+// The highest peak a run reached: its samples' and, when it ran out, the
+// failing phase's.
+double run_peak(const Report& r);
 
 // --- isolate.cpp: --isolate ---------------------------------------------------
 // Each configuration in a fresh child process (this executable, one run,
 // --quiet), one after another; the same reports, progress and exit code.
-int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, bool talk, std::ostream& out,
-                 std::ostream& err);
+int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs);
 // This executable running one configuration quietly, as --isolate's
 // children and the capacity search's confirmations do; output is its report.
 std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
                                     const std::string& output);
 // Runs argv to its end and returns its exit code (128 + signal when killed);
 // silent: its stdout and stderr go to /dev/null (its report says it all).
+// A stop requested meanwhile is passed on to the child as the same signal.
 // Throws memdiag::Error when it cannot start.
-int run_child(const std::vector<std::string>& argv, bool silent = false);
+int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent = false);
 
 // --- max_batch.cpp: --find-max-batch ------------------------------------------
 // The largest batch of plan.runs[0] that completes its steps within the
 // budget: doubling to the first out-of-memory, then bisection, in this
 // process; then max_batch and max_batch + 1 in fresh processes. Writes the
 // report of the largest fitting run with its capacity object.
-int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, bool talk,
-                         std::ostream& out, std::ostream& err);
+int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs);
 
 }  // namespace memdiag::detail

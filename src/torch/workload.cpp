@@ -124,7 +124,7 @@ void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, R
   rec.restart_phase();
 }
 
-bool interrupted(const std::atomic<bool>* flag) { return flag != nullptr && flag->load(); }
+bool interrupted(const StopRequest* stop) { return stop != nullptr && stop->requested(); }
 
 // One run's training state, built and stepped one phase at a time; each
 // method does one phase's work and records its sample. `phase` (owned by the
@@ -287,7 +287,7 @@ class Training {
 }  // namespace
 
 RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec,
-                       const std::atomic<bool>* interrupt) {
+                       const StopRequest* interrupt) {
   torch::manual_seed(o.seed);
   const Effective e = effective(o);
   Phase phase = Phase::kSetup;

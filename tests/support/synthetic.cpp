@@ -1,6 +1,20 @@
 #include "synthetic.hpp"
 
+#include "memdiag/phase_shape.hpp"
+
+#include <stdexcept>
+
 namespace memdiag::testkit {
+
+namespace {
+Sample& sample(Report& r, Phase phase, int step) {
+  for (Sample& s : r.samples) {
+    if (s.phase == phase && s.step == step) return s;
+  }
+  throw std::logic_error("no such sample");
+}
+
+}  // namespace
 
 Report synth(const Synth& s) {
   Report r;
@@ -58,6 +72,62 @@ Report synth(const Synth& s) {
     add(Phase::kCleanup, k, base + noise, st);
   }
   r.status = RunStatus::kComplete;
+  return r;
+}
+
+Report full_report() {
+  Report r = synth({});
+  r.config.memory_limit_mib = 1024;
+  r.case_info.source = "/cases/synthetic.json";
+  r.case_info.builtin = false;
+  r.case_info.presets = {"small", "medium"};
+  r.events.push_back(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0));
+  r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5));
+  sample(r, Phase::kBackward, 0).tensors = TensorCensus{10, 10, 0};
+  sample(r, Phase::kStep, 0).process_device_mib = 700;
+  sample(r, Phase::kStep, 0).loss = 2.5;
+  sample(r, Phase::kForward, 1).micro_batch = 0;
+  sample(r, Phase::kBackward, 1).micro_batch = 0;
+  r.events.back().oom = OomDetails{};
+  OomDetails& o = *r.events.back().oom;
+  o.request_mib = 64;
+  o.limit_mib = 1024;
+  o.device_free_mib = 100;
+  o.allocated_mib = 900;
+  o.reserved_mib = 1000;
+  o.inactive_split_mib = 40;
+  o.largest_free_block_mib = 20;
+  o.num_alloc_retries = 1;
+  o.num_ooms = 1;
+  o.tensors = TensorCensus{10, 10, 20};
+  r.config.remedies = {Remedy{RemedyKind::kCheckpoint, 2}};
+  r.config.allocator_settings = "expandable_segments:True";
+  r.environment.cuda_runtime_version = "13.0";
+  r.status = RunStatus::kOom;
+  CapacitySearch c;
+  c.limit_mib = 1024;
+  c.max_batch = 3;
+  c.first_failing_batch = 4;
+  auto attempt = [](std::int64_t batch, RunStatus status, double peak, double seconds) {
+    CapacityTry t;
+    t.batch = batch;
+    t.status = status;
+    t.peak_allocated_mib = peak;
+    t.seconds = seconds;
+    return t;
+  };
+  c.tries = {attempt(1, RunStatus::kComplete, 100.5, 0.25), attempt(2, RunStatus::kComplete, 200.5, 0.5),
+             attempt(4, RunStatus::kOom, 1023.5, 0.1), attempt(3, RunStatus::kComplete, 300.5, 0.75)};
+  c.tries[1].phases = phase_shapes(synth({}));
+  c.tries[1].reserve_overhead_mib = 2;
+  c.tries[2].failed_phase = Phase::kForward;
+  c.tries[2].needed_mib = 1030;
+  c.fit_fixed_mib = -0.5;
+  c.fit_per_sample_mib = 100;
+  c.binding_phase = Phase::kBackward;
+  c.predicted_max_batch = 10;
+  c.confirmed = false;
+  r.capacity = c;
   return r;
 }
 

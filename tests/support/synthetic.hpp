@@ -26,5 +26,9 @@ struct Synth {
 };
 
 Report synth(const Synth& s);
+// A report with every field the writer can write (schema tests): a CUDA run
+// that ran out of memory, with a census, losses, micro-batches, the oom
+// event's details and a capacity search whose tries carry their phases.
+Report full_report();
 
 }  // namespace memdiag::testkit

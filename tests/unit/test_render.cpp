@@ -1,6 +1,7 @@
 // The renderers against golden files (words and layout exactly, figures as
 // placeholders) and the JSON output's contract.
 #include "memdiag/render.hpp"
+#include "../../src/render/section.hpp"
 
 #include "golden.hpp"
 #include "json_schema.hpp"
@@ -8,6 +9,8 @@
 #include "synthetic.hpp"
 
 #include <gtest/gtest.h>
+
+#include <sstream>
 
 using namespace memdiag;
 using testkit::Synth;
@@ -62,6 +65,70 @@ Analysis sample_analysis() {
 TEST(Render, TextMatchesGolden) { expect_golden("compare.txt", render_text(sample_analysis())); }
 
 TEST(Render, MarkdownMatchesGolden) { expect_golden("compare.md", render_markdown(sample_analysis())); }
+
+namespace {
+
+// The words a browser shows: tags, the style sheet and the plots' SVG
+// markup dropped, entities decoded, a line per text node.
+std::string html_text(const std::string& html) {
+  std::string text, out;
+  bool tag = false, skip = false;
+  for (std::size_t i = 0; i < html.size(); ++i) {
+    if (html.compare(i, 6, "<style") == 0) skip = true;
+    if (html.compare(i, 8, "</style>") == 0) skip = false;
+    if (html[i] == '<') {
+      tag = true;
+      text += '\n';
+      continue;
+    }
+    if (html[i] == '>') {
+      tag = false;
+      continue;
+    }
+    if (!tag && !skip) text += html[i];
+  }
+  for (const auto& [entity, c] : std::vector<std::pair<std::string, std::string>>{
+           {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&#39;", "'"}, {"&amp;", "&"}}) {
+    for (auto at = text.find(entity); at != std::string::npos; at = text.find(entity, at + c.size())) {
+      text.replace(at, entity.size(), c);
+    }
+  }
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const auto b = line.find_first_not_of(" \t"), e = line.find_last_not_of(" \t");
+    if (b != std::string::npos) out += line.substr(b, e - b + 1) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Render, HtmlSaysEverythingTheTextSays) {
+  const Analysis a = sample_analysis();
+  const std::string text = html_text(render_html(a, {}));
+  for (std::size_t i = 0; i < a.groups.size(); ++i) {
+    const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
+    std::vector<std::string> said = {s.title, s.label, s.response};
+    for (const auto* list : {&s.evidence, &s.warnings, &s.not_helpful, &s.capacity}) {
+      said.insert(said.end(), list->begin(), list->end());
+    }
+    if (!s.decision.empty()) said.push_back(s.decision);
+    for (const std::string& c : s.commands) said.push_back("$ " + c);
+    for (const auto& row : s.runs.rows) said.insert(said.end(), row.begin(), row.end());
+    for (const std::string& w : said) EXPECT_NE(text.find(w), std::string::npos) << s.title << ": " << w;
+    if (s.title.rfind("ranks", 0) == 0) {
+      EXPECT_FALSE(s.warnings.empty());
+      EXPECT_NE(text.find("imbalanced"), std::string::npos);  // the warning the HTML used to drop
+    }
+  }
+  expect_golden("compare.html.txt", text);
+}
+
+TEST(Render, JsonMatchesGolden) {
+  nlohmann::json j = render_json(sample_analysis());
+  j["memdiag_version"] = "VERSION";
+  expect_golden("compare.json", j.dump(1) + "\n");
+}
 
 TEST(Render, GoldenMatchingCatchesAChangedWord) {
   EXPECT_TRUE(testkit::golden_mismatches("peak %float MiB (%int steps)\n", "peak 12.5 MiB (3 steps)\n").empty());

@@ -1,5 +1,6 @@
 #include "memdiag/errors.hpp"
 #include "memdiag/limits.hpp"
+#include "memdiag/phase_shape.hpp"
 #include "memdiag/report_json.hpp"
 #include "memdiag/report_reader.hpp"
 
@@ -17,39 +18,9 @@ using nlohmann::json;
 namespace {
 json schema() { return testkit::load_json(MEMDIAG_SCHEMA_FILE); }
 
-Sample& sample(Report& r, Phase phase, int step) {
-  for (Sample& s : r.samples) {
-    if (s.phase == phase && s.step == step) return s;
-  }
-  throw std::logic_error("no such sample");
-}
-
-Report full_report() {
-  Report r = testkit::synth({});
-  r.config.memory_limit_mib = 1024;
-  r.case_info.source = "/cases/synthetic.json";
-  r.case_info.builtin = false;
-  r.case_info.presets = {"small", "medium"};
-  r.events.push_back(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0));
-  r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5));
-  sample(r, Phase::kBackward, 0).tensors = TensorCensus{10, 10, 0};
-  sample(r, Phase::kStep, 0).process_device_mib = 700;
-  r.environment.cuda_runtime_version = "13.0";
-  r.status = RunStatus::kOom;
-  CapacitySearch c;
-  c.limit_mib = 1024;
-  c.max_batch = 3;
-  c.first_failing_batch = 4;
-  c.tries = {{1, RunStatus::kComplete, 100.5, 0.25}, {2, RunStatus::kComplete, 200.5, 0.5},
-             {4, RunStatus::kOom, 1023.5, 0.1}, {3, RunStatus::kComplete, 300.5, 0.75}};
-  c.fit_fixed_mib = -0.5;
-  c.fit_per_sample_mib = 100;
-  c.predicted_max_batch = 10;
-  c.confirmed = false;
-  r.capacity = c;
-  return r;
-}
 }  // namespace
+
+using testkit::full_report;
 
 TEST(ReportJson, RoundTripKeepsEveryField) {
   const Report r = full_report();

@@ -10,6 +10,7 @@
 // flags (CaseInfo::detail_json) are never read here.
 #pragma once
 
+#include "memdiag/capacity_model.hpp"
 #include "memdiag/cause.hpp"
 #include "memdiag/features.hpp"
 #include "memdiag/report.hpp"
@@ -244,22 +245,22 @@ struct RemedyRow {
   bool reduces_cause = false;
 };
 
-// The largest batch predicted to fit a budget, from the peak's fit over the
-// batch: a fixed part (weights, gradients, optimizer state, workspaces) and
-// a part per sample (activations).
+// The largest batch predicted to fit a budget (memdiag/capacity_model.hpp):
+// the verdict's configuration's runs (or a search's tries) fitted phase by
+// phase, the phase that binds, and what the answer assumes.
 struct CapacityPrediction {
   enum class Budget { kGiven, kMemoryLimit, kDevice };
-  double budget_mib = 0;
   Budget source = Budget::kGiven;
-  double fixed_mib = 0;
-  double per_sample_mib = 0;
-  int fitted_runs = 0;  // 1: from the run's forward increment per sample
-  // Kept out of the budget: reserved beyond allocated at the fitted run's
-  // peak (CUDA; a limit bounds reserved memory). 0 on the CPU.
-  double allocator_overhead_mib = 0;
-  std::int64_t max_batch = 0;  // 0: not even one sample fits
   std::string preset;
   int steps = 0;
+  CapacityAnswer answer;
+  // The points were a --find-max-batch's tries: the search's own prediction
+  // (its outcomes left out, to set beside what it found).
+  bool from_search = false;
+  // What the primary run's batch needs by the same lines (when it is not
+  // among the fitted, or it ran out).
+  std::int64_t primary_batch = 0;
+  double primary_needs_mib = 0;
   // A --find-max-batch search for the same budget in the group, beside the
   // prediction: what was found by running.
   struct Searched {
@@ -270,6 +271,7 @@ struct CapacityPrediction {
   };
   std::optional<Searched> searched;
 };
+const char* to_string(CapacityPrediction::Budget b);
 
 // A run that would settle what the reports given cannot: a batch, preset or
 // steps sweep point. Its output never names a report that was given.

@@ -2,6 +2,7 @@
 // Pure functions, no I/O, no words.
 #pragma once
 
+#include "memdiag/capacity_model.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/run_identity.hpp"
 
@@ -99,6 +100,7 @@ struct RunFeatures {
   std::optional<OomAt> oom;  // status oom: where it failed and what was live
   std::optional<double> device_total_mib;  // the device's capacity, from the report's environment
   std::optional<CapacitySearch> capacity_search;  // --find-max-batch's, when the report has one
+  CapacityPoint capacity_point;                   // this run, as the capacity model reads it
 };
 
 RunFeatures compute_features(const Report& report, const std::string& source);

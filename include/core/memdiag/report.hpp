@@ -162,6 +162,19 @@ struct Environment {
 enum class RunStatus { kComplete, kOom, kInterrupted, kFailed };
 const char* to_string(RunStatus s);
 
+// One phase of a run as the capacity model reads it (memdiag/phase_shape.hpp
+// makes them): its highest peak over the run's steps, and what was
+// allocated when that occurrence began and ended, with the tensor census at
+// both (what does not grow with the batch).
+struct PhaseShape {
+  Phase phase = Phase::kForward;
+  double peak_mib = 0;
+  double start_mib = 0;  // the previous sample's end
+  double end_mib = 0;
+  std::optional<TensorCensus> start_census;  // absent where the report has no census
+  std::optional<TensorCensus> end_census;
+};
+
 // --find-max-batch: the search for the largest batch that completes its
 // steps within a budget, written into the report of that batch's run.
 struct CapacityTry {
@@ -169,6 +182,18 @@ struct CapacityTry {
   RunStatus status = RunStatus::kComplete;
   double peak_allocated_mib = 0;  // the run's highest peak, up to where it stopped
   double seconds = 0;
+  // The phases it completed, for the capacity model (empty in reports of
+  // schema 2); what the allocator reserved beyond its tensors at the peak
+  // (CUDA).
+  std::vector<PhaseShape> phases;
+  std::optional<double> reserve_overhead_mib;
+  // memdiag/phase_shape.hpp's persistent_other_mib of the try (workspaces,
+  // buckets: fixed, though outside the census).
+  std::optional<double> persistent_other_mib;
+  // A try that ran out: the phase that failed and what it held then plus
+  // what it asked for (a floor of what it needed).
+  std::optional<Phase> failed_phase;
+  std::optional<double> needed_mib;
 };
 
 struct CapacitySearch {
@@ -180,10 +205,13 @@ struct CapacitySearch {
   // largest batch memdiag runs.
   std::optional<std::int64_t> first_failing_batch;
   std::vector<CapacityTry> tries;  // in the order they ran
-  // From the completed tries: peak = fixed + per_sample x batch, and the
-  // largest batch that line puts under the limit.
+  // The capacity model over the tries (memdiag/capacity_model.hpp, the fit
+  // compare_memory_reports makes too): the largest batch it puts under the
+  // limit, the phase that binds there and that phase's line, peak = fixed +
+  // per_sample x batch.
   std::optional<double> fit_fixed_mib;
   std::optional<double> fit_per_sample_mib;
+  std::optional<Phase> binding_phase;
   std::optional<std::int64_t> predicted_max_batch;
   // Fresh processes agreed: max_batch completes and max_batch + 1 runs out.
   // Absent when not checked.

@@ -38,7 +38,7 @@ nlohmann::json regression_json(const RegressionReport& r);
 std::string describe(const RegressionPair& p);
 
 // Version of render_json's layout; bumped on any change a consumer could misread.
-inline constexpr int kComparisonSchemaVersion = 3;
+inline constexpr int kComparisonSchemaVersion = 4;
 
 // --- words for the analysis's records -------------------------------------
 // "forward activations"
@@ -59,6 +59,10 @@ std::string describe_point(const RunPoint& p);
 std::string describe_rank_run(const RunPoint& p);
 std::string describe(const RunStop& s);
 std::string describe(const CapacityPrediction& c);
+// "step()", "backward at its start (activations held)": a capacity line's phase.
+std::string describe_phase_line(const PhaseLine& l);
+// "288.6 MiB (weights 64.16, gradients 64.16, optimizer state 128.3, its temporaries 32.0)".
+std::string describe_fixed_part(const PhaseLine& l);
 
 // --- tables ------------------------------------------------------------------
 struct Table {

@@ -1,8 +1,12 @@
 // What memory_diagnostics does, as a library call: resolve the case and the
-// device, run the workload under a recorder, print progress, write the report.
+// device, run the workload under a recorder, write the report. It prints
+// nothing and installs no signal handler: what it has to say goes to the
+// observer, and a stop is asked for through the StopRequest.
 #pragma once
 
 #include "memdiag/exit_code.hpp"
+#include "memdiag/run_observer.hpp"
+#include "memdiag/stop_request.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include <cstddef>
@@ -24,7 +28,6 @@ struct HarnessOptions {
   std::string device = "auto";
   std::uint64_t seed = 0;
   std::optional<double> memory_limit_mib;
-  bool quiet = false;
   bool warm_up_kernels = true;
   // Each configuration of a sweep in a fresh child process rather than in
   // this one (same reports; isolation by construction).
@@ -46,6 +49,10 @@ struct HarnessOptions {
   bool snapshot_cpp_stacks = false;
   // This executable, for --isolate's children.
   std::string self_exe;
+  // Where progress, outcomes and problems go (none: nowhere), and the stop
+  // request runs check between phases (none: runs are not stopped).
+  RunObserver* observer = nullptr;
+  const StopRequest* stop = nullptr;
 };
 
 // Where built-in cases are looked for: $MEMDIAG_CASES_DIR, the installed
@@ -57,12 +64,8 @@ std::vector<std::string> default_case_dirs(const std::string& argv0);
 std::string self_executable(const std::string& argv0);
 
 // Runs every configuration and writes one report each. Returns an ExitCode
-// as int: for a sweep, 130 if interrupted, else 1 if any run failed, else 3
-// if any ran out of memory, else 0. Usage errors print one line to err and
-// write nothing.
-int run_harness(const HarnessOptions& opts, std::ostream& out, std::ostream& err);
-
-// Prints the built-in cases with their presets and descriptions.
-int list_cases(const std::vector<std::string>& case_dirs, std::ostream& out, std::ostream& err);
+// as int (memdiag/exit_code.hpp's precedence over the runs' statuses).
+// Usage errors are one problem() line, and nothing is written.
+int run_harness(const HarnessOptions& opts);
 
 }  // namespace memdiag

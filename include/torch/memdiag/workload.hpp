@@ -7,6 +7,7 @@
 #include "memdiag/distributed.hpp"
 #include "memdiag/probe.hpp"
 #include "memdiag/recorder.hpp"
+#include "memdiag/stop_request.hpp"
 
 #include <c10/core/Device.h>
 
@@ -46,8 +47,8 @@ struct WorkloadOptions {
 // Runs setup and every step, marking phases on rec, and fills the report's
 // model figures from the parameters it built. Stops early, with the
 // matching status, on c10::OutOfMemoryError (recorded as an "oom" event) or
-// when *interrupt becomes true between phases.
+// when a stop is requested (checked between phases).
 RunStatus run_workload(const WorkloadOptions& opts, MemoryProbe& probe, Recorder& rec,
-                       const std::atomic<bool>* interrupt = nullptr);
+                       const StopRequest* interrupt = nullptr);
 
 }  // namespace memdiag

@@ -1,0 +1,96 @@
+// The capacity model: the largest batch a configuration fits in a budget,
+// phase by phase. Each phase's peak is a line in the batch, peak = fixed +
+// per_sample x batch (backward is the higher of two: its start, with the
+// activations still held, and its end, with every gradient made); the
+// answer is the largest batch every line keeps under the budget, and the
+// phase whose line gets there first binds. --find-max-batch (over its tries)
+// and compare_memory_reports (over the runs it is given, or a search's
+// tries) predict through this one fit.
+#pragma once
+
+#include "memdiag/report.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+// One run of the configuration at one batch.
+struct CapacityPoint {
+  std::int64_t batch = 0;  // the samples a step of this rank ran
+  RunStatus status = RunStatus::kComplete;
+  std::vector<PhaseShape> phases;  // as far as it got
+  double reserve_overhead_mib = 0;  // CUDA: reserved beyond allocated at its peak
+  // Fixed, though outside the census: workspaces, gradient buckets
+  // (memdiag/phase_shape.hpp's persistent_other_mib).
+  double persistent_other_mib = 0;
+  // A run that ran out: the budget it ran out of, the phase, and what it
+  // held plus what it asked for then (a floor of what that phase needs).
+  std::optional<double> budget_mib;
+  std::optional<Phase> failed_phase;
+  std::optional<double> needed_mib;
+  std::string source;
+};
+
+// The points a report gives: the run itself, or a --find-max-batch's tries
+// when it has them (the same points the search fitted).
+CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const std::string& source);
+std::vector<CapacityPoint> capacity_points(const CapacitySearch& s, const std::string& source);
+
+// One phase's line.
+struct PhaseLine {
+  Phase phase = Phase::kForward;
+  // For backward: which of its two pieces (start: activations held; end:
+  // every gradient made). The other phases have one.
+  enum class Piece { kWhole, kStart, kEnd };
+  Piece piece = Piece::kWhole;
+  double fixed_mib = 0;
+  double per_sample_mib = 0;
+  // What the fixed part is made of, where a census says: weights,
+  // gradients, optimizer state; other_mib is the rest that does not grow
+  // with the batch (step()'s temporaries, the allocator's workspaces).
+  std::optional<TensorCensus> tensors;
+  double other_mib = 0;
+  double at(std::int64_t batch) const { return fixed_mib + per_sample_mib * static_cast<double>(batch); }
+};
+
+struct CapacityFit {
+  std::vector<PhaseLine> lines;
+  // The completed batches the lines come from: one (extrapolated from its
+  // composition) or two and more (lines through the points nearest the
+  // answer).
+  std::vector<std::int64_t> batches;
+  double reserve_overhead_mib = 0;  // kept out of the budget (CUDA)
+  // Bounds the runs themselves set at a budget: the largest batch that
+  // completed under it, the smallest that ran out under it or less.
+  std::vector<CapacityPoint> bounds;
+};
+
+// Nothing to fit (no completed run): nullopt.
+std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points);
+
+struct CapacityAnswer {
+  double budget_mib = 0;
+  std::int64_t max_batch = 0;  // 0: not even one sample fits
+  PhaseLine binding;           // the phase that reaches the budget first
+  // The batches fitted, and how far the answer is beyond the largest of them
+  // (max_batch / largest batch fitted).
+  std::vector<std::int64_t> fitted_batches;
+  double extrapolation = 1;
+  // A measured run bounded the answer: the smallest batch that ran out
+  // (the line had said it fits), or the largest that completed (the line
+  // had said it does not).
+  std::optional<std::int64_t> capped_by_oom;
+  std::optional<std::int64_t> raised_by_run;
+  double reserve_overhead_mib = 0;
+};
+
+// apply_bounds: let the runs' own outcomes at this budget correct the lines
+// (a search's prediction leaves them out, to be compared with what it found).
+CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool apply_bounds = true);
+// The memory a batch needs: the highest line there, plus the reserve overhead.
+double needed_mib(const CapacityFit& fit, std::int64_t batch);
+
+}  // namespace memdiag

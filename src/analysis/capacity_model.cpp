@@ -1,0 +1,309 @@
+// The capacity model: each phase's peak as a line in the batch.
+//
+// From two or more batches the line of a phase goes through its peaks at
+// the two largest. From one batch it is read off the run's composition: the
+// tensor census says what does not grow with the batch (weights, gradients,
+// optimizer state); the rest (the batch, activations, retained graphs) is
+// taken to grow in proportion. Two phases need more: step()'s own
+// temporaries are per parameter, not per sample, and backward has two
+// candidate peaks, its start (every activation still held) and its end
+// (every gradient made); from one run only the higher one's growth is seen,
+// the other's is its lower bound.
+#include "memdiag/capacity_model.hpp"
+
+#include "memdiag/limits.hpp"
+#include "memdiag/phase_shape.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace memdiag {
+namespace {
+
+const PhaseShape* find_phase(const std::vector<PhaseShape>& phases, Phase p) {
+  for (const PhaseShape& s : phases) {
+    if (s.phase == p) return &s;
+  }
+  return nullptr;
+}
+
+// What does not grow with the batch at a phase boundary: the census's
+// weights, gradients and optimizer state and what persists beside them
+// (workspaces, buckets), never more than was allocated there; without a
+// census the weights as model_ready measured them.
+double fixed_at(const std::optional<TensorCensus>& census, double allocated_mib, double weights_mib, double other_mib) {
+  return census ? std::min(allocated_mib, fixed_mib(*census) + other_mib) : std::min(allocated_mib, weights_mib);
+}
+
+PhaseLine line(Phase phase, PhaseLine::Piece piece, double fixed, double per_sample,
+               const std::optional<TensorCensus>& tensors) {
+  PhaseLine l;
+  l.phase = phase;
+  l.piece = piece;
+  l.fixed_mib = std::max(0.0, fixed);
+  l.per_sample_mib = std::max(0.0, per_sample);
+  l.tensors = tensors;
+  l.other_mib = tensors ? std::max(0.0, l.fixed_mib - fixed_mib(*tensors)) : 0.0;
+  return l;
+}
+
+// A quantity of a phase (its peak, or what it holds at its start or end) as
+// a line in the batch: through its values at the two largest batches, or
+// from one batch through the part that does not grow (floor) and its
+// value. Never below the floor at zero samples: a line that would be
+// extrapolates a regime the smaller batch was not in, and is anchored there
+// instead.
+struct Line {
+  double fixed = 0;
+  double slope = 0;
+};
+
+struct Sampled {
+  double batch = 0;
+  double value = 0;
+};
+
+Line line_of(const std::vector<Sampled>& pts, double floor) {
+  const Sampled& hi = pts.back();
+  Line l;
+  if (pts.size() >= 2) {
+    const Sampled& lo = pts[pts.size() - 2];
+    l.slope = (hi.value - lo.value) / (hi.batch - lo.batch);
+    l.fixed = hi.value - l.slope * hi.batch;
+    if (l.slope < 0) return Line{std::max(hi.value, lo.value), 0};
+    if (l.fixed >= floor) return l;
+  }
+  l.fixed = std::min(floor, hi.value);
+  l.slope = (hi.value - l.fixed) / hi.batch;
+  return l;
+}
+
+struct Decomposed {
+  double batch = 0;
+  const PhaseShape* shape = nullptr;
+  double start_fixed = 0, end_fixed = 0;
+  const PhaseShape* forward = nullptr;  // the same run's forward, for backward's unmeasured temporaries
+};
+
+// The lines of one phase over the completed points that reached it, in
+// batch order (at most the two largest are used).
+std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>& pts) {
+  auto series = [&](auto value) {
+    std::vector<Sampled> out;
+    for (const Decomposed& d : pts) out.push_back({d.batch, value(d)});
+    return out;
+  };
+  const Decomposed& hi = pts.back();
+  const PhaseShape& h = *hi.shape;
+  std::vector<PhaseLine> out;
+  auto add = [&](PhaseLine::Piece piece, Line l, const std::optional<TensorCensus>& tensors) {
+    out.push_back(line(phase, piece, l.fixed, l.slope, tensors));
+  };
+  switch (phase) {
+    case Phase::kSetup:
+    case Phase::kModelReady:
+    case Phase::kOptimizerReady:
+      add(PhaseLine::Piece::kWhole, Line{h.peak_mib, 0}, h.end_census);
+      break;
+    case Phase::kForward:
+      // Everything above the weights and the state grows: the batch and the
+      // activations saved for backward.
+      add(PhaseLine::Piece::kWhole, line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed),
+          h.start_census);
+      break;
+    case Phase::kBackward: {
+      // Two candidates: its start (every activation held) and its end (every
+      // gradient made), each a line through what it holds, plus the
+      // transient above the higher of the two where that one was the higher
+      // (per sample, from the largest such batch).
+      std::optional<double> start_transient, end_transient;
+      for (const Decomposed& d : pts) {
+        const PhaseShape& s = *d.shape;
+        const double t = std::max(0.0, s.peak_mib - std::max(s.start_mib, s.end_mib)) / d.batch;
+        (s.start_mib > s.end_mib ? start_transient : end_transient) = t;
+      }
+      if (!start_transient && hi.forward != nullptr) {
+        // Its start was never the peak: what backward adds above the
+        // activations there (the first gradients of activations) is not
+        // measured. Taken as twice forward's largest temporary per sample,
+        // which is what it was in the runs where it was measured (alpha,
+        // beta, gamma and the tests' own case on the CPU).
+        const PhaseShape& f = *hi.forward;
+        start_transient = 2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch;
+      }
+      Line start = line_of(series([](const Decomposed& d) { return d.shape->start_mib; }), hi.start_fixed);
+      Line end = line_of(series([](const Decomposed& d) { return d.shape->end_mib; }), hi.end_fixed);
+      start.slope += start_transient.value_or(0);
+      end.slope += end_transient.value_or(0);
+      add(PhaseLine::Piece::kStart, start, h.start_census);
+      add(PhaseLine::Piece::kEnd, end, h.end_census);
+      break;
+    }
+    case Phase::kStep:
+    case Phase::kCleanup: {
+      // Only what the step still holds of the batch grows; step()'s
+      // temporaries are per parameter.
+      const double rest = std::max(std::max(0.0, h.start_mib - hi.start_fixed), std::max(0.0, h.end_mib - hi.end_fixed));
+      const bool made_state = h.start_census && h.end_census && fixed_mib(*h.end_census) > fixed_mib(*h.start_census);
+      add(PhaseLine::Piece::kWhole, line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), h.peak_mib - rest),
+          made_state ? h.end_census : h.start_census);
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points) {
+  // Per phase, the points (two largest at most) that reached it.
+  std::map<Phase, std::vector<Decomposed>> by_phase;
+  for (const CapacityPoint* p : points) {
+    const PhaseShape* ready = find_phase(p->phases, Phase::kModelReady);
+    const double weights = ready ? ready->end_mib : 0.0;
+    for (const PhaseShape& s : p->phases) {
+      by_phase[s.phase].push_back(Decomposed{static_cast<double>(p->batch), &s,
+                                             fixed_at(s.start_census, s.start_mib, weights, p->persistent_other_mib),
+                                             fixed_at(s.end_census, s.end_mib, weights, p->persistent_other_mib),
+                                             find_phase(p->phases, Phase::kForward)});
+    }
+  }
+  std::vector<PhaseLine> out;
+  for (auto& [phase, pts] : by_phase) {
+    if (pts.size() > 2) pts.erase(pts.begin(), pts.end() - 2);
+    for (PhaseLine& l : lines_of_phase(phase, pts)) out.push_back(std::move(l));
+  }
+  return out;
+}
+
+}  // namespace
+
+CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const std::string& source) {
+  CapacityPoint p;
+  p.batch = local_batch;
+  p.status = r.status;
+  p.phases = phase_shapes(r);
+  p.reserve_overhead_mib = std::max(0.0, peak_reserved_mib(r).value_or(0.0) - peak_allocated_mib(r));
+  p.persistent_other_mib = persistent_other_mib(r);
+  p.source = source;
+  for (const Event& e : r.events) {
+    if (e.kind != EventKind::kOom) continue;
+    p.failed_phase = e.phase;
+    const OomDetails d = e.oom.value_or(OomDetails{});
+    p.budget_mib = d.limit_mib ? d.limit_mib : r.config.memory_limit_mib ? r.config.memory_limit_mib
+                                                                        : r.environment.device_total_mib;
+    if (d.allocated_mib && d.request_mib) {
+      p.needed_mib = *d.allocated_mib + *d.request_mib;
+    } else if (e.mib) {
+      p.needed_mib = *e.mib;
+    }
+  }
+  return p;
+}
+
+std::vector<CapacityPoint> capacity_points(const CapacitySearch& s, const std::string& source) {
+  std::vector<CapacityPoint> out;
+  for (const CapacityTry& t : s.tries) {
+    CapacityPoint p;
+    p.batch = t.batch;
+    p.status = t.status;
+    p.phases = t.phases;
+    p.reserve_overhead_mib = t.reserve_overhead_mib.value_or(0);
+    p.persistent_other_mib = t.persistent_other_mib.value_or(0);
+    if (t.status == RunStatus::kOom) {
+      p.budget_mib = s.limit_mib;
+      p.failed_phase = t.failed_phase;
+      p.needed_mib = t.needed_mib ? t.needed_mib : std::optional<double>(t.peak_allocated_mib);
+    }
+    p.source = source;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points) {
+  std::map<std::int64_t, const CapacityPoint*> complete;
+  for (const CapacityPoint& p : points) {
+    if (p.status == RunStatus::kComplete && !p.phases.empty() && p.batch > 0) complete.emplace(p.batch, &p);
+  }
+  if (complete.empty()) return std::nullopt;
+  CapacityFit fit;
+  for (const auto& kv : complete) fit.batches.push_back(kv.first);
+  const CapacityPoint& hi = *complete.rbegin()->second;
+  std::vector<const CapacityPoint*> ordered;
+  for (const auto& kv : complete) ordered.push_back(kv.second);
+  fit.lines = lines_of(ordered);
+  // A CUDA limit bounds reserved memory: what the allocator held beyond the
+  // live tensors at the largest run's peak is not available to them.
+  fit.reserve_overhead_mib = hi.reserve_overhead_mib;
+  fit.bounds = points;
+  // A run that ran out past the fitted batches says how much its failing
+  // phase needed there: a line that says less is raised to meet it.
+  for (const CapacityPoint& p : points) {
+    if (p.status != RunStatus::kOom || !p.failed_phase || !p.needed_mib || p.batch <= hi.batch) continue;
+    for (PhaseLine& l : fit.lines) {
+      if (l.phase != *p.failed_phase || l.at(p.batch) >= *p.needed_mib) continue;
+      const double at_hi = l.at(hi.batch);
+      l.per_sample_mib = (*p.needed_mib - at_hi) / static_cast<double>(p.batch - hi.batch);
+      l.fixed_mib = at_hi - l.per_sample_mib * static_cast<double>(hi.batch);
+    }
+  }
+  return fit;
+}
+
+double needed_mib(const CapacityFit& fit, std::int64_t batch) {
+  double need = 0;
+  for (const PhaseLine& l : fit.lines) need = std::max(need, l.at(batch));
+  return need + fit.reserve_overhead_mib;
+}
+
+CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool apply_bounds) {
+  CapacityAnswer a;
+  a.budget_mib = budget_mib;
+  a.fitted_batches = fit.batches;
+  a.reserve_overhead_mib = fit.reserve_overhead_mib;
+  const double room = budget_mib - fit.reserve_overhead_mib;
+  std::int64_t best = limits::kMaxBatch;
+  const PhaseLine* binding = nullptr;
+  for (const PhaseLine& l : fit.lines) {
+    std::int64_t allowed = limits::kMaxBatch;
+    if (l.fixed_mib > room) {
+      allowed = 0;
+    } else if (l.per_sample_mib > 0) {
+      allowed = static_cast<std::int64_t>(
+          std::min(std::floor((room - l.fixed_mib) / l.per_sample_mib), static_cast<double>(limits::kMaxBatch)));
+    }
+    // Ties go to the higher fixed part: at zero samples it is the floor.
+    if (binding == nullptr || allowed < best || (allowed == best && l.fixed_mib > binding->fixed_mib)) {
+      best = allowed;
+      binding = &l;
+    }
+  }
+  a.max_batch = best;
+  if (binding != nullptr) a.binding = *binding;
+  if (apply_bounds) {
+    for (const CapacityPoint& p : fit.bounds) {
+      if (p.status == RunStatus::kComplete && !p.phases.empty()) {
+        double peak = 0;
+        for (const PhaseShape& s : p.phases) peak = std::max(peak, s.peak_mib);
+        if (peak + p.reserve_overhead_mib <= budget_mib && a.max_batch < p.batch) {
+          a.max_batch = p.batch;
+          a.raised_by_run = p.batch;
+        }
+      }
+    }
+    for (const CapacityPoint& p : fit.bounds) {
+      // Out of memory under this budget or a smaller one: it does not fit.
+      if (p.status == RunStatus::kOom && p.budget_mib && *p.budget_mib <= budget_mib + 0.5 && a.max_batch >= p.batch) {
+        a.max_batch = p.batch - 1;
+        a.capped_by_oom = p.batch;
+        a.raised_by_run.reset();
+      }
+    }
+  }
+  if (!fit.batches.empty() && a.max_batch > 0) {
+    a.extrapolation = static_cast<double>(a.max_batch) / static_cast<double>(fit.batches.back());
+  }
+  return a;
+}
+
+}  // namespace memdiag

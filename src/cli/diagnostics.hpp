@@ -1,0 +1,24 @@
+// memory_diagnostics as a library call: the harness with the console's
+// words. The executable is flags in, run_diagnostics out.
+#pragma once
+
+#include "memdiag/harness.hpp"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace memdiag {
+
+struct DiagnosticsOptions {
+  HarnessOptions harness;
+  bool quiet = false;       // no table, progress lines or summary
+  bool list_cases = false;  // --list-cases instead of a run
+};
+
+// Lists the cases, or runs the harness with a ConsoleObserver on out and
+// err and the process's stop request. Returns the exit code; 1 also when
+// what it printed could not be written (a full disk, a closed pipe).
+int run_diagnostics(DiagnosticsOptions options, std::ostream& out, std::ostream& err);
+
+}  // namespace memdiag

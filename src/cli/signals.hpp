@@ -1,0 +1,15 @@
+// The executables' one signal policy, installed first thing in main:
+// SIGINT, SIGTERM and SIGHUP ask the run to stop between phases (its report
+// is written, marked interrupted); a second one ends the process at once,
+// and the child process running then with it. SIGPIPE is ignored, so a
+// closed pipe is an ordinary write error rather than a silent death.
+#pragma once
+
+#include "memdiag/stop_request.hpp"
+
+namespace memdiag::cli {
+
+StopRequest& stop_request();
+void install_stop_signals();
+
+}  // namespace memdiag::cli

@@ -1,0 +1,106 @@
+// The capacity prediction in words: the largest batch, the phase that binds
+// and what it is made of, the batches it was fitted on and what it assumes.
+#include "memdiag/format.hpp"
+#include "memdiag/render.hpp"
+
+#include <cmath>
+
+namespace memdiag {
+namespace {
+
+std::string mib(double v) { return format_mib(v) + " MiB"; }
+
+std::string batches_word(const std::vector<std::int64_t>& b) {
+  std::string s;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    s += (i == 0 ? "" : i + 1 == b.size() ? " and " : ", ") + std::to_string(b[i]);
+  }
+  return (b.size() == 1 ? "batch " : "batches ") + s;
+}
+
+std::string budget_words(const CapacityPrediction& c) {
+  switch (c.source) {
+    case CapacityPrediction::Budget::kGiven: return "a budget of " + mib(c.answer.budget_mib);
+    case CapacityPrediction::Budget::kMemoryLimit: return "the run's memory limit of " + mib(c.answer.budget_mib);
+    case CapacityPrediction::Budget::kDevice: return "the device's " + mib(c.answer.budget_mib) + " left to the allocator";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string describe_phase_line(const PhaseLine& l) {
+  std::string phase;
+  switch (l.phase) {
+    case Phase::kSetup: phase = "the warm-up"; break;
+    case Phase::kModelReady: phase = "moving the model to the device"; break;
+    case Phase::kOptimizerReady: phase = "building the optimizer"; break;
+    case Phase::kForward: phase = "forward"; break;
+    case Phase::kBackward:
+      switch (l.piece) {
+        case PhaseLine::Piece::kWhole: phase = "backward"; break;
+        case PhaseLine::Piece::kStart: phase = "backward at its start (activations held)"; break;
+        case PhaseLine::Piece::kEnd: phase = "backward at its end (every gradient made)"; break;
+      }
+      break;
+    case Phase::kStep: phase = "step()"; break;
+    case Phase::kCleanup: phase = "cleanup"; break;
+  }
+  return phase;
+}
+
+std::string describe_fixed_part(const PhaseLine& l) {
+  std::string parts;
+  if (l.tensors) {
+    parts = "weights " + format_mib(l.tensors->parameters_mib);
+    if (l.tensors->gradients_mib > 0) parts += ", gradients " + format_mib(l.tensors->gradients_mib);
+    if (l.tensors->optimizer_state_mib > 0) parts += ", optimizer state " + format_mib(l.tensors->optimizer_state_mib);
+    if (l.other_mib >= 0.005) {
+      parts += std::string(", ") + (l.phase == Phase::kStep ? "its temporaries " : "the rest ") + format_mib(l.other_mib);
+    }
+  }
+  return mib(l.fixed_mib) + (parts.empty() ? std::string() : " (" + parts + ")");
+}
+
+std::string describe(const CapacityPrediction& c) {
+  const CapacityAnswer& a = c.answer;
+  const PhaseLine& b = a.binding;
+  std::string fit = "fitted on " + batches_word(a.fitted_batches) +
+                    (c.from_search ? " (the search's tries, its own prediction)" : std::string());
+  if (a.reserve_overhead_mib > 0) fit += ", less " + mib(a.reserve_overhead_mib) + " the allocator reserved beyond its tensors";
+  if (a.fitted_batches.size() == 1 && a.max_batch > 0) {
+    // From one run: say how far it reaches and what it takes for granted.
+    fit += "; one run, extrapolated " + format_times(a.extrapolation) +
+           ": it assumes what is beyond the weights, gradients, optimizer state and workspaces grows with the batch "
+           "and step()'s temporaries do not; a run near batch " + std::to_string(a.max_batch) + " checks it";
+  }
+  std::string bounds;
+  if (a.capped_by_oom) bounds = "; batch " + std::to_string(*a.capped_by_oom) + " ran out of memory within it, so no more";
+  if (a.raised_by_run) bounds = "; batch " + std::to_string(*a.raised_by_run) + " completed within it, so at least that";
+  std::string primary;
+  if (c.primary_batch > a.max_batch) {
+    primary = "; batch " + std::to_string(c.primary_batch) + " as run needs " + mib(c.primary_needs_mib);
+  }
+  std::string searched;
+  if (c.searched) {
+    const auto& s = *c.searched;
+    searched = "; the search in " + s.source + " found " + std::to_string(s.max_batch) +
+               (s.first_failing_batch ? " (" + std::to_string(*s.first_failing_batch) + " runs out" : " (no limit reached") +
+               (s.confirmed ? (*s.confirmed ? ", confirmed in fresh processes)" : ", NOT confirmed in fresh processes)")
+                            : ")");
+    if (s.max_batch > 0) {
+      const double off = 100.0 * static_cast<double>(a.max_batch - s.max_batch) / static_cast<double>(s.max_batch);
+      searched += ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
+    }
+  }
+  if (a.max_batch == 0) {
+    return "within " + budget_words(c) + " not even one sample fits: " + describe_phase_line(b) + " needs " +
+           describe_fixed_part(b) + " however small the batch (" + fit + ")" + primary + searched;
+  }
+  return "within " + budget_words(c) + " the largest batch predicted to fit is " + std::to_string(a.max_batch) +
+         " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
+         describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
+         " MiB per sample (" + fit + ")" + bounds + primary + searched;
+}
+
+}  // namespace memdiag
