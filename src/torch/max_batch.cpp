@@ -24,7 +24,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <ostream>
 
 namespace memdiag::detail {
 

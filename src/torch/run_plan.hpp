@@ -12,7 +12,6 @@
 
 #include <c10/core/Device.h>
 
-#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>

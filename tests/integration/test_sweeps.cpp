@@ -1,6 +1,7 @@
 // Sweeps on the CPU: one memory_diagnostics process running many
 // configurations writes, for each, the report a separate process writes.
 #include "memdiag/exit_code.hpp"
+#include "memdiag/stop_request.hpp"
 #include "patterns.hpp"
 #include "process.hpp"
 
@@ -8,6 +9,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -153,4 +155,48 @@ TEST(Sweeps, TheReadmeExampleRunsAsWritten) {
   const Proc cmp = run_in(d.path(), {MEMDIAG_COMPARE_EXE, "reports/", "--expect", "alpha=activations"});
   EXPECT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.out << cmp.err;
   EXPECT_NE(cmp.out.find("confirmed by the sweep"), std::string::npos) << cmp.out;
+}
+
+namespace {
+
+// Processes whose command line mentions text (the children of a sweep
+// writing into a test's own directory).
+std::vector<pid_t> processes_mentioning(const std::string& text) {
+  std::vector<pid_t> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(e.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(text) != std::string::npos) out.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return out;
+}
+
+}  // namespace
+
+// --isolate passes SIGINT, SIGTERM and SIGHUP alike to the child running a
+// configuration: it writes its report as interrupted, naming the signal,
+// the parent exits 130 and no child is left behind.
+TEST(Sweeps, IsolateForwardsEveryStopSignalAndLeavesNoChildBehind) {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    TempDir d(std::string("isolate-signal-") + std::to_string(sig));
+    const pid_t pid = spawn({kSweepExe, "--case", "alpha", "--steps", "100000,1", "--device", "cpu", "--isolate",
+                             "--output-dir", d.path()},
+                            "/dev/null", d.file("stdout"), d.file("stderr"));
+    // Wait for the child running the first configuration.
+    for (int i = 0; i < 300 && processes_mentioning(d.path() + "/alpha-steps100000.json").empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past its start-up, into its steps
+    kill(pid, sig);
+    EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+    const Report r = load_report(d.file("alpha-steps100000.json"));
+    EXPECT_EQ(r.status, RunStatus::kInterrupted) << "signal " << sig;
+    bool named = false;
+    for (const Event& e : r.events) named = named || e.message == "stopped by " + signal_name(sig);
+    EXPECT_TRUE(named) << "signal " << sig;
+    EXPECT_FALSE(exists(d.file("alpha-steps1.json")));
+    EXPECT_TRUE(processes_mentioning(d.path()).empty()) << "a child outlived its parent";
+  }
 }

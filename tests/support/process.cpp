@@ -1,5 +1,8 @@
 #include "process.hpp"
 
+#include <ftw.h>
+#include <cstdio>
+
 #include "memdiag/exit_code.hpp"
 
 #include "json_schema.hpp"
@@ -107,10 +110,13 @@ TempDir::TempDir(const std::string& name) {
   if (!mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
   path_ = templ;
 }
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
+namespace {
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+}  // namespace
+
+// nftw rather than std::filesystem::remove_all: a test linked with
+// libtorch.so binds that to libtorch's own export, which crashes.
+TempDir::~TempDir() { ::nftw(path_.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
 std::string TempDir::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
 
 Report load_report(const std::string& path) {

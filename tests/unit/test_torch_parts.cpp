@@ -21,6 +21,11 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <filesystem>
+#include "process.hpp"
+#include "test_paths.hpp"
+
 using namespace memdiag;
 
 TEST(TrackingAllocator, CountsEveryByteOfACpuTensor) {
@@ -221,4 +226,73 @@ TEST(Autocast, GuardCastsMatmulsAndRestoresTheState) {
   }
   EXPECT_FALSE(at::autocast::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_EQ(torch::mm(a, a).scalar_type(), torch::kFloat);
+}
+
+namespace {
+
+// Every call the harness makes, in order, by name.
+class RecordingObserver final : public RunObserver {
+ public:
+  std::vector<std::string> calls;
+  std::vector<std::string> problems;
+  void session_started(const SessionInfo&) override { calls.push_back("session"); }
+  void problem(const std::string& line) override {
+    calls.push_back("problem");
+    problems.push_back(line);
+  }
+  void run_started(const RunHeading&) override { calls.push_back("run_started"); }
+  void sample_taken(const Sample&, const Report&) override { calls.push_back("sample"); }
+  void run_finished(const Report&, const std::string& output) override {
+    calls.push_back(output.empty() ? "run_finished, nothing written" : "run_finished");
+  }
+  void sweep_run_finished(const SweepRow&, std::size_t, std::size_t) override { calls.push_back("sweep_run"); }
+  void sweep_finished(const std::vector<SweepRow>&, std::size_t) override { calls.push_back("sweep_finished"); }
+};
+
+}  // namespace
+
+// The measuring half prints nothing: everything it has to say reaches the
+// observer, and a stop request it is given ends the run between phases.
+TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
+  // TempDir removes without std::filesystem::remove_all, which libtorch.so
+  // exports a broken copy of.
+  const testkit::TempDir tmp;
+  const std::string dir = tmp.path();
+  HarnessOptions opts;
+  opts.runs = {RunRequest{"", "gamma", std::nullopt, 4, 2, {}}};
+  opts.device = "cpu";
+  opts.output = dir + "/g.json";
+  opts.case_dirs = {MEMDIAG_CASES_DIR};
+  RecordingObserver obs;
+  opts.observer = &obs;
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run_harness(opts), 0);
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  // model_ready, optimizer_ready, then four phases for each of the 2 steps.
+  std::vector<std::string> want = {"session", "run_started"};
+  want.insert(want.end(), 2 + 2 * 4, "sample");
+  want.push_back("run_finished");
+  EXPECT_EQ(obs.calls, want);
+
+  // A sweep, stopped before it starts: the first run ends at its first
+  // phase boundary, interrupted, naming the signal, and no second runs.
+  StopRequest stop;
+  stop.request(SIGTERM);
+  opts.stop = &stop;
+  opts.runs = {RunRequest{"", "gamma", std::nullopt, 4, 2, {}}, RunRequest{"", "gamma", std::nullopt, 8, 2, {}}};
+  opts.output = dir + "/s-{batch}.json";
+  RecordingObserver swept;
+  opts.observer = &swept;
+  EXPECT_EQ(run_harness(opts), to_int(ExitCode::kInterrupted));
+  EXPECT_EQ(swept.calls, (std::vector<std::string>{"session", "sweep_run", "sweep_finished"}));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/s-8.json"));
+
+  // A usage error is one problem and nothing else.
+  RecordingObserver bad;
+  opts.observer = &bad;
+  opts.runs = {RunRequest{"", "no-such-case", std::nullopt, std::nullopt, std::nullopt, {}}};
+  EXPECT_EQ(run_harness(opts), to_int(ExitCode::kUsage));
+  EXPECT_EQ(bad.calls, (std::vector<std::string>{"problem"}));
 }

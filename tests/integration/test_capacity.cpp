@@ -1,0 +1,93 @@
+// The capacity model against the search, for every built-in case and a case
+// of the tests' own, at two budgets each: the comparer's prediction from a
+// single run at the case's own batch lands within 2% of the largest batch
+// --find-max-batch finds (which fresh processes confirm), and given the
+// search's report the comparer gives the search's own prediction: one fit
+// over the same points.
+#include "memdiag/exit_code.hpp"
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+
+struct Budgets {
+  std::string name;
+  std::string case_arg;  // a built-in name, or "own" for the tests' case file
+  int steps;
+  std::vector<int> budgets_mib;
+};
+void PrintTo(const Budgets& b, std::ostream* os) { *os << b.name; }
+
+namespace {
+
+// Tanh, Adam, a first layer wider than the rest: shapes no built-in case has.
+constexpr const char* kOwnCase = R"({"name": "own", "description": "the capacity test's own case",
+  "optimizer": {"type": "adam", "lr": 0.001},
+  "presets": {"small": {"model": {"input_dim": 1024, "hidden_dim": 768, "depth": 3, "output_dim": 10,
+                                  "activation": "tanh"}, "batch_size": 16, "steps": 2}}})";
+
+nlohmann::json capacity_of(const std::string& report, int budget) {
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, report, "--format", "json", "--budget-mib", std::to_string(budget)});
+  EXPECT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+  return nlohmann::json::parse(cmp.out)["groups"][0]["capacity"][0];
+}
+
+}  // namespace
+
+class CapacityModel : public ::testing::TestWithParam<Budgets> {};
+
+TEST_P(CapacityModel, APredictionFromOneRunIsWithinTwoPercentOfTheSearch) {
+  const Budgets& b = GetParam();
+  TempDir d;
+  std::string case_arg = b.case_arg;
+  if (case_arg == "own") {
+    write_text(d.file("own.json"), kOwnCase);
+    case_arg = d.file("own.json");
+  }
+  const std::vector<std::string> base = {MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", case_arg,
+                                         "--steps", std::to_string(b.steps)};
+  std::vector<std::string> one = base;
+  one.insert(one.end(), {"-o", d.file("one.json")});
+  ASSERT_EQ(run(one).exit_code, to_int(ExitCode::kOk));
+  for (int budget : b.budgets_mib) {
+    SCOPED_TRACE(b.name + " at " + std::to_string(budget) + " MiB");
+    std::vector<std::string> search = base;
+    search.insert(search.end(), {"--find-max-batch", "--memory-limit-mib", std::to_string(budget), "-o",
+                                 d.file("max-" + std::to_string(budget) + ".json")});
+    const Proc s = run(search);
+    ASSERT_EQ(s.exit_code, to_int(ExitCode::kOk)) << s.err;
+    const auto found = nlohmann::json::parse(read_text(d.file("max-" + std::to_string(budget) + ".json")))["capacity"];
+    ASSERT_EQ(found["confirmed"], true) << "fresh processes disagree with the search";
+    const std::int64_t max_batch = found["max_batch"];
+    ASSERT_GT(max_batch, 10);
+
+    const nlohmann::json predicted = capacity_of(d.file("one.json"), budget);
+    const std::int64_t p = predicted["max_batch"];
+    EXPECT_LE(std::llabs(p - max_batch), std::max<std::int64_t>(1, max_batch / 50))
+        << "predicted " << p << ", found " << max_batch << ": " << predicted["text"];
+    EXPECT_EQ(predicted["fitted_batches"].size(), 1u);
+    EXPECT_NE(predicted["text"].get<std::string>().find(" binds, "), std::string::npos) << predicted["text"];
+
+    // The search's report: the comparer's prediction is the search's own.
+    const nlohmann::json same = capacity_of(d.file("max-" + std::to_string(budget) + ".json"), budget);
+    EXPECT_TRUE(same["from_search"].get<bool>());
+    EXPECT_EQ(same["max_batch"], found["predicted_max_batch"]);
+    EXPECT_EQ(same["binding"]["phase"], found["fit"]["binding_phase"]);
+    EXPECT_EQ(same["searched"]["max_batch"], max_batch);
+  }
+}
+
+// Budgets that keep every search under a few thousand samples on two cores;
+// beta's step() floor (weights, gradients, AdamW's moments and its
+// temporaries, 288.6 MiB) leaves room for a few hundred samples above it.
+INSTANTIATE_TEST_SUITE_P(EveryCase, CapacityModel,
+                         ::testing::Values(Budgets{"alpha", "alpha", 2, {40, 60}},
+                                           Budgets{"beta", "beta", 1, {290, 292}},
+                                           Budgets{"gamma", "gamma", 2, {30, 45}},
+                                           Budgets{"own", "own", 2, {40, 50}}),
+                         [](const ::testing::TestParamInfo<Budgets>& i) { return i.param.name; });
