@@ -46,30 +46,42 @@ class Planner {
   ConfirmingRun batch(int b) {
     RunSpec r = base_;
     r.batch_size_per_device = b;
-    r.output = output("batch" + std::to_string(b));
-    return {SweepKind::kBatch, r};
+    return made(SweepKind::kBatch, r, "batch" + std::to_string(b));
   }
   ConfirmingRun steps(int n) {
     RunSpec r = base_;
     r.steps = n;
-    r.output = output("steps" + std::to_string(n));
-    return {SweepKind::kSteps, r};
+    return made(SweepKind::kSteps, r, "steps" + std::to_string(n));
   }
   // Another preset of the case at batch 1 (the state is per parameter, not
   // per sample, and batch 1 keeps the larger model quick), if there is one.
   std::optional<ConfirmingRun> other_preset() {
+    if (!runnable()) {
+      // A job of one's own has no presets: a model of another size.
+      RunSpec r = base_;
+      r.preset.reset();
+      r.batch_size_per_device = 1;
+      return made(SweepKind::kParameters, r, "");
+    }
     for (const std::string& name : presets_of(p_)) {
       if (name == p_.config.preset) continue;
       RunSpec r = base_;
       r.preset = name;
       r.batch_size_per_device = 1;
-      r.output = output(file_name_part(name) + "-batch1");
-      return ConfirmingRun{SweepKind::kParameters, r};
+      return made(SweepKind::kParameters, r, file_name_part(name) + "-batch1");
     }
     return std::nullopt;
   }
 
  private:
+  bool runnable() const { return p_.id.producer == kProducerDiagnostics; }
+
+  ConfirmingRun made(SweepKind kind, RunSpec r, const std::string& suffix) {
+    ConfirmingRun c{kind, std::move(r), runnable(), p_.id.producer};
+    if (c.runnable) c.run.output = output(suffix);
+    return c;
+  }
+
   std::string output(const std::string& suffix) {
     return unique_output(dir_, file_name_part(p_.case_name) + "-" + suffix, taken_,
                          base_.world_size > 1 ? "-{rank}" : "");

@@ -54,7 +54,9 @@ Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, con
   for (const Group& g : a.groups) {
     a.verdicts.push_back(diagnose(g, sources, budgets_mib));
     // Two groups must not suggest the same output either.
-    for (const ConfirmingRun& c : a.verdicts.back().confirm) sources.insert(c.run.output);
+    for (const ConfirmingRun& c : a.verdicts.back().confirm) {
+      if (c.runnable) sources.insert(c.run.output);
+    }
   }
   return a;
 }

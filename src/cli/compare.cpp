@@ -2,10 +2,12 @@
 
 #include "memdiag/enum_names.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/format.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/report_reader.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -81,6 +83,26 @@ double parse_fraction(const std::string& flag, const std::string& arg) {
     throw UsageError(flag + ": '" + arg + "' is not a percentage (5%) or a fraction (0.05)");
   }
   return percent ? v / 100.0 : v;
+}
+
+int run_check(const CompareOptions& o, std::ostream& out, std::ostream& err) {
+  const ReportSet set = read_reports(o.inputs);
+  for (const InputError& e : set.errors) err << kProgram << ": " << printable(e.what()) << "\n";
+  for (const auto& [source, r] : set.reports) {
+    std::size_t steps = 0;
+    for (const Sample& s : r.samples) steps = s.step ? std::max<std::size_t>(steps, static_cast<std::size_t>(*s.step) + 1) : steps;
+    out << printable(source) << ": valid (schema " << r.schema_version
+        << (r.schema_version < kSchemaVersion ? ", read through the upgrade to " + std::to_string(kSchemaVersion) : "")
+        << ", written by " << printable(r.producer.name)
+        << ", case " << printable(r.case_info.name) << ", " << r.samples.size() << " samples over " << steps << " step"
+        << (steps == 1 ? "" : "s") << ", status " << to_string(r.status) << ")\n";
+  }
+  if (!(out << std::flush)) return to_int(ExitCode::kFailed);
+  if (set.reports.empty() && set.errors.empty()) {
+    err << kProgram << ": no reports to check\n";
+    return to_int(ExitCode::kUsage);
+  }
+  return set.errors.empty() ? to_int(ExitCode::kOk) : to_int(ExitCode::kUsage);
 }
 
 int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {

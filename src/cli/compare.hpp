@@ -23,6 +23,7 @@ struct CompareOptions {
   std::vector<double> budgets_mib;                     // --budget-mib: predict the largest batch for each
   std::vector<std::string> baseline;                   // --baseline: reports to compare the inputs against
   RegressionThresholds thresholds;                     // --max-increase, --max-increase-mib
+  bool check = false;  // --check: validate the reports only, a line each
 };
 
 // "CASE=CAUSE" as --expect takes it; throws UsageError naming the flag.
@@ -36,5 +37,9 @@ double parse_fraction(const std::string& flag, const std::string& arg);
 // threshold against the baseline), kUsage (a report could not be read; the
 // others are still analysed and printed), kFailed (-o could not be written).
 int run_compare(const CompareOptions& options, std::ostream& out, std::ostream& err);
+// --check: each input read with the reader's full rules (schema, phase
+// order, consecutive steps, bounds); "FILE: valid (...)" on out or the
+// error on err, a line each. kOk when all are valid, else kUsage.
+int run_check(const CompareOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace memdiag

@@ -1,6 +1,7 @@
 // compare_memory_reports: flags in, memdiag::run_compare out.
 #include "cli_parse.hpp"
 #include "compare.hpp"
+#include "signals.hpp"
 
 #include "memdiag/errors.hpp"
 #include "memdiag/exit_code.hpp"
@@ -42,6 +43,7 @@ Examples:
 }  // namespace
 
 int main(int argc, char** argv) {
+  memdiag::cli::install_stop_signals();  // SIGPIPE ignored: a closed pipe is a write error
   memdiag::CompareOptions opts;
   std::vector<std::string> expects, fail_on;
 
@@ -95,6 +97,13 @@ int main(int argc, char** argv) {
                                  "With --baseline: and, when given, by no more than N MiB before it counts")
                       ->check(CLI::NonNegativeNumber);
 
+  auto* check_opt = app.add_flag("--check", opts.check,
+                                 "Only validate the reports: each read with the comparison's full rules (schema, phase "
+                                 "order, steps, bounds), a line each; exit 0 when all are valid, 2 otherwise (for "
+                                 "writers of reports other than memdiag)");
+  for (const char* other : {"--format", "--expect", "--fail-on", "--budget-mib", "--baseline", "--output"}) {
+    check_opt->excludes(app.get_option(other));
+  }
   if (auto code = memdiag::cli::parse(app, argc, argv, "compare_memory_reports", std::cout, std::cerr)) return *code;
   try {
     for (const std::string& e : expects) opts.expect.push_back(memdiag::parse_expectation(e));
@@ -104,7 +113,7 @@ int main(int argc, char** argv) {
       throw memdiag::UsageError("--max-increase: only with --baseline");
     }
     if (opts.output.empty() && app.get_option("--output")->count() > 0) throw memdiag::UsageError("--output: empty path");
-    return memdiag::run_compare(opts, std::cout, std::cerr);
+    return opts.check ? memdiag::run_check(opts, std::cout, std::cerr) : memdiag::run_compare(opts, std::cout, std::cerr);
   } catch (const memdiag::UsageError& e) {
     std::cerr << "compare_memory_reports: " << e.what() << "\n";
     return memdiag::to_int(memdiag::ExitCode::kUsage);

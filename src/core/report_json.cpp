@@ -161,7 +161,8 @@ json to_json(const Report& r) {
   json events = json::array();
   for (const Event& ev : r.events) events.push_back(to_json(ev));
   json j{
-      {"schema_version", r.schema_version},
+      // The writer writes the current layout whatever version was read.
+      {"schema_version", kSchemaVersion},
       {"case", to_json(r.case_info)},
       {"config", to_json(r.config)},
       {"producer", {{"name", r.producer.name}, {"version", r.producer.version}}},

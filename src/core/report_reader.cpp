@@ -341,6 +341,7 @@ Report read(const JsonNode& root) {
   }
 
   Report r;
+  r.schema_version = static_cast<int>(version);  // as written; the model is the current one
   r.case_info = read_case(root.field("case"));
   r.config = read_config(root.field("config"), version);
   if (version >= 3) {

@@ -119,6 +119,15 @@ std::string describe_rank_run(const RunPoint& p) {
   return "preset " + p.preset + ", batch " + std::to_string(p.batch) + ", " + std::to_string(p.steps) + " steps";
 }
 
+std::string describe(const ConfirmingRun& c) {
+  switch (c.confirms) {
+    case SweepKind::kBatch: return "with batch " + std::to_string(c.run.batch_size_per_device.value_or(0)) + " per device";
+    case SweepKind::kSteps: return "with " + steps_word(c.run.steps.value_or(0));
+    case SweepKind::kParameters: return "with a model of another size (batch 1 keeps it quick)";
+  }
+  return {};
+}
+
 std::string describe(const RunStop& s) {
   switch (s.kind) {
     case EventKind::kOom:

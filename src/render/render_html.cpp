@@ -281,6 +281,7 @@ std::string section_html(const detail::Section& s) {
     for (const std::string& c : s.commands) out << "$ " << xml_escape(c) << "\n";
     out << "</pre>\n";
   }
+  if (!s.changes.empty()) out << "<h3>" << xml_escape(detail::changes_heading(s)) << "</h3>\n" << list_html(s.changes, "changes");
   if (s.remedies) out << "<h3>remedies, each against its baseline run</h3>\n" << table_html(*s.remedies, "remedies");
   out << "<h3>runs</h3>\n" << table_html(s.runs, "runs");
   for (const auto& [label, table] : s.ranks) {

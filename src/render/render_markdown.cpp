@@ -28,6 +28,12 @@ std::string render_markdown(const Analysis& a) {
       for (const std::string& c : s.commands) out += c + "\n";
       out += "```\n";
     }
+    if (!s.changes.empty()) {
+      std::string heading = detail::changes_heading(s);
+      heading[0] = 'T';
+      out += "\n" + heading + "\n\n";
+      for (const std::string& c : s.changes) out += "- " + c + "\n";
+    }
     if (s.remedies) out += "\nRemedies, each against its baseline run:\n\n" + s.remedies->to_markdown();
     out += "\n" + s.runs.to_markdown();
     for (const auto& [label, table] : s.ranks) out += "\nRanks (" + label + "):\n\n" + table.to_markdown();

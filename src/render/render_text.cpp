@@ -26,6 +26,10 @@ std::string render_text(const Analysis& a) {
       out += "to confirm, run:\n";
       for (const std::string& c : s.commands) out += "  $ " + c + "\n";
     }
+    if (!s.changes.empty()) {
+      out += detail::changes_heading(s) + "\n";
+      for (const std::string& c : s.changes) out += "  - " + c + "\n";
+    }
     if (s.remedies) out += "remedies, each against its baseline run:\n" + s.remedies->to_text("  ");
     out += "runs:\n" + s.runs.to_text("  ");
     for (const auto& [label, table] : s.ranks) out += "ranks (" + label + "):\n" + table.to_text("  ");

@@ -13,7 +13,14 @@ Section section_of(const Group& g, const Verdict& v) {
   for (const Warning& w : v.warnings) s.warnings.push_back(describe(w));
   s.response = cause_response(v.dominant);
   for (const char* n : cause_not_helpful(v.dominant)) s.not_helpful.emplace_back(n);
-  for (const ConfirmingRun& c : v.confirm) s.commands.push_back(shell_command(to_argv(c.run)));
+  for (const ConfirmingRun& c : v.confirm) {
+    if (c.runnable) {
+      s.commands.push_back(shell_command(to_argv(c.run)));
+    } else {
+      s.changes.push_back(describe(c));
+      s.changes_producer = c.producer;
+    }
+  }
   if (!v.remedies.empty()) {
     s.best_remedy = describe_best_remedy(v);
     for (const std::string& n : remedies_not_measured(v)) s.not_measured += (s.not_measured.empty() ? "" : ", ") + n;
@@ -23,6 +30,11 @@ Section section_of(const Group& g, const Verdict& v) {
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
   return s;
+}
+
+std::string changes_heading(const Section& s) {
+  return "to confirm, record the job again (" + s.changes_producer +
+         " wrote the report; memory_diagnostics cannot run it):";
 }
 
 std::string cause_line(const Section& s) {

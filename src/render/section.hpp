@@ -24,6 +24,10 @@ struct Section {
   std::string response;
   std::vector<std::string> not_helpful;
   std::vector<std::string> commands;  // shell-quoted confirming runs
+  // Confirming runs memory_diagnostics cannot make (another producer's
+  // report): the changes to make to the job, and who wrote the report.
+  std::vector<std::string> changes;
+  std::string changes_producer;
   // Remedies measured in the group (empty: none were run).
   std::string best_remedy;                      // the measured best, in words
   std::string not_measured;                     // "accumulate, bf16": suggested but not run
@@ -37,5 +41,7 @@ Section section_of(const Group& g, const Verdict& v);
 
 // "dominant cause: activations (forward activations), confirmed by the sweep"
 std::string cause_line(const Section& s);
+// "to confirm, record the job again (memdiag::Recorder wrote the report; ...):"
+std::string changes_heading(const Section& s);
 
 }  // namespace memdiag::detail

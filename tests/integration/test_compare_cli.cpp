@@ -337,3 +337,30 @@ TEST(Baseline, TheComponentThatMovedIsNamed) {
   for (const auto& ph : pair["phases"]) forward_regressed = forward_regressed || (ph["phase"] == "forward" && ph["regressed"] == true);
   EXPECT_TRUE(forward_regressed) << pair["phases"];
 }
+
+// --check: a report of another writer's, validated with the reader's full
+// rules, a line per file, exit 0 or 2.
+TEST(Check, ValidatesEveryReportWithTheReadersRulesALineEach) {
+  TempDir d;
+  const Proc ok = run({MEMDIAG_COMPARE_EXE, "--check", std::string(MEMDIAG_FIXTURES_DIR) + "/cpu"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(count_lines(ok.out), 7) << ok.out;
+  EXPECT_NE(ok.out.find("alpha.json: valid (schema 1, read through the upgrade to 3, written by memory_diagnostics"),
+            std::string::npos) << ok.out;
+  // A phase out of order, a bound broken: each one line naming the file and the path.
+  auto j = nlohmann::json::parse(read_text(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/gamma.json"));
+  std::swap(j["samples"][3], j["samples"][4]);
+  write_text(d.file("swapped.json"), j.dump());
+  j = nlohmann::json::parse(read_text(std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/gamma.json"));
+  j["samples"][2]["allocated_mib"] = -1;
+  write_text(d.file("negative.json"), j.dump());
+  const Proc bad = run({MEMDIAG_COMPARE_EXE, "--check", d.file("swapped.json"), d.file("negative.json"),
+                        std::string(MEMDIAG_FIXTURES_DIR) + "/cpu/beta.json"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_EQ(count_lines(bad.err), 2) << bad.err;
+  EXPECT_NE(bad.err.find(d.file("swapped.json") + ": $.samples[3]"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find(d.file("negative.json") + ": $.samples[2].allocated_mib"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.out.find("beta.json: valid"), std::string::npos);
+  // Checking only: the comparison's flags are refused with it.
+  EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, "--check", d.file("swapped.json"), "--format", "json"}).exit_code, 2);
+}

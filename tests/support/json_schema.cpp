@@ -1,5 +1,6 @@
 #include "json_schema.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -104,6 +105,93 @@ std::vector<std::string> validate(const json& schema, const json& doc) {
   Validator v(schema);
   v.check(schema, doc, "$");
   return v.errors;
+}
+
+namespace {
+
+template <typename J>
+const J& resolve(const J& root, const J& s) {
+  if (!s.contains("$ref")) return s;
+  const std::string ref = s["$ref"];
+  return root["$defs"][ref.substr(std::string("#/$defs/").size())];
+}
+
+template <typename J>
+std::string type_words(const J& s) {
+  if (s.contains("const")) return "`" + s["const"].dump() + "`";
+  if (s.contains("enum")) {
+    std::string out;
+    for (const auto& e : s["enum"]) {
+      out += (out.empty() ? "" : ", ") + ("`" + (e.is_string() ? e.template get<std::string>() : e.dump()) + "`");
+    }
+    return out;
+  }
+  if (!s.contains("type")) return "";
+  if (s["type"].is_array()) {
+    std::string out;
+    for (const auto& t : s["type"]) out += (out.empty() ? "" : " or ") + t.template get<std::string>();
+    return out;
+  }
+  return s["type"].template get<std::string>();
+}
+
+template <typename J>
+void walk(const J& root, const J& node, const std::string& path, std::vector<SchemaField>& out,
+          std::vector<std::string>* open) {
+  const J& s = resolve(root, node);
+  if (s.contains("items")) walk(root, s["items"], path + "[]", out, open);
+  if (!s.contains("properties")) return;
+  if (open != nullptr && !(s.contains("additionalProperties") && s["additionalProperties"] == false)) {
+    open->push_back(path);
+  }
+  for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+    const J& p = resolve(root, it.value());
+    const std::string child = path.empty() ? it.key() : path + "." + it.key();
+    // The description at the use wins over the definition's.
+    const J& d = it.value().contains("description") ? it.value() : p;
+    out.push_back({child, type_words(p), d.value("description", "")});
+    walk(root, it.value(), child, out, open);
+  }
+}
+
+void paths_of(const json& v, const std::string& path, std::vector<std::string>& out) {
+  if (v.is_array()) {
+    for (const json& e : v) paths_of(e, path + "[]", out);
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      const std::string child = path.empty() ? it.key() : path + "." + it.key();
+      out.push_back(child);
+      paths_of(it.value(), child, out);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<SchemaField> schema_fields(const nlohmann::json& schema, std::vector<std::string>* open) {
+  std::vector<SchemaField> out;
+  walk(schema, schema, "", out, open);
+  return out;
+}
+
+std::vector<SchemaField> schema_fields(const nlohmann::ordered_json& schema) {
+  std::vector<SchemaField> out;
+  walk(schema, schema, "", out, nullptr);
+  return out;
+}
+
+std::vector<std::string> document_paths(const nlohmann::json& doc) {
+  std::vector<std::string> out;
+  paths_of(doc, "", out);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+nlohmann::ordered_json load_ordered_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  return nlohmann::ordered_json::parse(in);
 }
 
 json load_json(const std::string& path) {

@@ -15,4 +15,20 @@ namespace memdiag::testkit {
 std::vector<std::string> validate(const nlohmann::json& schema, const nlohmann::json& doc);
 nlohmann::json load_json(const std::string& path);
 
+// Every property the schema defines, by path ("config.parallelism.mode",
+// "samples[].phase"), with its type or values in words and its
+// description; local $refs resolved. open: objects that allow properties
+// beyond their own (additionalProperties not false), by path.
+struct SchemaField {
+  std::string path;
+  std::string type;
+  std::string description;
+};
+std::vector<SchemaField> schema_fields(const nlohmann::json& schema, std::vector<std::string>* open = nullptr);
+// The same in the schema's own order of properties.
+std::vector<SchemaField> schema_fields(const nlohmann::ordered_json& schema);
+nlohmann::ordered_json load_ordered_json(const std::string& path);
+// Every path a document holds, in the same spelling.
+std::vector<std::string> document_paths(const nlohmann::json& doc);
+
 }  // namespace memdiag::testkit

@@ -83,7 +83,7 @@ Report full_report() {
   r.case_info.presets = {"small", "medium"};
   r.events.push_back(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0));
   r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5));
-  sample(r, Phase::kBackward, 0).tensors = TensorCensus{10, 10, 0};
+  for (Sample& s : r.samples) s.tensors = TensorCensus{10, s.phase == Phase::kBackward ? 10.0 : 0.0, 0};
   sample(r, Phase::kStep, 0).process_device_mib = 700;
   sample(r, Phase::kStep, 0).loss = 2.5;
   sample(r, Phase::kForward, 1).micro_batch = 0;
@@ -118,7 +118,7 @@ Report full_report() {
   };
   c.tries = {attempt(1, RunStatus::kComplete, 100.5, 0.25), attempt(2, RunStatus::kComplete, 200.5, 0.5),
              attempt(4, RunStatus::kOom, 1023.5, 0.1), attempt(3, RunStatus::kComplete, 300.5, 0.75)};
-  c.tries[1].phases = phase_shapes(synth({}));
+  c.tries[1].phases = phase_shapes(r);
   c.tries[1].reserve_overhead_mib = 2;
   c.tries[2].failed_phase = Phase::kForward;
   c.tries[2].needed_mib = 1030;

@@ -400,3 +400,29 @@ TEST(OutOfMemoryVerdict, AnOomRunIsThePrimaryOfItsGroup) {
   EXPECT_EQ(v.primary_source, "oom.json");
   EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);
 }
+
+// memory_diagnostics can only run its own reports' configurations again: a
+// report another producer wrote gets the changes to make, not commands.
+TEST(ConfirmingRuns, AnotherProducersReportGetsChangesNotCommands) {
+  Synth s = named("my-loop");
+  s.activations_mib = 100;
+  Report r = synth(s);
+  r.producer = Producer{kProducerRecorder, "x"};
+  r.case_info.builtin = false;
+  r.case_info.source.clear();
+  const Analysis a = analyse({{"loop.json", r}});
+  const Verdict& v = a.verdicts.front();
+  ASSERT_EQ(v.dominant, Cause::kActivations);
+  ASSERT_EQ(v.confirm.size(), 2u);
+  for (const ConfirmingRun& c : v.confirm) {
+    EXPECT_FALSE(c.runnable);
+    EXPECT_EQ(c.producer, kProducerRecorder);
+    EXPECT_TRUE(c.run.output.empty());  // nothing to write: nothing runs
+  }
+  EXPECT_EQ(v.confirm[0].run.batch_size_per_device, 1);
+  // The same report by memory_diagnostics: commands.
+  r.producer = Producer{kProducerDiagnostics, "x"};
+  r.case_info.builtin = true;
+  const Analysis b = analyse({{"loop.json", r}});
+  for (const ConfirmingRun& c : b.verdicts.front().confirm) EXPECT_TRUE(c.runnable);
+}

@@ -124,6 +124,28 @@ TEST(Render, HtmlSaysEverythingTheTextSays) {
   expect_golden("compare.html.txt", text);
 }
 
+TEST(Render, AnotherProducersConfirmingRunsAreChangesInEveryFormat) {
+  Synth s;
+  s.case_name = "my-loop";
+  s.activations_mib = 100;
+  Report r = synth(s);
+  r.producer = Producer{kProducerRecorder, "x"};
+  r.case_info.builtin = false;
+  const Analysis a = analyse({{"loop.json", r}});
+  const std::string heading =
+      "to confirm, record the job again (memdiag::Recorder wrote the report; memory_diagnostics cannot run it):";
+  const std::string text = render_text(a);
+  EXPECT_NE(text.find(heading + "\n  - with batch 1 per device\n  - with batch 4 per device\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("memory_diagnostics --case"), std::string::npos) << text;
+  EXPECT_NE(render_markdown(a).find("- with batch 4 per device"), std::string::npos);
+  EXPECT_NE(html_text(render_html(a, {})).find("with batch 1 per device"), std::string::npos);
+  const auto runs = render_json(a)["groups"][0]["confirming_runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["runnable"], false);
+  EXPECT_TRUE(runs[0]["argv"].is_null());
+  EXPECT_EQ(runs[0]["change"], "with batch 1 per device");
+}
+
 TEST(Render, JsonMatchesGolden) {
   nlohmann::json j = render_json(sample_analysis());
   j["memdiag_version"] = "VERSION";

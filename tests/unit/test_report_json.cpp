@@ -10,6 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
+#include <algorithm>
+
+#include <set>
+
 #include <filesystem>
 
 using namespace memdiag;
@@ -159,5 +165,66 @@ TEST(ReportJson, ReportsAtTheLimitsReadBackAndOnePastIsRefused) {
     json j = edge;
     j[json::json_pointer(pointer)] = value;
     EXPECT_TRUE(parse_report_text(j.dump(), "past.json").error) << pointer;
+  }
+}
+
+// The report contract describes itself: schema/report.schema.json defines
+// exactly what the writer writes, each field with a description, and
+// docs/report-schema.md's field table is made from it.
+namespace {
+
+std::set<std::string> written_paths() {
+  std::set<std::string> out;
+  Report cpu = testkit::synth({});
+  cpu.config.device = "cpu";
+  for (const Report& r : {full_report(), cpu}) {
+    for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);
+  }
+  return out;
+}
+
+std::string field_table() {
+  std::string t = "| field | type or values | meaning |\n| --- | --- | --- |\n";
+  for (const testkit::SchemaField& f : testkit::schema_fields(testkit::load_ordered_json(MEMDIAG_SCHEMA_FILE))) {
+    t += "| `" + f.path + "` | " + f.type + " | " + f.description + " |\n";
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST(ReportSchema, TheSchemaDefinesWhatTheWriterWritesEachFieldDescribed) {
+  std::vector<std::string> open;
+  const auto fields = testkit::schema_fields(schema(), &open);
+  const std::set<std::string> written = written_paths();
+  std::set<std::string> defined;
+  for (const auto& f : fields) {
+    defined.insert(f.path);
+    EXPECT_TRUE(written.count(f.path)) << f.path << ": in the schema, never written";
+    EXPECT_FALSE(f.description.empty()) << f.path << ": no description";
+  }
+  for (const std::string& p : written) {
+    const bool in_open = std::any_of(open.begin(), open.end(), [&](const std::string& o) {
+      return !o.empty() && p.rfind(o + ".", 0) == 0 && p.find('.', o.size() + 1) == std::string::npos;
+    });
+    EXPECT_TRUE(defined.count(p) || in_open) << p << ": written, not in the schema";
+  }
+  EXPECT_EQ(schema()["properties"]["schema_version"]["const"], kSchemaVersion);
+}
+
+TEST(ReportSchema, TheDocumentsFieldTableIsMadeFromTheSchema) {
+  const std::string path = std::string(MEMDIAG_SOURCE_DIR) + "/docs/report-schema.md";
+  const std::string doc = testkit::read_text(path);
+  const std::string begin = "<!-- fields: generated from schema/report.schema.json -->\n", end = "<!-- fields end -->";
+  const auto b = doc.find(begin), e = doc.find(end);
+  ASSERT_TRUE(b != std::string::npos && e != std::string::npos && e > b) << path << " has no field table block";
+  const std::string table = field_table();
+  if (doc.substr(b + begin.size(), e - b - begin.size()) == table) return;
+  const char* update = std::getenv("MEMDIAG_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    testkit::write_text(path, doc.substr(0, b + begin.size()) + table + doc.substr(e));
+    ADD_FAILURE() << path << ": field table rewritten (MEMDIAG_UPDATE_GOLDEN=1)";
+  } else {
+    ADD_FAILURE() << path << "'s field table differs from the schema's; the table should read:\n" << table;
   }
 }

@@ -275,9 +275,15 @@ const char* to_string(CapacityPrediction::Budget b);
 
 // A run that would settle what the reports given cannot: a batch, preset or
 // steps sweep point. Its output never names a report that was given.
+// Only memory_diagnostics can run its own reports' configurations again:
+// for a report another producer wrote (a loop with memdiag::Recorder, a
+// Python job), run holds the change to make (the batch, the steps, another
+// model size) and runnable is false.
 struct ConfirmingRun {
   SweepKind confirms = SweepKind::kBatch;
   RunSpec run;
+  bool runnable = true;
+  std::string producer;  // who wrote the report it confirms
 };
 
 struct Verdict {

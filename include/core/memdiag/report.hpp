@@ -220,6 +220,8 @@ struct CapacitySearch {
 const char* to_string(CapacitySearch::LimitSource s);
 
 struct Report {
+  // The version it was written at (a report read from an older one holds
+  // the current model, upgraded); the writer always writes kSchemaVersion.
   int schema_version = kSchemaVersion;
   CaseInfo case_info;
   RunConfig config;

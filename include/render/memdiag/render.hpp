@@ -58,6 +58,8 @@ std::string describe_point(const RunPoint& p);
 // "preset small, batch 8, 4 steps": the label of a set of ranks.
 std::string describe_rank_run(const RunPoint& p);
 std::string describe(const RunStop& s);
+// A confirming run as a change to the job: "with batch 1", "with 10 steps".
+std::string describe(const ConfirmingRun& c);
 std::string describe(const CapacityPrediction& c);
 // "step()", "backward at its start (activations held)": a capacity line's phase.
 std::string describe_phase_line(const PhaseLine& l);
