@@ -3,6 +3,8 @@
 #include "diagnostics.hpp"
 #include "signals.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/format.hpp"
+#include "memdiag/remedy.hpp"
 #include "memdiag/harness.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/sweep_plan.hpp"
@@ -66,6 +68,16 @@ struct SweepFlags {
   bool remedies_given = false;
 };
 
+// Every flag as given, before it becomes HarnessOptions: numbers as text,
+// parsed strictly (no hex, no exponent, no "inf").
+struct Flags {
+  SweepFlags sweep;
+  std::string seed = "0";
+  std::string memory_limit, extra_samples, dist_timeout = "60", snapshot_entries = "100000";
+  std::vector<std::string> extra_dirs;
+  bool no_warmup = false;
+};
+
 // The runs the flags ask for: a plan file's, or the product of the lists.
 // Throws UsageError (or InputError for the plan file) naming the flag.
 std::vector<memdiag::RunRequest> runs_from(const SweepFlags& f) {
@@ -89,15 +101,124 @@ std::vector<memdiag::RunRequest> runs_from(const SweepFlags& f) {
 }
 
 // Values a report could not hold, or that would silently mean something
-// else, are refused here rather than written. Fills opts.seed.
-void check_values(bool output_given, bool output_dir_given, const std::string& seed, memdiag::HarnessOptions& opts) {
-  if (output_given && opts.output.empty()) {
+// else, are refused here rather than written.
+void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& opts) {
+  namespace lim = memdiag::limits;
+  if (app.get_option("--output")->count() > 0 && opts.output.empty()) {
     throw memdiag::UsageError("--output: empty path (leave the flag out for <case>.json)");
   }
-  if (output_dir_given && opts.output_dir.empty()) throw memdiag::UsageError("--output-dir: empty path");
-  if (seed.find(',') != std::string::npos) throw memdiag::UsageError("--seed: one seed, not a list");
-  opts.seed = static_cast<std::uint64_t>(
-      memdiag::parse_integer_list("--seed", seed, 0, memdiag::limits::kMaxExactInteger).at(0));
+  if (app.get_option("--output-dir")->count() > 0 && opts.output_dir.empty()) {
+    throw memdiag::UsageError("--output-dir: empty path");
+  }
+  if (!opts.output.empty() && !opts.output_dir.empty()) {
+    throw memdiag::UsageError("--output-dir: not with --output (one names every report, the other a directory)");
+  }
+  if (!f.sweep.plan.empty()) {
+    for (const char* flag : {"--case", "--preset", "--batch-size-per-device", "--steps", "--remedy"}) {
+      if (app.get_option(flag)->count() > 0) {
+        throw memdiag::UsageError(std::string("--plan: not with ") + flag + " (the plan file names its runs)");
+      }
+    }
+  }
+  if (f.seed.find(',') != std::string::npos) throw memdiag::UsageError("--seed: one seed, not a list");
+  opts.seed = static_cast<std::uint64_t>(memdiag::parse_integer_list("--seed", f.seed, 0, lim::kMaxExactInteger).at(0));
+  if (app.get_option("--memory-limit-mib")->count() > 0) {
+    opts.memory_limit_mib = memdiag::parse_decimal("--memory-limit-mib", f.memory_limit, 0, lim::kAbsurdMiB);
+    if (*opts.memory_limit_mib <= 0) {
+      throw memdiag::UsageError("--memory-limit-mib: must be greater than 0; leave it out for no limit");
+    }
+  }
+  if (app.get_option("--rank-zero-extra-samples")->count() > 0) {
+    opts.rank_zero_extra_samples = static_cast<int>(
+        memdiag::parse_integer_list("--rank-zero-extra-samples", f.extra_samples, 0, lim::kMaxBatch).at(0));
+  }
+  opts.snapshot_max_entries = static_cast<std::size_t>(
+      memdiag::parse_integer_list("--snapshot-max-entries", f.snapshot_entries, 1, 100'000'000).at(0));
+  opts.dist_timeout_s = memdiag::parse_decimal("--dist-timeout-s", f.dist_timeout, 0, 86400);
+  if (opts.dist_timeout_s <= 0) throw memdiag::UsageError("--dist-timeout-s: must be greater than 0");
+}
+
+// --help: the flags in groups, in people's words, remedies from their
+// definitions.
+void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
+  memdiag::HarnessOptions& opts = diag.harness;
+  SweepFlags& sweep = f.sweep;
+  const char* what = "What to run";
+  app.add_option("--case", sweep.cases,
+                 "A built-in case (alpha, beta, gamma; see --list-cases) or a case file PATH.json; a "
+                 "comma-separated list sweeps them (default: alpha)")
+      ->type_name("NAME|FILE,...")->group(what);
+  app.add_option("--preset", sweep.presets, "The case's model size (small, medium, large), or a list (default: the case's)")
+      ->type_name("NAME,...")->group(what);
+  app.add_option("--batch-size-per-device", sweep.batch_sizes,
+                 "Samples per step on each device, or a list such as 1,4,1024 (default: the preset's)")
+      ->type_name("N,...")->group(what);
+  app.add_option("--steps", sweep.steps, "Training steps to record, or a list (default: the preset's)")
+      ->type_name("N,...")->group(what);
+  app.add_option("--remedy", sweep.remedies,
+                 "A remedy, remedies joined with '+', or a list of sets, none for the baseline, e.g. "
+                 "none,checkpoint,accumulate=4+bf16 (the remedies are listed below)")
+      ->type_name("SET,...")->group(what);
+  app.add_option("--plan", sweep.plan, "A plan file: a list of named runs (cases/plans/reference.json), instead of the "
+                                       "flags above; {name} names their reports")
+      ->type_name("FILE")->group(what);
+  app.add_option("--seed", f.seed, "Seed of weights and data, 0 to 2^53 (default: 0)")->type_name("N")->group(what);
+  app.add_option("--cases-dir", f.extra_dirs, "A directory searched first for case names (repeatable)")
+      ->type_name("DIR")->group(what);
+  app.add_flag("--list-cases", diag.list_cases, "List the cases by name, with their presets, and exit")->group(what);
+
+  const char* where = "Where and how";
+  app.add_option("--device", opts.device, "auto (CUDA when available, else the CPU), cpu, cuda or cuda:K (default: auto)")
+      ->type_name("DEVICE")->group(where);
+  app.add_option("--memory-limit-mib", f.memory_limit,
+                 "Cap the allocator at this many MiB, as a smaller GPU would (the CPU simulates it)")
+      ->type_name("MIB")->group(where);
+  app.add_flag("--isolate", opts.isolate, "Run each configuration of a sweep in a child process of its own (the same "
+                                          "reports, isolated by construction)")
+      ->group(where);
+  app.add_flag("--no-warmup", f.no_warmup, "Do not make the cuBLAS workspaces before the first sample (step 0 then "
+                                          "carries them)")
+      ->group(where);
+
+  const char* output = "Reports and output";
+  app.add_option("--output,-o", opts.output,
+                 std::string("The report file (default: <case>.json); in a sweep a template with ") +
+                     memdiag::output_placeholders())
+      ->type_name("FILE")->group(output);
+  app.add_option("--output-dir", opts.output_dir,
+                 "Write each report into DIR, named from the case and what varies (alpha-batch4.json)")
+      ->type_name("DIR")->group(output);
+  app.add_flag("--quiet,-q", diag.quiet, "No live table, progress lines or summary (problems are still said)")
+      ->group(output);
+
+  const char* capacity = "Out of memory";
+  app.add_flag("--find-max-batch", opts.find_max_batch,
+               "Search the largest batch that completes the steps within --memory-limit-mib (CUDA: or the device), "
+               "doubling then bisecting, and confirm it in fresh processes; writes that batch's report with the "
+               "search in it (default <case>-max-batch.json); exit 3 if one sample does not fit")
+      ->group(capacity);
+  app.add_option("--memory-snapshot", opts.memory_snapshot,
+                 "CUDA: the allocator's history of the run, phases marked, for https://pytorch.org/memory_viz")
+      ->type_name("FILE")->group(capacity);
+  app.add_option("--oom-snapshot", opts.oom_snapshot, "CUDA: the allocator's snapshot when an allocation is refused")
+      ->type_name("FILE")->group(capacity);
+  app.add_option("--snapshot-max-entries", f.snapshot_entries,
+                 "Allocation events a snapshot keeps, 1 to 10^8, the oldest dropped first, about 136 bytes each "
+                 "(default: 100000)")
+      ->type_name("N")->group(capacity);
+  app.add_flag("--snapshot-cpp-stacks", opts.snapshot_cpp_stacks,
+               "Keep the C++ stack of every allocation in snapshots (symbolising them can take minutes)")
+      ->group(capacity);
+
+  const char* parallel = "Data parallel (under torchrun or its variables)";
+  app.add_flag("--shard-optimizer-state", opts.shard_optimizer_state,
+               "ZeRO-1: each rank keeps and updates the optimizer state of its shard of the parameters only")
+      ->group(parallel);
+  app.add_option("--rank-zero-extra-samples", f.extra_samples, "N more samples in rank 0's batch (an imbalanced job)")
+      ->type_name("N")->group(parallel);
+  app.add_option("--dist-timeout-s", f.dist_timeout,
+                 "Give up on a peer that does not join or answer after this long (default: 60)")
+      ->type_name("S")->group(parallel);
 }
 
 }  // namespace
@@ -107,96 +228,33 @@ int main(int argc, char** argv) {
   memdiag::cli::install_stop_signals();
   memdiag::DiagnosticsOptions diag;
   memdiag::HarnessOptions& opts = diag.harness;
-  SweepFlags sweep;
-  bool& list = diag.list_cases;
-  std::vector<std::string> extra_dirs;
+  Flags flags;
 
   CLI::App app{"memory_diagnostics: run a training workload and record, phase by phase, what the\n"
                "allocator and the device hold, to a JSON report for compare_memory_reports. Lists of\n"
-               "cases, presets, batch sizes or steps run every combination in one process."};
-  app.footer(kFooter);
+               "cases, presets, batch sizes, steps or remedies run every combination in one process."};
+  app.footer(std::string("Remedies (--remedy; joined with '+'):\n") + memdiag::remedies_help() + "\n" + kFooter);
   app.set_version_flag("--version", std::string("memory_diagnostics ") + MEMDIAG_VERSION);
-  auto* case_opt = app.add_option("--case", sweep.cases,
-                                  "Built-in case (alpha, beta, gamma) or a case file PATH.json; a comma-separated "
-                                  "list sweeps them")
-                       ->capture_default_str();
-  app.add_option("--output,-o", opts.output,
-                 "Report file (default: <case>.json); in a sweep a template with {case} {preset} {batch} {steps} "
-                 "{name} {rank}");
-  auto* dir_opt = app.add_option("--output-dir", opts.output_dir,
-                                 "Write each report into DIR, named from the case and what varies "
-                                 "(alpha-batch4.json, beta-medium.json)");
-  auto* batch_opt = app.add_option("--batch-size-per-device", sweep.batch_sizes,
-                                   "Samples per step, or a list (1,4,1024) (default: the preset's)");
-  auto* preset_opt = app.add_option("--preset", sweep.presets,
-                                    "Model size from the case file: small, medium, large, or a list (default: the "
-                                    "case's)");
-  auto* steps_opt = app.add_option("--steps", sweep.steps, "Training steps to record, or a list (default: the preset's)");
-  auto* plan_opt = app.add_option("--plan", sweep.plan,
-                                  "A plan file: a list of named runs (cases/plans/reference.json); {name} names "
-                                  "their reports");
-  auto* remedy_opt = app.add_option("--remedy", sweep.remedies,
-                                    "A remedy, remedies joined with '+', or a list of them: checkpoint[=N], "
-                                    "accumulate=K, bf16, autocast-bf16, empty-cache, fix-graph, sgd, none "
-                                    "(e.g. none,checkpoint,accumulate=4+bf16)");
-  plan_opt->excludes(case_opt)->excludes(batch_opt)->excludes(preset_opt)->excludes(steps_opt)->excludes(remedy_opt);
-  app.get_option("--output")->excludes(dir_opt);
-  app.add_flag("--isolate", opts.isolate,
-               "Run each configuration of a sweep in a fresh child process (same reports)");
-  app.add_option("--device", opts.device, "auto (CUDA when available), cpu, cuda or cuda:K")->capture_default_str();
-  std::string seed = "0";
-  app.add_option("--seed", seed, "Seed for weights and data: 0 to 2^53 (what JSON readers hold exactly)")
-      ->capture_default_str();
-  app.add_option("--memory-limit-mib", opts.memory_limit_mib,
-                 "Cap the allocator at N MiB to see whether the run fits a smaller GPU (CPU: simulated)");
-  app.add_option("--cases-dir", extra_dirs, "Extra directory searched first for built-in case names");
-  app.add_flag("--list-cases", list, "List the built-in cases and exit");
-  app.add_flag("--quiet,-q", diag.quiet, "No table on stdout (a sweep: no progress lines or summary)");
-  app.add_option("--rank-zero-extra-samples", opts.rank_zero_extra_samples,
-                 "Data parallel: N more samples in rank 0's local batch (an imbalanced job)");
-  app.add_flag("--shard-optimizer-state", opts.shard_optimizer_state,
-               "Data parallel: ZeRO-1, each rank keeps optimizer state for its shard of the parameters");
-  app.add_option("--dist-timeout-s", opts.dist_timeout_s,
-                 "Data parallel: give up on a peer that does not join or answer after this long")
-      ->capture_default_str();
-  app.add_flag("--find-max-batch", opts.find_max_batch,
-               "Search the largest batch that completes --steps steps within --memory-limit-mib (CUDA: or the "
-               "device): doubling, then bisection, in this process; confirmed in fresh processes. Writes that "
-               "batch's report with a capacity object (default <case>-max-batch.json); exit 3 if one sample "
-               "does not fit");
-  app.add_option("--memory-snapshot", opts.memory_snapshot,
-                 "CUDA: write the caching allocator's history of the run, phases marked, as FILE.pickle for "
-                 "https://pytorch.org/memory_viz or python -m torch.cuda._memory_viz")
-      ->type_name("FILE");
-  app.add_option("--oom-snapshot", opts.oom_snapshot,
-                 "CUDA: write the allocator snapshot taken when an allocation is refused, as FILE.pickle")
-      ->type_name("FILE");
-  app.add_option("--snapshot-max-entries", opts.snapshot_max_entries,
-                 "Allocation events a snapshot keeps (the oldest go first; ~136 bytes each)")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000'000}));
-  app.add_flag("--snapshot-cpp-stacks", opts.snapshot_cpp_stacks,
-               "Record the C++ stack of every allocation in snapshots (symbolising them can take minutes)");
-  bool no_warmup = false;
-  app.add_flag("--no-warmup", no_warmup,
-               "Do not make cuBLAS workspaces before the first sample (step 0 then carries them)");
+  app.get_formatter()->column_width(34);
+  define_flags(app, flags, diag);
 
   if (auto code = memdiag::cli::parse(app, argc, argv, "memory_diagnostics", std::cout, std::cerr)) return *code;
-  sweep.presets_given = preset_opt->count() > 0;
-  sweep.batch_sizes_given = batch_opt->count() > 0;
-  sweep.steps_given = steps_opt->count() > 0;
-  sweep.remedies_given = remedy_opt->count() > 0;
+  SweepFlags& sweep = flags.sweep;
+  sweep.presets_given = app.get_option("--preset")->count() > 0;
+  sweep.batch_sizes_given = app.get_option("--batch-size-per-device")->count() > 0;
+  sweep.steps_given = app.get_option("--steps")->count() > 0;
+  sweep.remedies_given = app.get_option("--remedy")->count() > 0;
   try {
-    check_values(app.get_option("--output")->count() > 0, dir_opt->count() > 0, seed, opts);
+    check_values(app, flags, opts);
     opts.runs = runs_from(sweep);
   } catch (const memdiag::UsageError& e) {
-    std::cerr << "memory_diagnostics: " << e.what() << "\n";
+    std::cerr << "memory_diagnostics: " << memdiag::printable(e.what()) << "\n";
     return memdiag::to_int(memdiag::ExitCode::kUsage);
   }
   opts.from_plan = !sweep.plan.empty();
   opts.self_exe = memdiag::self_executable(argv[0]);
-  opts.warm_up_kernels = !no_warmup;
-  opts.case_dirs = extra_dirs;
+  opts.warm_up_kernels = !flags.no_warmup;
+  opts.case_dirs = flags.extra_dirs;
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);
 
   try {
@@ -204,7 +262,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // Anything run_harness did not turn into a report: one line, exit 1.
     const std::string what = e.what();
-    std::cerr << "memory_diagnostics: error: " << what.substr(0, what.find('\n')) << "\n";
+    std::cerr << "memory_diagnostics: error: " << memdiag::printable(what.substr(0, what.find('\n'))) << "\n";
     return memdiag::to_int(memdiag::ExitCode::kFailed);
   }
 }

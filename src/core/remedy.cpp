@@ -26,7 +26,7 @@ const RemedyDefinition& definition(RemedyKind k) {
   using S = RemedyDefinition::Scope;
   static const RemedyDefinition checkpoint{
       RemedyKind::kCheckpoint, P::kOptional, 1, "checkpoint[=N]",
-      "activation checkpointing in N segments (default: the square root of the model's modules); "
+      "activation checkpointing in N segments (default: the square root of the model's depth); "
       "activations are recomputed in backward",
       S::kRun, {Cause::kActivations}, false};
   static const RemedyDefinition accumulate{

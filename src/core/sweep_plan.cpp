@@ -73,6 +73,26 @@ std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std:
   return out;
 }
 
+double parse_decimal(const std::string& flag, const std::string& text, double lo, double hi) {
+  const auto dot = text.find('.');
+  const std::string whole = text.substr(0, dot), fraction = dot == std::string::npos ? "" : text.substr(dot + 1);
+  const bool digits = !whole.empty() && whole.find_first_not_of("0123456789") == std::string::npos &&
+                      (dot == std::string::npos ||
+                       (!fraction.empty() && fraction.find_first_not_of("0123456789") == std::string::npos));
+  if (!digits || whole.size() > 18) {
+    throw UsageError(flag + ": '" + text + "' is not a decimal number" + (text.empty() ? " (empty)" : ""));
+  }
+  const double v = std::stod(text);
+  auto fmt = [](double x) {
+    std::ostringstream os;
+    os << x;
+    return os.str();
+  };
+  if (v < lo) throw UsageError(flag + ": must be at least " + fmt(lo) + ", got " + text);
+  if (v > hi) throw UsageError(flag + ": must be at most " + fmt(hi) + ", got " + text);
+  return v;
+}
+
 std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text) {
   if (text.empty()) throw UsageError(flag + ": empty; give a name or a comma-separated list");
   std::vector<std::string> out = split(text);

@@ -124,34 +124,67 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
   return out;
 }
 
-}  // namespace
-
-int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
-  const PlannedRun& base = plan.runs.front();
-  CapacitySearch c;
-  {
+// One search: its tries in this process, then the answer confirmed in
+// fresh processes and written with the search in its report.
+class Search {
+ public:
+  Search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs)
+      : plan_(plan), opts_(opts), session_(session), obs_(obs), base_(plan.runs.front()) {
     const Budget b = budget_for(plan, opts, *session.probe);
-    c.limit_mib = b.limit_mib;
-    c.limit_source = b.source;
+    c_.limit_mib = b.limit_mib;
+    c_.limit_source = b.source;
+    // Gradient accumulation over K micro-batches needs K samples: its
+    // search starts at K (and max_batch 0 then means not even K fit).
+    const auto acc = find_remedy(base_.remedies, RemedyKind::kAccumulate);
+    first_ = acc ? std::max<std::int64_t>(1, acc->param) : 1;
   }
-  obs.search_started(SearchHeading{base.spec.name, base.preset, plan.device.str(), base.steps, c.limit_mib, c.limit_source});
 
-  std::optional<Report> best;    // the largest batch that completed
-  std::optional<Report> failed;  // batch 1's run, when even that ran out
-  std::int64_t lo = 0;           // largest batch that completed
-  std::optional<std::int64_t> hi;  // smallest that ran out
-  RunStatus stopped = RunStatus::kComplete;
-  // Gradient accumulation over K micro-batches needs K samples: its search
-  // starts at K (and max_batch 0 then means not even K fit).
-  const auto acc = find_remedy(base.remedies, RemedyKind::kAccumulate);
-  const std::int64_t first = acc ? std::max<std::int64_t>(1, acc->param) : 1;
-  auto attempt = [&](std::int64_t batch) {
-    if (!c.tries.empty()) session.probe->reset_between_runs();
-    PlannedRun run = base;
+  int run() {
+    obs_.search_started(SearchHeading{base_.spec.name, base_.preset, plan_.device.str(), base_.steps, c_.limit_mib,
+                                      c_.limit_source});
+    // Doubling, then bisection to a gap of one sample.
+    for (std::int64_t b = first_; !hi_ && attempt(b) && lo_ < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
+    while (stopped_ == RunStatus::kComplete && hi_ && lo_ > 0 && *hi_ - lo_ > 1) attempt(lo_ + (*hi_ - lo_) / 2);
+    c_.max_batch = lo_;
+    c_.first_failing_batch = hi_;
+    predict(c_);
+    RunLabel label = base_.label;
+    label.batch = static_cast<int>(std::max<std::int64_t>(1, lo_));
+    output_ = opts_.output.empty() ? base_.output : expand_output(opts_.output, label);
+    return stopped_ != RunStatus::kComplete ? keep_what_was_found() : confirm_and_write();
+  }
+
+ private:
+  // One try from what a fresh process holds; false once the search stops.
+  bool attempt(std::int64_t batch) {
+    if (!c_.tries.empty()) session_.probe->reset_between_runs();
+    PlannedRun run = base_;
     run.batch = static_cast<int>(batch);
     const auto t0 = std::chrono::steady_clock::now();
-    Report report = run_configuration(run, plan, opts, session, obs);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Report report = run_configuration(run, plan_, opts_, session_, obs_);
+    c_.tries.push_back(try_of(report, batch, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+    obs_.search_tried(c_.tries.back(), c_.tries.size());
+    switch (report.status) {
+      case RunStatus::kComplete:
+        lo_ = batch;
+        best_ = std::move(report);
+        break;
+      case RunStatus::kOom:
+        hi_ = std::min(hi_.value_or(batch), batch);
+        if (batch == first_) failed_ = std::move(report);
+        break;
+      case RunStatus::kInterrupted:
+      case RunStatus::kFailed: stopped_ = report.status; break;
+    }
+    // A try that ran out of memory does not look at the stop request; the
+    // search does, after every try.
+    if (stopped_ == RunStatus::kComplete && opts_.stop != nullptr && opts_.stop->requested()) {
+      stopped_ = RunStatus::kInterrupted;
+    }
+    return stopped_ == RunStatus::kComplete;
+  }
+
+  static CapacityTry try_of(const Report& report, std::int64_t batch, double seconds) {
     CapacityTry t;
     t.batch = batch;
     t.status = report.status;
@@ -163,97 +196,89 @@ int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, S
     t.persistent_other_mib = point.persistent_other_mib;
     t.failed_phase = point.failed_phase;
     t.needed_mib = point.needed_mib;
-    c.tries.push_back(std::move(t));
-    obs.search_tried(c.tries.back(), c.tries.size());
+    return t;
+  }
 
-    switch (report.status) {
-      case RunStatus::kComplete:
-        lo = batch;
-        best = std::move(report);
-        break;
-      case RunStatus::kOom:
-        hi = std::min(hi.value_or(batch), batch);
-        if (batch == first) failed = std::move(report);
-        break;
-      case RunStatus::kInterrupted:
-      case RunStatus::kFailed: stopped = report.status; break;
-    }
-    // A try that ran out of memory does not look at the stop request; the
-    // search does, after every try.
-    if (stopped == RunStatus::kComplete && opts.stop != nullptr && opts.stop->requested()) {
-      stopped = RunStatus::kInterrupted;
-    }
-    return stopped == RunStatus::kComplete;
-  };
-  // Doubling, then bisection to a gap of one sample.
-  for (std::int64_t b = first; !hi && attempt(b) && lo < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
-  while (stopped == RunStatus::kComplete && hi && lo > 0 && *hi - lo > 1) attempt(lo + (*hi - lo) / 2);
-  c.max_batch = lo;
-  c.first_failing_batch = hi;
-  predict(c);
-  RunLabel label = base.label;
-  label.batch = static_cast<int>(std::max<std::int64_t>(1, lo));
-  const std::string output = opts.output.empty() ? base.output : expand_output(opts.output, label);
-  auto write = [&](Report report) {
-    report.capacity = c;
+  bool write(Report report) {
+    report.capacity = c_;
     try {
-      write_report(output, report);
+      write_report(output_, report);
       return true;
     } catch (const std::exception& e) {
-      obs.problem(std::string("--output: ") + e.what());
+      obs_.problem(std::string("--output: ") + e.what());
       return false;
     }
-  };
+  }
 
-  if (stopped != RunStatus::kComplete) {
-    // What was found is kept: the largest batch that fitted so far, not
-    // confirmed, with a note saying the search did not finish.
-    const bool kept = best.has_value();
+  // A search that stopped keeps the largest batch that fitted so far, not
+  // confirmed, with a note saying it did not finish.
+  int keep_what_was_found() {
+    const bool kept = best_.has_value();
     if (kept) {
-      best->events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
-                                   std::string("--find-max-batch stopped at try ") + std::to_string(c.tries.size()) +
-                                       " (" + status_word(stopped) + "): max_batch is the largest that fitted so far",
-                                   std::nullopt));
+      best_->events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
+                                         "--find-max-batch stopped at try " + std::to_string(c_.tries.size()) + " (" +
+                                             status_word(stopped_) + "): max_batch is the largest that fitted so far"));
     }
-    const bool written = kept && write(std::move(*best));
-    obs.problem("--find-max-batch: the search stopped (try " + std::to_string(c.tries.size()) + " " +
-                status_word(stopped) + "); " +
-                (written ? "the largest batch that fitted so far (" + std::to_string(lo) + ") is in " + output
-                         : std::string("nothing written")));
-    return to_int(stopped == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
+    const bool written = kept && write(std::move(*best_));
+    obs_.problem("--find-max-batch: the search stopped (try " + std::to_string(c_.tries.size()) + " " +
+                 status_word(stopped_) + "); " +
+                 (written ? "the largest batch that fitted so far (" + std::to_string(lo_) + ") is in " + output_
+                          : std::string("nothing written")));
+    return to_int(stopped_ == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
   }
 
   // A fresh process shares the device with this one, whose CUDA context and
   // workspaces stay until it exits: against the whole device that is a
-  // smaller budget, and on the H200 the fresh run of the answer failed for it
-  // (alpha small, 2197504 samples). The check is made only under a limit
+  // smaller budget, and on the H200 the fresh run of the answer failed for
+  // it (alpha small, 2197504 samples). The check is made only under a limit
   // that leaves room for both.
-  Confirmation conf;
-  bool interrupted_in_confirmation = false;
-  const std::optional<double> outside = held_by_this_process(plan, *session.probe);
-  if (c.limit_source == CapacitySearch::LimitSource::kMemoryLimit &&
-      (!outside || !plan.device.is_cuda() ||
-       c.limit_mib + *outside <= cuda_device_info(plan.device.index()).total_mib)) {
-    conf = confirm(base, plan, opts, c, obs);
-    // Interrupted meanwhile: the children were stopped, which says nothing
-    // about whether they fit. Not checked, and the search ends interrupted.
-    if (opts.stop != nullptr && opts.stop->requested()) {
-      conf = Confirmation{};
-      interrupted_in_confirmation = true;
+  int confirm_and_write() {
+    Confirmation conf;
+    bool interrupted = false;
+    const std::optional<double> outside = held_by_this_process(plan_, *session_.probe);
+    if (c_.limit_source == CapacitySearch::LimitSource::kMemoryLimit &&
+        (!outside || !plan_.device.is_cuda() ||
+         c_.limit_mib + *outside <= cuda_device_info(plan_.device.index()).total_mib)) {
+      conf = confirm(base_, plan_, opts_, c_, obs_);
+      // Interrupted meanwhile: the children were stopped, which says nothing
+      // about whether they fit. Not checked, and the search ends interrupted.
+      interrupted = opts_.stop != nullptr && opts_.stop->requested();
+      if (interrupted) {
+        conf = Confirmation{};
+      } else {
+        c_.confirmed = conf.agreed;
+      }
     } else {
-      c.confirmed = conf.agreed;
+      obs_.search_confirmation_skipped(outside, c_.limit_mib, c_.max_batch);
     }
-  } else {
-    obs.search_confirmation_skipped(outside, c.limit_mib, c.max_batch);
+    // The report a user running max_batch afresh gets, with the search in it.
+    if (!write(conf.fits ? std::move(*conf.fits) : best_ ? std::move(*best_) : std::move(*failed_))) {
+      return to_int(ExitCode::kFailed);
+    }
+    obs_.search_finished(c_, output_);
+    if (interrupted) return to_int(ExitCode::kInterrupted);
+    return to_int(lo_ == 0 ? ExitCode::kOom : ExitCode::kOk);
   }
 
-  // The report a user running max_batch afresh gets, with the search in it.
-  if (!write(conf.fits ? std::move(*conf.fits) : best ? std::move(*best) : std::move(*failed))) {
-    return to_int(ExitCode::kFailed);
-  }
-  obs.search_finished(c, output);
-  if (interrupted_in_confirmation) return to_int(ExitCode::kInterrupted);
-  return to_int(lo == 0 ? ExitCode::kOom : ExitCode::kOk);
+  const ResolvedPlan& plan_;
+  const HarnessOptions& opts_;
+  Session& session_;
+  RunObserver& obs_;
+  const PlannedRun& base_;
+  CapacitySearch c_;
+  std::int64_t first_ = 1;
+  std::int64_t lo_ = 0;                  // largest batch that completed
+  std::optional<std::int64_t> hi_;       // smallest that ran out
+  std::optional<Report> best_;           // the largest batch's run
+  std::optional<Report> failed_;         // the first batch's run, when even that ran out
+  RunStatus stopped_ = RunStatus::kComplete;
+  std::string output_;
+};
+
+}  // namespace
+
+int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
+  return Search(plan, opts, session, obs).run();
 }
 
 }  // namespace memdiag::detail

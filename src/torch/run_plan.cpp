@@ -156,6 +156,16 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("launcher environment: ") + e.what());
   }
+  // Flags that only mean something in a data-parallel job do nothing in one
+  // process: refused rather than recorded as a variant that was never run.
+  if (!plan.launch && opts.shard_optimizer_state) {
+    throw UsageError("--shard-optimizer-state: shards across the ranks of a data-parallel job; start it under a "
+                     "launcher (torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
+  }
+  if (!plan.launch && opts.rank_zero_extra_samples > 0) {
+    throw UsageError("--rank-zero-extra-samples: rank 0's extra samples need a data-parallel job; start it under a "
+                     "launcher (torchrun)");
+  }
   if (plan.launch && opts.isolate) {
     throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
   }

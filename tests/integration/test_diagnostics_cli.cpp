@@ -132,6 +132,19 @@ TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
       {{"--case", "alpha", "--steps", "10000001"}, "--steps"},
       {{"--case", "alpha", "--batch-size-per-device", "1073741825"}, "--batch-size-per-device"},
       {{"--case", "alpha", "--batch-size-per-device", "many"}, "--batch-size-per-device"},
+      // Numbers are decimal: no hex, exponent, empty value, nan or inf reaches arithmetic.
+      {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "0x10"}, "--memory-limit-mib"},
+      {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", ""}, "--memory-limit-mib"},
+      {{"--case", "alpha", "--device", "cpu", "--memory-limit-mib", "nan"}, "--memory-limit-mib"},
+      {{"--case", "alpha", "--device", "cpu", "--dist-timeout-s", "inf"}, "--dist-timeout-s"},
+      {{"--case", "alpha", "--device", "cpu", "--dist-timeout-s", "1e300"}, "--dist-timeout-s"},
+      {{"--case", "alpha", "--device", "cpu", "--rank-zero-extra-samples", ""}, "--rank-zero-extra-samples"},
+      {{"--case", "alpha", "--device", "cpu", "--snapshot-max-entries", "0"}, "--snapshot-max-entries"},
+      // What only a data-parallel job can do is refused in one process, not recorded as done.
+      {{"--case", "beta", "--device", "cpu", "--shard-optimizer-state"}, "--shard-optimizer-state: shards across"},
+      {{"--case", "beta", "--device", "cpu", "--rank-zero-extra-samples", "4"}, "--rank-zero-extra-samples"},
+      {{"--plan", "p.json", "--steps", "2"}, "--plan: not with --steps"},
+      {{"--case", "alpha", "--output-dir", "d"}, "--output-dir: not with --output"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> a = c.args;
@@ -365,4 +378,21 @@ TEST(OutputPaths, RankOutsideALauncherIsZeroAndCaseNamesStayInTheirDirectory) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(std::filesystem::exists(d.file("escaped-batch2.json")));
   EXPECT_TRUE(std::filesystem::exists(d.file("out/_.._escaped-batch2.json")));
+}
+
+// --help reads as a manual: the flags in groups, every remedy explained by
+// its definition, no parser internals.
+TEST(DiagnosticsCpu, HelpGroupsTheFlagsAndExplainsEveryRemedy) {
+  const Proc h = diag({"--help"});
+  EXPECT_EQ(h.exit_code, 0);
+  for (const char* group : {"What to run:", "Where and how:", "Reports and output:", "Out of memory:",
+                            "Data parallel (under torchrun or its variables):", "Remedies (--remedy; joined with '+'):"}) {
+    EXPECT_NE(h.out.find(group), std::string::npos) << group;
+  }
+  for (const char* remedy : {"checkpoint[=N]", "accumulate=K", "bf16", "autocast-bf16", "empty-cache", "fix-graph", "sgd"}) {
+    EXPECT_NE(h.out.find("\n  " + std::string(remedy) + " "), std::string::npos) << remedy;
+  }
+  for (const char* internal : {"Excludes", "TEXT", "FLOAT", "UINT", "At Most", "->"}) {
+    EXPECT_EQ(h.out.find(internal), std::string::npos) << internal;
+  }
 }

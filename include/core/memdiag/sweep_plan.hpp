@@ -44,6 +44,11 @@ std::vector<int> parse_count_list(const std::string& flag, const std::string& te
 // The same for 64-bit values (a seed): hi may be up to 2^62.
 std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text, std::int64_t lo,
                                              std::int64_t hi);
+// One decimal number as a flag takes it: digits with an optional fraction
+// ("4096", "0.5"), no sign, exponent, hex, "inf" or "nan", in [lo, hi].
+// Throws UsageError naming the flag.
+double parse_decimal(const std::string& flag, const std::string& text, double lo, double hi);
+
 // "alpha,beta" -> {"alpha", "beta"}; empty items are an error.
 std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text);
 
