@@ -38,7 +38,7 @@ class Planner {
     base_.world_size = p.id.world_size;
     if (p.id.world_size > 1) {
       base_.rank_zero_extra_samples = p.id.rank_zero_extra_samples;
-      base_.shard_optimizer_state = is_sharded(p.id.mode);
+      base_.mode = p.id.mode;
     }
     dir_ = p.source == "-" ? std::string() : fs::path(p.source).parent_path().string();
   }

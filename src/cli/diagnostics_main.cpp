@@ -76,6 +76,7 @@ struct Flags {
   std::string memory_limit, extra_samples, dist_timeout = "60", snapshot_entries = "100000";
   std::vector<std::string> extra_dirs;
   bool no_warmup = false;
+  bool shard_optimizer_state = false;
 };
 
 // The runs the flags ask for: a plan file's, or the product of the lists.
@@ -211,7 +212,7 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
       ->group(capacity);
 
   const char* parallel = "Data parallel (under torchrun or its variables)";
-  app.add_flag("--shard-optimizer-state", opts.shard_optimizer_state,
+  app.add_flag("--shard-optimizer-state", f.shard_optimizer_state,
                "ZeRO-1: each rank keeps and updates the optimizer state of its shard of the parameters only")
       ->group(parallel);
   app.add_option("--rank-zero-extra-samples", f.extra_samples, "N more samples in rank 0's batch (an imbalanced job)")
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
   opts.from_plan = !sweep.plan.empty();
   opts.self_exe = memdiag::self_executable(argv[0]);
   opts.warm_up_kernels = !flags.no_warmup;
+  if (flags.shard_optimizer_state) opts.parallel_mode = memdiag::ParallelMode::kZero1;
   opts.case_dirs = flags.extra_dirs;
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);
 

@@ -32,7 +32,7 @@ std::vector<std::string> to_argv(const RunSpec& r, const std::string& program) {
   if (r.rank_zero_extra_samples > 0) {
     a.insert(a.end(), {"--rank-zero-extra-samples", std::to_string(r.rank_zero_extra_samples)});
   }
-  if (r.shard_optimizer_state) a.push_back("--shard-optimizer-state");
+  if (r.world_size > 1 && *definition(r.mode).flag) a.push_back(definition(r.mode).flag);
   if (!r.remedies.empty()) a.insert(a.end(), {"--remedy", remedies_label(r.remedies)});
   if (!r.warm_up_kernels) a.push_back("--no-warmup");
   for (const std::string& d : r.case_dirs) a.insert(a.end(), {"--cases-dir", d});

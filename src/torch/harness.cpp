@@ -67,7 +67,7 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
   r.producer = Producer{kProducerDiagnostics, MEMDIAG_VERSION};
   if (plan.launch) {
     Parallelism& p = r.config.parallel;
-    p.mode = opts.shard_optimizer_state ? ParallelMode::kZero1 : ParallelMode::kDdp;
+    p.mode = opts.parallel_mode == ParallelMode::kNone ? ParallelMode::kDdp : opts.parallel_mode;
     p.rank = plan.launch->rank;
     p.local_rank = plan.launch->local_rank;
     p.world_size = plan.launch->world_size;
@@ -114,7 +114,8 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   w.seed = opts.seed;
   w.warm_up_kernels = opts.warm_up_kernels;
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
-  w.shard_optimizer_state = opts.shard_optimizer_state;
+  w.mode = plan.launch ? (opts.parallel_mode == ParallelMode::kNone ? ParallelMode::kDdp : opts.parallel_mode)
+                      : ParallelMode::kNone;
   w.remedies = run.remedies;
   return w;
 }

@@ -158,9 +158,10 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   }
   // Flags that only mean something in a data-parallel job do nothing in one
   // process: refused rather than recorded as a variant that was never run.
-  if (!plan.launch && opts.shard_optimizer_state) {
-    throw UsageError("--shard-optimizer-state: shards across the ranks of a data-parallel job; start it under a "
-                     "launcher (torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
+  if (!plan.launch && is_sharded(opts.parallel_mode)) {
+    throw UsageError(std::string(definition(opts.parallel_mode).flag) +
+                     ": shards across the ranks of a data-parallel job; start it under a launcher "
+                     "(torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
   }
   if (!plan.launch && opts.rank_zero_extra_samples > 0) {
     throw UsageError("--rank-zero-extra-samples: rank 0's extra samples need a data-parallel job; start it under a "

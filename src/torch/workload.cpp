@@ -162,7 +162,7 @@ class Training {
 
   void optimizer_ready() {
     enter(Phase::kOptimizerReady);
-    sharded_ = o_.comm != nullptr && o_.shard_optimizer_state;
+    sharded_ = o_.comm != nullptr && definition(o_.mode).shards_optimizer_state;
     if (sharded_) owner_ = shard_owners(params_, o_.comm->world_size());
     std::vector<torch::Tensor> owned;
     for (std::size_t i = 0; i < params_.size(); ++i) {

@@ -24,7 +24,7 @@ TEST(RunSpec, DataParallelRunsUnderTorchrun) {
   RunSpec r;
   r.case_ref = "beta";
   r.world_size = 2;
-  r.shard_optimizer_state = true;
+  r.mode = ParallelMode::kZero1;
   r.output = "beta-{rank}.json";
   const auto a = to_argv(r);
   ASSERT_GE(a.size(), 4u);

@@ -3,6 +3,7 @@
 // what is printed is exactly what runs.
 #pragma once
 
+#include "memdiag/parallelism.hpp"
 #include "memdiag/remedy.hpp"
 
 #include <cstdint>
@@ -23,7 +24,9 @@ struct RunSpec {
   // Data parallel: more than 1 runs under torchrun with that many processes.
   int world_size = 1;
   int rank_zero_extra_samples = 0;
-  bool shard_optimizer_state = false;
+  // The data-parallel mode (world_size > 1): ddp, or a sharded one spelt by
+  // its definition's flag.
+  ParallelMode mode = ParallelMode::kDdp;
   std::vector<Remedy> remedies;         // none: the baseline
   bool warm_up_kernels = true;          // false: --no-warmup
   bool quiet = false;

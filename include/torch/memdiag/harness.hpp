@@ -34,7 +34,9 @@ struct HarnessOptions {
   std::vector<std::string> case_dirs;
   // Data-parallel runs (started by torchrun or with its variables set).
   int rank_zero_extra_samples = 0;
-  bool shard_optimizer_state = false;
+  // The mode a launched job runs in (ddp, or a sharded mode asked for by
+  // its flag); a single process is mode none whatever this says.
+  ParallelMode parallel_mode = ParallelMode::kDdp;
   double dist_timeout_s = 60;
   // --find-max-batch: search for the largest batch that completes the
   // steps within the budget (--memory-limit-mib, or what the device leaves

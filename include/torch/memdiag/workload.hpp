@@ -39,7 +39,7 @@ struct WorkloadOptions {
   int rank_zero_extra_samples = 0;  // added to rank 0's local batch
   // ZeRO-1: each rank keeps optimizer state for its shard of the parameters
   // only, updates that shard, and broadcasts it to the others.
-  bool shard_optimizer_state = false;
+  ParallelMode mode = ParallelMode::kNone;
   // Remedies, resolved (checkpoint=N with N set): see memdiag/remedy.hpp.
   std::vector<Remedy> remedies;
 };
