@@ -25,11 +25,6 @@ void PrintTo(const Budgets& b, std::ostream* os) { *os << b.name; }
 
 namespace {
 
-// Tanh, Adam, a first layer wider than the rest: shapes no built-in case has.
-constexpr const char* kOwnCase = R"({"name": "own", "description": "the capacity test's own case",
-  "optimizer": {"type": "adam", "lr": 0.001},
-  "presets": {"small": {"model": {"input_dim": 1024, "hidden_dim": 768, "depth": 3, "output_dim": 10,
-                                  "activation": "tanh"}, "batch_size": 16, "steps": 2}}})";
 
 nlohmann::json capacity_of(const std::string& report, int budget) {
   const Proc cmp = run({MEMDIAG_COMPARE_EXE, report, "--format", "json", "--budget-mib", std::to_string(budget)});
@@ -45,10 +40,9 @@ TEST_P(CapacityModel, APredictionFromOneRunIsWithinTwoPercentOfTheSearch) {
   const Budgets& b = GetParam();
   TempDir d;
   std::string case_arg = b.case_arg;
-  if (case_arg == "own") {
-    write_text(d.file("own.json"), kOwnCase);
-    case_arg = d.file("own.json");
-  }
+  // tests/cases/own.json: tanh, Adam, a first layer wider than the rest,
+  // shapes no built-in case has.
+  if (case_arg == "own") case_arg = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
   const std::vector<std::string> base = {MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", case_arg,
                                          "--steps", std::to_string(b.steps)};
   std::vector<std::string> one = base;
