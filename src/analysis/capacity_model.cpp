@@ -88,7 +88,7 @@ struct Decomposed {
 
 // The lines of one phase over the completed points that reached it, in
 // batch order (at most the two largest are used).
-std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>& pts) {
+std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>& pts, bool& start_assumed) {
   auto series = [&](auto value) {
     std::vector<Sampled> out;
     for (const Decomposed& d : pts) out.push_back({d.batch, value(d)});
@@ -131,6 +131,7 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
         // beta, gamma and the tests' own case on the CPU).
         const PhaseShape& f = *hi.forward;
         start_transient = 2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch;
+        start_assumed = true;
       }
       Line start = line_of(series([](const Decomposed& d) { return d.shape->start_mib; }), hi.start_fixed);
       Line end = line_of(series([](const Decomposed& d) { return d.shape->end_mib; }), hi.end_fixed);
@@ -154,7 +155,7 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
   return out;
 }
 
-std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points) {
+std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points, bool& start_assumed) {
   // Per phase, the points (two largest at most) that reached it.
   std::map<Phase, std::vector<Decomposed>> by_phase;
   for (const CapacityPoint* p : points) {
@@ -169,8 +170,21 @@ std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points)
   }
   std::vector<PhaseLine> out;
   for (auto& [phase, pts] : by_phase) {
-    if (pts.size() > 2) pts.erase(pts.begin(), pts.end() - 2);
-    for (PhaseLine& l : lines_of_phase(phase, pts)) out.push_back(std::move(l));
+    // The largest batch and one well below it (at most three quarters of
+    // it, else the next): two batches a sample apart, as a search's last
+    // tries are, measure noise rather than a slope.
+    if (pts.size() > 2) {
+      const Decomposed hi = pts.back();
+      Decomposed lo = pts[pts.size() - 2];
+      for (auto it = pts.rbegin() + 1; it != pts.rend(); ++it) {
+        if (4 * it->batch <= 3 * hi.batch) {
+          lo = *it;
+          break;
+        }
+      }
+      pts = {lo, hi};
+    }
+    for (PhaseLine& l : lines_of_phase(phase, pts, start_assumed)) out.push_back(std::move(l));
   }
   return out;
 }
@@ -189,6 +203,7 @@ CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const st
     if (e.kind != EventKind::kOom) continue;
     p.failed_phase = e.phase;
     const OomDetails d = e.oom.value_or(OomDetails{});
+    if (d.reserved_mib && d.allocated_mib) p.trapped_mib = std::max(0.0, *d.reserved_mib - *d.allocated_mib);
     p.budget_mib = d.limit_mib ? d.limit_mib : r.config.memory_limit_mib ? r.config.memory_limit_mib
                                                                         : r.environment.device_total_mib;
     if (d.allocated_mib && d.request_mib) {
@@ -213,6 +228,7 @@ std::vector<CapacityPoint> capacity_points(const CapacitySearch& s, const std::s
       p.budget_mib = s.limit_mib;
       p.failed_phase = t.failed_phase;
       p.needed_mib = t.needed_mib ? t.needed_mib : std::optional<double>(t.peak_allocated_mib);
+      p.trapped_mib = t.reserve_overhead_mib;
     }
     p.source = source;
     out.push_back(std::move(p));
@@ -231,21 +247,27 @@ std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points
   const CapacityPoint& hi = *complete.rbegin()->second;
   std::vector<const CapacityPoint*> ordered;
   for (const auto& kv : complete) ordered.push_back(kv.second);
-  fit.lines = lines_of(ordered);
+  fit.lines = lines_of(ordered, fit.backward_start_assumed);
   // A CUDA limit bounds reserved memory: what the allocator held beyond the
   // live tensors at the largest run's peak is not available to them.
   fit.reserve_overhead_mib = hi.reserve_overhead_mib;
   fit.bounds = points;
-  // A run that ran out past the fitted batches says how much its failing
-  // phase needed there: a line that says less is raised to meet it.
+  // A run that ran out well past the fitted batches says how much its
+  // failing phase needed there: if the phase's highest line says less, that
+  // line is raised to meet it, keeping its value at the largest batch
+  // fitted. (A run just past them measures noise, and bounds the answer
+  // where bounds apply.)
   for (const CapacityPoint& p : points) {
-    if (p.status != RunStatus::kOom || !p.failed_phase || !p.needed_mib || p.batch <= hi.batch) continue;
+    if (p.status != RunStatus::kOom || !p.failed_phase || !p.needed_mib || 3 * p.batch < 4 * hi.batch) continue;
+    PhaseLine* top = nullptr;
     for (PhaseLine& l : fit.lines) {
-      if (l.phase != *p.failed_phase || l.at(p.batch) >= *p.needed_mib) continue;
-      const double at_hi = l.at(hi.batch);
-      l.per_sample_mib = (*p.needed_mib - at_hi) / static_cast<double>(p.batch - hi.batch);
-      l.fixed_mib = at_hi - l.per_sample_mib * static_cast<double>(hi.batch);
+      if (l.phase == *p.failed_phase && (top == nullptr || l.at(p.batch) > top->at(p.batch))) top = &l;
     }
+    if (top == nullptr || top->at(p.batch) >= *p.needed_mib) continue;
+    const double at_hi = top->at(hi.batch);
+    top->per_sample_mib = (*p.needed_mib - at_hi) / static_cast<double>(p.batch - hi.batch);
+    top->fixed_mib = std::max(0.0, at_hi - top->per_sample_mib * static_cast<double>(hi.batch));
+    top->other_mib = top->tensors ? std::max(0.0, top->fixed_mib - fixed_mib(*top->tensors)) : 0.0;
   }
   return fit;
 }
@@ -256,12 +278,11 @@ double needed_mib(const CapacityFit& fit, std::int64_t batch) {
   return need + fit.reserve_overhead_mib;
 }
 
-CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool apply_bounds) {
-  CapacityAnswer a;
-  a.budget_mib = budget_mib;
-  a.fitted_batches = fit.batches;
-  a.reserve_overhead_mib = fit.reserve_overhead_mib;
-  const double room = budget_mib - fit.reserve_overhead_mib;
+namespace {
+
+// The largest batch every line keeps under budget less overhead, and the
+// line that binds there.
+std::pair<std::int64_t, const PhaseLine*> lines_allow(const CapacityFit& fit, double room) {
   std::int64_t best = limits::kMaxBatch;
   const PhaseLine* binding = nullptr;
   for (const PhaseLine& l : fit.lines) {
@@ -278,6 +299,17 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
       binding = &l;
     }
   }
+  return {best, binding};
+}
+
+}  // namespace
+
+CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool apply_bounds) {
+  CapacityAnswer a;
+  a.budget_mib = budget_mib;
+  a.fitted_batches = fit.batches;
+  a.reserve_overhead_mib = fit.reserve_overhead_mib;
+  const auto [best, binding] = lines_allow(fit, budget_mib - fit.reserve_overhead_mib);
   a.max_batch = best;
   if (binding != nullptr) a.binding = *binding;
   if (apply_bounds) {
@@ -302,6 +334,23 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
   }
   if (!fit.batches.empty() && a.max_batch > 0) {
     a.extrapolation = static_cast<double>(a.max_batch) / static_cast<double>(fit.batches.back());
+  }
+  a.caveats.one_run = fit.batches.size() == 1;
+  // The assumption matters only where that piece binds.
+  a.caveats.backward_start_assumed =
+      fit.backward_start_assumed && a.binding.phase == Phase::kBackward && a.binding.piece == PhaseLine::Piece::kStart;
+  for (const CapacityPoint& p : fit.bounds) {
+    if (p.status == RunStatus::kComplete && !p.phases.empty() && p.reserve_overhead_mib > 0) {
+      a.caveats.reserve_min_mib = std::min(a.caveats.reserve_min_mib.value_or(p.reserve_overhead_mib), p.reserve_overhead_mib);
+      a.caveats.reserve_max_mib = std::max(a.caveats.reserve_max_mib.value_or(0.0), p.reserve_overhead_mib);
+    }
+    if (p.status == RunStatus::kOom && p.trapped_mib && *p.trapped_mib > 0) {
+      a.caveats.trapped_at_oom_mib = std::max(a.caveats.trapped_at_oom_mib.value_or(0.0), *p.trapped_mib);
+    }
+  }
+  if (a.caveats.reserve_max_mib) {
+    a.caveats.batch_at_max_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_max_mib).first;
+    a.caveats.batch_at_min_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_min_mib).first;
   }
   return a;
 }

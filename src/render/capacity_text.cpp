@@ -11,6 +11,9 @@ namespace {
 std::string mib(double v) { return format_mib(v) + " MiB"; }
 
 std::string batches_word(const std::vector<std::int64_t>& b) {
+  if (b.size() > 4) {
+    return std::to_string(b.size()) + " batches from " + std::to_string(b.front()) + " to " + std::to_string(b.back());
+  }
   std::string s;
   for (std::size_t i = 0; i < b.size(); ++i) {
     s += (i == 0 ? "" : i + 1 == b.size() ? " and " : ", ") + std::to_string(b[i]);
@@ -25,6 +28,30 @@ std::string budget_words(const CapacityPrediction& c) {
     case CapacityPrediction::Budget::kDevice: return "the device's " + mib(c.answer.budget_mib) + " left to the allocator";
   }
   return {};
+}
+
+// What the answer takes for granted, and how far it reaches.
+std::string caveat_words(const CapacityAnswer& a) {
+  const CapacityAnswer::Caveats& c = a.caveats;
+  std::vector<std::string> parts;
+  if (c.one_run && a.max_batch > 0) parts.push_back("extrapolated " + format_times(a.extrapolation) + " from one run");
+  if (c.backward_start_assumed) {
+    parts.push_back("backward's start was no run's peak, so what it adds above the activations is assumed");
+  }
+  if (c.reserve_min_mib && c.reserve_max_mib && *c.reserve_max_mib > 2 * *c.reserve_min_mib + 1) {
+    parts.push_back("the allocator reserved " + format_mib(*c.reserve_min_mib) + " to " + mib(*c.reserve_max_mib) +
+                    " beyond its tensors across these runs, which alone puts the answer between " +
+                    std::to_string(c.batch_at_max_reserve.value_or(0)) + " and " +
+                    std::to_string(c.batch_at_min_reserve.value_or(0)) + " (the largest run's figure is kept out)");
+  }
+  if (c.trapped_at_oom_mib) {
+    parts.push_back("a run that ran out held " + mib(*c.trapped_at_oom_mib) +
+                    " reserved but unallocated: fragmentation, which these lines do not model");
+  }
+  if (parts.empty()) return {};
+  std::string s = "; it may be off: ";
+  for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? "; " : "") + parts[i];
+  return s + " (a run near batch " + std::to_string(a.max_batch) + " checks it)";
 }
 
 }  // namespace
@@ -68,12 +95,7 @@ std::string describe(const CapacityPrediction& c) {
   std::string fit = "fitted on " + batches_word(a.fitted_batches) +
                     (c.from_search ? " (the search's tries, its own prediction)" : std::string());
   if (a.reserve_overhead_mib > 0) fit += ", less " + mib(a.reserve_overhead_mib) + " the allocator reserved beyond its tensors";
-  if (a.fitted_batches.size() == 1 && a.max_batch > 0) {
-    // From one run: say how far it reaches and what it takes for granted.
-    fit += "; one run, extrapolated " + format_times(a.extrapolation) +
-           ": it assumes what is beyond the weights, gradients, optimizer state and workspaces grows with the batch "
-           "and step()'s temporaries do not; a run near batch " + std::to_string(a.max_batch) + " checks it";
-  }
+  fit += caveat_words(a);
   std::string bounds;
   if (a.capped_by_oom) bounds = "; batch " + std::to_string(*a.capped_by_oom) + " ran out of memory within it, so no more";
   if (a.raised_by_run) bounds = "; batch " + std::to_string(*a.raised_by_run) + " completed within it, so at least that";

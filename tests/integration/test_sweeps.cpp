@@ -173,6 +173,18 @@ std::vector<pid_t> processes_mentioning(const std::string& text) {
   return out;
 }
 
+// Whether one of pids has a handler installed for sig (/proc's SigCgt mask).
+bool catches(const std::vector<pid_t>& pids, int sig) {
+  for (const pid_t pid : pids) {
+    const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+    const auto at = status.find("SigCgt:");
+    if (at == std::string::npos) continue;
+    const unsigned long long mask = std::stoull(status.substr(at + 7), nullptr, 16);
+    if (mask & (1ULL << (sig - 1))) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // --isolate passes SIGINT, SIGTERM and SIGHUP alike to the child running a
@@ -184,11 +196,13 @@ TEST(Sweeps, IsolateForwardsEveryStopSignalAndLeavesNoChildBehind) {
     const pid_t pid = spawn({kSweepExe, "--case", "alpha", "--steps", "100000,1", "--device", "cpu", "--isolate",
                              "--output-dir", d.path()},
                             "/dev/null", d.file("stdout"), d.file("stderr"));
-    // Wait for the child running the first configuration.
-    for (int i = 0; i < 300 && processes_mentioning(d.path() + "/alpha-steps100000.json").empty(); ++i) {
+    // Wait for the child running the first configuration to catch the
+    // signal (its handlers installed), then a little into its steps: under
+    // a loaded machine, loading LibTorch alone can take seconds.
+    for (int i = 0; i < 600 && !catches(processes_mentioning(d.path() + "/alpha-steps100000.json"), sig); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past its start-up, into its steps
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     kill(pid, sig);
     EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
     const Report r = load_report(d.file("alpha-steps100000.json"));

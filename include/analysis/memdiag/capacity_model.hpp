@@ -31,6 +31,8 @@ struct CapacityPoint {
   std::optional<double> budget_mib;
   std::optional<Phase> failed_phase;
   std::optional<double> needed_mib;
+  // ... and what the allocator held reserved but not allocated then.
+  std::optional<double> trapped_mib;
   std::string source;
 };
 
@@ -62,7 +64,10 @@ struct CapacityFit {
   // composition) or two and more (lines through the points nearest the
   // answer).
   std::vector<std::int64_t> batches;
-  double reserve_overhead_mib = 0;  // kept out of the budget (CUDA)
+  double reserve_overhead_mib = 0;  // kept out of the budget (CUDA): the largest run's
+  // backward's start (activations held) was never the peak of a run fitted:
+  // what it adds above them is assumed (twice forward's largest temporary).
+  bool backward_start_assumed = false;
   // Bounds the runs themselves set at a budget: the largest batch that
   // completed under it, the smallest that ran out under it or less.
   std::vector<CapacityPoint> bounds;
@@ -85,6 +90,21 @@ struct CapacityAnswer {
   std::optional<std::int64_t> capped_by_oom;
   std::optional<std::int64_t> raised_by_run;
   double reserve_overhead_mib = 0;
+  // Why it may be off, with the figures: extrapolated from one batch;
+  // backward's start assumed; the CUDA allocator's reserve beyond its
+  // tensors varying between the runs (it is taken from the largest); a run
+  // that ran out with memory reserved but not allocated (fragmentation: the
+  // lines say nothing of it).
+  struct Caveats {
+    bool one_run = false;
+    bool backward_start_assumed = false;
+    std::optional<double> reserve_min_mib, reserve_max_mib;
+    // The answer with the largest reserve seen kept out instead, and with
+    // the smallest: the range the reserve's variation alone allows.
+    std::optional<std::int64_t> batch_at_max_reserve, batch_at_min_reserve;
+    std::optional<double> trapped_at_oom_mib;
+  };
+  Caveats caveats;
 };
 
 // apply_bounds: let the runs' own outcomes at this budget correct the lines
