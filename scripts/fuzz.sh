@@ -8,14 +8,14 @@
 # test suite from then on) and the script exits 1. Prints executions,
 # coverage and corpus size per target.
 #
-#   scripts/fuzz.sh 60             # both targets, a minute each (what CI runs)
+#   scripts/fuzz.sh 60             # every target, a minute each (what CI runs)
 #   scripts/fuzz.sh 1800 report    # one target, 30 minutes
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 secs="${1:?usage: scripts/fuzz.sh SECONDS [report|case ...]}"
 shift
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(report case)
+[ "${#targets[@]}" -gt 0 ] || targets=(report case plan flags)
 command -v clang++ >/dev/null || die "clang++ not found: install Debian's clang (scripts/setup.sh does)"
 dir="$MEMDIAG_ROOT/build-fuzz"
 cd "$MEMDIAG_ROOT"
@@ -24,7 +24,7 @@ cmake --build --preset fuzz >/dev/null
 status=0
 for t in "${targets[@]}"; do
   exe="$dir/bin/fuzz_$t"
-  [ -x "$exe" ] || die "no fuzz target '$t' (report, case)"
+  [ -x "$exe" ] || die "no fuzz target '$t' (report, case, plan, flags)"
   work="$dir/corpus-$t"
   crashes="$dir/crashes-$t"
   mkdir -p "$work" "$crashes"

@@ -5,6 +5,9 @@
 #include "memdiag/format.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/exit_code.hpp"
+#include "memdiag/limits.hpp"
+#include "memdiag/sweep_plan.hpp"
+#include "memdiag/output_guard.hpp"
 #include "memdiag/report_reader.hpp"
 
 #include <algorithm>
@@ -27,7 +30,9 @@ constexpr const char* kProgram = "compare_memory_reports";
 std::set<std::string> reports_beside(const std::vector<std::pair<std::string, Report>>& reports) {
   std::set<std::string> dirs, out;
   for (const auto& [source, report] : reports) {
-    if (source != "-") dirs.insert(fs::path(source).parent_path().string());
+    // A report from standard input has its confirming runs written into
+    // the working directory: the reports already there count too.
+    dirs.insert(source == "-" ? std::string() : fs::path(source).parent_path().string());
   }
   for (const std::string& d : dirs) {
     std::error_code ec;
@@ -72,15 +77,13 @@ double parse_fraction(const std::string& flag, const std::string& arg) {
   std::string t = arg;
   const bool percent = !t.empty() && t.back() == '%';
   if (percent) t.pop_back();
+  // Plain decimals only (no hex, exponent, nan or inf), up to a thousandfold.
   double v = 0;
-  std::size_t used = 0;
   try {
-    v = std::stod(t, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (t.empty() || used != t.size() || !std::isfinite(v) || v < 0) {
-    throw UsageError(flag + ": '" + arg + "' is not a percentage (5%) or a fraction (0.05)");
+    v = parse_decimal(flag, t, 0, percent ? 100.0 * limits::kMaxIncreaseFraction : limits::kMaxIncreaseFraction);
+  } catch (const UsageError& e) {
+    throw UsageError(flag + ": '" + arg + "' is not a percentage (5%) or a fraction (0.05) up to " +
+                     std::to_string(static_cast<int>(limits::kMaxIncreaseFraction)));
   }
   return percent ? v / 100.0 : v;
 }
@@ -105,8 +108,23 @@ int run_check(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   return set.errors.empty() ? to_int(ExitCode::kOk) : to_int(ExitCode::kUsage);
 }
 
+// -o must not be a file this comparison reads (a report, a baseline): it
+// would be replaced by the comparison of itself. Checked before reading.
+std::string check_compare_output(const CompareOptions& o) {
+  InputFiles inputs;
+  for (const std::string& f : expand_inputs(o.inputs).files) inputs.add(f, "the report");
+  for (const std::string& f : expand_inputs(o.baseline).files) inputs.add(f, "the baseline report");
+  return check_output(o.output, inputs);
+}
+
 int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (!o.output.empty()) {
+    if (const std::string why = check_compare_output(o); !why.empty()) {
+      err << kProgram << ": -o: " << printable(o.output) << ": " << why << "\n";
+      return to_int(ExitCode::kUsage);
+    }
+  }
   const ReportSet set = read_reports(o.inputs);
   for (const InputError& e : set.errors) err << kProgram << ": " << e.what() << "\n";
   std::optional<ReportSet> base;
@@ -117,7 +135,11 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     regression = compare_to_baseline(set.reports, base->reports, o.thresholds);
   }
 
-  const Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
+  Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
+  for (const InputError& e : set.errors) analysis.unreadable.push_back(e.what());
+  if (base) {
+    for (const InputError& e : base->errors) analysis.unreadable.push_back(std::string("--baseline: ") + e.what());
+  }
   const std::vector<GateCheck> gates = check_gates(analysis, GateSpec{o.expect, o.fail_on});
   const RegressionReport* reg = regression ? &*regression : nullptr;
   std::string text;
@@ -167,7 +189,8 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     for (const RegressionPair& p : reg->pairs) {
       if (p.regressed) err << kProgram << ": regressed against the baseline: " << describe(p) << "\n";
     }
-    gate_failed = gate_failed || reg->regressed();
+    if (reg->nothing_matched()) err << kProgram << ": --baseline: " << regression_outcome(*reg) << "\n";
+    gate_failed = gate_failed || reg->failed();
   }
 
   if (set.reports.empty()) {

@@ -135,7 +135,7 @@ void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& 
   }
   opts.snapshot_max_entries = static_cast<std::size_t>(
       memdiag::parse_integer_list("--snapshot-max-entries", f.snapshot_entries, 1, 100'000'000).at(0));
-  opts.dist_timeout_s = memdiag::parse_decimal("--dist-timeout-s", f.dist_timeout, 0, 86400);
+  opts.dist_timeout_s = memdiag::parse_decimal("--dist-timeout-s", f.dist_timeout, 0, lim::kMaxTimeoutSeconds);
   if (opts.dist_timeout_s <= 0) throw memdiag::UsageError("--dist-timeout-s: must be greater than 0");
 }
 
@@ -189,6 +189,10 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
   app.add_option("--output-dir", opts.output_dir,
                  "Write each report into DIR, named from the case and what varies (alpha-batch4.json)")
       ->type_name("DIR")->group(output);
+  app.add_flag("--overwrite", opts.overwrite,
+               "Replace reports of other configurations where --output-dir or a template names this run's (refused "
+               "otherwise; a report of the same configuration is always replaced)")
+      ->group(output);
   app.add_flag("--quiet,-q", diag.quiet, "No live table, progress lines or summary (problems are still said)")
       ->group(output);
 
@@ -253,6 +257,7 @@ int main(int argc, char** argv) {
     return memdiag::to_int(memdiag::ExitCode::kUsage);
   }
   opts.from_plan = !sweep.plan.empty();
+  opts.plan_file = sweep.plan;
   opts.self_exe = memdiag::self_executable(argv[0]);
   opts.warm_up_kernels = !flags.no_warmup;
   if (flags.shard_optimizer_state) opts.parallel_mode = memdiag::ParallelMode::kZero1;

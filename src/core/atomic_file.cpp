@@ -1,6 +1,7 @@
 #include "memdiag/atomic_file.hpp"
 
 #include "memdiag/errors.hpp"
+#include "memdiag/exit_cleanup.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -51,19 +52,67 @@ std::string temp_beside(const std::string& target) {
 
 // What write_file_atomically will write to: a regular file (replaced by
 // rename), something to write into (a device, a FIFO, a pipe: never
-// replaced), or nothing yet.
+// replaced), one of this process's open descriptors, or nothing yet.
 struct Target {
   std::string path;        // for a symlink to a regular file, the file it names
   bool stream = false;     // write into it, do not replace it
   bool exists = false;
+  int fd = -1;             // /dev/stdout and the like: written to this descriptor
   mode_t mode = 0644;
 };
+
+// The descriptor a path names: /dev/stdin|stdout|stderr, /dev/fd/N,
+// /proc/self/fd/N. Through them a regular file behind a redirection
+// would resolve to that file and be renamed over, losing what the shell
+// had written there ("> log" or ">> log"); writing to the descriptor
+// appends where the stream is.
+int descriptor_named(const std::string& path) {
+  if (path == "/dev/stdin") return 0;
+  if (path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string p = prefix;
+    if (path.rfind(p, 0) != 0) continue;
+    const std::string digits = path.substr(p.size());
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(digits);
+  }
+  return -1;
+}
+
+// Which standard stream (0, 1, 2) is redirected to the regular file st, or -1.
+int stream_writing_to(const struct stat& st) {
+  for (int fd = 0; fd <= 2; ++fd) {
+    struct stat s {};
+    if (::fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_dev == st.st_dev && s.st_ino == st.st_ino) return fd;
+  }
+  return -1;
+}
+
+const char* stream_name(int fd) { return fd == 0 ? "standard input" : fd == 1 ? "standard output" : "standard error"; }
+
+// A file without a write bit is one its owner marked not to be changed;
+// root's access() says yes to it regardless, so the bits decide.
+bool read_only(const struct stat& st, const std::string& path) {
+  return (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0 || ::access(path.c_str(), W_OK) != 0;
+}
 
 // why_not stays empty on success; otherwise it says why path cannot be
 // written (without the path, which each caller words its own way).
 Target resolve(const std::string& path, std::string& why_not) {
   Target t;
   t.path = path;
+  if (const int fd = descriptor_named(path); fd >= 0) {
+    struct stat fst {};
+    if (::fstat(fd, &fst) != 0) {
+      why_not = "descriptor " + std::to_string(fd) + " is not open";
+    } else if (fd == 0 || (::fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY) {
+      why_not = "descriptor " + std::to_string(fd) + " is not open for writing";
+    }
+    t.fd = fd;
+    t.stream = t.exists = true;
+    return t;
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     struct stat lst {};
@@ -79,6 +128,15 @@ Target resolve(const std::string& path, std::string& why_not) {
   t.mode = st.st_mode & 07777;
   if (!S_ISREG(st.st_mode)) {
     t.stream = true;
+    return t;
+  }
+  if (const int fd = stream_writing_to(st); fd >= 0) {
+    why_not = std::string("is the file ") + stream_name(fd) + " is redirected to; name another (or /dev/" +
+              (fd == 2 ? "stderr" : "stdout") + " to append to it)";
+    return t;
+  }
+  if (read_only(st, path)) {
+    why_not = "is read-only";
     return t;
   }
   struct stat lst {};
@@ -99,6 +157,10 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   std::string why_not;
   const Target t = resolve(path, why_not);
   if (!why_not.empty()) throw IoError(path + ": " + why_not);
+  if (t.fd >= 0) {
+    write_all(t.fd, text, path);
+    return;
+  }
   if (t.stream) {
     const int fd = ::open(t.path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) throw IoError(path + ": cannot open (" + why() + ")");
@@ -112,6 +174,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     return;
   }
   const std::string tmp = temp_beside(t.path);
+  // Registered before it exists: a second signal while it is written
+  // removes it rather than leaving a torn temporary behind.
+  CleanupPath cleanup(tmp, CleanupPath::Kind::kFile);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(path + ": cannot create (" + why() + ")");
   try {
@@ -127,6 +192,13 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     ::unlink(tmp.c_str());
     throw IoError(path + ": cannot move into place (" + reason + ")");
   }
+  cleanup.release();
+}
+
+bool replaces_a_file(const std::string& path) {
+  std::string why_not;
+  const Target t = resolve(path, why_not);
+  return why_not.empty() && t.exists && !t.stream;
 }
 
 std::string check_writable(const std::string& path) {
@@ -134,6 +206,7 @@ std::string check_writable(const std::string& path) {
   std::string why_not;
   const Target t = resolve(path, why_not);
   if (!why_not.empty()) return why_not;
+  if (t.fd >= 0) return {};
   if (t.stream) return ::access(t.path.c_str(), W_OK) == 0 ? std::string() : "cannot write to it (" + why() + ")";
   const std::string dir = parent_of(t.path);
   struct stat st {};
@@ -142,7 +215,6 @@ std::string check_writable(const std::string& path) {
   if (name_max > 0 && static_cast<long>(base_of(t.path).size()) > name_max) {
     return "file name longer than " + std::to_string(name_max) + " bytes";
   }
-  if (t.exists && ::access(t.path.c_str(), W_OK) != 0) return "file is not writable";
   // Proven by doing it: access() says yes to root on /proc and /sys, and
   // to anyone on a file system that later refuses the write.
   const std::string probe = temp_beside(t.path);

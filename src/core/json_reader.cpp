@@ -190,8 +190,53 @@ json parse_json_text(const std::string& text, const std::string& source) {
   if (nesting_depth(text) > limits::kMaxJsonDepth) {
     throw InputError(source, "$", "nested deeper than " + std::to_string(limits::kMaxJsonDepth) + " levels; not a memdiag file");
   }
+  // A key given twice in one object would silently take its last value (a
+  // plan with "steps" twice, a report with two "status"): refused, naming
+  // the key's path. The callback sees keys before nlohmann merges them.
+  struct Frame {
+    bool object = false;
+    std::set<std::string> keys;
+    std::string key;
+    long index = -1;
+  };
+  std::vector<Frame> frames;
+  auto path_of = [&frames]() {
+    std::string p = "$";
+    for (std::size_t i = 0; i + 1 < frames.size(); ++i) {
+      p += frames[i].object ? "." + frames[i].key : "[" + std::to_string(frames[i].index) + "]";
+    }
+    return p;
+  };
+  std::optional<InputError> duplicate;
+  const json::parser_callback_t cb = [&](int, json::parse_event_t event, json& parsed) {
+    const bool element_start = event == json::parse_event_t::object_start ||
+                               event == json::parse_event_t::array_start || event == json::parse_event_t::value;
+    if (element_start && !frames.empty() && !frames.back().object) ++frames.back().index;
+    switch (event) {
+      case json::parse_event_t::object_start: frames.push_back(Frame{true, {}, {}, -1}); break;
+      case json::parse_event_t::array_start: frames.push_back(Frame{false, {}, {}, -1}); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!frames.empty()) frames.pop_back();
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = frames.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second && !duplicate) {
+          frames.push_back(Frame{});  // so path_of names the object holding the key
+          duplicate = InputError(source, path_of(), "key \"" + f.key + "\" given twice (which one is meant?)");
+          frames.pop_back();
+        }
+        break;
+      }
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  };
   try {
-    return json::parse(text);
+    json j = json::parse(text, cb);
+    if (duplicate) throw *duplicate;
+    return j;
   } catch (const json::parse_error& ex) {
     // nlohmann's message names the byte and the token after "parse error".
     const std::string what = ex.what();

@@ -1,6 +1,7 @@
 // The capacity prediction in words: the largest batch, the phase that binds
 // and what it is made of, the batches it was fitted on and what it assumes.
 #include "memdiag/format.hpp"
+#include "memdiag/limits.hpp"
 #include "memdiag/render.hpp"
 
 #include <cmath>
@@ -119,7 +120,9 @@ std::string describe(const CapacityPrediction& c) {
     return "within " + budget_words(c) + " not even one sample fits: " + describe_phase_line(b) + " needs " +
            describe_fixed_part(b) + " however small the batch (" + fit + ")" + primary + searched;
   }
-  return "within " + budget_words(c) + " the largest batch predicted to fit is " + std::to_string(a.max_batch) +
+  return "within " + budget_words(c) + " the largest batch predicted to fit is " +
+         (a.max_batch >= limits::kMaxBatch ? "at least " + std::to_string(a.max_batch) + " (the largest batch memdiag runs)"
+                                           : std::to_string(a.max_batch)) +
          " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
          describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
          " MiB per sample (" + fit + ")" + bounds + primary + searched;

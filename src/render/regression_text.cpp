@@ -3,6 +3,7 @@
 #include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
 
+#include <cctype>
 #include <sstream>
 
 namespace memdiag {
@@ -22,7 +23,7 @@ std::string threshold_words(const RegressionThresholds& t) {
 }
 
 std::string pair_line(const RegressionPair& p) {
-  std::string s = p.key + ": peak " + format_mib(p.base_peak_mib) + " -> " + format_mib(p.new_peak_mib) + " MiB (" +
+  std::string s = printable(p.key) + ": peak " + format_mib(p.base_peak_mib) + " -> " + format_mib(p.new_peak_mib) + " MiB (" +
                   percent(p.base_peak_mib, p.new_peak_mib) + ")";
   if (p.new_status != p.base_status) {
     s += std::string(", status ") + to_string(p.base_status) + " -> " + to_string(p.new_status);
@@ -53,6 +54,12 @@ Table phase_table(const RegressionPair& p) {
 
 std::string describe(const RegressionPair& p) { return pair_line(p); }
 
+std::string regression_outcome(const RegressionReport& r) {
+  if (r.regressed()) return "memory regressed";
+  if (r.nothing_matched()) return "nothing matched the baseline, so nothing was compared (the gate fails)";
+  return "no regression";
+}
+
 std::string render_regression_text(const RegressionReport& r) {
   std::ostringstream out;
   out << "== against the baseline (a peak regresses when it grows by " << threshold_words(r.thresholds) << ") ==\n";
@@ -60,9 +67,9 @@ std::string render_regression_text(const RegressionReport& r) {
     out << (p.regressed ? "REGRESSED " : "ok        ") << pair_line(p) << "\n"
         << phase_table(p).to_text("    ");
   }
-  for (const std::string& s : r.new_without_baseline) out << "no baseline for " << s << "\n";
-  for (const std::string& s : r.baseline_without_new) out << "no new report for baseline " << s << "\n";
-  out << (r.regressed() ? "result: memory regressed\n" : "result: no regression\n");
+  for (const std::string& s : r.new_without_baseline) out << "no baseline for " << printable(s) << "\n";
+  for (const std::string& s : r.baseline_without_new) out << "no new report for baseline " << printable(s) << "\n";
+  out << "result: " << regression_outcome(r) << "\n";
   return out.str();
 }
 
@@ -70,16 +77,20 @@ std::string render_regression_markdown(const RegressionReport& r) {
   std::ostringstream out;
   out << "## Against the baseline\n\nA peak regresses when it grows by " << threshold_words(r.thresholds) << ".\n\n";
   for (const RegressionPair& p : r.pairs) {
-    out << "- " << (p.regressed ? "**regressed** " : "ok ") << pair_line(p) << "\n";
+    out << "- " << (p.regressed ? "**regressed** " : "ok ") << markdown_text(pair_line(p)) << "\n";
   }
   for (const RegressionPair& p : r.pairs) {
     if (!p.regressed) continue;
-    out << "\n### " << p.key << "\n\n" << phase_table(p).to_markdown();
+    out << "\n### " << markdown_text(printable(p.key)) << "\n\n" << phase_table(p).to_markdown();
   }
   if (!r.new_without_baseline.empty() || !r.baseline_without_new.empty()) out << "\nUnmatched:\n";
-  for (const std::string& s : r.new_without_baseline) out << "- no baseline for `" << s << "`\n";
-  for (const std::string& s : r.baseline_without_new) out << "- no new report for baseline `" << s << "`\n";
-  out << "\n**" << (r.regressed() ? "Memory regressed." : "No regression.") << "**\n";
+  for (const std::string& s : r.new_without_baseline) out << "- no baseline for " << markdown_text(printable(s)) << "\n";
+  for (const std::string& s : r.baseline_without_new) {
+    out << "- no new report for baseline " << markdown_text(printable(s)) << "\n";
+  }
+  std::string outcome = regression_outcome(r);
+  outcome[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(outcome[0])));
+  out << "\n**" << outcome << ".**\n";
   return out.str();
 }
 
@@ -106,7 +117,9 @@ nlohmann::json regression_json(const RegressionReport& r) {
           {"pairs", pairs},
           {"new_without_baseline", r.new_without_baseline},
           {"baseline_without_new", r.baseline_without_new},
-          {"regressed", r.regressed()}};
+          {"regressed", r.regressed()},
+          {"failed", r.failed()},
+          {"outcome", regression_outcome(r)}};
 }
 
 }  // namespace memdiag

@@ -23,8 +23,13 @@ constexpr double kLeft = 64, kRight = 44, kTop = 14, kBottom = 62;  // margins
 const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
 
 // A "nice" step for about n ticks over [0, max]: 1, 2 or 5 times a power of 10.
+// Axes start at a thousandth of a MiB (the figures' printed precision):
+// below it a denormal peak made the step underflow to zero and the tick loop
+// never end.
+constexpr double kMinAxisMiB = 1e-3;
 double tick_step(double max, int n) {
-  if (!(max > 0)) return 1;
+  if (!std::isfinite(max)) return 1;
+  max = std::max(max, kMinAxisMiB);
   const double raw = max / n, p = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
     if (m * p >= raw) return m * p;
@@ -48,7 +53,7 @@ class Plot {
  public:
   Plot(std::string title, std::size_t points, double ymax) : title_(std::move(title)), n_(std::max<std::size_t>(points, 2)) {
     step_ = tick_step(ymax, 5);
-    ymax_ = std::max(step_, std::ceil(ymax / step_) * step_);
+    ymax_ = std::isfinite(ymax) ? std::max(step_, std::ceil(ymax / step_) * step_) : step_;
   }
   double x(std::size_t i) const { return kLeft + (kW - kLeft - kRight) * static_cast<double>(i) / static_cast<double>(n_ - 1); }
   double y(double v) const { return kTop + (kH - kTop - kBottom) * (1 - v / ymax_); }
@@ -60,7 +65,10 @@ class Plot {
     s << "<svg class=\"plot " << css_class << "\" viewBox=\"0 0 " << kW << " " << kH << "\" width=\"" << kW
       << "\" height=\"" << kH << "\" role=\"img\" aria-label=\"" << xml_escape(title_) << "\">\n<title>"
       << xml_escape(title_) << "</title>\n";
-    for (double v = 0; v <= ymax_ + 1e-9; v += step_) {
+    // Counted, not accumulated: bounded whatever the figures (at most 10 ticks).
+    const int ticks = static_cast<int>(std::min(10.0, std::round(ymax_ / step_)));
+    for (int k = 0; k <= ticks; ++k) {
+      const double v = k * step_;
       s << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << kW - kRight << "\" y1=\"" << num(y(v)) << "\" y2=\""
         << num(y(v)) << "\"/><text class=\"tick\" x=\"" << kLeft - 6 << "\" y=\"" << num(y(v) + 4)
         << "\" text-anchor=\"end\">" << format_fixed(v, decimals) << "</text>\n";
@@ -214,7 +222,8 @@ std::string remedy_bars(const Verdict& v) {
   if (v.remedies.empty()) return "";
   double ymax = 0;
   for (const RemedyRow& r : v.remedies) ymax = std::max({ymax, r.peak_mib, r.baseline_peak_mib});
-  const double step = tick_step(ymax, 5), top = std::max(step, std::ceil(ymax / step) * step);
+  const double step = tick_step(ymax, 5),
+               top = std::isfinite(ymax) ? std::max(step, std::ceil(ymax / step) * step) : step;
   const double row = 22, width = 720, label_w = 220, bar_w = width - label_w - 90;
   const double height = 20 + row * static_cast<double>(v.remedies.size() + 1);
   std::ostringstream s;
@@ -334,6 +343,12 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
     }
     out << "</div>\n" << overlay_plot(g, by_source) << remedy_bars(v) << "</section>\n";
   }
+  if (!a.unreadable.empty()) {
+    out << "<section class=\"unreadable\"><h2>Not analysed: " << a.unreadable.size() << " input"
+        << (a.unreadable.size() == 1 ? "" : "s") << " could not be read</h2>\n<ul>\n";
+    for (const std::string& u : a.unreadable) out << "<li>" << xml_escape(printable(u)) << "</li>\n";
+    out << "</ul></section>\n";
+  }
   if (regression != nullptr) {
     out << "<section class=\"baseline\"><h2>Against the baseline</h2>\n<ul>\n";
     for (const RegressionPair& p : regression->pairs) {
@@ -343,7 +358,7 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
     for (const std::string& s : regression->baseline_without_new) {
       out << "<li>no new report for baseline " << xml_escape(s) << "</li>\n";
     }
-    out << "</ul></section>\n";
+    out << "</ul>\n<p class=\"outcome\">" << xml_escape(regression_outcome(*regression)) << "</p></section>\n";
   }
   out << "</body></html>\n";
   return out.str();

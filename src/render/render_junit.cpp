@@ -18,6 +18,20 @@ struct Case {
   std::string classname, name;
   std::optional<std::string> failure_message;
   std::string failure_body;
+  // Not a failure: an input that could not be read (<error>), or a check
+  // that had nothing to check (<skipped>, a report without a baseline).
+  std::optional<std::string> error_message;
+  std::optional<std::string> skipped_message;
+};
+
+struct Counts {
+  std::size_t tests = 0, failures = 0, errors = 0, skipped = 0;
+  void add(const Case& c) {
+    ++tests;
+    failures += c.failure_message ? 1 : 0;
+    errors += c.error_message ? 1 : 0;
+    skipped += c.skipped_message ? 1 : 0;
+  }
 };
 
 // The group's section, a line each: what a CI page shows under a failure.
@@ -52,20 +66,33 @@ Case gate_case(const Analysis& a, const GateCheck& g) {
   return c;
 }
 
+Counts counts_of(const std::vector<Case>& cases) {
+  Counts n;
+  for (const Case& c : cases) n.add(c);
+  return n;
+}
+
 void write_suite(std::ostringstream& out, const std::string& name, const std::vector<Case>& cases, double seconds) {
-  int failures = 0;
-  for (const Case& c : cases) failures += c.failure_message ? 1 : 0;
-  out << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << cases.size() << "\" failures=\"" << failures
-      << "\" errors=\"0\" skipped=\"0\" time=\"" << format_fixed(seconds, 3) << "\">\n";
+  const Counts n = counts_of(cases);
+  out << "  <testsuite name=\"" << xml_escape(name) << "\" tests=\"" << n.tests << "\" failures=\"" << n.failures
+      << "\" errors=\"" << n.errors << "\" skipped=\"" << n.skipped << "\" time=\"" << format_fixed(seconds, 3) << "\">\n";
   for (const Case& c : cases) {
     out << "    <testcase classname=\"" << xml_escape(c.classname) << "\" name=\"" << xml_escape(c.name)
         << "\" time=\"0\"";
-    if (!c.failure_message) {
+    if (!c.failure_message && !c.error_message && !c.skipped_message) {
       out << "/>\n";
       continue;
     }
-    out << ">\n      <failure message=\"" << xml_escape(*c.failure_message) << "\" type=\"memdiag\">"
-        << xml_escape(c.failure_body) << "</failure>\n    </testcase>\n";
+    out << ">\n";
+    if (c.failure_message) {
+      out << "      <failure message=\"" << xml_escape(*c.failure_message) << "\" type=\"memdiag\">"
+          << xml_escape(c.failure_body) << "</failure>\n";
+    }
+    if (c.error_message) {
+      out << "      <error message=\"" << xml_escape(*c.error_message) << "\" type=\"unreadable\"/>\n";
+    }
+    if (c.skipped_message) out << "      <skipped message=\"" << xml_escape(*c.skipped_message) << "\"/>\n";
+    out << "    </testcase>\n";
   }
   out << "  </testsuite>\n";
 }
@@ -78,7 +105,7 @@ std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
   for (const GateCheck& g : gates) (g.kind == GateCheck::Kind::kExpect ? expect : fail_on).push_back(gate_case(a, g));
   if (regression != nullptr) {
     for (const RegressionPair& p : regression->pairs) {
-      Case c{"memdiag.baseline", p.key + " peak", std::nullopt, ""};
+      Case c{"memdiag.baseline", printable(p.key) + " peak", std::nullopt, "", std::nullopt, std::nullopt};
       if (p.regressed) {
         c.failure_message = describe(p);
         c.failure_body = describe(p) + "\n";
@@ -90,20 +117,35 @@ std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
       baseline.push_back(c);
     }
     for (const std::string& s : regression->new_without_baseline) {
-      baseline.push_back({"memdiag.baseline", s + " has a baseline", "no baseline report matches " + s, ""});
-      baseline.back().failure_body = *baseline.back().failure_message + "\n";
+      Case c{"memdiag.baseline", printable(s) + " has a baseline", std::nullopt, "", std::nullopt, std::nullopt};
+      c.skipped_message = "no baseline report matches " + printable(s) + " (listed, not compared)";
+      baseline.push_back(c);
+    }
+    if (regression->nothing_matched()) {
+      Case c{"memdiag.baseline", "a report matches the baseline", std::nullopt, "", std::nullopt, std::nullopt};
+      c.failure_message = regression_outcome(*regression);
+      c.failure_body = *c.failure_message + "\n";
+      baseline.push_back(c);
     }
   }
-  std::size_t tests = expect.size() + fail_on.size() + baseline.size(), failures = 0;
-  for (const auto* v : {&expect, &fail_on, &baseline}) {
-    for (const Case& c : *v) failures += c.failure_message ? 1 : 0;
+  std::vector<Case> inputs;
+  for (const std::string& u : a.unreadable) {
+    Case c{"memdiag.inputs", printable(u.substr(0, u.find(": "))) + " is readable", std::nullopt, "", printable(u),
+           std::nullopt};
+    inputs.push_back(c);
+  }
+  Counts all;
+  for (const auto* v : {&expect, &fail_on, &baseline, &inputs}) {
+    for (const Case& c : *v) all.add(c);
   }
   std::ostringstream out;
-  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"compare_memory_reports\" tests=\"" << tests
-      << "\" failures=\"" << failures << "\" errors=\"0\" time=\"" << format_fixed(seconds, 3) << "\">\n";
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"compare_memory_reports\" tests=\"" << all.tests
+      << "\" failures=\"" << all.failures << "\" errors=\"" << all.errors << "\" skipped=\"" << all.skipped
+      << "\" time=\"" << format_fixed(seconds, 3) << "\">\n";
   if (!expect.empty()) write_suite(out, "memdiag expect", expect, seconds);
   if (!fail_on.empty()) write_suite(out, "memdiag fail-on", fail_on, seconds);
   if (regression != nullptr) write_suite(out, "memdiag baseline", baseline, seconds);
+  if (!inputs.empty()) write_suite(out, "memdiag inputs", inputs, seconds);
   out << "</testsuites>\n";
   return out.str();
 }

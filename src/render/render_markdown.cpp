@@ -2,12 +2,47 @@
 // the text renderer, laid out with headings, lists and tables.
 #include "section.hpp"
 
+#include "memdiag/format.hpp"
+
+#include <algorithm>
+
 namespace memdiag {
+
+namespace {
+
+// A code fence longer than any run of backticks in the block, so no
+// command can close it early.
+std::string fence_for(const std::vector<std::string>& lines) {
+  std::size_t longest = 0;
+  for (const std::string& l : lines) {
+    std::size_t run = 0;
+    for (const char c : l) {
+      run = c == '`' ? run + 1 : 0;
+      longest = std::max(longest, run);
+    }
+  }
+  return std::string(std::max<std::size_t>(3, longest + 1), '`');
+}
+
+// A section's prose with its names escaped for markdown.
+detail::Section escaped(detail::Section s) {
+  for (std::string* f : {&s.title, &s.label, &s.decision, &s.response, &s.best_remedy, &s.not_measured,
+                         &s.changes_producer}) {
+    *f = markdown_text(*f);
+  }
+  for (std::vector<std::string>* v : {&s.evidence, &s.warnings, &s.not_helpful, &s.changes, &s.capacity}) {
+    for (std::string& x : *v) x = markdown_text(x);
+  }
+  for (auto& [label, table] : s.ranks) label = markdown_text(label);
+  return s;
+}
+
+}  // namespace
 
 std::string render_markdown(const Analysis& a) {
   std::string out;
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
-    const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
+    const detail::Section s = escaped(detail::section_of(a.groups[i], a.verdicts[i]));
     if (i) out += "\n";
     out += "### " + s.title + "\n\n";
     out += "**Dominant cause: `" + s.cause + "`** (" + s.label + ")" + (s.confirmed ? ", confirmed by the sweep" : "") +
@@ -24,9 +59,10 @@ std::string render_markdown(const Analysis& a) {
       for (const std::string& n : s.not_helpful) out += "- " + n + "\n";
     }
     if (!s.commands.empty()) {
-      out += "\nTo confirm:\n\n```\n";
+      const std::string fence = fence_for(s.commands);
+      out += "\nTo confirm:\n\n" + fence + "\n";
       for (const std::string& c : s.commands) out += c + "\n";
-      out += "```\n";
+      out += fence + "\n";
     }
     if (!s.changes.empty()) {
       std::string heading = detail::changes_heading(s);
@@ -37,6 +73,11 @@ std::string render_markdown(const Analysis& a) {
     if (s.remedies) out += "\nRemedies, each against its baseline run:\n\n" + s.remedies->to_markdown();
     out += "\n" + s.runs.to_markdown();
     for (const auto& [label, table] : s.ranks) out += "\nRanks (" + label + "):\n\n" + table.to_markdown();
+  }
+  if (!a.unreadable.empty()) {
+    out += std::string(out.empty() ? "" : "\n") + "### Not analysed: " + std::to_string(a.unreadable.size()) +
+           " input" + (a.unreadable.size() == 1 ? "" : "s") + " could not be read\n\n";
+    for (const std::string& u : a.unreadable) out += "- " + markdown_text(printable(u)) + "\n";
   }
   return out;
 }

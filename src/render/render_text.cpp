@@ -1,6 +1,8 @@
 // Plain text for a terminal: the section of each group, indented lists.
 #include "section.hpp"
 
+#include "memdiag/format.hpp"
+
 namespace memdiag {
 
 std::string render_text(const Analysis& a) {
@@ -33,6 +35,11 @@ std::string render_text(const Analysis& a) {
     if (s.remedies) out += "remedies, each against its baseline run:\n" + s.remedies->to_text("  ");
     out += "runs:\n" + s.runs.to_text("  ");
     for (const auto& [label, table] : s.ranks) out += "ranks (" + label + "):\n" + table.to_text("  ");
+  }
+  if (!a.unreadable.empty()) {
+    out += std::string(out.empty() ? "" : "\n") + "== not analysed: " + std::to_string(a.unreadable.size()) +
+           " input" + (a.unreadable.size() == 1 ? "" : "s") + " could not be read ==\n";
+    for (const std::string& u : a.unreadable) out += "  - " + printable(u) + "\n";
   }
   return out;
 }

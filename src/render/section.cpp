@@ -1,6 +1,39 @@
 #include "section.hpp"
 
+#include "memdiag/format.hpp"
+
 namespace memdiag::detail {
+namespace {
+
+void make_printable(std::string& s) { s = printable(s); }
+void make_printable(std::vector<std::string>& v) {
+  for (std::string& s : v) make_printable(s);
+}
+void make_printable(Table& t) {
+  make_printable(t.headers);
+  for (auto& row : t.rows) make_printable(row);
+}
+
+// Every string a format lays out passes printable() here, once: names from
+// reports and file names reach every format safe for a terminal and as
+// well-formed UTF-8 (each format then escapes its own metacharacters).
+void make_printable(Section& s) {
+  for (std::string* f : {&s.title, &s.cause, &s.label, &s.decision, &s.response, &s.changes_producer, &s.best_remedy,
+                         &s.not_measured}) {
+    make_printable(*f);
+  }
+  for (std::vector<std::string>* v : {&s.evidence, &s.warnings, &s.not_helpful, &s.commands, &s.changes, &s.capacity}) {
+    make_printable(*v);
+  }
+  if (s.remedies) make_printable(*s.remedies);
+  make_printable(s.runs);
+  for (auto& [label, table] : s.ranks) {
+    make_printable(label);
+    make_printable(table);
+  }
+}
+
+}  // namespace
 
 Section section_of(const Group& g, const Verdict& v) {
   Section s;
@@ -29,6 +62,7 @@ Section section_of(const Group& g, const Verdict& v) {
   for (const CapacityPrediction& c : v.capacity) s.capacity.push_back(describe(c));
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
+  make_printable(s);
   return s;
 }
 

@@ -34,15 +34,36 @@ std::string Table::to_text(const std::string& indent) const {
 }
 
 std::string Table::to_markdown() const {
+  // A '|' in a cell would split it: escaped, as are HTML's metacharacters.
+  auto cell = [](const std::string& c) {
+    std::string out;
+    // Backslashes first, or an input "\|" would become "\\|": an escaped
+    // backslash, then a bar that splits the cell.
+    for (const char ch : markdown_text(c)) out += ch == '|' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+    return out;
+  };
   std::string out = "|";
-  for (const auto& h : headers) out += " " + h + " |";
+  for (const auto& h : headers) out += " " + cell(h) + " |";
   out += "\n|";
   for (std::size_t i = 0; i < headers.size(); ++i) out += i == 0 ? " --- |" : " ---: |";
   out += "\n";
   for (const auto& r : rows) {
     out += "|";
-    for (const auto& c : r) out += " " + c + " |";
+    for (std::size_t i = 0; i < headers.size(); ++i) out += " " + (i < r.size() ? cell(r[i]) : std::string()) + " |";
     out += "\n";
+  }
+  return out;
+}
+
+std::string markdown_text(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    switch (ch) {
+      // '>' alone opens nothing and reads better as itself ("16 -> 64").
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      default: out += ch;
+    }
   }
   return out;
 }

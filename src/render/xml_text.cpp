@@ -4,6 +4,8 @@
 // document always parses.
 #include "xml_text.hpp"
 
+#include "memdiag/format.hpp"
+
 namespace memdiag::detail {
 
 std::string xml_escape(std::string_view in) {
@@ -27,24 +29,16 @@ std::string xml_escape(std::string_view in) {
       ++i;
       continue;
     }
-    // A well-formed UTF-8 sequence (no overlongs, no surrogates) is copied.
-    const std::size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-    bool ok = len > 0 && i + len <= in.size() && c < 0xF5;
-    for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
-    if (ok && len == 3) {
-      const auto c1 = static_cast<unsigned char>(in[i + 1]);
-      ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0);
-    }
-    if (ok && len == 4) {
-      const auto c1 = static_cast<unsigned char>(in[i + 1]);
-      ok = !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
-    }
-    if (ok) {
+    // A well-formed UTF-8 sequence of a character XML 1.0 allows is
+    // copied; U+FFFE and U+FFFF are not among them.
+    const std::size_t len = utf8_sequence_length(in, i);
+    const char32_t cp = len ? utf8_code_point(in, i, len) : 0xFFFD;
+    if (len > 0 && cp != 0xFFFE && cp != 0xFFFF) {
       out.append(in.substr(i, len));
       i += len;
     } else {
       out += kReplacement;
-      ++i;
+      i += len ? len : 1;
     }
   }
   return out;

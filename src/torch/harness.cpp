@@ -57,23 +57,8 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
   r.case_info.builtin = run.spec.builtin;
   for (const auto& kv : run.spec.presets) r.case_info.presets.push_back(kv.first);
   r.case_info.detail_json = resolved_case_detail(run.spec, run.preset, probe.name());
-  r.config.batch_size_per_device = run.batch;
-  r.config.preset = run.preset;
-  r.config.steps = run.steps;
-  r.config.device = plan.device.str();
-  r.config.seed = opts.seed;
-  r.config.memory_limit_mib = opts.memory_limit_mib;
-  r.config.remedies = run.remedies;
+  r.config = detail::config_of(run, plan, opts);
   r.producer = Producer{kProducerDiagnostics, MEMDIAG_VERSION};
-  if (plan.launch) {
-    Parallelism& p = r.config.parallel;
-    p.mode = opts.parallel_mode == ParallelMode::kNone ? ParallelMode::kDdp : opts.parallel_mode;
-    p.rank = plan.launch->rank;
-    p.local_rank = plan.launch->local_rank;
-    p.world_size = plan.launch->world_size;
-    p.backend = plan.device.is_cuda() ? "nccl" : "gloo";
-    p.rank_zero_extra_samples = opts.rank_zero_extra_samples;
-  }
   r.environment = describe_environment(plan.device);
 }
 

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,7 +101,11 @@ int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserv
       obs.problem(e.what());
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ReadResult read = read_report_file(run.output);
+    // Read back only from a regular file: a FIFO or a pipe already gave its
+    // report to whoever reads it, and opening it again would wait forever.
+    struct stat st {};
+    const bool readable = ::stat(run.output.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    ReadResult read = readable ? read_report_file(run.output) : ReadResult{};
     Report report;
     if (read.report) report = *read.report;
     report.status = read.report ? read.report->status : status_from_exit(exit_code);

@@ -8,6 +8,7 @@
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/capacity_model.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/exit_cleanup.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/probes.hpp"
@@ -97,6 +98,8 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
                 std::strerror(errno));
   }
   const std::string dir = templ;
+  // A second signal ends this process at once: the folder goes with it.
+  CleanupPath cleanup(dir, CleanupPath::Kind::kDirectory);
   std::vector<std::string> written;
   auto fresh = [&](std::int64_t batch) -> std::optional<Report> {
     PlannedRun run = base;
@@ -115,7 +118,10 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
     if (agreed) out.fits = std::move(r);
   }
   if (agreed && c.first_failing_batch) {
-    const std::optional<Report> r = fresh(c.max_batch + 1);
+    // The first batch that ran out: max_batch + 1, or, when nothing fitted,
+    // the search's first try (K samples under accumulate=K, where fewer
+    // would be refused rather than run out).
+    const std::optional<Report> r = fresh(*c.first_failing_batch);
     agreed = r && r->status == RunStatus::kOom;
   }
   out.agreed = agreed;
@@ -174,7 +180,10 @@ class Search {
         if (batch == first_) failed_ = std::move(report);
         break;
       case RunStatus::kInterrupted:
-      case RunStatus::kFailed: stopped_ = report.status; break;
+      case RunStatus::kFailed:
+        stopped_ = report.status;
+        stopped_report_ = std::move(report);
+        break;
     }
     // A try that ran out of memory does not look at the stop request; the
     // search does, after every try.
@@ -212,17 +221,21 @@ class Search {
 
   // A search that stopped keeps the largest batch that fitted so far, not
   // confirmed, with a note saying it did not finish.
+  // Stopped before anything fitted (in its first try, say), the report is
+  // the try that stopped, marked as it ended: a run interrupted writes its
+  // report, a search too.
   int keep_what_was_found() {
-    const bool kept = best_.has_value();
+    std::optional<Report>& kept = best_ ? best_ : stopped_report_ ? stopped_report_ : failed_;
     if (kept) {
-      best_->events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
-                                         "--find-max-batch stopped at try " + std::to_string(c_.tries.size()) + " (" +
-                                             status_word(stopped_) + "): max_batch is the largest that fitted so far"));
+      kept->events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
+                                        "--find-max-batch stopped at try " + std::to_string(c_.tries.size()) + " (" +
+                                            status_word(stopped_) + "): max_batch is the largest that fitted so far"));
     }
-    const bool written = kept && write(std::move(*best_));
+    const bool written = kept && write(std::move(*kept));
     obs_.problem("--find-max-batch: the search stopped (try " + std::to_string(c_.tries.size()) + " " +
                  status_word(stopped_) + "); " +
-                 (written ? "the largest batch that fitted so far (" + std::to_string(lo_) + ") is in " + output_
+                 (written && lo_ > 0 ? "the largest batch that fitted so far (" + std::to_string(lo_) + ") is in " + output_
+                 : written ? "no batch fitted before it stopped; the try that stopped is in " + output_
                           : std::string("nothing written")));
     return to_int(stopped_ == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
   }
@@ -271,6 +284,7 @@ class Search {
   std::optional<std::int64_t> hi_;       // smallest that ran out
   std::optional<Report> best_;           // the largest batch's run
   std::optional<Report> failed_;         // the first batch's run, when even that ran out
+  std::optional<Report> stopped_report_; // the try that was interrupted or failed
   RunStatus stopped_ = RunStatus::kComplete;
   std::string output_;
 };

@@ -3,12 +3,17 @@
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/limits.hpp"
+#include "memdiag/output_guard.hpp"
+#include "memdiag/report_reader.hpp"
+#include "memdiag/run_identity.hpp"
 #include "memdiag/probes.hpp"
 #include "model.hpp"
 
 #include <torch/cuda.h>
 
 #include <filesystem>
+
+#include <sys/stat.h>
 #include <map>
 
 namespace memdiag::detail {
@@ -43,14 +48,22 @@ c10::Device resolve_device(const std::string& arg) {
   throw UsageError("--device: '" + arg + "' is not auto, cpu, cuda or cuda:K");
 }
 
-PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts) {
+// Each case is read once however many runs name it: a plan of 40,000 runs
+// of one case read its file 40,000 times (4 s before the first run).
+using CaseCache = std::map<std::string, CaseSpec>;
+
+PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts, CaseCache& cases) {
   PlannedRun run;
   run.case_arg = req.case_arg;
-  try {
-    run.spec = resolve_case(req.case_arg, opts.case_dirs);
-  } catch (const InputError& e) {
-    throw UsageError(std::string("--case: ") + e.what());
+  auto cached = cases.find(req.case_arg);
+  if (cached == cases.end()) {
+    try {
+      cached = cases.emplace(req.case_arg, resolve_case(req.case_arg, opts.case_dirs)).first;
+    } catch (const InputError& e) {
+      throw UsageError(std::string("--case: ") + e.what());
+    }
   }
+  run.spec = cached->second;
   run.preset = req.preset.value_or(run.spec.default_preset);
   const PresetSpec& p = run.spec.preset(run.preset);
   run.batch = req.batch_size_per_device.value_or(p.batch_size);
@@ -78,9 +91,46 @@ void name_outputs(ResolvedPlan& plan, const HarnessOptions& opts) {
   }
 }
 
+// Whether the run's report path is one memdiag made (a default name,
+// --output-dir, a template with placeholders, a plan's {name}) rather than
+// one file the user named: a made name that meets a report of another
+// configuration is a collision, a named file is the user's choice.
+bool made_name(const HarnessOptions& opts) {
+  return opts.output.empty() || opts.output.find('{') != std::string::npos;
+}
+
+// The files this invocation reads: no report may replace one of them.
+InputFiles inputs_of(const CaseCache& cases, const HarnessOptions& opts) {
+  InputFiles in;
+  if (!opts.plan_file.empty()) in.add(opts.plan_file, "the plan file");
+  for (const auto& [arg, spec] : cases) in.add(spec.source, "the case file");
+  return in;
+}
+
+// An existing report at a made name: replaced when it is of the same
+// configuration (a run repeated), refused when of another, unless
+// --overwrite says so.
+void check_existing_report(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (opts.overwrite || !made_name(opts)) return;
+  struct stat st {};
+  if (::stat(run.output.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  const ReadResult existing = read_report_file(run.output);
+  if (!existing.report) return;  // check_replaces_only_a_report said why already
+  CaseInfo c;
+  c.name = run.spec.name;
+  const RunIdentity planned = identity_of(c, config_of(run, plan, opts), Producer{kProducerDiagnostics, ""});
+  const RunIdentity there = identity_of(*existing.report);
+  if (same(projection::kBaselineMatch, planned, there)) return;
+  throw UsageError("--output: " + run.output + " holds a report of another configuration (" +
+                   describe(projection::kBaselineMatch, there) + "); this run is " +
+                   describe(projection::kBaselineMatch, planned) +
+                   ". Use another --output-dir, or --overwrite to replace it");
+}
+
 // Two runs writing one file would lose a report silently: refused before
-// anything runs, naming both.
-void check_outputs(const ResolvedPlan& plan, const Varying& v) {
+// anything runs, naming both. So is a report path that is an input, a
+// stream's file, read-only, not a report, or a report of another run.
+void check_outputs(const ResolvedPlan& plan, const Varying& v, const InputFiles& inputs, const HarnessOptions& opts) {
   std::map<std::string, std::size_t> seen;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const PlannedRun& run = plan.runs[i];
@@ -93,9 +143,13 @@ void check_outputs(const ResolvedPlan& plan, const Varying& v) {
                        describe_run(run.label, v) + ") would both write " + run.output +
                        "; add placeholders such as {batch} or use --output-dir");
     }
-    if (const std::string why = check_writable(run.output); !why.empty()) {
+    if (const std::string why = check_output(run.output, inputs); !why.empty()) {
       throw UsageError("--output: " + run.output + ": " + why);
     }
+    if (const std::string why = check_replaces_only_a_report(run.output); !why.empty()) {
+      throw UsageError("--output: " + run.output + ": " + why);
+    }
+    check_existing_report(run, plan, opts);
   }
 }
 
@@ -128,6 +182,11 @@ void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& 
     if (const std::string why = check_writable(path); !why.empty()) {
       throw UsageError(std::string(flag) + ": " + path + ": " + why);
     }
+    for (const PlannedRun& run : plan.runs) {
+      if (normal_path(run.output) == normal_path(path)) {
+        throw UsageError(std::string(flag) + ": " + path + " is the report's own file; name another");
+      }
+    }
   }
   if (!opts.memory_snapshot.empty() && opts.memory_snapshot == opts.oom_snapshot) {
     throw UsageError("--oom-snapshot: the same file as --memory-snapshot");
@@ -135,6 +194,27 @@ void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& 
 }
 
 }  // namespace
+
+RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
+  RunConfig c;
+  c.batch_size_per_device = run.batch;
+  c.preset = run.preset;
+  c.steps = run.steps;
+  c.device = plan.device.str();
+  c.seed = opts.seed;
+  c.memory_limit_mib = opts.memory_limit_mib;
+  c.remedies = run.remedies;
+  if (plan.launch) {
+    Parallelism& p = c.parallel;
+    p.mode = opts.parallel_mode == ParallelMode::kNone ? ParallelMode::kDdp : opts.parallel_mode;
+    p.rank = plan.launch->rank;
+    p.local_rank = plan.launch->local_rank;
+    p.world_size = plan.launch->world_size;
+    p.backend = plan.device.is_cuda() ? "nccl" : "gloo";
+    p.rank_zero_extra_samples = opts.rank_zero_extra_samples;
+  }
+  return c;
+}
 
 ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   // The report must read back what was run: an infinite limit or one past
@@ -147,7 +227,8 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");
   if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
   ResolvedPlan plan;
-  for (const RunRequest& req : opts.runs) plan.runs.push_back(resolve_request(req, opts));
+  CaseCache cases;
+  for (const RunRequest& req : opts.runs) plan.runs.push_back(resolve_request(req, opts, cases));
   std::vector<RunLabel> labels;
   for (const PlannedRun& r : plan.runs) labels.push_back(r.label);
   plan.varying = varying(labels);
@@ -180,7 +261,7 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
     fs::create_directories(opts.output_dir, ec);
     if (ec) throw UsageError("--output-dir: " + opts.output_dir + ": " + ec.message());
   }
-  check_outputs(plan, plan.varying);
+  check_outputs(plan, plan.varying, inputs_of(cases, opts), opts);
   // One GPU per local rank, unless a device index was given explicitly.
   if (plan.launch && plan.device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
     plan.device = resolve_device("cuda:" + std::to_string(plan.launch->local_rank));

@@ -52,6 +52,10 @@ struct Session {
 Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
                          Session& session, RunObserver& obs);
 
+// --- run_plan.cpp ----------------------------------------------------------------
+// The configuration a planned run's report records (its config object).
+RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts);
+
 // Throws UsageError naming the flag at fault: an unknown case or preset, a
 // bad value, two runs that would write the same file, a path that cannot be
 // written.

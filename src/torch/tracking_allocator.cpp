@@ -58,6 +58,12 @@ class Allocator final : public c10::Allocator {
     void* base = nullptr;
     if (posix_memalign(&base, kAlign, n + kHeader) != 0 || base == nullptr) {
       g_current.fetch_sub(want, std::memory_order_relaxed);
+      // Under a simulated limit the host refusing first (ulimit -v, a small
+      // machine) is not the limit's out-of-memory: the run failed, and says
+      // why, rather than reporting an OOM at a budget it never reached.
+      TORCH_CHECK(limit < 0, "the host refused ", n, " bytes with ", now - want, " bytes in use, below memdiag's ",
+                  "simulated limit of ", limit, " bytes (ulimit -v or the machine's memory): not the limit's ",
+                  "out-of-memory");
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes");
     }
     std::memcpy(base, &n, sizeof n);

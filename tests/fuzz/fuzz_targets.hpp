@@ -13,5 +13,14 @@ namespace memdiag::fuzz {
 void report_pipeline(const std::uint8_t* data, std::size_t size);
 // The case-file reader.
 void case_reader(const std::uint8_t* data, std::size_t size);
+// The plan-file reader, then, for a plan it accepts, the namer over its
+// runs (default names, --output templates, ranks): every name made stays
+// one safe file name inside its directory.
+void plan_reader(const std::uint8_t* data, std::size_t size);
+// The flag parsers: compare_memory_reports' whole command line (the input
+// split into arguments at NUL and newline bytes), and every value parser
+// memory_diagnostics' flags use, on each argument; what is accepted is in
+// range and finite.
+void flag_parser(const std::uint8_t* data, std::size_t size);
 
 }  // namespace memdiag::fuzz

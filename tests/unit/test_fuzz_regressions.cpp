@@ -33,4 +33,8 @@ TEST(FuzzRegressions, SeedCorpusAndEveryKeptCrashRunCleanly) {
   EXPECT_GE(replay(root + "corpus/case", memdiag::fuzz::case_reader), 3);
   replay(root + "regressions/report", memdiag::fuzz::report_pipeline);
   replay(root + "regressions/case", memdiag::fuzz::case_reader);
+  EXPECT_GE(replay(root + "corpus/plan", memdiag::fuzz::plan_reader), 3);
+  EXPECT_GE(replay(root + "corpus/flags", memdiag::fuzz::flag_parser), 5);
+  replay(root + "regressions/plan", memdiag::fuzz::plan_reader);
+  replay(root + "regressions/flags", memdiag::fuzz::flag_parser);
 }

@@ -327,6 +327,9 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken = {},
 struct Analysis {
   std::vector<Group> groups;
   std::vector<Verdict> verdicts;  // one per group, same order
+  // Inputs that could not be read ("FILE: $.path: why"), in every format
+  // beside the verdicts: an unreadable report is part of the outcome.
+  std::vector<std::string> unreadable;
 };
 
 // The whole pipeline for a set of reports already read: (source, report).

@@ -57,6 +57,12 @@ struct RegressionReport {
   std::vector<std::string> new_without_baseline;  // sources
   std::vector<std::string> baseline_without_new;
   bool regressed() const;
+  // No report matched any baseline: the gate compared nothing.
+  bool nothing_matched() const { return pairs.empty(); }
+  // The gate's one outcome, for the exit code and every format: a peak
+  // regressed, or nothing was compared (a baseline that matches nothing
+  // must not pass). Reports without a baseline are listed, not failed.
+  bool failed() const { return regressed() || nothing_matched(); }
 };
 
 using SourcedReport = std::pair<std::string, Report>;

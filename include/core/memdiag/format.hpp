@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace memdiag {
 
@@ -23,8 +24,16 @@ std::string format_percent(double fraction, int decimals);
 
 // Text from elsewhere (a report's strings, a file name) made safe to print
 // on a terminal as part of one line: control characters (C0 including
-// newline and tab, DEL, C1) become U+FFFD, so a case name cannot move the
-// cursor, recolour the terminal or start a line of its own.
+// newline and tab, DEL, C1), U+FFFE and U+FFFF, and bytes that are not
+// well-formed UTF-8 each become U+FFFD, so a case name cannot move the
+// cursor, recolour the terminal, start a line of its own or make the output
+// undecodable. Every name printed by either executable goes through it.
 std::string printable(const std::string& text);
+
+// The length of the well-formed UTF-8 sequence at text[i] (1 to 4; no
+// overlongs, surrogates or code points past U+10FFFF), 0 when there is none.
+std::size_t utf8_sequence_length(std::string_view text, std::size_t i);
+// The code point of a well-formed sequence of that length at text[i].
+char32_t utf8_code_point(std::string_view text, std::size_t i, std::size_t length);
 
 }  // namespace memdiag

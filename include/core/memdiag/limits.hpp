@@ -37,4 +37,11 @@ inline constexpr double kMaxElapsedMs = 1e12;
 // less is rounding in the writer.
 inline constexpr double kPeakSlackMiB = 1e-6;
 
+// --max-increase as a fraction: beyond a thousandfold growth the gate means
+// nothing (and a typo such as 5000 for 5% is caught).
+inline constexpr double kMaxIncreaseFraction = 1000;
+// --dist-timeout-s: a day; longer is a hung job, and the value must fit a
+// std::chrono::milliseconds count.
+inline constexpr double kMaxTimeoutSeconds = 86400;
+
 }  // namespace memdiag::limits

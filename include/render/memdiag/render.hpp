@@ -32,6 +32,9 @@ std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
 std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
                         const RegressionReport* regression = nullptr);
 // The regression gate against a baseline.
+// "memory regressed", "no regression", or that nothing matched (a failure):
+// the gate's outcome in words, the same in every format.
+std::string regression_outcome(const RegressionReport& r);
 std::string render_regression_text(const RegressionReport& r);
 std::string render_regression_markdown(const RegressionReport& r);
 nlohmann::json regression_json(const RegressionReport& r);
@@ -73,6 +76,9 @@ struct Table {
   std::string to_text(const std::string& indent = "") const;
   std::string to_markdown() const;
 };
+// Text for markdown outside code: & and < as entities (a report's names
+// cannot open HTML tags or spell entities in a rendered comment).
+std::string markdown_text(const std::string& s);
 Table runs_table(const Group& g);
 // The remedies measured against the baseline, one row each.
 Table remedies_table(const Verdict& v);

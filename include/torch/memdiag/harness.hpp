@@ -22,6 +22,10 @@ struct HarnessOptions {
   // lists, or a plan file's entries. One entry is a plain run.
   std::vector<RunRequest> runs = {RunRequest{"", "alpha", std::nullopt, std::nullopt, std::nullopt, {}}};
   bool from_plan = false;   // runs came from --plan (names them and {name} works)
+  std::string plan_file;    // --plan's file: an input no report may replace
+  // Replace a report of another configuration found where a made name
+  // (--output-dir, a template, the default) puts this run's report.
+  bool overwrite = false;
   std::string output;      // path or template with {case} {preset} {batch} {steps} {name} {rank}
   std::string output_dir;  // instead of output: DIR/<case and what varies>.json
   std::string device = "auto";
