@@ -46,12 +46,12 @@ std::set<std::string> reports_beside(const std::vector<std::pair<std::string, Re
 void print_gate_failure(const GateCheck& g, std::ostream& err) {
   err << kProgram << ": gate failed: ";
   if (!g.actual) {
-    err << "no report of case " << g.case_name << "\n";
+    err << "no report of case " << printable(g.case_name) << "\n";
   } else if (g.kind == GateCheck::Kind::kFailOn) {
-    err << g.case_name << " is " << to_string(*g.actual) << " (--fail-on)\n";
+    err << printable(g.case_name) << " is " << to_string(*g.actual) << " (--fail-on)\n";
   } else {
-    err << g.case_name << " is " << to_string(*g.actual) << ", expected " << to_string(g.cause) << " (" << g.group_label
-        << ")\n";
+    err << printable(g.case_name) << " is " << to_string(*g.actual) << ", expected " << to_string(g.cause) << " ("
+        << printable(g.group_label) << ")\n";
   }
 }
 
@@ -126,12 +126,12 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   const ReportSet set = read_reports(o.inputs);
-  for (const InputError& e : set.errors) err << kProgram << ": " << e.what() << "\n";
+  for (const InputError& e : set.errors) err << kProgram << ": " << printable(e.what()) << "\n";
   std::optional<ReportSet> base;
   std::optional<RegressionReport> regression;
   if (!o.baseline.empty()) {
     base = read_reports(o.baseline);
-    for (const InputError& e : base->errors) err << kProgram << ": --baseline: " << e.what() << "\n";
+    for (const InputError& e : base->errors) err << kProgram << ": --baseline: " << printable(e.what()) << "\n";
     regression = compare_to_baseline(set.reports, base->reports, o.thresholds);
   }
 
@@ -174,7 +174,7 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     try {
       write_file_atomically(o.output, text);
     } catch (const std::exception& e) {
-      err << kProgram << ": -o: " << e.what() << "\n";
+      err << kProgram << ": -o: " << printable(e.what()) << "\n";
       return to_int(ExitCode::kFailed);
     }
   }

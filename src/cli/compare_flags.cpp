@@ -5,6 +5,7 @@
 
 #include "memdiag/errors.hpp"
 #include "memdiag/exit_code.hpp"
+#include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/sweep_plan.hpp"
 
@@ -130,7 +131,7 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
     }
     if (opts.output.empty() && app.get_option("--output")->count() > 0) throw memdiag::UsageError("--output: empty path");
   } catch (const memdiag::UsageError& e) {
-    err << "compare_memory_reports: " << e.what() << "\n";
+    err << "compare_memory_reports: " << memdiag::printable(e.what()) << "\n";
     return memdiag::to_int(memdiag::ExitCode::kUsage);
   }
   return std::nullopt;

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <filesystem>
@@ -372,4 +373,43 @@ TEST(HostileOutcomes, TheHostRefusingMemoryUnderASimulatedLimitIsNotTheLimitsOut
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kFailed)) << r.err;
   EXPECT_EQ(load_report(d.file("r.json")).status, RunStatus::kFailed);
   EXPECT_NE(r.err.find("the host refused"), std::string::npos) << r.err;
+}
+
+// --- 5. Output that is what it claims ------------------------------------------
+
+TEST(HostileOutput, AFullStandardOutputIsAFailureInEveryMode) {
+  for (const std::string& args : {std::string("--list-cases"), std::string("--steps 1 --device cpu -o /dev/null"),
+                                  std::string("--help")}) {
+    const Proc r = sh(q(kDiag) + " " + args + " > /dev/full");
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kFailed)) << args << ": " << r.err;
+  }
+  const Proc c = sh(q(kCompare) + " --help > /dev/full");
+  EXPECT_EQ(c.exit_code, to_int(ExitCode::kFailed)) << c.err;
+}
+
+TEST(HostileOutput, AnArgumentWithControlBytesIsPrintedAsOneSafeLine) {
+  for (const std::string& exe : {kDiag, kCompare}) {
+    const Proc r = run({exe, "--no-such-flag\x1b[2J\nsecond line\xff"});
+    EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage));
+    EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\xff'), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST(HostileSignals, SigtermDuringConfirmationEndsInterruptedAndUnconfirmed) {
+  TempDir d;
+  const std::string tmp = d.file("tmp");
+  fs::create_directories(tmp);
+  const pid_t pid = spawn({kDiag, "--find-max-batch", "--memory-limit-mib", "40", "--device", "cpu", "--steps", "2",
+                           "-o", d.file("r.json")},
+                          "/dev/null", d.file("stdout"), d.file("stderr"), {"TMPDIR=" + tmp});
+  wait_until([&] { return count_files(tmp, "memdiag-max-batch") > 0; }, 120000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+  EXPECT_EQ(count_files(tmp), 0u);
+  const Report r = load_report(d.file("r.json"));
+  ASSERT_TRUE(r.capacity.has_value());
+  EXPECT_FALSE(r.capacity->confirmed.has_value()) << "a confirmation stopped by a signal says nothing";
 }
