@@ -53,9 +53,11 @@ void case_reader(const std::uint8_t* data, std::size_t size) {
 namespace {
 
 // A name made from input: one path component, not hidden, not "..", no
-// byte outside the sanitiser's set.
-void check_safe_component(const std::string& name) {
-  if (name.empty() || name[0] == '.' || name.size() > 2 * kMaxFileNamePart + 64) __builtin_trap();
+// byte outside the sanitiser's set, each input part at most
+// kMaxFileNamePart bytes (a template of several parts may exceed the file
+// system's limit: check_writable refuses that before the run).
+void check_safe_component(const std::string& name, std::size_t parts = 2) {
+  if (name.empty() || name[0] == '.' || name.size() > parts * kMaxFileNamePart + 64) __builtin_trap();
   for (const char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
                     c == '.' || c == '_' || c == '-' || c == '=' || c == '+';
@@ -86,7 +88,7 @@ void plan_reader(const std::uint8_t* data, std::size_t size) {
   for (const RunLabel& l : labels) {
     check_safe_component(default_output_name(l, v));
     check_safe_component(max_batch_output_name(l));
-    check_safe_component(expand_output("{name}-{case}-{preset}-{batch}-{steps}-{remedy}.json", l));
+    check_safe_component(expand_output("{name}-{case}-{preset}-{batch}-{steps}-{remedy}.json", l), 6);
     const std::string ranked = output_for_rank(default_output_name(l, v), 1, 2);
     check_safe_component(ranked);
     (void)describe_run(l, v);
