@@ -50,7 +50,12 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& components) 
 
   if (p.oom) {
     d.rule = DecisionRule::kOutOfMemory;
-  } else if (p.steps.empty()) {
+  } else if (std::none_of(p.steps.begin(), p.steps.end(),
+                          [](const StepFigures& st) { return st.cleanup_allocated_mib.has_value(); })) {
+    // A run that stopped before any step reached its cleanup (interrupted
+    // or failed in forward, backward or step()) never measured what a step
+    // leaves behind: optimizer state and a retained graph would read as
+    // 0 MiB, and the parameters win by default. Nothing is claimed.
     d.rule = DecisionRule::kNoCompletedStep;
   } else if (top < thresholds::kMinimumSignalMib) {
     d.rule = DecisionRule::kBelowSignal;

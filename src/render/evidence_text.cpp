@@ -211,7 +211,9 @@ std::string describe(const Warning& w) {
 std::string describe(const Decision& d, const std::string& primary_source) {
   switch (d.rule) {
     case DecisionRule::kNoCompletedStep:
-      return "no completed step was recorded in " + primary_source + " (status " + to_string(d.status) + ")";
+      return "no completed step was recorded in " + primary_source + " (status " + to_string(d.status) +
+             "): no step reached its cleanup, so what a step leaves behind (optimizer state, a retained graph) was "
+             "never measured and no cause is claimed";
     case DecisionRule::kBelowSignal:
       return "nothing measured reaches " + mib(d.threshold) + "; largest is " +
              (d.top ? to_string(d.top->cause) + std::string(" at ") + mib(d.top->mib) : std::string("nothing"));

@@ -2,6 +2,7 @@
 // names are chosen to mislead: the verdict must come from the numbers. The
 // assertions read the verdict's records, never its words.
 #include "memdiag/analysis.hpp"
+#include "memdiag/render.hpp"
 
 #include "synthetic.hpp"
 
@@ -425,4 +426,34 @@ TEST(ConfirmingRuns, AnotherProducersReportGetsChangesNotCommands) {
   r.case_info.builtin = true;
   const Analysis b = analyse({{"loop.json", r}});
   for (const ConfirmingRun& c : b.verdicts.front().confirm) EXPECT_TRUE(c.runnable);
+}
+
+// A run stopped before any step reached its cleanup (interrupted in step 0's
+// step(), or earlier) measured neither optimizer state nor a retained
+// graph: it is inconclusive and says so, for every kind of stop and every
+// case shape, rather than "parameters" with "the first step leaves 0.00 MiB".
+TEST(Verdict, ARunStoppedBeforeAnyCleanupClaimsNothing) {
+  for (const RunStatus status : {RunStatus::kInterrupted, RunStatus::kFailed}) {
+    for (const char* shape : {"beta", "alpha", "gamma", "own"}) {
+      Synth s = named(shape);
+      s.params_mib = 64;
+      s.optimizer_state_mib = std::string(shape) == "beta" ? 128 : 0;
+      s.activations_mib = std::string(shape) == "alpha" ? 50 : 0.3;
+      s.retained_per_step_mib = std::string(shape) == "gamma" ? 8 : 0;
+      Report r = synth(s);
+      // Keep model_ready, optimizer_ready and step 0's forward and backward.
+      std::vector<Sample> kept;
+      for (const Sample& x : r.samples) {
+        if (!x.step || (*x.step == 0 && (x.phase == Phase::kForward || x.phase == Phase::kBackward))) kept.push_back(x);
+      }
+      r.samples = kept;
+      r.status = status;
+      const Analysis a = analyse({{"stopped.json", r}});
+      ASSERT_EQ(a.verdicts.size(), 1u);
+      SCOPED_TRACE(std::string(shape) + " " + to_string(status));
+      EXPECT_EQ(a.verdicts[0].dominant, Cause::kInconclusive);
+      EXPECT_EQ(a.verdicts[0].decision.rule, DecisionRule::kNoCompletedStep);
+      EXPECT_NE(render_text(a).find("never measured"), std::string::npos) << render_text(a);
+    }
+  }
 }
