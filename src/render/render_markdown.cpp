@@ -52,7 +52,7 @@ std::string render_markdown(const Analysis& a) {
     for (const std::string& w : s.warnings) out += "- **warning:** " + w + "\n";
     out += "\nResponse: " + s.response + "\n";
     if (!s.best_remedy.empty()) out += "\n" + s.best_remedy + ".\n";
-    if (!s.not_measured.empty()) out += "\nNot measured here: " + s.not_measured + " (run them with `--remedy`).\n";
+    if (!s.not_measured.empty()) out += "\nNot measured here: " + s.not_measured + ".\n";
     for (const std::string& c : s.capacity) out += "\nCapacity: " + c + ".\n";
     if (!s.not_helpful.empty()) {
       out += "\nWould not help:\n\n";

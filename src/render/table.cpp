@@ -143,8 +143,15 @@ std::string describe_best_remedy(const Verdict& v) {
 
 std::vector<std::string> remedies_not_measured(const Verdict& v) {
   std::vector<std::string> out;
-  for (RemedyKind k : v.remedies_not_measured) out.emplace_back(to_string(k));
-  for (ParallelMode m : v.modes_not_measured) out.emplace_back(to_string(m));
+  // Each with the flag that measures it, as a run accepts it: a remedy by
+  // --remedy, a sharded mode by its flag under a launcher (refused outside).
+  for (RemedyKind k : v.remedies_not_measured) {
+    out.emplace_back(std::string(to_string(k)) + " (--remedy " + definition(k).syntax + ")");
+  }
+  for (ParallelMode m : v.modes_not_measured) {
+    out.emplace_back(std::string(to_string(m)) + " (" + definition(m).flag +
+                     " under a launcher: torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
+  }
   return out;
 }
 

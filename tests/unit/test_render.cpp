@@ -2,6 +2,7 @@
 // placeholders) and the JSON output's contract.
 #include "memdiag/render.hpp"
 #include "../../src/render/section.hpp"
+#include "memdiag/enum_names.hpp"
 
 #include "golden.hpp"
 #include "json_schema.hpp"
@@ -218,4 +219,35 @@ TEST(Render, JunitEscapesWhatReportsCarry) {
   EXPECT_EQ(xml.find('\xff'), std::string::npos);
   EXPECT_NE(xml.find("bad\xEF\xBF\xBD[31m&lt;&amp;&gt;&quot;\xEF\xBF\xBD"), std::string::npos) << xml;
   EXPECT_NE(xml.find("<failure message=\"no report of case"), std::string::npos) << xml;
+}
+
+// "Not measured here" names, for every remedy and sharded mode, the flag
+// that measures it as memory_diagnostics accepts it (--remedy's syntax, the
+// mode's own flag under a launcher), never "--remedy shard-optimizer-state",
+// which the parser refuses.
+TEST(Render, EveryRemedyNotMeasuredNamesTheFlagThatMeasuresIt) {
+  std::vector<std::pair<std::string, Report>> reports;
+  Synth s;
+  s.activations_mib = 40;
+  reports.emplace_back("r.json", synth(s));
+  Analysis a = analyse(reports);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  Verdict& v = a.verdicts[0];
+  v.remedies.push_back(RemedyRow{});  // a remedy table exists, so the line is shown
+  v.remedies_not_measured = all_values<RemedyKind>();
+  v.modes_not_measured.clear();
+  for (ParallelMode m : all_values<ParallelMode>()) {
+    if (is_sharded(m)) v.modes_not_measured.push_back(m);
+  }
+  ASSERT_FALSE(v.modes_not_measured.empty());
+  const std::string text = render_text(a), md = render_markdown(a);
+  for (RemedyKind k : all_values<RemedyKind>()) {
+    const std::string want = std::string("--remedy ") + definition(k).syntax;
+    EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
+    EXPECT_NE(md.find(want), std::string::npos) << want;
+  }
+  for (ParallelMode m : v.modes_not_measured) {
+    EXPECT_NE(text.find(std::string(definition(m).flag) + " under a launcher"), std::string::npos) << text;
+    EXPECT_EQ(text.find(std::string("--remedy ") + to_string(m)), std::string::npos) << text;
+  }
 }
