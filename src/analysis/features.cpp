@@ -98,6 +98,9 @@ void read_events(const Report& r, RunFeatures& f) {
         for (const Sample& s : r.samples) {
           if (s.tensors) at.state_before_mib = s.tensors->optimizer_state_mib;
         }
+        // The run's peak is the failing phase's, not the last completed
+        // one's: what was live when the allocation was refused.
+        f.peak_allocated_mib = std::max({f.peak_allocated_mib, e.mib.value_or(0), at.details.allocated_mib.value_or(0)});
         f.oom = at;
         break;
       }

@@ -75,6 +75,23 @@ std::string group_title(const Group& g) {
   return t;
 }
 
+namespace {
+
+// "oom: 96.08 + 4.00 > 100.0 MiB": at an out-of-memory, what was in use,
+// what was asked for and the budget, in MiB, where the report says.
+std::string status_cell(const RunFeatures& r) {
+  std::string s = to_string(r.status);
+  if (!r.oom) return s;
+  const OomDetails& d = r.oom->details;
+  if (d.allocated_mib && d.request_mib && r.oom->budget_mib) {
+    s += ": " + format_mib(*d.allocated_mib) + " + " + format_mib(*d.request_mib) + " > " +
+         format_mib(*r.oom->budget_mib) + " MiB";
+  }
+  return s;
+}
+
+}  // namespace
+
 Table runs_table(const Group& g) {
   Table t;
   t.headers = {"report", "rank", "batch", "preset", "steps", "params MiB", "forward MiB",
@@ -96,7 +113,7 @@ Table runs_table(const Group& g) {
         format_mib(r.growth_per_step_mib),
         format_mib(r.peak_allocated_mib),
         format_mib(r.peak_reserved_mib),
-        to_string(r.status),
+        status_cell(r),
     });
     if (remedies) t.rows.back().insert(t.rows.back().begin() + 1, variant_label(r.id));
   }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -40,6 +41,12 @@ void tracked_free(void* data) {
   std::free(base);
 }
 
+std::string mib_text(std::int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
 class Allocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) override {
@@ -52,8 +59,10 @@ class Allocator final : public c10::Allocator {
       g_refused_in_use.store(now - want);
       g_refused_limit.store(limit);
       g_refused_request.store(want);
+      // In MiB, as the report and PyTorch's own CUDA message say it.
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory (memdiag simulated limit): tried to allocate ",
-                       n, " bytes with ", now - want, " of ", limit, " bytes in use");
+                       mib_text(want), " MiB with ", mib_text(now - want), " MiB of ", mib_text(limit),
+                       " MiB in use");
     }
     void* base = nullptr;
     if (posix_memalign(&base, kAlign, n + kHeader) != 0 || base == nullptr) {

@@ -3,6 +3,7 @@
 #include "memdiag/render.hpp"
 #include "../../src/render/section.hpp"
 #include "memdiag/enum_names.hpp"
+#include "memdiag/report_reader.hpp"
 
 #include "golden.hpp"
 #include "json_schema.hpp"
@@ -250,4 +251,30 @@ TEST(Render, EveryRemedyNotMeasuredNamesTheFlagThatMeasuresIt) {
     EXPECT_NE(text.find(std::string(definition(m).flag) + " under a launcher"), std::string::npos) << text;
     EXPECT_EQ(text.find(std::string("--remedy ") + to_string(m)), std::string::npos) << text;
   }
+}
+
+// A run that ran out shows, in its runs-table row, the peak of the phase that
+// failed (not of the last one completed) and what was in use, asked for and
+// allowed, in MiB: on every committed H200 out-of-memory report.
+TEST(Render, AnOutOfMemoryRowShowsTheFailingPhasesMemoryInMib) {
+  const ReportSet set = read_reports({std::string(MEMDIAG_FIXTURES_DIR) + "/h200-oom"});
+  ASSERT_TRUE(set.errors.empty());
+  int rows = 0;
+  for (const auto& [source, report] : set.reports) {
+    if (report.status != RunStatus::kOom) continue;
+    const Analysis a = analyse({{source, report}});
+    const Table t = runs_table(a.groups.at(0));
+    const auto& row = t.rows.at(0);
+    const std::string status = row.back(), peak = row.at(9);
+    SCOPED_TRACE(source);
+    EXPECT_EQ(status.rfind("oom: ", 0), 0u) << status;
+    EXPECT_NE(status.find(" MiB"), std::string::npos) << status;
+    double at_failure = 0;
+    for (const Event& e : report.events) {
+      if (e.kind == EventKind::kOom && e.oom && e.oom->allocated_mib) at_failure = *e.oom->allocated_mib;
+    }
+    EXPECT_GE(std::stod(peak), at_failure * 0.999 - 0.01) << "peak " << peak;  // as printed, four figures
+    ++rows;
+  }
+  EXPECT_GE(rows, 3);
 }
