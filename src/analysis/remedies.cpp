@@ -54,6 +54,8 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.growth_per_step_mib = r.growth_per_step_mib;
   row.final_reserved_mib = r.final_reserved_mib;
   row.ms_per_step = r.ms_per_step;
+  row.ms_per_step_min = r.ms_per_step_min;
+  row.ms_per_step_max = r.ms_per_step_max;
   if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
   row.max_loss_diff = max_loss_diff(r, base);
   row.cause_mib = cause_mib(dominant, r);

@@ -205,6 +205,8 @@ json remedies_json(const Verdict& v) {
                         {"growth_per_step_mib", opt(r.growth_per_step_mib)},
                         {"final_reserved_mib", opt(r.final_reserved_mib)},
                         {"ms_per_step", opt(r.ms_per_step)},
+                        {"ms_per_step_min", opt(r.ms_per_step_min)},
+                        {"ms_per_step_max", opt(r.ms_per_step_max)},
                         {"time_ratio", opt(r.time_ratio)},
                         {"max_loss_diff", opt(r.max_loss_diff)},
                         {"cause_mib", opt(r.cause_mib)},
@@ -304,7 +306,9 @@ json group_json(const Group& g, const Verdict& v) {
   const std::string best = describe_best_remedy(v);
   json not_measured = json::array();
   if (!v.remedies.empty()) {
-    for (const std::string& n : remedies_not_measured(v)) not_measured.push_back(n);
+    // Names, as records; the sentences (with each one's flag) are the text's.
+    for (RemedyKind k : v.remedies_not_measured) not_measured.push_back(to_string(k));
+    for (ParallelMode m : v.modes_not_measured) not_measured.push_back(to_string(m));
   }
   return {{"case", g.case_name},
           {"group", g.label},

@@ -120,6 +120,17 @@ Table runs_table(const Group& g) {
   return t;
 }
 
+// "48.5 (47.9-49.3)": the median step after the first and the spread of
+// those steps, so a ratio is read against how much the steps vary.
+std::string ms_cell(const RemedyRow& r) {
+  if (!r.ms_per_step) return "-";
+  std::string s = format_fixed(*r.ms_per_step, 1);
+  if (r.ms_per_step_min && r.ms_per_step_max && *r.ms_per_step_max > *r.ms_per_step_min) {
+    s += " (" + format_fixed(*r.ms_per_step_min, 1) + "-" + format_fixed(*r.ms_per_step_max, 1) + ")";
+  }
+  return s;
+}
+
 Table remedies_table(const Verdict& v) {
   Table t;
   const std::string cause = to_string(v.dominant);
@@ -135,7 +146,7 @@ Table remedies_table(const Verdict& v) {
         format_mib(r.first_step_persistent_mib),
         format_mib(r.growth_per_step_mib),
         format_mib(r.final_reserved_mib),
-        r.ms_per_step ? format_fixed(*r.ms_per_step, 1) : "-",
+        ms_cell(r),
         r.time_ratio ? format_times(*r.time_ratio) : "-",
         r.max_loss_diff ? format_percent(*r.max_loss_diff, 4) : "-",
         r.status != RunStatus::kComplete ? to_string(r.status) : (r.reduces_cause ? "yes" : "no"),

@@ -457,3 +457,30 @@ TEST(Verdict, ARunStoppedBeforeAnyCleanupClaimsNothing) {
     }
   }
 }
+
+// Time per step is the median of the steps after the first: a run that pays
+// for its kernels' first calls in step 0 (it ran first in its process) is
+// not slower than the same run placed later, and the spread is kept.
+TEST(Remedies, TimePerStepDoesNotDependOnWhoPaidForTheFirstCalls) {
+  for (const double first_step_ms : {1.0, 2000.0}) {
+    Synth s = named("alpha");
+    s.activations_mib = 40;
+    s.steps = 5;
+    Report base = synth(s);
+    Report remedy = synth(s);
+    remedy.config.remedies = {Remedy{RemedyKind::kCheckpoint, 2}};
+    for (Sample& x : base.samples) x.elapsed_ms = x.step && *x.step == 0 ? 500.0 : 2.0;
+    for (Sample& x : remedy.samples) {
+      x.elapsed_ms = !x.step ? 1.0 : *x.step == 0 ? first_step_ms : (*x.step == 3 ? 3.0 : 2.0);
+    }
+    const Analysis a = analyse({{"base.json", base}, {"checkpoint.json", remedy}});
+    ASSERT_EQ(a.verdicts.size(), 1u);
+    ASSERT_EQ(a.verdicts[0].remedies.size(), 1u);
+    const RemedyRow& r = a.verdicts[0].remedies[0];
+    SCOPED_TRACE("step 0 took " + std::to_string(first_step_ms) + " ms");
+    ASSERT_TRUE(r.time_ratio);
+    EXPECT_NEAR(*r.time_ratio, 1.0, 1e-9);  // 4 phases x 2 ms in both, median of steps 1-4
+    EXPECT_NEAR(*r.ms_per_step_max, 4 * 3.0, 1e-9);  // step 3: its 4 phases 3 ms each
+    EXPECT_NEAR(*r.ms_per_step_min, 8.0, 1e-9);
+  }
+}

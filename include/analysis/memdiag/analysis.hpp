@@ -233,7 +233,8 @@ struct RemedyRow {
   std::optional<double> first_step_persistent_mib;
   std::optional<double> growth_per_step_mib;
   std::optional<double> final_reserved_mib;  // what the allocator holds at the end (CUDA)
-  std::optional<double> ms_per_step;
+  std::optional<double> ms_per_step;     // the median step after the first
+  std::optional<double> ms_per_step_min, ms_per_step_max;  // the spread of those steps
   std::optional<double> time_ratio;      // ms per step against the baseline's
   std::optional<double> max_loss_diff;   // largest relative difference of a step's loss
   // The dominant cause's component in this run and in the baseline, and

@@ -93,9 +93,12 @@ struct RunFeatures {
   std::vector<RunStop> stops;  // out of memory, interrupted, failed
 
   // The training itself: each completed step's loss (from its step sample)
-  // and the wall time per step (the phases' elapsed time over the steps).
+  // and the wall time per step: the median of the steps after the first
+  // (the first pays for kernels' first calls), their fastest and slowest.
   std::vector<double> losses;
   std::optional<double> ms_per_step;
+  std::optional<double> ms_per_step_min, ms_per_step_max;
+  int timed_steps = 0;
 
   std::optional<OomAt> oom;  // status oom: where it failed and what was live
   std::optional<double> device_total_mib;  // the device's capacity, from the report's environment
