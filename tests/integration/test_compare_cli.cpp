@@ -247,6 +247,24 @@ TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPea
   EXPECT_EQ(grown.exit_code, 1) << grown.err;
   EXPECT_NE(read_text(d.file("grown/junit.xml")).find("failures=\"3\""), std::string::npos);
   EXPECT_NE(read_text(d.file("grown/summary.md")).find("Memory regressed."), std::string::npos);
+
+  // Runs that run out of memory: every artifact is still written, and the
+  // job fails.
+  const Proc oom = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("oom"), base, "--device",
+                        "cpu", "-q", "--memory-limit-mib", "40"});
+  EXPECT_NE(oom.exit_code, 0) << oom.err;
+  for (const char* f : {"junit.xml", "report.html", "summary.md"}) {
+    EXPECT_TRUE(std::filesystem::exists(d.file(std::string("oom/") + f))) << f << "\n" << oom.err;
+  }
+
+  // The documented refresh: the lowered baseline replaced by the new
+  // reports, after which the job passes against it.
+  const Proc refresh = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, "--refresh-baseline",
+                            d.file("refresh"), lower, "--device", "cpu", "-q"});
+  ASSERT_EQ(refresh.exit_code, 0) << refresh.err;
+  const Proc again = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("again"), lower,
+                          "--device", "cpu", "-q"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
 // Hostile input, class 3: output that fails is a failure.
