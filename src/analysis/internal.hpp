@@ -51,6 +51,8 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
 Group baseline_runs(const Group& g);
 std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant);
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows);
+// The lowest peak among the rows that reduce the cause and complete.
+std::optional<std::size_t> lowest_peak_remedy(const std::vector<RemedyRow>& rows);
 
 // --- confirm.cpp --------------------------------------------------------------
 // The runs that would confirm what the group cannot, with outputs beside the

@@ -110,6 +110,16 @@ std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
   return best;
 }
 
+std::optional<std::size_t> lowest_peak_remedy(const std::vector<RemedyRow>& rows) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const RemedyRow& r = rows[i];
+    if (!r.reduces_cause || r.status != RunStatus::kComplete) continue;
+    if (!best || r.peak_change_mib < rows[*best].peak_change_mib) best = i;
+  }
+  return best;
+}
+
 Group baseline_runs(const Group& g) {
   Group base = g;
   base.runs.clear();

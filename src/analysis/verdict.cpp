@@ -42,6 +42,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);
+  v.lowest_peak_remedy = detail::lowest_peak_remedy(v.remedies);
   if (!v.remedies.empty()) {
     for (RemedyKind k : remedies_answering(v.dominant)) {
       const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(),

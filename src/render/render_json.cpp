@@ -332,6 +332,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"distributed", dist},
           {"remedies", remedies_json(v)},
           {"best_remedy", v.best_remedy ? json(*v.best_remedy) : json(nullptr)},
+          {"lowest_peak_remedy", v.lowest_peak_remedy ? json(*v.lowest_peak_remedy) : json(nullptr)},
           {"best_remedy_text", best.empty() ? json(nullptr) : json(best)},
           {"remedies_not_measured", not_measured},
           {"capacity", capacity_json(v)},

@@ -164,8 +164,26 @@ std::string describe_best_remedy(const Verdict& v) {
     s += ", " + std::string(to_string(v.dominant)) + " " + format_mib(*r.baseline_cause_mib) + " -> " +
          format_mib(*r.cause_mib) + " MiB";
   }
-  if (r.max_loss_diff) s += "; losses within " + format_percent(*r.max_loss_diff, 4) + " of the baseline's";
+  const auto drifts = [](const RemedyRow& x) {
+    return x.max_loss_diff && *x.max_loss_diff > thresholds::kLossTolerance;
+  };
+  if (drifts(r)) {
+    // No remedy that keeps the training reduces the cause: this one is the
+    // best measured, and says what it costs.
+    s += "; it changes what the model learns: losses differ by up to " + format_percent(*r.max_loss_diff, 2) +
+         " from the baseline's, beyond the " + format_percent(thresholds::kLossTolerance, 2) + " tolerance";
+  } else if (r.max_loss_diff) {
+    s += "; losses within " + format_percent(*r.max_loss_diff, 4) + " of the baseline's";
+  }
   if (r.time_ratio) s += "; " + format_times(*r.time_ratio) + " the time per step";
+  if (v.lowest_peak_remedy && *v.lowest_peak_remedy != *v.best_remedy) {
+    const RemedyRow& low = v.remedies[*v.lowest_peak_remedy];
+    s += ". The lowest peak overall is " + low.remedy + "'s (" + format_mib(low.peak_mib) + " MiB, " +
+         format_percent(low.peak_change_fraction, 1) + ")" +
+         (drifts(low) ? ", but it changes the losses by up to " + format_percent(*low.max_loss_diff, 2) +
+                            " (tolerance " + format_percent(thresholds::kLossTolerance, 2) + ")"
+                      : std::string());
+  }
   return s;
 }
 

@@ -484,3 +484,42 @@ TEST(Remedies, TimePerStepDoesNotDependOnWhoPaidForTheFirstCalls) {
     EXPECT_NEAR(*r.ms_per_step_min, 8.0, 1e-9);
   }
 }
+
+// The best remedy keeps the training when one does, and the lowest peak
+// overall is named beside it with what it does to the losses; when only a
+// remedy that changes the losses reduces the cause, it is "best" with that
+// said. Rows as the remedy table makes them, for activations (any cause
+// reads the same rows).
+TEST(Remedies, TheBestKeepsTheTrainingAndTheLowestPeakSaysWhatItCosts) {
+  auto row = [](const char* name, double change, std::optional<double> loss_diff) {
+    RemedyRow r;
+    r.remedy = name;
+    r.peak_mib = 100 + change;
+    r.baseline_peak_mib = 100;
+    r.peak_change_mib = change;
+    r.peak_change_fraction = change / 100;
+    r.max_loss_diff = loss_diff;
+    r.reduces_cause = true;
+    return r;
+  };
+  Synth s = named("beta");
+  s.activations_mib = 40;
+  Analysis a = analyse({{"r.json", synth(s)}});
+  Verdict& v = a.verdicts.at(0);
+  v.dominant = Cause::kActivations;
+
+  v.remedies = {row("bf16", -50, 0.045), row("checkpoint", -40, 0.0), row("accumulate=4", -30, 1e-7)};
+  v.best_remedy = 1;  // as best_remedy() picks: the lowest peak among those keeping the losses
+  v.lowest_peak_remedy = 0;
+  std::string text = describe_best_remedy(v);
+  EXPECT_NE(text.find("measured best remedy: checkpoint"), std::string::npos) << text;
+  EXPECT_NE(text.find("The lowest peak overall is bf16's"), std::string::npos) << text;
+  EXPECT_NE(text.find("changes the losses by up to 4.50%"), std::string::npos) << text;
+
+  v.remedies = {row("bf16", -50, 0.045)};
+  v.best_remedy = 0;
+  v.lowest_peak_remedy = 0;
+  text = describe_best_remedy(v);
+  EXPECT_NE(text.find("it changes what the model learns"), std::string::npos) << text;
+  EXPECT_EQ(text.find("lowest peak overall"), std::string::npos) << text;
+}

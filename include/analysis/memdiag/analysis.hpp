@@ -310,6 +310,10 @@ struct Verdict {
   // cause and complete, preferring those that keep the training (losses
   // within thresholds::kLossTolerance); index into remedies.
   std::optional<std::size_t> best_remedy;
+  // The row with the lowest peak among those that reduce the cause and
+  // complete, whatever their losses: named beside best_remedy when it is
+  // another row (one that changes what the model learns).
+  std::optional<std::size_t> lowest_peak_remedy;
   // Where variants were measured: the remedies and sharded modes meant for
   // the dominant cause (their definitions' answers) that no row measured.
   std::vector<RemedyKind> remedies_not_measured;
