@@ -1,11 +1,12 @@
 #include "memdiag/tracking_allocator.hpp"
 
+#include "memdiag/format.hpp"
+
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -41,11 +42,7 @@ void tracked_free(void* data) {
   std::free(base);
 }
 
-std::string mib_text(std::int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
+std::string mib_text(std::int64_t bytes) { return memdiag::format_fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 2); }
 
 class Allocator final : public c10::Allocator {
  public:
