@@ -121,7 +121,8 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       out.push_back(plan.steps(longer));
       break;
     case Cause::kParameters:
-    case Cause::kAllocatorCache: break;
+    case Cause::kAllocatorCache:
+    case Cause::kFragmentation: break;
   }
   return out;
 }

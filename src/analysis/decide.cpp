@@ -12,7 +12,8 @@ namespace memdiag {
 // steady forward increment, optimizer state from the persistent increase made
 // once at the first step, a retained graph from the post-cleanup growth over
 // all steps, parameters from the parameter bytes, the cache from peak reserved
-// minus peak allocated.
+// minus peak allocated, fragmentation from the most free memory stranded in
+// split segments of a run whose allocator had to retry.
 std::vector<Component> components_of(const RunFeatures& f) {
   std::vector<Component> c;
   if (f.forward_increment_mib) c.push_back({Cause::kActivations, std::max(0.0, *f.forward_increment_mib)});
@@ -20,6 +21,7 @@ std::vector<Component> components_of(const RunFeatures& f) {
   if (f.retained_growth_mib) c.push_back({Cause::kRetainedGraph, *f.retained_growth_mib});
   c.push_back({Cause::kParameters, f.parameter_mib});
   if (f.cache_excess_mib) c.push_back({Cause::kAllocatorCache, *f.cache_excess_mib});
+  if (f.fragmentation_mib) c.push_back({Cause::kFragmentation, *f.fragmentation_mib});
   std::stable_sort(c.begin(), c.end(), [](const Component& a, const Component& b) { return a.mib > b.mib; });
   return c;
 }

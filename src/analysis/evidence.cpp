@@ -71,6 +71,21 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       out.push_back(evidence::CacheExcess{p.peak_reserved_mib.value_or(0), p.peak_allocated_mib,
                                           p.cache_excess_mib.value_or(0)});
       break;
+    case Cause::kFragmentation:
+      if (p.max_inactive_split_mib) {
+        evidence::StrandedSplits s;
+        s.max_inactive_split_mib = *p.max_inactive_split_mib;
+        if (!p.steps.empty()) {
+          s.first_step_split_mib = p.steps.front().max_inactive_split_mib.value_or(0);
+          s.last_step_split_mib = p.steps.back().max_inactive_split_mib.value_or(0);
+        }
+        s.alloc_retries = p.alloc_retries.value_or(0);
+        s.peak_reserved_mib = p.peak_reserved_mib.value_or(0);
+        s.peak_allocated_mib = p.peak_allocated_mib;
+        s.steps = static_cast<int>(p.steps.size());
+        out.push_back(s);
+      }
+      break;
     case Cause::kInconclusive: break;
   }
   return out;
@@ -78,8 +93,15 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
 
 std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
   std::vector<Evidence> out;
-  if (p.max_reserved_gap_mib && *p.max_reserved_gap_mib > 0 && cause != Cause::kAllocatorCache) {
+  if (p.max_reserved_gap_mib && *p.max_reserved_gap_mib > 0 && cause != Cause::kAllocatorCache &&
+      cause != Cause::kFragmentation) {
     out.push_back(evidence::ReservedGap{*p.max_reserved_gap_mib});
+  }
+  // Stranded memory that made the allocator retry is said whatever the
+  // cause: the run completed, but closer to its limit than its tensors are.
+  if (cause != Cause::kFragmentation && p.fragmentation_mib && *p.fragmentation_mib >= thresholds::kMinimumSignalMib) {
+    bool unused = false;
+    for (Evidence& e : cause_evidence(Cause::kFragmentation, p, {}, unused)) out.push_back(std::move(e));
   }
   if (p.device_minus_reserved_mib) out.push_back(evidence::OutsideAllocator{*p.device_minus_reserved_mib});
   return out;

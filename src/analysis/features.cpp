@@ -44,6 +44,8 @@ void read_samples(const Report& r, RunFeatures& f) {
       f.peak_reserved_mib = std::max(f.peak_reserved_mib.value_or(0), *s.reserved_mib);
       f.max_reserved_gap_mib = std::max(f.max_reserved_gap_mib.value_or(0), *s.reserved_mib - s.allocated_mib);
     }
+    if (s.inactive_split_mib) f.max_inactive_split_mib = std::max(f.max_inactive_split_mib.value_or(0), *s.inactive_split_mib);
+    if (s.alloc_retries) f.alloc_retries = std::max(f.alloc_retries.value_or(0), *s.alloc_retries);
     if (!s.step && s.phase == Phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
     if (!s.step && s.phase == Phase::kModelReady) f.model_ready_mib = s.allocated_mib;
     if (s.step) {
@@ -54,6 +56,7 @@ void read_samples(const Report& r, RunFeatures& f) {
       }
       StepFigures& st = f.steps.back();
       st.peak_mib = std::max(st.peak_mib, s.peak_allocated_mib);
+      if (s.inactive_split_mib) st.max_inactive_split_mib = std::max(st.max_inactive_split_mib.value_or(0), *s.inactive_split_mib);
       const std::optional<double> inc =
           prev ? std::optional<double>(s.allocated_mib - prev->allocated_mib) : std::nullopt;
       switch (s.phase) {
@@ -74,6 +77,7 @@ void read_samples(const Report& r, RunFeatures& f) {
     f.final_reserved_mib = last.reserved_mib;
   }
   if (f.peak_reserved_mib) f.cache_excess_mib = std::max(0.0, *f.peak_reserved_mib - f.peak_allocated_mib);
+  if (f.max_inactive_split_mib && f.alloc_retries.value_or(0) > 0) f.fragmentation_mib = f.max_inactive_split_mib;
 }
 
 void read_events(const Report& r, RunFeatures& f) {
@@ -89,6 +93,13 @@ void read_events(const Report& r, RunFeatures& f) {
         at.step = e.step;
         at.details = e.oom.value_or(OomDetails{});
         at.budget_mib = at.details.limit_mib;
+        // memdiag before 0.3 read the largest free block with the
+        // allocator's "guess from the device" (its free memory, not a
+        // cached block): a figure above what was reserved is not a block.
+        if (at.details.largest_free_block_mib && at.details.reserved_mib &&
+            *at.details.largest_free_block_mib > *at.details.reserved_mib) {
+          at.details.largest_free_block_mib.reset();
+        }
         if (!at.budget_mib) at.budget_mib = r.config.memory_limit_mib;
         if (!at.budget_mib) at.budget_mib = r.environment.device_total_mib;
         if (at.details.allocated_mib && at.details.tensors) {

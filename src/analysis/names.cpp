@@ -42,6 +42,7 @@ const char* evidence_code(const Evidence& e) {
                         [](const evidence::CacheExcess&) { return "cache_excess"; },
                         [](const evidence::SweepFit&) { return "sweep_fit"; },
                         [](const evidence::ReservedGap&) { return "reserved_gap"; },
+                        [](const evidence::StrandedSplits&) { return "stranded_splits"; },
                         [](const evidence::OutsideAllocator&) { return "outside_allocator"; },
                         [](const evidence::OutOfMemory&) { return "out_of_memory"; },
                     },

@@ -8,14 +8,23 @@ namespace memdiag::detail {
 Cause oom_cause(const RunFeatures& p) {
   const OomAt& o = *p.oom;
   const OomDetails& d = o.details;
-  // The cache held enough free memory for the request, yet no block fit it:
-  // fragmentation, not a lack of memory.
+  // The steps before it left more behind each time: it would have run out
+  // at some step whatever the phase, however the last request was placed.
+  if (p.growth_significant) return Cause::kRetainedGraph;
+  // The allocator reserved enough free memory for the request, yet no
+  // block fit it. By the time it gives up it has released every segment
+  // with no live block, so what is left free sits in split segments that
+  // still hold one: fragmentation, when those stranded pieces make up the
+  // free memory; a cache that is merely large otherwise (or where the
+  // allocator did not say what was stranded).
   if (d.reserved_mib && d.allocated_mib && d.request_mib && *d.reserved_mib - *d.allocated_mib >= *d.request_mib) {
+    const double free_mib = *d.reserved_mib - *d.allocated_mib;
+    if (d.inactive_split_mib && *d.inactive_split_mib >= *d.request_mib &&
+        *d.inactive_split_mib >= thresholds::kStrandedShareOfFree * free_mib) {
+      return Cause::kFragmentation;
+    }
     return Cause::kAllocatorCache;
   }
-  // The steps before it left more behind each time: it would have run out
-  // at some step whatever the phase.
-  if (p.growth_significant) return Cause::kRetainedGraph;
   if (!o.phase) return Cause::kInconclusive;
   switch (*o.phase) {
     case Phase::kSetup:
@@ -50,6 +59,9 @@ evidence::OutOfMemory oom_evidence(const RunFeatures& p, Cause cause) {
   e.parameter_mib = p.parameter_mib;
   if (o.details.reserved_mib && o.details.allocated_mib) e.cached_free_mib = *o.details.reserved_mib - *o.details.allocated_mib;
   e.largest_free_block_mib = o.details.largest_free_block_mib;
+  e.inactive_split_mib = o.details.inactive_split_mib;
+  e.inactive_split_blocks = o.details.inactive_split_blocks;
+  e.num_alloc_retries = o.details.num_alloc_retries;
   if (p.growth_significant) e.growth_per_step_mib = p.growth_per_step_mib;
   for (const StepFigures& s : p.steps) e.completed_steps += s.cleanup_allocated_mib ? 1 : 0;
   return e;

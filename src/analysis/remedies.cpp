@@ -18,6 +18,10 @@ std::optional<double> cause_mib(Cause cause, const RunFeatures& f) {
     case Cause::kRetainedGraph: return f.growth_per_step_mib ? std::optional<double>(f.retained_growth_mib.value_or(0)) : std::nullopt;
     case Cause::kParameters: return f.parameter_mib;
     case Cause::kAllocatorCache: return f.cache_excess_mib;
+    // What a remedy must lower is the stranded memory itself, whether or
+    // not the allocator retried (a garbage-collection threshold frees the
+    // cache before a retry and strands as much).
+    case Cause::kFragmentation: return f.max_inactive_split_mib;
     case Cause::kInconclusive: return std::nullopt;
   }
   return std::nullopt;
@@ -45,6 +49,7 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.source = r.source;
   row.baseline_source = base.source;
   row.status = r.status;
+  row.baseline_status = base.status;
   row.peak_mib = r.peak_allocated_mib;
   row.baseline_peak_mib = base.peak_allocated_mib;
   row.peak_change_mib = r.peak_allocated_mib - base.peak_allocated_mib;

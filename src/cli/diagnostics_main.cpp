@@ -5,6 +5,8 @@
 #include "memdiag/errors.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/remedy.hpp"
+
+#include <algorithm>
 #include "memdiag/harness.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/sweep_plan.hpp"
@@ -73,6 +75,7 @@ struct SweepFlags {
 struct Flags {
   SweepFlags sweep;
   std::string seed = "0";
+  std::string allocator_settings;
   std::string memory_limit, extra_samples, dist_timeout = "60", snapshot_entries = "100000";
   std::vector<std::string> extra_dirs;
   bool no_warmup = false;
@@ -120,6 +123,11 @@ void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& 
         throw memdiag::UsageError(std::string("--plan: not with ") + flag + " (the plan file names its runs)");
       }
     }
+  }
+  if (app.get_option("--allocator-settings")->count() > 0) {
+    if (f.allocator_settings.empty()) throw memdiag::UsageError("--allocator-settings: empty (leave it out for the defaults)");
+    // Checked here; added to each run's remedies once the runs are known.
+    (void)memdiag::parse_allocator_settings("--allocator-settings", f.allocator_settings);
   }
   if (f.seed.find(',') != std::string::npos) throw memdiag::UsageError("--seed: one seed, not a list");
   opts.seed = static_cast<std::uint64_t>(memdiag::parse_integer_list("--seed", f.seed, 0, lim::kMaxExactInteger).at(0));
@@ -174,6 +182,11 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
   app.add_option("--memory-limit-mib", f.memory_limit,
                  "Cap the allocator at this many MiB, as a smaller GPU would (the CPU simulates it)")
       ->type_name("MIB")->group(where);
+  app.add_option("--allocator-settings", f.allocator_settings,
+                 "The CUDA caching allocator's settings for every run, in PYTORCH_ALLOC_CONF's syntax, e.g. "
+                 "expandable_segments:True,max_split_size_mb:64 (the same as the remedies expandable-segments, "
+                 "max-split=N, gc-threshold=P, roundup-pow2=N); recorded in the report with what the environment set")
+      ->type_name("K:V,...")->group(where);
   app.add_flag("--isolate", opts.isolate, "Run each configuration of a sweep in a child process of its own (the same "
                                           "reports, isolated by construction)")
       ->group(where);
@@ -252,6 +265,19 @@ int main(int argc, char** argv) {
   try {
     check_values(app, flags, opts);
     opts.runs = runs_from(sweep);
+    if (!flags.allocator_settings.empty()) {
+      const auto settings = memdiag::parse_allocator_settings("--allocator-settings", flags.allocator_settings);
+      for (memdiag::RunRequest& run : opts.runs) {
+        for (const memdiag::Remedy& s : settings) {
+          if (memdiag::find_remedy(run.remedies, s.kind)) {
+            throw memdiag::UsageError("--allocator-settings: " + memdiag::to_string(s) +
+                                      " is also a --remedy of a run; give it once");
+          }
+          run.remedies.push_back(s);
+        }
+        std::sort(run.remedies.begin(), run.remedies.end());
+      }
+    }
   } catch (const memdiag::UsageError& e) {
     std::cerr << "memory_diagnostics: " << memdiag::printable(e.what()) << "\n";
     return memdiag::to_int(memdiag::ExitCode::kUsage);

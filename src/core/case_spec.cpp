@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,18 @@ const PresetSpec& CaseSpec::preset(const std::string& p) const {
     throw UsageError("--preset: case " + name + " has no preset '" + p + "' (has: " + known + ")");
   }
   return it->second;
+}
+
+std::int64_t CaseSpec::batch_samples(std::int64_t batch, int step) const {
+  if (batch_schedule.empty()) return batch;
+  const double f = batch_schedule[static_cast<std::size_t>(step) % batch_schedule.size()];
+  return std::max<std::int64_t>(1, std::llround(static_cast<double>(batch) * f));
+}
+
+std::int64_t CaseSpec::min_batch_samples(std::int64_t batch) const {
+  std::int64_t least = batch;
+  for (std::size_t i = 0; i < batch_schedule.size(); ++i) least = std::min(least, batch_samples(batch, static_cast<int>(i)));
+  return batch_schedule.empty() ? batch : least;
 }
 
 namespace {
@@ -99,7 +112,7 @@ OptimizerSpec parse_optimizer(const JsonNode& o) {
 
 CaseSpec parse_case(const JsonNode& root) {
   root.expect_object();
-  root.only({"name", "description", "optimizer", "graph", "default_preset", "presets", "$comment"});
+  root.only({"name", "description", "optimizer", "graph", "batch_schedule", "default_preset", "presets", "$comment"});
   CaseSpec c;
   c.source = root.source();
   c.name = root.str("name");
@@ -111,6 +124,20 @@ CaseSpec parse_case(const JsonNode& root) {
     g.only({"retain_graph", "keep_graph_connected_loss"});
     c.graph.retain_graph = g.boolean("retain_graph", false);
     c.graph.keep_graph_connected_loss = g.boolean("keep_graph_connected_loss", false);
+  }
+  if (root.given("batch_schedule")) {
+    const JsonNode b = root.field("batch_schedule");
+    b.expect_array();
+    if (b.size() == 0 || b.size() > limits::kMaxScheduleLength) {
+      b.fail("needs 1 to " + std::to_string(limits::kMaxScheduleLength) + " entries, fractions of the batch per step");
+    }
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      // Up to 4x the batch: a schedule that varies the batch around the
+      // preset's, not one that replaces it (the limits on the batch hold).
+      const double f = b.at(i).as_number(0.0, 4.0);
+      if (!(f > 0)) b.at(i).fail("must be greater than 0");
+      c.batch_schedule.push_back(f);
+    }
   }
   const JsonNode presets = root.field("presets");
   presets.expect_object();
@@ -206,7 +233,7 @@ std::string resolved_case_detail(const CaseSpec& c, const std::string& preset, c
     opt["beta2"] = o.beta2;
     opt["eps"] = o.eps;
   }
-  return json{
+  json detail{
       {"probe", probe},
       {"optimizer", opt},
       {"graph",
@@ -218,7 +245,9 @@ std::string resolved_case_detail(const CaseSpec& c, const std::string& preset, c
         {"output_dim", p.model.output_dim},
         {"activation", to_string(p.model.activation)},
         {"dtype", to_string(p.model.dtype)}}},
-  }.dump();
+  };
+  if (!c.batch_schedule.empty()) detail["batch_schedule"] = c.batch_schedule;
+  return detail.dump();
 }
 
 }  // namespace memdiag

@@ -35,6 +35,7 @@ const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census, st
   s.device_used_mib = r.device_used_mib;
   s.peak_allocated_mib = std::max(r.peak_allocated_mib, r.allocated_mib);
   s.inactive_split_mib = r.inactive_split_mib;
+  s.alloc_retries = r.alloc_retries;
   s.process_device_mib = r.process_device_mib;
   s.elapsed_ms = std::chrono::duration<double, std::milli>(now - phase_start_).count();
   s.tensors = census;

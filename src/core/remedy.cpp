@@ -17,6 +17,10 @@ const char* to_string(RemedyKind k) {
     case RemedyKind::kEmptyCache: return "empty-cache";
     case RemedyKind::kFixGraph: return "fix-graph";
     case RemedyKind::kSgd: return "sgd";
+    case RemedyKind::kExpandableSegments: return "expandable-segments";
+    case RemedyKind::kMaxSplit: return "max-split";
+    case RemedyKind::kGcThreshold: return "gc-threshold";
+    case RemedyKind::kRoundupPow2: return "roundup-pow2";
   }
   return nullptr;  // past the last value: all_values() stops here
 }
@@ -25,34 +29,55 @@ const RemedyDefinition& definition(RemedyKind k) {
   using P = RemedyDefinition::Param;
   using S = RemedyDefinition::Scope;
   static const RemedyDefinition checkpoint{
-      RemedyKind::kCheckpoint, P::kOptional, 1, "checkpoint[=N]",
+      RemedyKind::kCheckpoint, P::kOptional, 1, 999999, false, "checkpoint[=N]",
       "activation checkpointing in N segments (default: the square root of the model's depth); "
       "activations are recomputed in backward",
       S::kRun, {Cause::kActivations}, false};
   static const RemedyDefinition accumulate{
-      RemedyKind::kAccumulate, P::kRequired, 2, "accumulate=K",
+      RemedyKind::kAccumulate, P::kRequired, 2, 999999, false, "accumulate=K",
       "the step's batch in K micro-batches with one optimizer step; the same gradients, 1/K of the activations",
       S::kRun, {Cause::kActivations}, false};
   static const RemedyDefinition bf16{
-      RemedyKind::kBf16, P::kNone, 1, "bf16",
+      RemedyKind::kBf16, P::kNone, 1, 999999, false, "bf16",
       "weights, data and activations in bfloat16: half the bytes of every tensor",
       S::kRun, {Cause::kActivations, Cause::kParameters}, true};
   static const RemedyDefinition autocast{
-      RemedyKind::kAutocastBf16, P::kNone, 1, "autocast-bf16",
+      RemedyKind::kAutocastBf16, P::kNone, 1, 999999, false, "autocast-bf16",
       "fp32 weights, matrix products autocast to bfloat16 (mixed precision)",
       S::kRun, {Cause::kActivations}, true};
   static const RemedyDefinition empty_cache{
-      RemedyKind::kEmptyCache, P::kNone, 1, "empty-cache",
+      RemedyKind::kEmptyCache, P::kNone, 1, 999999, false, "empty-cache",
       "the caching allocator's free blocks handed back to the driver after each step (CUDA)",
       S::kRun, {Cause::kAllocatorCache}, false};
   static const RemedyDefinition fix_graph{
-      RemedyKind::kFixGraph, P::kNone, 1, "fix-graph",
+      RemedyKind::kFixGraph, P::kNone, 1, 999999, false, "fix-graph",
       "backward without retain_graph and the logged loss a detached CPU scalar",
       S::kRun, {Cause::kRetainedGraph}, false};
   static const RemedyDefinition sgd{
-      RemedyKind::kSgd, P::kNone, 1, "sgd",
+      RemedyKind::kSgd, P::kNone, 1, 999999, false, "sgd",
       "the case's optimizer replaced by stateless SGD (no per-parameter state)",
       S::kRun, {Cause::kOptimizerState}, true};
+  // The allocator's settings act on the process's allocator, and in it on
+  // segments made after they were set: a sweep runs each in a fresh child.
+  static const RemedyDefinition expandable{
+      RemedyKind::kExpandableSegments, P::kNone, 1, 1, false, "expandable-segments",
+      "the CUDA caching allocator maps 2 MiB pages into one growable segment per stream, so freed pages between live "
+      "blocks go back and are mapped again where needed (PYTORCH_ALLOC_CONF expandable_segments:True)",
+      S::kProcess, {Cause::kFragmentation, Cause::kAllocatorCache}, false, "expandable_segments"};
+  static const RemedyDefinition max_split{
+      RemedyKind::kMaxSplit, P::kRequired, 21, 1 << 20, false, "max-split=N",
+      "cached blocks of more than N MiB are never split for smaller requests (max_split_size_mb:N; N above 20)",
+      S::kProcess, {Cause::kFragmentation}, false, "max_split_size_mb"};
+  static const RemedyDefinition gc_threshold{
+      RemedyKind::kGcThreshold, P::kRequired, 1, 99, false, "gc-threshold=P",
+      "free cached blocks are reclaimed once reserved memory passes P% of the memory limit "
+      "(garbage_collection_threshold:P/100; acts only with --memory-limit-mib)",
+      S::kProcess, {Cause::kAllocatorCache, Cause::kFragmentation}, false, "garbage_collection_threshold"};
+  static const RemedyDefinition roundup{
+      RemedyKind::kRoundupPow2, P::kRequired, 1, 64, true, "roundup-pow2=N",
+      "requests rounded up to one of N steps between powers of two, so shapes that vary reuse blocks "
+      "(roundup_power2_divisions:N; N a power of two)",
+      S::kProcess, {Cause::kFragmentation}, false, "roundup_power2_divisions"};
   switch (k) {
     case RemedyKind::kCheckpoint: return checkpoint;
     case RemedyKind::kAccumulate: return accumulate;
@@ -61,6 +86,10 @@ const RemedyDefinition& definition(RemedyKind k) {
     case RemedyKind::kEmptyCache: return empty_cache;
     case RemedyKind::kFixGraph: return fix_graph;
     case RemedyKind::kSgd: return sgd;
+    case RemedyKind::kExpandableSegments: return expandable;
+    case RemedyKind::kMaxSplit: return max_split;
+    case RemedyKind::kGcThreshold: return gc_threshold;
+    case RemedyKind::kRoundupPow2: return roundup;
   }
   return checkpoint;
 }
@@ -125,6 +154,13 @@ Remedy parse_one(const std::string& flag, const std::string& item) {
   if (r.param < d.min_param) {
     throw UsageError(flag + ": " + item + " changes nothing; give " + std::to_string(d.min_param) + " or more");
   }
+  if (r.param > d.max_param) {
+    throw UsageError(flag + ": " + item + " is more than " + name + " accepts (at most " +
+                     std::to_string(d.max_param) + ")");
+  }
+  if (d.power_of_two && (r.param & (r.param - 1)) != 0) {
+    throw UsageError(flag + ": " + item + ": the parameter must be a power of two (1, 2, 4, 8, ...)");
+  }
   return r;
 }
 
@@ -171,7 +207,11 @@ std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, const RemedyC
       case RemedyKind::kAutocastBf16:
       case RemedyKind::kEmptyCache:
       case RemedyKind::kFixGraph:
-      case RemedyKind::kSgd: break;
+      case RemedyKind::kSgd:
+      case RemedyKind::kExpandableSegments:
+      case RemedyKind::kMaxSplit:
+      case RemedyKind::kGcThreshold:
+      case RemedyKind::kRoundupPow2: break;
     }
   }
   return remedies;
@@ -182,6 +222,112 @@ std::optional<Remedy> find_remedy(const std::vector<Remedy>& remedies, RemedyKin
     if (r.kind == kind) return r;
   }
   return std::nullopt;
+}
+
+std::string allocator_value(const Remedy& r) {
+  switch (r.kind) {
+    case RemedyKind::kExpandableSegments: return "True";
+    case RemedyKind::kGcThreshold: {
+      const std::string digits = std::to_string(r.param);
+      return std::string("0.") + (r.param < 10 ? "0" : "") + digits;
+    }
+    case RemedyKind::kMaxSplit:
+    case RemedyKind::kRoundupPow2: return std::to_string(r.param);
+    case RemedyKind::kCheckpoint:
+    case RemedyKind::kAccumulate:
+    case RemedyKind::kBf16:
+    case RemedyKind::kAutocastBf16:
+    case RemedyKind::kEmptyCache:
+    case RemedyKind::kFixGraph:
+    case RemedyKind::kSgd: break;
+  }
+  return "";
+}
+
+std::string allocator_settings_of(const std::vector<Remedy>& remedies) {
+  std::string out;
+  for (const Remedy& r : remedies) {
+    const char* key = definition(r.kind).allocator_key;
+    if (key == nullptr) continue;
+    out += (out.empty() ? "" : ",") + std::string(key) + ":" + allocator_value(r);
+  }
+  return out;
+}
+
+std::string merge_allocator_settings(const std::string& base, const std::string& over) {
+  std::vector<std::pair<std::string, std::string>> items;  // key, key:value
+  auto add = [&items](const std::string& list) {
+    std::istringstream in(list);
+    for (std::string item; std::getline(in, item, ',');) {
+      if (item.empty()) continue;
+      const std::string key = item.substr(0, item.find(':'));
+      auto it = std::find_if(items.begin(), items.end(), [&](const auto& kv) { return kv.first == key; });
+      if (it != items.end()) it->second = item;
+      else items.emplace_back(key, item);
+    }
+  };
+  add(base);
+  add(over);
+  auto rank = [](const std::string& key) {
+    int i = 0;
+    for (RemedyKind k : all_values<RemedyKind>()) {
+      if (definition(k).allocator_key && key == definition(k).allocator_key) return i;
+      ++i;
+    }
+    return i;
+  };
+  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+  std::string out;
+  for (const auto& kv : items) out += (out.empty() ? "" : ",") + kv.second;
+  return out;
+}
+
+bool has_process_scope(const std::vector<Remedy>& remedies) {
+  return std::any_of(remedies.begin(), remedies.end(),
+                     [](const Remedy& r) { return definition(r.kind).scope == RemedyDefinition::Scope::kProcess; });
+}
+
+std::vector<Remedy> parse_allocator_settings(const std::string& flag, const std::string& text) {
+  std::vector<Remedy> out;
+  std::string keys;
+  for (RemedyKind k : all_values<RemedyKind>()) {
+    if (definition(k).allocator_key) keys += (keys.empty() ? "" : ", ") + std::string(definition(k).allocator_key);
+  }
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    const auto colon = item.find(':');
+    const std::string key = item.substr(0, colon);
+    const std::string value = colon == std::string::npos ? "" : item.substr(colon + 1);
+    std::optional<RemedyKind> kind;
+    for (RemedyKind k : all_values<RemedyKind>()) {
+      if (definition(k).allocator_key && key == definition(k).allocator_key) kind = k;
+    }
+    if (!kind) {
+      throw UsageError(flag + ": '" + item + "' is not a setting memdiag measures (key:value, with the keys " + keys +
+                       ", joined with ',')");
+    }
+    if (value.empty()) throw UsageError(flag + ": '" + item + "' has no value (" + key + ":VALUE)");
+    std::string remedy = to_string(*kind);
+    if (*kind == RemedyKind::kExpandableSegments) {
+      if (value == "False" || value == "false") continue;  // the default
+      if (value != "True" && value != "true") throw UsageError(flag + ": '" + item + "': the value is True or False");
+    } else if (*kind == RemedyKind::kGcThreshold) {
+      // A fraction in (0, 1), to the hundredth memdiag records.
+      const bool ok = value.size() >= 3 && value.size() <= 4 && value.compare(0, 2, "0.") == 0 &&
+                      value.find_first_not_of("0123456789", 2) == std::string::npos;
+      if (!ok) throw UsageError(flag + ": '" + item + "': the value is a fraction such as 0.6 or 0.85");
+      const int hundredths = std::stoi(value.substr(2)) * (value.size() == 3 ? 10 : 1);
+      remedy += "=" + std::to_string(hundredths);
+    } else {
+      remedy += "=" + value;
+    }
+    const Remedy r = parse_one(flag, remedy);
+    if (find_remedy(out, r.kind)) throw UsageError(flag + ": " + key + " given twice in '" + text + "'");
+    out.push_back(r);
+  }
+  if (!text.empty() && text.back() == ',') throw UsageError(flag + ": empty setting in '" + text + "'");
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 std::string remedies_label(const std::vector<Remedy>& remedies) {

@@ -31,6 +31,7 @@ json to_json(const Sample& s) {
       {"process_device_mib", opt(s.process_device_mib)},
       {"elapsed_ms", s.elapsed_ms},
   };
+  if (s.alloc_retries) j["alloc_retries"] = *s.alloc_retries;
   if (s.micro_batch) j["micro_batch"] = *s.micro_batch;
   if (s.loss) j["loss"] = *s.loss;
   j["tensors"] = s.tensors ? census_json(*s.tensors) : json(nullptr);
@@ -101,6 +102,7 @@ json to_json(const OomDetails& o) {
           {"allocated_mib", opt(o.allocated_mib)},
           {"reserved_mib", opt(o.reserved_mib)},
           {"inactive_split_mib", opt(o.inactive_split_mib)},
+          {"inactive_split_blocks", opt(o.inactive_split_blocks)},
           {"largest_free_block_mib", opt(o.largest_free_block_mib)},
           {"num_alloc_retries", opt(o.num_alloc_retries)},
           {"num_ooms", opt(o.num_ooms)},

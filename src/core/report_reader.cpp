@@ -37,6 +37,7 @@ OomDetails read_oom(const JsonNode& n) {
   o.allocated_mib = n.opt_mib("allocated_mib");
   o.reserved_mib = n.opt_mib("reserved_mib");
   o.inactive_split_mib = n.opt_mib("inactive_split_mib");
+  o.inactive_split_blocks = n.opt_integer("inactive_split_blocks", 0, limits::kMaxExactInteger);
   o.largest_free_block_mib = n.opt_mib("largest_free_block_mib");
   o.num_alloc_retries = n.opt_integer("num_alloc_retries", 0, limits::kMaxExactInteger);
   o.num_ooms = n.opt_integer("num_ooms", 0, limits::kMaxExactInteger);
@@ -67,6 +68,7 @@ Sample read_sample(const JsonNode& n) {
   s.peak_allocated_mib = n.mib("peak_allocated_mib");
   s.inactive_split_mib = n.opt_mib("inactive_split_mib");
   s.process_device_mib = n.opt_mib("process_device_mib");
+  s.alloc_retries = n.opt_integer("alloc_retries", 0, limits::kMaxExactInteger);
   s.elapsed_ms = n.field("elapsed_ms").as_number(0, limits::kMaxElapsedMs);
   if (auto mb = n.opt_integer("micro_batch", 0, limits::kMaxBatch)) s.micro_batch = static_cast<int>(*mb);
   if (n.given("loss")) s.loss = n.field("loss").as_number(-1e30, 1e30);

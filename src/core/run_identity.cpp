@@ -36,14 +36,23 @@ RunIdentity identity_of(const CaseInfo& c, const RunConfig& config, const Produc
 RunIdentity identity_of(const Report& r) { return identity_of(r.case_info, r.config, r.producer); }
 
 bool is_baseline_variant(const RunIdentity& id) {
-  return id.remedies.empty() && !is_sharded(id.mode) && id.allocator_settings.empty();
+  return id.remedies.empty() && !is_sharded(id.mode) && id.allocator_settings.empty();  // the settings as run
 }
 
 std::string variant_label(const RunIdentity& id) {
-  std::string s = id.remedies.empty() ? std::string() : remedies_label(id.remedies);
+  // Run-scoped remedies by name; allocator settings in PyTorch's words, as
+  // the process ran under them (a setting from a remedy or from the
+  // environment is the same variant), or as asked where nothing read them
+  // back (the CPU).
+  std::vector<Remedy> run_scoped;
+  for (const Remedy& r : id.remedies) {
+    if (definition(r.kind).scope == RemedyDefinition::Scope::kRun) run_scoped.push_back(r);
+  }
+  std::string s = run_scoped.empty() ? std::string() : remedies_label(run_scoped);
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : "+") + part; };
   if (is_sharded(id.mode)) add(to_string(id.mode));
-  if (!id.allocator_settings.empty()) add(id.allocator_settings);
+  const std::string settings = id.allocator_settings.empty() ? allocator_settings_of(id.remedies) : id.allocator_settings;
+  if (!settings.empty()) add(settings);
   return s.empty() ? "none" : s;
 }
 

@@ -47,10 +47,25 @@ const CauseText& text_of(Cause c) {
        "empty_cache(): the weights are live tensors."}};
   static const CauseText allocator_cache{
       "caching-allocator reserve (cached but free blocks)", "peak reserved minus peak allocated",
-      "Look at fragmentation first (inactive_split_mib); try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, "
-      "and call empty_cache() only to hand memory back to other processes.",
+      "Cached blocks are reused by later allocations; where other processes need the memory, a memory fraction "
+      "with garbage_collection_threshold (--remedy gc-threshold=P) or expandable_segments:True hands it back "
+      "sooner than empty_cache() after each step.",
       {"Treating the reserved - allocated gap as a leak: cached blocks are reused by later allocations.",
        "Reducing tensors the model holds: allocated memory is not what is large here."}};
+  static const CauseText fragmentation{
+      "free memory stranded in split segments",
+      "free memory stranded in split segments that still hold a live block",
+      "Let the allocator reuse the stranded memory: run with PYTORCH_ALLOC_CONF=expandable_segments:True "
+      "(memdiag: --remedy expandable-segments), which unmaps freed pages between live blocks; or keep large "
+      "cached blocks whole with max_split_size_mb (--remedy max-split=N), or round varying shapes to fewer sizes "
+      "(roundup_power2_divisions, --remedy roundup-pow2=N); give shapes that vary a fixed set of sizes (pad or "
+      "bucket them).",
+      {"A smaller model or batch alone: the memory was there, in pieces no request fitted; the same shape "
+       "schedule strands memory at any size.",
+       "empty_cache(): it releases only segments with no live block, which the allocator already did before it "
+       "gave up; the stranded pieces sit beside live blocks.",
+       "Treating the gap as a leak: allocated memory is what the tensors need; the reserve is what the "
+       "allocator could not reuse."}};
   static const CauseText inconclusive{
       "no single dominant cause", "",
       "Run the confirming commands below; compare reports of the same case that differ in one setting.", {}};
@@ -60,6 +75,7 @@ const CauseText& text_of(Cause c) {
     case Cause::kRetainedGraph: return retained_graph;
     case Cause::kParameters: return parameters;
     case Cause::kAllocatorCache: return allocator_cache;
+    case Cause::kFragmentation: return fragmentation;
     case Cause::kInconclusive: return inconclusive;
   }
   return inconclusive;

@@ -93,8 +93,24 @@ std::string oom_line(const evidence::OutOfMemory& x) {
     case Cause::kAllocatorCache:
       s += "; " + mib(x.cached_free_mib.value_or(0)) + " was cached but free" +
            (x.largest_free_block_mib ? " (largest free block " + mib(*x.largest_free_block_mib) + ")" : std::string()) +
-           ", more than the request: the blocks were too fragmented to hold it";
+           ", more than the request, yet no cached block held it";
       break;
+    case Cause::kFragmentation: {
+      // The issue's own sentence: the request against what was stranded.
+      s += "; the request of " + mib(x.request_mib.value_or(0)) + " failed with " +
+           mib(x.cached_free_mib.value_or(0)) + " reserved but unallocated, " + mib(x.inactive_split_mib.value_or(0)) +
+           " of it stranded in split segments";
+      if (x.inactive_split_blocks) {
+        s += " in " + std::to_string(*x.inactive_split_blocks) + " block" + (*x.inactive_split_blocks == 1 ? "" : "s");
+      }
+      if (x.largest_free_block_mib) s += ", the largest " + mib(*x.largest_free_block_mib);
+      if (x.num_alloc_retries) {
+        s += "; the allocator had freed its cache and retried " + std::to_string(*x.num_alloc_retries) + " time" +
+             (*x.num_alloc_retries == 1 ? "" : "s");
+      }
+      s += ": the memory existed, in pieces no request fitted";
+      break;
+    }
     case Cause::kActivations: s += "; forward was saving activations for backward"; break;
     case Cause::kInconclusive: break;
   }
@@ -186,6 +202,14 @@ std::string describe(const Evidence& e) {
           [](const evidence::ReservedGap& x) {
             return "reserved - allocated reached " + mib(x.max_gap_mib) +
                    " (blocks cached for reuse, not a leak by itself)";
+          },
+          [](const evidence::StrandedSplits& x) {
+            return "free memory stranded in split segments reached " + mib(x.max_inactive_split_mib) + " (" +
+                   mib(x.first_step_split_mib) + " in the first step, " + mib(x.last_step_split_mib) +
+                   " in the last of " + steps_word(x.steps) + "), and the allocator freed its cache and retried " +
+                   std::to_string(x.alloc_retries) + " time" + (x.alloc_retries == 1 ? "" : "s") +
+                   " to place requests no block fitted; reserved peaked at " + mib(x.peak_reserved_mib) + " for " +
+                   mib(x.peak_allocated_mib) + " allocated";
           },
           [](const evidence::OutsideAllocator& x) {
             return "device used - reserved: " + mib(x.device_minus_reserved_mib) +

@@ -292,6 +292,9 @@ std::string section_html(const detail::Section& s) {
   }
   if (!s.changes.empty()) out << "<h3>" << xml_escape(detail::changes_heading(s)) << "</h3>\n" << list_html(s.changes, "changes");
   if (s.remedies) out << "<h3>remedies, each against its baseline run</h3>\n" << table_html(*s.remedies, "remedies");
+  if (s.searches) {
+    out << "<h3>largest batch found per variant (--find-max-batch)</h3>\n" << table_html(*s.searches, "searches");
+  }
   out << "<h3>runs</h3>\n" << table_html(s.runs, "runs");
   for (const auto& [label, table] : s.ranks) {
     out << "<h3>ranks (" << xml_escape(label) << ")</h3>\n" << table_html(table, "ranks");

@@ -72,6 +72,15 @@ json figures(const Evidence& e) {
           },
           [](const evidence::SweepFit& x) -> json { return {{"sweep", sweep_json(x.sweep)}}; },
           [](const evidence::ReservedGap& x) -> json { return {{"max_gap_mib", x.max_gap_mib}}; },
+          [](const evidence::StrandedSplits& x) -> json {
+            return {{"max_inactive_split_mib", x.max_inactive_split_mib},
+                    {"first_step_split_mib", x.first_step_split_mib},
+                    {"last_step_split_mib", x.last_step_split_mib},
+                    {"alloc_retries", x.alloc_retries},
+                    {"peak_reserved_mib", x.peak_reserved_mib},
+                    {"peak_allocated_mib", x.peak_allocated_mib},
+                    {"steps", x.steps}};
+          },
           [](const evidence::OutsideAllocator& x) -> json {
             return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};
           },
@@ -93,6 +102,9 @@ json figures(const Evidence& e) {
                     {"parameter_mib", x.parameter_mib},
                     {"cached_free_mib", opt(x.cached_free_mib)},
                     {"largest_free_block_mib", opt(x.largest_free_block_mib)},
+                    {"inactive_split_mib", opt(x.inactive_split_mib)},
+                    {"inactive_split_blocks", opt(x.inactive_split_blocks)},
+                    {"num_alloc_retries", opt(x.num_alloc_retries)},
                     {"growth_per_step_mib", opt(x.growth_per_step_mib)},
                     {"completed_steps", x.completed_steps}};
           },
@@ -196,6 +208,7 @@ json remedies_json(const Verdict& v) {
                         {"source", r.source},
                         {"baseline_source", r.baseline_source},
                         {"status", to_string(r.status)},
+                        {"baseline_status", to_string(r.baseline_status)},
                         {"peak_mib", r.peak_mib},
                         {"baseline_peak_mib", r.baseline_peak_mib},
                         {"peak_change_mib", r.peak_change_mib},

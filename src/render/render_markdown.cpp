@@ -71,6 +71,7 @@ std::string render_markdown(const Analysis& a) {
       for (const std::string& c : s.changes) out += "- " + c + "\n";
     }
     if (s.remedies) out += "\nRemedies, each against its baseline run:\n\n" + s.remedies->to_markdown();
+    if (s.searches) out += "\nLargest batch found per variant (--find-max-batch):\n\n" + s.searches->to_markdown();
     out += "\n" + s.runs.to_markdown();
     for (const auto& [label, table] : s.ranks) out += "\nRanks (" + label + "):\n\n" + table.to_markdown();
   }

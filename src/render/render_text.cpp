@@ -33,6 +33,7 @@ std::string render_text(const Analysis& a) {
       for (const std::string& c : s.changes) out += "  - " + c + "\n";
     }
     if (s.remedies) out += "remedies, each against its baseline run:\n" + s.remedies->to_text("  ");
+    if (s.searches) out += "largest batch found per variant (--find-max-batch):\n" + s.searches->to_text("  ");
     out += "runs:\n" + s.runs.to_text("  ");
     for (const auto& [label, table] : s.ranks) out += "ranks (" + label + "):\n" + table.to_text("  ");
   }

@@ -33,6 +33,7 @@ struct Section {
   std::string not_measured;                     // "accumulate, bf16": suggested but not run
   std::optional<Table> remedies;
   std::vector<std::string> capacity;  // predicted largest batches
+  std::optional<Table> searches;  // --find-max-batch's answers per variant
   Table runs;
   std::vector<std::pair<std::string, Table>> ranks;  // label, table
 };

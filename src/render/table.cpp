@@ -100,6 +100,11 @@ Table runs_table(const Group& g) {
   bool remedies = false;
   for (const RunFeatures& r : g.runs) remedies = remedies || !is_baseline_variant(r.id);
   if (remedies) t.headers.insert(t.headers.begin() + 1, "remedy");
+  // The allocator's stranded memory and retries where it said (CUDA reports
+  // of memdiag 0.3 on): reserved against allocated with the gap trapped.
+  bool allocator = false;
+  for (const RunFeatures& r : g.runs) allocator = allocator || r.alloc_retries.has_value();
+  if (allocator) t.headers.insert(t.headers.end() - 1, {"stranded MiB", "retries"});
   for (const RunFeatures& r : g.runs) {
     t.rows.push_back({
         std::filesystem::path(r.source).filename().string(),
@@ -115,7 +120,46 @@ Table runs_table(const Group& g) {
         format_mib(r.peak_reserved_mib),
         status_cell(r),
     });
+    if (allocator) {
+      std::vector<std::string>& row = t.rows.back();
+      row.insert(row.end() - 1, {format_mib(r.max_inactive_split_mib),
+                                 r.alloc_retries ? std::to_string(*r.alloc_retries) : std::string("-")});
+    }
     if (remedies) t.rows.back().insert(t.rows.back().begin() + 1, variant_label(r.id));
+  }
+  return t;
+}
+
+std::optional<Table> searches_table(const Group& g) {
+  Table t;
+  t.headers = {"variant", "limit MiB", "largest batch", "runs out at", "confirmed", "peak MiB", "reserved MiB",
+               "stranded MiB", "retries", "ms/step", "report"};
+  std::vector<const RunFeatures*> runs;
+  for (const RunFeatures& r : g.runs) {
+    if (r.capacity_search) runs.push_back(&r);
+  }
+  if (runs.empty()) return std::nullopt;
+  // The baseline first, then by the batch found, largest last.
+  std::stable_sort(runs.begin(), runs.end(), [](const RunFeatures* a, const RunFeatures* b) {
+    const bool ab = is_baseline_variant(a->id), bb = is_baseline_variant(b->id);
+    if (ab != bb) return ab;
+    return a->capacity_search->max_batch < b->capacity_search->max_batch;
+  });
+  for (const RunFeatures* r : runs) {
+    const CapacitySearch& c = *r->capacity_search;
+    t.rows.push_back({
+        variant_label(r->id),
+        format_mib(c.limit_mib),
+        std::to_string(c.max_batch),
+        c.first_failing_batch ? std::to_string(*c.first_failing_batch) : std::string("-"),
+        c.confirmed ? (*c.confirmed ? "yes" : "no") : "-",
+        format_mib(r->peak_allocated_mib),
+        format_mib(r->peak_reserved_mib),
+        format_mib(r->max_inactive_split_mib),
+        r->alloc_retries ? std::to_string(*r->alloc_retries) : std::string("-"),
+        r->ms_per_step ? format_fixed(*r->ms_per_step, 1) : std::string("-"),
+        std::filesystem::path(r->source).filename().string(),
+    });
   }
   return t;
 }
@@ -158,8 +202,15 @@ Table remedies_table(const Verdict& v) {
 std::string describe_best_remedy(const Verdict& v) {
   if (!v.best_remedy) return {};
   const RemedyRow& r = v.remedies[*v.best_remedy];
-  std::string s = "measured best remedy: " + r.remedy + " lowers the peak from " + format_mib(r.baseline_peak_mib) +
-                  " to " + format_mib(r.peak_mib) + " MiB (" + format_percent(r.peak_change_fraction, 1) + ")";
+  // A baseline that ran out of memory stopped before its peak: the remedy
+  // that completes is the answer, whatever its peak against that one.
+  std::string s = r.baseline_status == RunStatus::kOom
+                      ? "measured best remedy: " + r.remedy + " completes where the baseline ran out of memory (peak " +
+                            format_mib(r.peak_mib) + " MiB; the baseline had reached " +
+                            format_mib(r.baseline_peak_mib) + " MiB when it failed)"
+                      : "measured best remedy: " + r.remedy + " lowers the peak from " +
+                            format_mib(r.baseline_peak_mib) + " to " + format_mib(r.peak_mib) + " MiB (" +
+                            format_percent(r.peak_change_fraction, 1) + ")";
   if (r.cause_mib && r.baseline_cause_mib) {
     s += ", " + std::string(to_string(v.dominant)) + " " + format_mib(*r.baseline_cause_mib) + " -> " +
          format_mib(*r.cause_mib) + " MiB";

@@ -45,8 +45,12 @@ void on_out_of_memory(int64_t device, size_t request, size_t limit_or_total, siz
   try {
     const auto dev = static_cast<c10::DeviceIndex>(device);
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(dev);
-    size_t largest = 0;
+    // cacheInfo takes a zero as "guess from the device's free memory" (the
+    // whole free device, not a cached block): one byte asks for the
+    // cached blocks alone.
+    size_t largest = 1;
     c10::cuda::CUDACachingAllocator::cacheInfo(dev, &largest);
+    if (largest <= 1) largest = 0;
     OomDetails d;
     d.request_mib = to_mib(static_cast<std::int64_t>(request));
     d.limit_mib = to_mib(static_cast<std::int64_t>(limit_or_total));
@@ -54,6 +58,7 @@ void on_out_of_memory(int64_t device, size_t request, size_t limit_or_total, siz
     d.allocated_mib = to_mib(stats.allocated_bytes[kAggregate].current);
     d.reserved_mib = to_mib(stats.reserved_bytes[kAggregate].current);
     d.inactive_split_mib = to_mib(stats.inactive_split_bytes[kAggregate].current);
+    d.inactive_split_blocks = stats.inactive_split[kAggregate].current;
     d.largest_free_block_mib = to_mib(static_cast<std::int64_t>(largest));
     d.num_alloc_retries = stats.num_alloc_retries;
     d.num_ooms = stats.num_ooms;
@@ -95,6 +100,7 @@ class CudaProbe final : public MemoryProbe {
     r.peak_allocated_mib = to_mib(stats.allocated_bytes[kAggregate].peak);
     r.reserved_mib = to_mib(stats.reserved_bytes[kAggregate].current);
     r.inactive_split_mib = to_mib(stats.inactive_split_bytes[kAggregate].current);
+    r.alloc_retries = stats.num_alloc_retries;
     std::size_t free_b = 0, total_b = 0;
     c10::cuda::CUDAGuard guard(device_);
     if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {

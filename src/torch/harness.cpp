@@ -2,6 +2,7 @@
 #include "build_config.hpp"
 #include "run_plan.hpp"
 
+#include "memdiag/allocator_settings.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
 #include "memdiag/distributed.hpp"
@@ -58,6 +59,9 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
   for (const auto& kv : run.spec.presets) r.case_info.presets.push_back(kv.first);
   r.case_info.detail_json = resolved_case_detail(run.spec, run.preset, probe.name());
   r.config = detail::config_of(run, plan, opts);
+  // What the allocator runs under (the environment's settings too), read
+  // back from it; the CPU has no caching allocator to set.
+  if (plan.device.is_cuda()) r.config.allocator_settings = current_allocator_settings();
   r.producer = Producer{kProducerDiagnostics, MEMDIAG_VERSION};
   r.environment = describe_environment(plan.device);
 }
@@ -122,6 +126,12 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
       rec.restart_phase();
     }
     w.comm = session.comm.get();
+    if (!plan.device.is_cuda() && has_process_scope(run.remedies)) {
+      rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
+                               "allocator settings " + allocator_settings_of(run.remedies) +
+                                   ": not applicable on the CPU (no caching allocator); the run trains and measures "
+                                   "as the baseline does"));
+    }
     status = run_workload(w, *session.probe, rec, opts.stop);
   } catch (const std::exception& e) {
     const std::string msg = first_line(e.what());
@@ -201,12 +211,17 @@ int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& ses
     const PlannedRun& run = plan.runs[i];
     if (i > 0) session.probe->reset_between_runs();
     const auto t0 = std::chrono::steady_clock::now();
-    Report report = detail::run_configuration(run, plan, opts, session, obs);
-    try {
-      write_report(run.output, report);
-    } catch (const std::exception& e) {
-      obs.problem(std::string("--output: ") + e.what());
-      report.status = RunStatus::kFailed;
+    Report report;
+    if (detail::needs_own_process(run, plan)) {
+      report = detail::run_in_child(run, plan, opts, obs);  // the child wrote it
+    } else {
+      report = detail::run_configuration(run, plan, opts, session, obs);
+      try {
+        write_report(run.output, report);
+      } catch (const std::exception& e) {
+        obs.problem(std::string("--output: ") + e.what());
+        report.status = RunStatus::kFailed;
+      }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rows.push_back(detail::sweep_row(run, plan.varying, report, seconds));
@@ -264,6 +279,12 @@ int run_harness(const HarnessOptions& opts) {
 
   Session session;
   try {
+    // A run alone in this process sets its allocator settings here, before
+    // the allocator makes a segment; a sweep's runs with settings run in
+    // children of their own (detail::needs_own_process).
+    if (plan.device.is_cuda() && (plan.runs.size() == 1 || opts.find_max_batch)) {
+      apply_allocator_settings(allocator_settings_of(plan.runs.front().remedies));
+    }
     session.probe = make_probe(plan, opts);
   } catch (const std::exception& e) {
     obs.problem("--device: cannot use " + plan.device.str() + ": " + first_line(e.what()));

@@ -88,27 +88,32 @@ int run_child(const std::vector<std::string>& argv, const StopRequest* stop, boo
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs) {
+  int exit_code = to_int(ExitCode::kFailed);
+  try {
+    exit_code = run_child(child_argv(run, plan, opts, run.output), opts.stop);
+  } catch (const Error& e) {
+    obs.problem(e.what());
+  }
+  // Read back only from a regular file: a FIFO or a pipe already gave its
+  // report to whoever reads it, and opening it again would wait forever.
+  struct stat st {};
+  const bool readable = ::stat(run.output.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  ReadResult read = readable ? read_report_file(run.output) : ReadResult{};
+  Report report;
+  if (read.report) report = *read.report;
+  report.status = read.report ? read.report->status : status_from_exit(exit_code);
+  return report;
+}
+
 int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs) {
   std::vector<SweepRow> rows;
   std::vector<RunStatus> statuses;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const PlannedRun& run = plan.runs[i];
     const auto t0 = std::chrono::steady_clock::now();
-    int exit_code = to_int(ExitCode::kFailed);
-    try {
-      exit_code = run_child(child_argv(run, plan, opts, run.output), opts.stop);
-    } catch (const Error& e) {
-      obs.problem(e.what());
-    }
+    const Report report = run_in_child(run, plan, opts, obs);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    // Read back only from a regular file: a FIFO or a pipe already gave its
-    // report to whoever reads it, and opening it again would wait forever.
-    struct stat st {};
-    const bool readable = ::stat(run.output.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-    ReadResult read = readable ? read_report_file(run.output) : ReadResult{};
-    Report report;
-    if (read.report) report = *read.report;
-    report.status = read.report ? read.report->status : status_from_exit(exit_code);
     rows.push_back(sweep_row(run, plan.varying, report, seconds));
     statuses.push_back(rows.back().status);
     obs.sweep_run_finished(rows.back(), i + 1, plan.runs.size());

@@ -1,5 +1,6 @@
 #include "run_plan.hpp"
 
+#include "memdiag/allocator_settings.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/limits.hpp"
@@ -68,7 +69,8 @@ PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts, Ca
   const PresetSpec& p = run.spec.preset(run.preset);
   run.batch = req.batch_size_per_device.value_or(p.batch_size);
   run.steps = req.steps.value_or(p.steps);
-  run.remedies = resolve_remedies(req.remedies, remedy_context(p.model, run.batch), run.spec.name);
+  run.remedies = resolve_remedies(req.remedies, remedy_context(p.model, static_cast<int>(run.spec.min_batch_samples(run.batch))),
+                                 run.spec.name);
   run.label = RunLabel{req.name, run.spec.name, run.preset, run.batch, run.steps, remedies_label(run.remedies)};
   return run;
 }
@@ -195,6 +197,10 @@ void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& 
 
 }  // namespace
 
+bool needs_own_process(const PlannedRun& run, const ResolvedPlan& plan) {
+  return plan.runs.size() > 1 && plan.device.is_cuda() && has_process_scope(run.remedies);
+}
+
 RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts) {
   RunConfig c;
   c.batch_size_per_device = run.batch;
@@ -204,6 +210,12 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   c.seed = opts.seed;
   c.memory_limit_mib = opts.memory_limit_mib;
   c.remedies = run.remedies;
+  // What the run will run under: the process's settings (the environment's)
+  // with the run's own laid on them; the report records the allocator's
+  // reading of it (harness.cpp).
+  if (plan.device.is_cuda()) {
+    c.allocator_settings = merge_allocator_settings(current_allocator_settings(), allocator_settings_of(run.remedies));
+  }
   if (plan.launch) {
     Parallelism& p = c.parallel;
     p.mode = opts.parallel_mode == ParallelMode::kNone ? ParallelMode::kDdp : opts.parallel_mode;
@@ -247,6 +259,15 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   if (!plan.launch && opts.rank_zero_extra_samples > 0) {
     throw UsageError("--rank-zero-extra-samples: rank 0's extra samples need a data-parallel job; start it under a "
                      "launcher (torchrun)");
+  }
+  if (plan.launch && plan.runs.size() > 1) {
+    for (const PlannedRun& r : plan.runs) {
+      if (has_process_scope(r.remedies)) {
+        throw UsageError("--remedy: " + allocator_settings_of(r.remedies) +
+                         " is an allocator setting of the whole process; under a launcher each rank stays one "
+                         "process, so run it as a configuration of its own");
+      }
+    }
   }
   if (plan.launch && opts.isolate) {
     throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");

@@ -71,6 +71,14 @@ double run_peak(const Report& r);
 // Each configuration in a fresh child process (this executable, one run,
 // --quiet), one after another; the same reports, progress and exit code.
 int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs);
+// One configuration in a fresh child process, its report (written by the
+// child to run.output) read back; a child that wrote none gives a report
+// whose status is its exit's.
+Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs);
+// Whether a run of the plan must run in a child process of its own: an
+// allocator setting on CUDA acts on the whole process and on segments made
+// after it, so it cannot be set for one run of a sweep and undone.
+bool needs_own_process(const PlannedRun& run, const ResolvedPlan& plan);
 // This executable running one configuration quietly, as --isolate's
 // children and the capacity search's confirmations do; output is its report.
 std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,

@@ -79,6 +79,12 @@ Effective effective(const WorkloadOptions& o) {
         e.optimizer.type = OptimizerType::kSgd;
         e.optimizer.momentum = 0;
         break;
+      // Allocator settings act on the process, set by the harness before
+      // the allocator's first segment; the training itself is the baseline's.
+      case RemedyKind::kExpandableSegments:
+      case RemedyKind::kMaxSplit:
+      case RemedyKind::kGcThreshold:
+      case RemedyKind::kRoundupPow2: break;
     }
   }
   return e;
@@ -169,7 +175,6 @@ class Training {
       if (!sharded_ || owner_[i] == o_.comm->rank()) owned.push_back(params_[i]);
     }
     optimizer_ = make_optimizer(e_.optimizer, owned);
-    local_batch_ = o_.batch_size + (o_.comm != nullptr && o_.comm->rank() == 0 ? o_.rank_zero_extra_samples : 0);
     rec_.mark(Phase::kOptimizerReady, census());
   }
 
@@ -179,6 +184,9 @@ class Training {
   void forward(int mb) {
     enter(Phase::kForward);
     if (mb == 0) {
+      // This step's samples: the case's schedule may vary them by step.
+      local_batch_ = o_.spec.batch_samples(o_.batch_size, rec_.current_step().value_or(0)) +
+                     (o_.comm != nullptr && o_.comm->rank() == 0 ? o_.rank_zero_extra_samples : 0);
       const auto data = torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_));
       const auto labels = torch::TensorOptions().device(o_.device).dtype(torch::kLong);
       // The batch is made on the device inside the phase, as a loader's

@@ -397,3 +397,48 @@ TEST(DiagnosticsCpu, HelpGroupsTheFlagsAndExplainsEveryRemedy) {
     EXPECT_EQ(h.out.find(internal), std::string::npos) << internal;
   }
 }
+
+TEST(DiagnosticsCpu, ABatchScheduleTrainsEachStepOnItsShareOfTheBatch) {
+  TempDir d;
+  // epsilon's schedule grows 0.5 -> 1.0 of the batch: forward of the last
+  // step saves twice what the first saves, measured by the tracking allocator.
+  const Report r = run_case(d, "eps", {"--case", "epsilon"});
+  std::vector<double> forward;
+  const Sample* prev = nullptr;
+  for (const Sample& s : r.samples) {
+    if (s.phase == Phase::kForward && prev) forward.push_back(s.allocated_mib - prev->allocated_mib);
+    prev = &s;
+  }
+  ASSERT_EQ(forward.size(), 6u);
+  EXPECT_NEAR(forward.back() / forward.front(), 2.0, 0.05);
+  for (std::size_t i = 1; i < forward.size(); ++i) EXPECT_GT(forward[i], forward[i - 1]) << "step " << i;
+  const std::string detail = nlohmann::json::parse(r.case_info.detail_json).dump();
+  EXPECT_NE(detail.find("batch_schedule"), std::string::npos);
+}
+
+TEST(DiagnosticsCpu, AllocatorSettingsOnTheCpuAreRecordedAsNotApplicable) {
+  TempDir d;
+  const Report r = run_case(d, "cpu", {"--case", "alpha", "--steps", "1", "--allocator-settings",
+                                       "expandable_segments:True,max_split_size_mb:64"});
+  ASSERT_EQ(r.config.remedies.size(), 2u);
+  EXPECT_TRUE(r.config.allocator_settings.empty()) << "nothing on the CPU ran under them";
+  bool noted = false;
+  for (const Event& e : r.events) {
+    noted = noted || (e.kind == EventKind::kNote && e.message.find("not applicable on the CPU") != std::string::npos &&
+                      e.message.find("expandable_segments:True,max_split_size_mb:64") != std::string::npos);
+  }
+  EXPECT_TRUE(noted);
+  // Given twice, or a key memdiag does not measure: one line, exit 2, nothing written.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--allocator-settings", "expandable_segments:True", "--remedy", "expandable-segments"},
+        std::vector<std::string>{"--allocator-settings", "backend:cudaMallocAsync"},
+        std::vector<std::string>{"--allocator-settings", ""}}) {
+    std::vector<std::string> args{"--device", "cpu", "-o", d.file("bad.json")};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const Proc p = diag(args);
+    EXPECT_EQ(p.exit_code, to_int(ExitCode::kUsage)) << p.err;
+    EXPECT_EQ(p.err.rfind("memory_diagnostics: --", 0), 0u) << p.err;
+    EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
+    EXPECT_FALSE(exists(d.file("bad.json")));
+  }
+}

@@ -52,6 +52,7 @@ Report synth(const Synth& s) {
       x.reserved_mib = peak_alloc + s.cache_mib;
       x.device_used_mib = *x.reserved_mib + 500;
       x.inactive_split_mib = 0;
+      x.alloc_retries = 0;
     }
     x.elapsed_ms = 1;
     r.samples.push_back(x);
@@ -96,6 +97,7 @@ Report full_report() {
   o.allocated_mib = 900;
   o.reserved_mib = 1000;
   o.inactive_split_mib = 40;
+  o.inactive_split_blocks = 3;
   o.largest_free_block_mib = 20;
   o.num_alloc_retries = 1;
   o.num_ooms = 1;

@@ -112,7 +112,7 @@ TEST(CaseSpec, FilesAndLookup) {
 
 TEST(CaseSpec, ShippedCasesLoad) {
   const std::vector<CaseSpec> cases = list_cases({MEMDIAG_CASES_DIR});
-  ASSERT_EQ(cases.size(), 3u);
+  ASSERT_EQ(cases.size(), 4u);  // alpha, beta, epsilon, gamma
   for (const CaseSpec& c : cases) {
     EXPECT_TRUE(c.builtin);
     for (const char* p : {"small", "medium", "large"}) EXPECT_NO_THROW(c.preset(p)) << c.name << " " << p;
@@ -124,3 +124,24 @@ TEST(CaseSpec, ShippedCasesLoad) {
 }
 
 
+
+TEST(CaseSpec, ABatchScheduleVariesTheSamplesByStepAndIsChecked) {
+  json j = minimal();
+  j["batch_schedule"] = {0.5, 1.0, 1.25};
+  const CaseSpec c = parse_case_text(j.dump(), "my.json");
+  EXPECT_EQ(c.batch_samples(100, 0), 50);
+  EXPECT_EQ(c.batch_samples(100, 1), 100);
+  EXPECT_EQ(c.batch_samples(100, 2), 125);
+  EXPECT_EQ(c.batch_samples(100, 3), 50) << "the schedule repeats";
+  EXPECT_EQ(c.batch_samples(1, 0), 1) << "never fewer than one sample";
+  EXPECT_EQ(c.min_batch_samples(100), 50);
+  EXPECT_NE(resolved_case_detail(c, "small", "p").find("\"batch_schedule\":[0.5,1.0,1.25]"), std::string::npos);
+  // Without one, every step trains the batch, and the detail says nothing.
+  const CaseSpec plain = parse_case_text(minimal().dump(), "my.json");
+  EXPECT_EQ(plain.batch_samples(100, 7), 100);
+  EXPECT_EQ(resolved_case_detail(plain, "small", "p").find("batch_schedule"), std::string::npos);
+  for (const json& bad : {json::array(), json{0.0}, json{-1}, json{5}, json{"half"}, json(0.5)}) {
+    j["batch_schedule"] = bad;
+    EXPECT_NE(case_error(j).find("my.json: $.batch_schedule"), std::string::npos) << bad.dump() << ": " << case_error(j);
+  }
+}

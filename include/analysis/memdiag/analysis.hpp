@@ -180,11 +180,27 @@ struct OutOfMemory {
   double parameter_mib = 0;
   std::optional<double> cached_free_mib;  // reserved - allocated at the failure
   std::optional<double> largest_free_block_mib;
+  // The part of cached_free_mib stranded in segments that still hold a
+  // live block, in how many pieces, and the allocator's retries so far.
+  std::optional<double> inactive_split_mib;
+  std::optional<std::int64_t> inactive_split_blocks;
+  std::optional<std::int64_t> num_alloc_retries;
   std::optional<double> growth_per_step_mib;  // over the completed steps, when it grew
   int completed_steps = 0;
 };
 struct ReservedGap {
   double max_gap_mib = 0;
+};
+// A complete run whose allocator kept free memory stranded in split
+// segments and had to free its cache and retry requests no block fit.
+struct StrandedSplits {
+  double max_inactive_split_mib = 0;  // the most stranded at any sample
+  double first_step_split_mib = 0;    // the most in the first step
+  double last_step_split_mib = 0;     // the most in the last step
+  std::int64_t alloc_retries = 0;     // over the run
+  double peak_reserved_mib = 0;
+  double peak_allocated_mib = 0;
+  int steps = 0;
 };
 struct OutsideAllocator {
   double device_minus_reserved_mib = 0;
@@ -195,7 +211,8 @@ using Evidence =
     std::variant<evidence::ForwardIncrement, evidence::PostCleanupTrend, evidence::OptimizerStateMade,
                  evidence::StepIncrements, evidence::DataParallelBuckets, evidence::RetainedGrowth,
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
-                 evidence::SweepFit, evidence::ReservedGap, evidence::OutsideAllocator, evidence::OutOfMemory>;
+                 evidence::SweepFit, evidence::ReservedGap, evidence::StrandedSplits, evidence::OutsideAllocator,
+                 evidence::OutOfMemory>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 
@@ -225,6 +242,7 @@ struct RemedyRow {
   std::string source;
   std::string baseline_source;
   RunStatus status = RunStatus::kComplete;
+  RunStatus baseline_status = RunStatus::kComplete;  // a baseline that ran out peaked where it stopped
   double peak_mib = 0;
   double baseline_peak_mib = 0;
   double peak_change_mib = 0;       // remedy - baseline
@@ -368,6 +386,10 @@ inline constexpr double kRemedyReduction = 0.10;
 // baseline's by more than this (relative): accumulation's reordered sums
 // stay far below it, bf16 does not.
 inline constexpr double kLossTolerance = 1e-4;
+// An out-of-memory error with free memory reserved is fragmentation when the
+// pieces stranded in split segments are at least this share of that free
+// memory (and at least the request); a cache merely large otherwise.
+inline constexpr double kStrandedShareOfFree = 0.5;
 }  // namespace thresholds
 
 }  // namespace memdiag

@@ -23,6 +23,7 @@ struct StepFigures {
   std::optional<double> step_increment_mib;
   std::optional<double> cleanup_allocated_mib;
   double peak_mib = 0;  // highest peak of any phase of the step
+  std::optional<double> max_inactive_split_mib;  // CUDA: the most stranded in split blocks at its samples
 };
 
 // Where and how a run ran out of memory, from its oom event.
@@ -86,6 +87,11 @@ struct RunFeatures {
   std::optional<double> peak_reserved_mib;
   std::optional<double> max_reserved_gap_mib;       // max over samples of reserved - allocated
   std::optional<double> cache_excess_mib;           // peak reserved - peak allocated
+  std::optional<double> max_inactive_split_mib;     // CUDA: max over samples of free bytes stranded in split blocks
+  std::optional<std::int64_t> alloc_retries;        // CUDA: the allocator's retries over the run (last sample)
+  // Fragmentation's figure: the most stranded, when the allocator had to
+  // retry requests (stranded memory that cost nothing is not a cause).
+  std::optional<double> fragmentation_mib;
   std::optional<double> device_minus_reserved_mib;  // last sample
   std::optional<double> final_reserved_mib;         // reserved at the last sample (CUDA)
   std::optional<double> warmup_mib;                 // from the warmup event

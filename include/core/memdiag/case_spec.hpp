@@ -62,6 +62,16 @@ struct CaseSpec {
   GraphLifetime graph;
   std::string default_preset = "small";
   std::map<std::string, PresetSpec> presets;
+  // Shapes that vary from step to step, as data: step i trains
+  // batch_samples(batch, i) samples, the batch times the schedule's entry
+  // i modulo its length (rounded, at least 1), as dynamic batching by token
+  // count or a batch-size ramp would. Empty: every step the same batch.
+  std::vector<double> batch_schedule;
+
+  // The samples step `step` trains for a run asked for `batch` per step.
+  std::int64_t batch_samples(std::int64_t batch, int step) const;
+  // The fewest samples any step trains (what accumulation can split).
+  std::int64_t min_batch_samples(std::int64_t batch) const;
 
   // Throws UsageError naming the presets the case has.
   const PresetSpec& preset(const std::string& name) const;

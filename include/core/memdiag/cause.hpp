@@ -5,7 +5,7 @@
 
 namespace memdiag {
 
-enum class Cause { kActivations, kOptimizerState, kRetainedGraph, kParameters, kAllocatorCache, kInconclusive };
+enum class Cause { kActivations, kOptimizerState, kRetainedGraph, kParameters, kAllocatorCache, kFragmentation, kInconclusive };
 // The identifier, as the JSON output and the --expect and --fail-on gates
 // spell it: "optimizer_state". Its one table of names (memdiag/enum_names.hpp).
 const char* to_string(Cause c);

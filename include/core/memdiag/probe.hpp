@@ -15,6 +15,7 @@ struct ProbeReading {
   std::optional<double> device_used_mib;
   double peak_allocated_mib = 0;  // since the last reset_peak()
   std::optional<double> inactive_split_mib;
+  std::optional<std::int64_t> alloc_retries;  // since the run's start (CUDA)
   std::optional<double> process_device_mib;
 };
 

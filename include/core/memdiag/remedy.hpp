@@ -22,6 +22,11 @@ enum class RemedyKind {
   kEmptyCache,    // the caching allocator's cache emptied after each step
   kFixGraph,      // backward without retain_graph, the logged loss a detached CPU scalar
   kSgd,           // the case's optimizer replaced by stateless SGD
+  // The CUDA caching allocator's settings (PYTORCH_ALLOC_CONF), process-wide:
+  kExpandableSegments,  // expandable_segments:True
+  kMaxSplit,            // max-split=N: max_split_size_mb:N
+  kGcThreshold,         // gc-threshold=P: garbage_collection_threshold:P/100
+  kRoundupPow2,         // roundup-pow2=N: roundup_power2_divisions:N
 };
 // The name flags, reports and file names spell: "autocast-bf16". Its one
 // table of names (memdiag/enum_names.hpp).
@@ -33,6 +38,8 @@ struct RemedyDefinition {
   enum class Param { kNone, kOptional, kRequired };
   Param param = Param::kNone;
   int min_param = 1;      // the smallest parameter that changes anything
+  int max_param = 999999;  // the largest the thing it sets accepts
+  bool power_of_two = false;  // the parameter must be one (roundup-pow2)
   const char* syntax;     // "checkpoint[=N]"
   const char* summary;    // what it does, one line for --help and the docs
   // Where it acts. A run-scoped remedy is undone when its run ends; a
@@ -42,6 +49,8 @@ struct RemedyDefinition {
   Scope scope = Scope::kRun;
   std::vector<Cause> answers;     // the causes it is meant to reduce
   bool changes_training = false;  // by design (precision, optimizer); losses say by how much
+  // An allocator setting: its key in PYTORCH_ALLOC_CONF; nullptr for the rest.
+  const char* allocator_key = nullptr;
 };
 const RemedyDefinition& definition(RemedyKind k);
 // The remedies meant for a cause, in definition order.
@@ -57,6 +66,23 @@ struct Remedy {
   bool operator==(const Remedy& o) const { return kind == o.kind && param == o.param; }
   bool operator<(const Remedy& o) const { return kind != o.kind ? kind < o.kind : param < o.param; }
 };
+
+// The allocator settings a set of remedies asks for, in PYTORCH_ALLOC_CONF's
+// syntax and definition order ("expandable_segments:True,max_split_size_mb:64");
+// empty when none of them is an allocator setting.
+std::string allocator_settings_of(const std::vector<Remedy>& remedies);
+// The value a remedy gives its allocator key: "True", "64", "0.60".
+std::string allocator_value(const Remedy& r);
+// --allocator-settings 'expandable_segments:True,max_split_size_mb:64' as
+// the remedies that set them; throws UsageError naming the flag for a key
+// memdiag does not measure, a bad value or a key given twice.
+std::vector<Remedy> parse_allocator_settings(const std::string& flag, const std::string& text);
+// Settings `over` laid on `base` (both key:value lists joined with ','):
+// keys of `over` replace those of `base`; keys in the order memdiag spells
+// them (its remedies' order, then any others as they came).
+std::string merge_allocator_settings(const std::string& base, const std::string& over);
+// Whether any remedy of the set acts on the whole process.
+bool has_process_scope(const std::vector<Remedy>& remedies);
 
 // "checkpoint=4", "accumulate=2", "bf16": how flags, reports and file names
 // spell a remedy.

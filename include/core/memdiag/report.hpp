@@ -56,6 +56,9 @@ struct Sample {
   std::optional<double> device_used_mib;     // whole device, every process (cudaMemGetInfo)
   double peak_allocated_mib = 0;             // highest allocated within this phase
   std::optional<double> inactive_split_mib;  // free bytes stranded inside split blocks
+  // Times the caching allocator has freed its cache and retried a request
+  // since the run began (CUDA): each one a request that no cached block fit.
+  std::optional<std::int64_t> alloc_retries;
   std::optional<double> process_device_mib;  // this process, from NVML
   double elapsed_ms = 0;
   std::optional<TensorCensus> tensors;
@@ -82,6 +85,7 @@ struct OomDetails {
   std::optional<double> allocated_mib;   // live tensors when it failed
   std::optional<double> reserved_mib;
   std::optional<double> inactive_split_mib;
+  std::optional<std::int64_t> inactive_split_blocks;  // how many free pieces that total is in
   std::optional<double> largest_free_block_mib;  // the largest cached free block
   std::optional<std::int64_t> num_alloc_retries;
   std::optional<std::int64_t> num_ooms;

@@ -80,6 +80,9 @@ struct Table {
 // cannot open HTML tags or spell entities in a rendered comment).
 std::string markdown_text(const std::string& s);
 Table runs_table(const Group& g);
+// --find-max-batch's answers in the group, one row per report with a
+// search: the variant, the largest batch, what the allocator held there.
+std::optional<Table> searches_table(const Group& g);
 // The remedies measured against the baseline, one row each.
 Table remedies_table(const Verdict& v);
 // "checkpoint=6 lowers the peak from 74.20 to 29.22 MiB (-60.6%) ...", or

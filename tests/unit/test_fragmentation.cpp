@@ -1,0 +1,233 @@
+// Fragmentation as a cause, from numbers only: the H200's epsilon reports
+// (an out-of-memory run with memory stranded in split segments, and a run
+// that completed with stranding and retries), told apart from a cache that
+// is merely large and from a graph retained every step; and the allocator
+// settings as remedies, one definition each.
+#include "memdiag/analysis.hpp"
+#include "memdiag/errors.hpp"
+#include "memdiag/remedy.hpp"
+#include "memdiag/report_reader.hpp"
+#include "memdiag/run_identity.hpp"
+
+#include "synthetic.hpp"
+#include "test_paths.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace memdiag;
+using testkit::Synth;
+using testkit::synth;
+
+namespace fragmentation_test {
+
+const std::string kDir = std::string(MEMDIAG_SOURCE_DIR) + "/tests/fixtures/h200-fragmentation/";
+
+Report fixture(const std::string& name) {
+  ReadResult r = read_report_file(kDir + name);
+  EXPECT_TRUE(r.report) << name;
+  return r.report ? *r.report : Report{};
+}
+
+Verdict verdict_of(std::vector<std::pair<std::string, Report>> reports) {
+  Analysis a = analyse(std::move(reports));
+  EXPECT_EQ(a.verdicts.size(), 1u);
+  return a.verdicts.empty() ? Verdict{} : a.verdicts.front();
+}
+
+template <typename T>
+const T* find_evidence(const Verdict& v) {
+  for (const Evidence& e : v.evidence) {
+    if (const T* x = std::get_if<T>(&e)) return x;
+  }
+  return nullptr;
+}
+
+// A synthetic CUDA run that ran out of memory in forward of its last step,
+// with the allocator's state at the failure as given.
+Report oom_run(Synth s, double request, double allocated, double reserved, double stranded) {
+  Report r = synth(s);
+  Event e = make_event(EventKind::kOom, Phase::kForward, s.steps - 1, "CUDA out of memory. Tried to allocate ...");
+  OomDetails d;
+  d.request_mib = request;
+  d.limit_mib = reserved + 1;
+  d.allocated_mib = allocated;
+  d.reserved_mib = reserved;
+  d.inactive_split_mib = stranded;
+  d.inactive_split_blocks = 5;
+  d.largest_free_block_mib = request / 2;
+  d.num_alloc_retries = 3;
+  e.oom = d;
+  r.events.push_back(e);
+  r.status = RunStatus::kOom;
+  return r;
+}
+
+}  // namespace fragmentation_test
+
+using namespace fragmentation_test;
+
+TEST(Fragmentation, TheH200sRampThatRanOutIsNamedFromTheAllocatorsState) {
+  const Verdict v = verdict_of({{"none.json", fixture("epsilon-2600-none.json")}});
+  EXPECT_EQ(v.dominant, Cause::kFragmentation);
+  const auto* o = find_evidence<evidence::OutOfMemory>(v);
+  ASSERT_TRUE(o);
+  // The figures the verdict rests on, as the H200 recorded them.
+  ASSERT_TRUE(o->request_mib && o->cached_free_mib && o->inactive_split_mib);
+  EXPECT_GE(*o->cached_free_mib, *o->request_mib);
+  EXPECT_GE(*o->inactive_split_mib, *o->request_mib);
+  EXPECT_GT(o->inactive_split_blocks.value_or(0), 1);
+  EXPECT_GT(o->num_alloc_retries.value_or(0), 0);
+  // memdiag 0.2 read the device's free memory as the largest block: not a block.
+  EXPECT_FALSE(o->largest_free_block_mib && *o->largest_free_block_mib > *o->cached_free_mib + o->in_use_mib.value_or(0));
+}
+
+TEST(Fragmentation, TheSettingThatCompletesItIsTheBestRemedyAndKeepsTheLosses) {
+  const Verdict v = verdict_of({{"none.json", fixture("epsilon-2600-none.json")},
+                                {"expandable.json", fixture("epsilon-2600-expandable-segments.json")},
+                                {"gc.json", fixture("epsilon-2600-gc-threshold60.json")}});
+  EXPECT_EQ(v.dominant, Cause::kFragmentation);
+  ASSERT_TRUE(v.best_remedy);
+  const RemedyRow& best = v.remedies[*v.best_remedy];
+  EXPECT_EQ(best.remedy, "expandable_segments:True");
+  EXPECT_EQ(best.baseline_status, RunStatus::kOom);
+  EXPECT_EQ(best.status, RunStatus::kComplete);
+  EXPECT_TRUE(best.reduces_cause);
+  EXPECT_EQ(best.max_loss_diff.value_or(1), 0.0);
+  for (const RemedyRow& r : v.remedies) {
+    if (r.remedy.find("garbage_collection_threshold") != std::string::npos) {
+      EXPECT_EQ(r.status, RunStatus::kOom);
+      EXPECT_FALSE(r.reduces_cause) << "the threshold ran out the same way";
+    }
+  }
+}
+
+TEST(Fragmentation, ACompleteRunNamesTheStrandedMemoryBesideItsCause) {
+  const Verdict v = verdict_of({{"none.json", fixture("epsilon-2700-none.json")}});
+  EXPECT_EQ(v.dominant, Cause::kActivations) << "the stranded memory is smaller than what forward saves";
+  const auto* s = find_evidence<evidence::StrandedSplits>(v);
+  ASSERT_TRUE(s);
+  EXPECT_GT(s->last_step_split_mib, 10 * s->first_step_split_mib) << "it grows as the batch does";
+  EXPECT_GT(s->alloc_retries, 0);
+  // With expandable segments nothing is stranded: no such evidence.
+  const Verdict e = verdict_of({{"e.json", fixture("epsilon-2700-expandable-segments.json")}});
+  EXPECT_FALSE(find_evidence<evidence::StrandedSplits>(e));
+}
+
+TEST(Fragmentation, TheOtherCasesUnderTheSameSettingsKeepTheirCauses) {
+  for (const auto& [c, cause] : {std::pair<std::string, Cause>{"alpha", Cause::kActivations},
+                                 {"beta", Cause::kOptimizerState},
+                                 {"gamma", Cause::kRetainedGraph}}) {
+    std::vector<std::pair<std::string, Report>> reports;
+    for (const char* s : {"baseline", "expandable-segments", "max-split=32", "gc-threshold=60"}) {
+      reports.emplace_back(c + "-" + s + ".json", fixture(c + "-" + s + ".json"));
+    }
+    const Verdict v = verdict_of(reports);
+    EXPECT_EQ(v.dominant, cause) << c;
+    EXPECT_EQ(v.remedies.size(), 3u) << c;
+    for (const RemedyRow& r : v.remedies) {
+      EXPECT_EQ(r.max_loss_diff.value_or(1), 0.0) << c << " " << r.remedy;
+      EXPECT_NEAR(r.peak_change_fraction, 0.0, 0.01) << c << " " << r.remedy << ": a setting moved the peak";
+    }
+  }
+}
+
+TEST(Fragmentation, AMerelyLargeCacheAtTheFailureIsNotFragmentation) {
+  Synth s;
+  s.case_name = "epsilon";  // the name must not decide
+  s.activations_mib = 100;
+  // 300 MiB free in the reserve, only 20 of it in split pieces.
+  const Verdict v = verdict_of({{"r.json", oom_run(s, 64, 1000, 1300, 20)}});
+  EXPECT_EQ(v.dominant, Cause::kAllocatorCache);
+  // Stranded pieces that make up the free memory: fragmentation.
+  const Verdict f = verdict_of({{"r.json", oom_run(s, 64, 1000, 1300, 290)}});
+  EXPECT_EQ(f.dominant, Cause::kFragmentation);
+  // Too little free for the request: not an allocator's failure at all.
+  const Verdict a = verdict_of({{"r.json", oom_run(s, 64, 1000, 1040, 40)}});
+  EXPECT_NE(a.dominant, Cause::kFragmentation);
+  EXPECT_NE(a.dominant, Cause::kAllocatorCache);
+}
+
+TEST(Fragmentation, AGraphRetainedEveryStepIsNotMistakenForIt) {
+  Synth s;
+  s.case_name = "epsilon";
+  s.steps = 6;
+  s.activations_mib = 20;
+  s.retained_per_step_mib = 30;
+  // Stranded memory at the failure, but each step kept more than the last.
+  const Verdict v = verdict_of({{"r.json", oom_run(s, 64, 1000, 1300, 290)}});
+  EXPECT_EQ(v.dominant, Cause::kRetainedGraph);
+  // And a complete run with a large cache and no retries: not fragmentation.
+  Synth c;
+  c.activations_mib = 10;
+  c.cache_mib = 400;
+  const Verdict cache = verdict_of({{"c.json", synth(c)}});
+  EXPECT_EQ(cache.dominant, Cause::kAllocatorCache);
+  EXPECT_FALSE(find_evidence<evidence::StrandedSplits>(cache));
+}
+
+TEST(AllocatorSettings, EachIsOneRemedyWithItsKey) {
+  const auto r = parse_remedies("--remedy", "roundup-pow2=4+expandable-segments+gc-threshold=60+max-split=128");
+  EXPECT_EQ(allocator_settings_of(r),
+            "expandable_segments:True,max_split_size_mb:128,garbage_collection_threshold:0.60,roundup_power2_divisions:4");
+  EXPECT_TRUE(has_process_scope(r));
+  EXPECT_FALSE(has_process_scope(parse_remedies("--remedy", "checkpoint=2")));
+  for (const Remedy& x : r) {
+    EXPECT_EQ(definition(x.kind).scope, RemedyDefinition::Scope::kProcess);
+    EXPECT_FALSE(definition(x.kind).changes_training);
+    const auto& answers = definition(x.kind).answers;
+    EXPECT_NE(std::find(answers.begin(), answers.end(), Cause::kFragmentation), answers.end()) << to_string(x);
+  }
+  // PyTorch's own syntax gives the same remedies.
+  EXPECT_EQ(parse_allocator_settings("--allocator-settings",
+                                     "max_split_size_mb:128,expandable_segments:True,roundup_power2_divisions:4,"
+                                     "garbage_collection_threshold:0.6"),
+            r);
+  EXPECT_TRUE(parse_allocator_settings("--allocator-settings", "expandable_segments:False").empty());
+}
+
+TEST(AllocatorSettings, BadValuesAreRefusedNamingTheFlag) {
+  for (const char* bad : {"max-split=20", "gc-threshold=100", "roundup-pow2=3", "roundup-pow2=128", "expandable-segments=1"}) {
+    try {
+      parse_remedies("--remedy", bad);
+      ADD_FAILURE() << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--remedy: ", 0), 0u) << e.what();
+    }
+  }
+  for (const char* bad : {"backend:cudaMallocAsync", "expandable_segments:yes", "garbage_collection_threshold:1.5",
+                          "max_split_size_mb:", "expandable_segments:True,expandable_segments:True",
+                          "max_split_size_mb:64,"}) {
+    try {
+      parse_allocator_settings("--allocator-settings", bad);
+      ADD_FAILURE() << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--allocator-settings: ", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(AllocatorSettings, TheEnvironmentsAndTheRunsAreOneListInPyTorchsOrder) {
+  EXPECT_EQ(merge_allocator_settings("max_split_size_mb:64", "expandable_segments:True"),
+            "expandable_segments:True,max_split_size_mb:64");
+  EXPECT_EQ(merge_allocator_settings("max_split_size_mb:64,pinned_use_background_threads:True", "max_split_size_mb:32"),
+            "max_split_size_mb:32,pinned_use_background_threads:True");
+  EXPECT_EQ(merge_allocator_settings("", ""), "");
+}
+
+TEST(AllocatorSettings, ASettingFromARemedyOrFromTheEnvironmentIsOneVariant) {
+  RunIdentity by_remedy;
+  by_remedy.remedies = parse_remedies("--remedy", "expandable-segments");
+  by_remedy.allocator_settings = "expandable_segments:True";
+  RunIdentity by_env;
+  by_env.allocator_settings = "expandable_segments:True";
+  EXPECT_EQ(variant_label(by_remedy), "expandable_segments:True");
+  EXPECT_EQ(variant_label(by_remedy), variant_label(by_env));
+  EXPECT_FALSE(is_baseline_variant(by_env));
+  // On the CPU nothing reads the settings back: the remedy names them.
+  RunIdentity cpu;
+  cpu.remedies = by_remedy.remedies;
+  EXPECT_EQ(variant_label(cpu), "expandable_segments:True");
+  RunIdentity mixed = by_remedy;
+  mixed.remedies.push_back(Remedy{RemedyKind::kCheckpoint, 2});
+  EXPECT_EQ(variant_label(mixed), "checkpoint=2+expandable_segments:True");
+}
