@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 namespace memdiag {
@@ -144,14 +145,64 @@ std::string run_plot(const std::string& source, const Report& r, double ymax) {
   if (std::any_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.reserved_mib.has_value(); })) {
     all.push_back(reserved);
   }
-  Plot p("memory across " + source, r.samples.size(), ymax);
+  // An out-of-memory run: the failure gets a point of its own after the
+  // last sample (what was live, and that plus the refused request), and
+  // the budget a line, so the chart shows it had no room left.
+  const Event* oom = nullptr;
+  for (const Event& e : r.events) {
+    if (e.kind == EventKind::kOom && e.oom) oom = &e;
+  }
+  const std::size_t points = r.samples.size() + (oom ? 1 : 0);
+  std::optional<double> limit = r.config.memory_limit_mib;
+  if (oom && oom->oom->limit_mib) limit = oom->oom->limit_mib;
+  if (oom) {
+    const OomDetails& d = *oom->oom;
+    ymax = std::max({ymax, d.allocated_mib.value_or(0) + d.request_mib.value_or(0), d.reserved_mib.value_or(0)});
+  }
+  if (limit && *limit <= 4 * ymax) ymax = std::max(ymax, *limit);
+  Plot p("memory across " + source, points, ymax);
   std::ostringstream s;
   s << "<figure class=\"run\"><figcaption>" << xml_escape(source) << " (rank " << r.config.parallel.rank << ", batch "
     << r.config.batch_size_per_device << ", " << xml_escape(r.config.preset) << ", " << to_string(r.status)
     << ")</figcaption>\n"
     << p.open("memory");
+  // Free memory stranded in split segments, as a band above allocated: the
+  // part of reserved - allocated the allocator could not reuse.
+  const bool stranded = std::any_of(r.samples.begin(), r.samples.end(),
+                                    [](const Sample& x) { return x.inactive_split_mib.value_or(0) >= 0.01; });
+  std::vector<Series> legend = all;
+  if (stranded) {
+    std::string d;
+    for (std::size_t i = 0; i < r.samples.size(); ++i) {
+      const Sample& x = r.samples[i];
+      d += (i ? " L" : "M") + num(p.x(i)) + " " + num(p.y(x.allocated_mib + x.inactive_split_mib.value_or(0)));
+    }
+    for (std::size_t i = r.samples.size(); i-- > 0;) d += " L" + num(p.x(i)) + " " + num(p.y(r.samples[i].allocated_mib));
+    s << "<path class=\"band stranded\" d=\"" << d << " Z\" fill=\"" << kPalette[3]
+      << "\" fill-opacity=\"0.45\"><title>stranded in split segments (reserved, not reusable)</title></path>\n";
+    legend.push_back({"stranded in split segments", kPalette[3], {}});
+  }
   for (const Series& se : all) s << p.line(se);
-  s << p.phases(r.samples) << "</svg>\n" << Plot::legend(all) << "</figure>\n";
+  if (limit && *limit <= ymax) {
+    s << "<line class=\"limit\" x1=\"" << kLeft << "\" x2=\"" << kW - kRight << "\" y1=\"" << num(p.y(*limit))
+      << "\" y2=\"" << num(p.y(*limit)) << "\" stroke=\"" << kPalette[5]
+      << "\" stroke-dasharray=\"2 3\"><title>memory limit " << format_mib(*limit) << " MiB</title></line>\n";
+    legend.push_back({"limit " + format_mib(*limit) + " MiB", kPalette[5], {}, true});
+  }
+  if (oom) {
+    const OomDetails& d = *oom->oom;
+    const double at = d.allocated_mib.value_or(oom->mib.value_or(0));
+    const double x = p.x(points - 1);
+    s << "<line class=\"failure\" x1=\"" << num(x) << "\" x2=\"" << num(x) << "\" y1=\"" << num(p.y(at)) << "\" y2=\""
+      << num(p.y(at + d.request_mib.value_or(0))) << "\" stroke=\"" << kPalette[4]
+      << "\" stroke-width=\"4\"><title>refused: " << format_mib(d.request_mib.value_or(0)) << " MiB on top of "
+      << format_mib(at) << " MiB live</title></line>\n"
+      << "<circle class=\"failure\" cx=\"" << num(x) << "\" cy=\"" << num(p.y(at)) << "\" r=\"4\" fill=\""
+      << kPalette[4] << "\"><title>out of memory in " << (oom->phase ? to_string(*oom->phase) : "an unknown phase")
+      << "</title></circle>\n";
+    legend.push_back({"out of memory: live + refused request", kPalette[4], {}});
+  }
+  s << p.phases(r.samples) << "</svg>\n" << Plot::legend(legend) << "</figure>\n";
   return s.str();
 }
 
