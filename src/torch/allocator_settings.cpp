@@ -2,6 +2,7 @@
 
 #include "memdiag/errors.hpp"
 #include "memdiag/format.hpp"
+#include "memdiag/remedy.hpp"
 
 #include <c10/core/AllocatorConfig.h>
 
@@ -51,8 +52,14 @@ std::string current_allocator_settings() {
   return join(parts);
 }
 
-void apply_allocator_settings(const std::string& settings) {
-  if (settings.empty()) return;
+void apply_allocator_settings(const std::string& asked) {
+  if (asked.empty()) return;
+  // Parsing a settings string resets max_split_size_mb,
+  // roundup_power2_divisions and garbage_collection_threshold to PyTorch's
+  // defaults unless it names them (torch 2.11's
+  // AcceleratorAllocatorConfig::parseArgs): the run's settings are laid on
+  // what the process runs under (the environment's), not put in its place.
+  const std::string settings = merge_allocator_settings(current_allocator_settings(), asked);
   try {
     c10::CachingAllocator::setAllocatorSettings(settings);
   } catch (const std::exception& e) {

@@ -9,9 +9,10 @@
 
 namespace memdiag {
 
-// Applies settings in PYTORCH_ALLOC_CONF's syntax (empty: nothing). They
-// act on segments made afterwards, so this is called before the first CUDA
-// allocation. Throws memdiag::Error when the allocator refuses them or
+// Applies settings in PYTORCH_ALLOC_CONF's syntax (empty: nothing), laid
+// on those the process runs under (the environment's stay unless named).
+// They act on segments made afterwards, so this is called before the first
+// CUDA allocation. Throws memdiag::Error when the allocator refuses them or
 // reads back something else.
 void apply_allocator_settings(const std::string& settings);
 
