@@ -44,6 +44,21 @@ const char* to_string(OptimizerType o) {
   return nullptr;  // past the last value: all_values() stops here
 }
 
+const char* to_string(ModelKind k) {
+  switch (k) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kTransformer: return "transformer";
+  }
+  return nullptr;  // past the last value: all_values() stops here
+}
+const char* to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kMath: return "math";
+    case AttentionKernel::kSdpa: return "sdpa";
+  }
+  return nullptr;  // past the last value: all_values() stops here
+}
+
 const PresetSpec& CaseSpec::preset(const std::string& p) const {
   auto it = presets.find(p);
   if (it == presets.end()) {
@@ -72,8 +87,42 @@ int dimension(const JsonNode& n, const char* key) {
   return static_cast<int>(n.integer(key, 1, limits::kMaxDimension));
 }
 
+ModelSpec parse_transformer(const JsonNode& m) {
+  m.only({"type", "vocab", "sequence_length", "width", "heads", "layers", "ffn_width", "dropout", "tied_embeddings",
+          "attention", "dtype"});
+  ModelSpec s;
+  s.kind = ModelKind::kTransformer;
+  s.vocab = dimension(m, "vocab");
+  s.sequence_length = static_cast<int>(m.integer("sequence_length", 1, limits::kMaxSequenceLength));
+  s.width = dimension(m, "width");
+  s.heads = static_cast<int>(m.integer("heads", 1, limits::kMaxDepth));
+  if (s.width % s.heads != 0) m.field("heads").fail("must divide width (" + std::to_string(s.width) + ")");
+  s.layers = static_cast<int>(m.integer("layers", 1, limits::kMaxDepth));
+  s.ffn_width = m.given("ffn_width") ? dimension(m, "ffn_width") : 4 * s.width;
+  s.dropout = m.number("dropout", 0.0, 0.0, 0.99);
+  s.tied_embeddings = m.boolean("tied_embeddings", true);
+  if (m.given("attention")) s.attention = m.field("attention").as_enum<AttentionKernel>();
+  if (m.given("dtype")) s.dtype = m.field("dtype").as_enum<DType>();
+  // Embeddings, positions, per block two norms, qkv, proj and the
+  // feed-forward, a final norm and (untied) the head: refused before
+  // anything is built, as for the MLP.
+  const long double w = s.width, f = s.ffn_width;
+  const long double block = 4 * w + (3 * w * w + 3 * w) + (w * w + w) + (w * f + f) + (f * w + w);
+  const long double params = static_cast<long double>(s.vocab) * w + static_cast<long double>(s.sequence_length) * w +
+                             s.layers * block + 2 * w + (s.tied_embeddings ? 0 : static_cast<long double>(s.vocab) * w);
+  if (params > static_cast<long double>(limits::kMaxParameters)) {
+    m.fail("the model would have " + std::to_string(static_cast<double>(params)) + " parameters; memdiag builds at most " +
+           std::to_string(limits::kMaxParameters));
+  }
+  return s;
+}
+
 ModelSpec parse_model(const JsonNode& m) {
-  m.only({"input_dim", "hidden_dim", "depth", "output_dim", "activation", "dtype"});
+  if (m.given("type")) {
+    const ModelKind kind = m.field("type").as_enum<ModelKind>();
+    if (kind == ModelKind::kTransformer) return parse_transformer(m);
+  }
+  m.only({"type", "input_dim", "hidden_dim", "depth", "output_dim", "activation", "dtype"});
   ModelSpec s;
   s.input_dim = dimension(m, "input_dim");
   s.hidden_dim = dimension(m, "hidden_dim");
@@ -233,18 +282,31 @@ std::string resolved_case_detail(const CaseSpec& c, const std::string& preset, c
     opt["beta2"] = o.beta2;
     opt["eps"] = o.eps;
   }
+  const ModelSpec& m = p.model;
+  json model = m.kind == ModelKind::kTransformer
+                   ? json{{"type", to_string(m.kind)},
+                          {"vocab", m.vocab},
+                          {"sequence_length", m.sequence_length},
+                          {"width", m.width},
+                          {"heads", m.heads},
+                          {"layers", m.layers},
+                          {"ffn_width", m.ffn_width},
+                          {"dropout", m.dropout},
+                          {"tied_embeddings", m.tied_embeddings},
+                          {"attention", to_string(m.attention)},
+                          {"dtype", to_string(m.dtype)}}
+                   : json{{"input_dim", m.input_dim},
+                          {"hidden_dim", m.hidden_dim},
+                          {"depth", m.depth},
+                          {"output_dim", m.output_dim},
+                          {"activation", to_string(m.activation)},
+                          {"dtype", to_string(m.dtype)}};
   json detail{
       {"probe", probe},
       {"optimizer", opt},
       {"graph",
        {{"retain_graph", c.graph.retain_graph}, {"keep_graph_connected_loss", c.graph.keep_graph_connected_loss}}},
-      {"model",
-       {{"input_dim", p.model.input_dim},
-        {"hidden_dim", p.model.hidden_dim},
-        {"depth", p.model.depth},
-        {"output_dim", p.model.output_dim},
-        {"activation", to_string(p.model.activation)},
-        {"dtype", to_string(p.model.dtype)}}},
+      {"model", model},
   };
   if (!c.batch_schedule.empty()) detail["batch_schedule"] = c.batch_schedule;
   return detail.dump();

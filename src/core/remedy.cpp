@@ -17,6 +17,7 @@ const char* to_string(RemedyKind k) {
     case RemedyKind::kEmptyCache: return "empty-cache";
     case RemedyKind::kFixGraph: return "fix-graph";
     case RemedyKind::kSgd: return "sgd";
+    case RemedyKind::kEfficientAttention: return "efficient-attention";
     case RemedyKind::kExpandableSegments: return "expandable-segments";
     case RemedyKind::kMaxSplit: return "max-split";
     case RemedyKind::kGcThreshold: return "gc-threshold";
@@ -57,6 +58,11 @@ const RemedyDefinition& definition(RemedyKind k) {
       RemedyKind::kSgd, P::kNone, 1, 999999, false, "sgd",
       "the case's optimizer replaced by stateless SGD (no per-parameter state)",
       S::kRun, {Cause::kOptimizerState}, true};
+  static const RemedyDefinition efficient_attention{
+      RemedyKind::kEfficientAttention, P::kNone, 1, 999999, false, "efficient-attention",
+      "a transformer's attention through PyTorch's fused scaled-dot-product kernel (flash or memory-efficient where "
+      "the device and dtype allow) instead of spelt-out scores: the length x length scores are not kept",
+      S::kRun, {Cause::kActivations}, false};
   // The allocator's settings act on the process's allocator, and in it on
   // segments made after they were set: a sweep runs each in a fresh child.
   static const RemedyDefinition expandable{
@@ -86,6 +92,7 @@ const RemedyDefinition& definition(RemedyKind k) {
     case RemedyKind::kEmptyCache: return empty_cache;
     case RemedyKind::kFixGraph: return fix_graph;
     case RemedyKind::kSgd: return sgd;
+    case RemedyKind::kEfficientAttention: return efficient_attention;
     case RemedyKind::kExpandableSegments: return expandable;
     case RemedyKind::kMaxSplit: return max_split;
     case RemedyKind::kGcThreshold: return gc_threshold;
@@ -203,6 +210,12 @@ std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, const RemedyC
                            std::to_string(c.batch));
         }
         break;
+      case RemedyKind::kEfficientAttention:
+        if (!c.math_attention) {
+          throw UsageError("--remedy: efficient-attention replaces a transformer's spelt-out (math) attention; " +
+                           case_name + " has none");
+        }
+        break;
       case RemedyKind::kBf16:
       case RemedyKind::kAutocastBf16:
       case RemedyKind::kEmptyCache:
@@ -239,7 +252,8 @@ std::string allocator_value(const Remedy& r) {
     case RemedyKind::kAutocastBf16:
     case RemedyKind::kEmptyCache:
     case RemedyKind::kFixGraph:
-    case RemedyKind::kSgd: break;
+    case RemedyKind::kSgd:
+    case RemedyKind::kEfficientAttention: break;
   }
   return "";
 }

@@ -10,9 +10,10 @@ namespace memdiag {
 
 c10::ScalarType model_dtype(const ModelSpec& m);
 
-// input -> [Linear(hidden) -> activation] x depth -> Linear(output).
+// The MLP: input -> [Linear(hidden) -> activation] x depth -> Linear(output).
 // Every block saves its input and its activation output for backward, so
 // activation memory is about 2 * depth * hidden_dim elements per sample.
+// The transformer: src/torch/transformer.hpp.
 torch::nn::Sequential build_model(const ModelSpec& m);
 
 // What the remedies can do with this model: checkpointing splits its

@@ -79,6 +79,7 @@ Effective effective(const WorkloadOptions& o) {
         e.optimizer.type = OptimizerType::kSgd;
         e.optimizer.momentum = 0;
         break;
+      case RemedyKind::kEfficientAttention: e.model.attention = AttentionKernel::kSdpa; break;
       // Allocator settings act on the process, set by the harness before
       // the allocator's first segment; the training itself is the baseline's.
       case RemedyKind::kExpandableSegments:
@@ -191,8 +192,16 @@ class Training {
       const auto labels = torch::TensorOptions().device(o_.device).dtype(torch::kLong);
       // The batch is made on the device inside the phase, as a loader's
       // host-to-device copy would be; the first Linear saves it for backward.
-      x_all_ = torch::randn({local_batch_, mspec_.input_dim}, data);
-      y_all_ = torch::randint(0, mspec_.output_dim, {local_batch_}, labels);
+      if (mspec_.kind == ModelKind::kTransformer) {
+        // Next-token prediction over random tokens: each sample's targets
+        // are its inputs shifted by one.
+        const torch::Tensor ids = torch::randint(0, mspec_.vocab, {local_batch_, mspec_.sequence_length + 1}, labels);
+        x_all_ = ids.narrow(1, 0, mspec_.sequence_length);
+        y_all_ = ids.narrow(1, 1, mspec_.sequence_length);
+      } else {
+        x_all_ = torch::randn({local_batch_, mspec_.input_dim}, data);
+        y_all_ = torch::randint(0, mspec_.output_dim, {local_batch_}, labels);
+      }
       step_loss_ = 0;
     }
     const auto [start, length] = slice(mb);
@@ -205,7 +214,10 @@ class Training {
                     ? checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
                     : model_->forward(x_);
     }
-    loss_ = torch::nn::functional::cross_entropy(logits_.to(torch::kFloat), y_);
+    // A transformer's logits are [batch, length, vocab]: one prediction per token.
+    loss_ = logits_.dim() == 3 ? torch::nn::functional::cross_entropy(
+                                     logits_.to(torch::kFloat).reshape({-1, logits_.size(-1)}), y_.reshape({-1}))
+                               : torch::nn::functional::cross_entropy(logits_.to(torch::kFloat), y_);
     rec_.mark(Phase::kForward, census(), micro_batch(mb));
   }
 

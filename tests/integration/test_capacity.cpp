@@ -83,5 +83,8 @@ INSTANTIATE_TEST_SUITE_P(EveryCase, CapacityModel,
                          ::testing::Values(Budgets{"alpha", "alpha", 2, {40, 60}},
                                            Budgets{"beta", "beta", 1, {290, 292}},
                                            Budgets{"gamma", "gamma", 2, {30, 45}},
+                                           // The whole ramp of epsilon's batch schedule (0.5 to 1.0).
+                                           Budgets{"epsilon", "epsilon", 6, {50, 70}},
+                                           Budgets{"delta", "delta", 2, {100, 140}},
                                            Budgets{"own", "own", 2, {40, 50}}),
                          [](const ::testing::TestParamInfo<Budgets>& i) { return i.param.name; });

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include <csignal>
 #include <fstream>
 #include <filesystem>
@@ -441,4 +444,59 @@ TEST(DiagnosticsCpu, AllocatorSettingsOnTheCpuAreRecordedAsNotApplicable) {
     EXPECT_EQ(std::count(p.err.begin(), p.err.end(), '\n'), 1) << p.err;
     EXPECT_FALSE(exists(d.file("bad.json")));
   }
+}
+
+TEST(DiagnosticsCpu, ATransformerTrainsAndTheFusedKernelDropsTheQuadraticScores) {
+  TempDir d;
+  // Shapes of the tests' own, untied, three heads: nothing like delta's.
+  auto case_file = [&](int length) {
+    const std::string f = d.file("tf" + std::to_string(length) + ".json");
+    write_text(f, R"({"name": "tf", "optimizer": {"type": "adamw", "lr": 0.001},
+      "presets": {"small": {"model": {"type": "transformer", "vocab": 300, "sequence_length": )" +
+                      std::to_string(length) + R"(, "width": 96, "heads": 3, "layers": 3, "ffn_width": 200,
+      "tied_embeddings": false}, "batch_size": 2, "steps": 3}}})");
+    return f;
+  };
+  auto forward_of = [](const Report& r) {
+    const Sample* prev = nullptr;
+    double last = 0;
+    for (const Sample& s : r.samples) {
+      if (s.phase == Phase::kForward && prev) last = s.allocated_mib - prev->allocated_mib;
+      prev = &s;
+    }
+    return last;
+  };
+  std::map<std::string, double> fwd;
+  for (int length : {96, 192}) {
+    const std::string f = case_file(length);
+    const Report math = run_case(d, "math" + std::to_string(length), {"--case", f});
+    const Report fused = run_case(d, "fused" + std::to_string(length), {"--case", f, "--remedy", "efficient-attention"});
+    // Embeddings, 3 blocks (two norms, qkv, proj, the feed-forward), the
+    // final norm and an untied head, read from the model's tensors.
+    const std::int64_t w = 96, ff = 200, block = 4 * w + (3 * w * w + 3 * w) + (w * w + w) + (w * ff + ff) + (ff * w + w);
+    EXPECT_EQ(math.model.parameters, 300 * w + length * w + 3 * block + 2 * w + 300 * w);
+    // The kernels' arithmetic differs in rounding only.
+    std::vector<double> a, b;
+    for (const Sample& s : math.samples) if (s.loss) a.push_back(*s.loss);
+    for (const Sample& s : fused.samples) if (s.loss) b.push_back(*s.loss);
+    ASSERT_EQ(a.size(), 3u);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b.at(i), 1e-4 * std::fabs(a[i])) << "step " << i;
+    fwd["math" + std::to_string(length)] = forward_of(math);
+    fwd["fused" + std::to_string(length)] = forward_of(fused);
+    EXPECT_LT(fwd["fused" + std::to_string(length)], fwd["math" + std::to_string(length)]);
+  }
+  // What the fused kernel saves is the scores: batch x heads x length^2,
+  // four times as much at twice the length.
+  const double saved96 = fwd["math96"] - fwd["fused96"], saved192 = fwd["math192"] - fwd["fused192"];
+  EXPECT_NEAR(saved192 / saved96, 4.0, 0.6) << saved96 << " -> " << saved192;
+  // The rest grows with the tokens: about twice.
+  EXPECT_NEAR(fwd["fused192"] / fwd["fused96"], 2.0, 0.35);
+  // Checkpointing by block keeps less of the forward.
+  const Report ck = run_case(d, "ck", {"--case", case_file(192), "--remedy", "checkpoint"});
+  EXPECT_LT(forward_of(ck), 0.7 * fwd["math192"]);
+  // An MLP has no attention to replace: one line, exit 2.
+  const Proc p = diag({"--device", "cpu", "--case", "alpha", "--remedy", "efficient-attention", "-o", d.file("x.json")});
+  EXPECT_EQ(p.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_NE(p.err.find("efficient-attention replaces a transformer's spelt-out (math) attention; alpha has none"),
+            std::string::npos) << p.err;
 }

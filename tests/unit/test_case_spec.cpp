@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 using namespace memdiag;
@@ -112,12 +114,14 @@ TEST(CaseSpec, FilesAndLookup) {
 
 TEST(CaseSpec, ShippedCasesLoad) {
   const std::vector<CaseSpec> cases = list_cases({MEMDIAG_CASES_DIR});
-  ASSERT_EQ(cases.size(), 4u);  // alpha, beta, epsilon, gamma
+  ASSERT_EQ(cases.size(), 5u);  // alpha, beta, delta, epsilon, gamma
   for (const CaseSpec& c : cases) {
     EXPECT_TRUE(c.builtin);
     for (const char* p : {"small", "medium", "large"}) EXPECT_NO_THROW(c.preset(p)) << c.name << " " << p;
   }
-  const json resolved = json::parse(resolved_case_detail(cases[1], "medium", "probe"));
+  const auto beta = std::find_if(cases.begin(), cases.end(), [](const CaseSpec& c) { return c.name == "beta"; });
+  ASSERT_NE(beta, cases.end());
+  const json resolved = json::parse(resolved_case_detail(*beta, "medium", "probe"));
   EXPECT_EQ(resolved["model"]["hidden_dim"], 4096);
   EXPECT_EQ(resolved["optimizer"]["type"], "adamw");
   EXPECT_EQ(resolved["probe"], "probe");
@@ -144,4 +148,34 @@ TEST(CaseSpec, ABatchScheduleVariesTheSamplesByStepAndIsChecked) {
     j["batch_schedule"] = bad;
     EXPECT_NE(case_error(j).find("my.json: $.batch_schedule"), std::string::npos) << bad.dump() << ": " << case_error(j);
   }
+}
+
+TEST(CaseSpec, ATransformerIsDescribedAsDataAndCheckedByPath) {
+  json j = minimal();
+  j["presets"]["small"]["model"] = json::parse(R"({"type": "transformer", "vocab": 100, "sequence_length": 32,
+      "width": 48, "heads": 4, "layers": 3, "dropout": 0.1, "tied_embeddings": false, "attention": "sdpa"})");
+  const CaseSpec c = parse_case_text(j.dump(), "my.json");
+  const ModelSpec& m = c.preset("small").model;
+  EXPECT_EQ(m.kind, ModelKind::kTransformer);
+  EXPECT_EQ(m.ffn_width, 4 * 48) << "the feed-forward defaults to four times the width";
+  EXPECT_EQ(m.attention, AttentionKernel::kSdpa);
+  EXPECT_FALSE(m.tied_embeddings);
+  const json detail = json::parse(resolved_case_detail(c, "small", "p"));
+  EXPECT_EQ(detail["model"]["type"], "transformer");
+  EXPECT_EQ(detail["model"]["attention"], "sdpa");
+  EXPECT_EQ(detail["model"]["sequence_length"], 32);
+  EXPECT_EQ(detail["model"].count("input_dim"), 0u);
+  // Errors name the file and the path.
+  auto with = [&](const char* key, const json& v) {
+    json k = j;
+    k["presets"]["small"]["model"][key] = v;
+    return case_error(k);
+  };
+  EXPECT_NE(with("heads", 5).find("my.json: $.presets.small.model.heads: must divide width (48)"), std::string::npos)
+      << with("heads", 5);
+  EXPECT_NE(with("attention", "fast").find("$.presets.small.model.attention"), std::string::npos);
+  EXPECT_NE(with("input_dim", 4).find("$.presets.small.model"), std::string::npos) << "an MLP field on a transformer";
+  EXPECT_NE(with("sequence_length", 0).find("$.presets.small.model.sequence_length"), std::string::npos);
+  EXPECT_NE(with("vocab", 1 << 30).find("parameters"), std::string::npos);
+  EXPECT_NE(with("type", "cnn").find("$.presets.small.model.type"), std::string::npos);
 }

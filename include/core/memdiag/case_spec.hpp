@@ -16,18 +16,42 @@ namespace memdiag {
 enum class Activation { kRelu, kGelu, kTanh };
 enum class DType { kFloat32, kBFloat16 };
 enum class OptimizerType { kSgd, kAdam, kAdamW };
+enum class ModelKind { kMlp, kTransformer };
+// How a transformer's attention is computed: `math` spells it out (scores
+// of batch x heads x length x length saved for backward, as a model
+// written without a fused kernel runs); `sdpa` is PyTorch's fused
+// scaled-dot-product attention, its backend (flash, memory-efficient, math)
+// chosen by PyTorch for the device and dtype.
+enum class AttentionKernel { kMath, kSdpa };
 
 const char* to_string(Activation a);
 const char* to_string(DType d);
 const char* to_string(OptimizerType o);
+const char* to_string(ModelKind k);
+const char* to_string(AttentionKernel k);
 
 struct ModelSpec {
+  ModelKind kind = ModelKind::kMlp;
+  // The MLP: input -> [Linear(hidden) -> activation] x depth -> Linear(output).
   int input_dim = 0;
   int hidden_dim = 0;
   int depth = 0;  // hidden Linear+activation blocks
   int output_dim = 0;
   Activation activation = Activation::kRelu;
   DType dtype = DType::kFloat32;
+  // The decoder-only transformer (kind kTransformer): token and position
+  // embeddings, `layers` pre-norm blocks of causal self-attention and a
+  // GELU feed-forward, a final norm and the vocabulary head, trained on
+  // next-token prediction over `sequence_length` tokens.
+  int vocab = 0;
+  int sequence_length = 0;
+  int width = 0;
+  int heads = 0;
+  int layers = 0;
+  int ffn_width = 0;
+  double dropout = 0;
+  bool tied_embeddings = true;  // the head reuses the token embedding's weights
+  AttentionKernel attention = AttentionKernel::kMath;
 };
 
 struct OptimizerSpec {

@@ -21,6 +21,8 @@ inline constexpr std::int64_t kMaxWorldSize = std::int64_t{1} << 20;
 inline constexpr std::int64_t kMaxDimension = std::int64_t{1} << 30;
 // A case's batch schedule: entries, one per step, repeated.
 inline constexpr std::size_t kMaxScheduleLength = 10'000;
+// Tokens per sample of a transformer case.
+inline constexpr std::int64_t kMaxSequenceLength = std::int64_t{1} << 24;
 inline constexpr std::int64_t kMaxDepth = std::int64_t{1} << 16;
 inline constexpr std::int64_t kMaxParameters = std::int64_t{1} << 36;
 // A try of a capacity search longer than this (s, about 31 years) is a

@@ -22,6 +22,7 @@ enum class RemedyKind {
   kEmptyCache,    // the caching allocator's cache emptied after each step
   kFixGraph,      // backward without retain_graph, the logged loss a detached CPU scalar
   kSgd,           // the case's optimizer replaced by stateless SGD
+  kEfficientAttention,  // a transformer's attention through PyTorch's fused kernel
   // The CUDA caching allocator's settings (PYTORCH_ALLOC_CONF), process-wide:
   kExpandableSegments,  // expandable_segments:True
   kMaxSplit,            // max-split=N: max_split_size_mb:N
@@ -101,6 +102,9 @@ struct RemedyContext {
   int checkpoint_modules = 1;
   int checkpoint_default = 1;
   int batch = 1;
+  // The model's attention is spelt out (a transformer with the math
+  // kernel): what efficient-attention replaces.
+  bool math_attention = false;
 };
 // With the defaults filled in (a bare checkpoint becomes checkpoint=N), so
 // the report says what ran. Throws UsageError (naming --remedy) for a set
