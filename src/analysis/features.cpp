@@ -195,6 +195,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.config = r.config;
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);
+  f.model_attention = r.model.attention;
   f.local_batch = local_batch_of(r.config);
   f.device_total_mib = r.environment.device_total_mib;
   f.capacity_search = r.capacity;

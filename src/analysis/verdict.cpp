@@ -44,7 +44,12 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.best_remedy = detail::best_remedy(v.remedies);
   v.lowest_peak_remedy = detail::lowest_peak_remedy(v.remedies);
   if (!v.remedies.empty()) {
+    // A remedy that needs something of the model (spelt-out attention) is
+    // suggested where a run's report says its model had it.
+    const bool math_attention = std::any_of(group.runs.begin(), group.runs.end(),
+                                            [](const RunFeatures& r) { return r.model_attention == "math"; });
     for (RemedyKind k : remedies_answering(v.dominant)) {
+      if (definition(k).needs_math_attention && !math_attention) continue;
       const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(),
                                         [k](const RemedyRow& r) { return find_remedy(r.remedies, k).has_value(); });
       if (!measured) v.remedies_not_measured.push_back(k);

@@ -154,7 +154,7 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
   SweepFlags& sweep = f.sweep;
   const char* what = "What to run";
   app.add_option("--case", sweep.cases,
-                 "A built-in case (alpha, beta, gamma, epsilon; see --list-cases) or a case file PATH.json; a "
+                 "A built-in case (alpha, beta, gamma, delta, epsilon; see --list-cases) or a case file PATH.json; a "
                  "comma-separated list sweeps them (default: alpha)")
       ->type_name("NAME|FILE,...")->group(what);
   app.add_option("--preset", sweep.presets, "The case's model size (small, medium, large), or a list (default: the case's)")

@@ -62,7 +62,7 @@ const RemedyDefinition& definition(RemedyKind k) {
       RemedyKind::kEfficientAttention, P::kNone, 1, 999999, false, "efficient-attention",
       "a transformer's attention through PyTorch's fused scaled-dot-product kernel (flash or memory-efficient where "
       "the device and dtype allow) instead of spelt-out scores: the length x length scores are not kept",
-      S::kRun, {Cause::kActivations}, false};
+      S::kRun, {Cause::kActivations}, false, nullptr, true};
   // The allocator's settings act on the process's allocator, and in it on
   // segments made after they were set: a sweep runs each in a fresh child.
   static const RemedyDefinition expandable{

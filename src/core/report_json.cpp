@@ -95,6 +95,12 @@ json to_json(const Environment& e) {
 }
 
 
+json model_json(const ModelInfo& m) {
+  json j = {{"parameters", m.parameters}, {"parameter_bytes", m.parameter_bytes}};
+  if (!m.attention.empty()) j["attention"] = m.attention;
+  return j;
+}
+
 json to_json(const OomDetails& o) {
   return {{"request_mib", opt(o.request_mib)},
           {"limit_mib", opt(o.limit_mib)},
@@ -168,7 +174,7 @@ json to_json(const Report& r) {
       {"case", to_json(r.case_info)},
       {"config", to_json(r.config)},
       {"producer", {{"name", r.producer.name}, {"version", r.producer.version}}},
-      {"model", {{"parameters", r.model.parameters}, {"parameter_bytes", r.model.parameter_bytes}}},
+      {"model", model_json(r.model)},
       {"environment", to_json(r.environment)},
       {"samples", samples},
       {"events", events},

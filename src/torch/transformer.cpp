@@ -9,7 +9,9 @@
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/dropout.h>
+#include <torch/nn/init.h>
 #include <torch/nn/module.h>
+#include <torch/utils.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
@@ -25,7 +27,14 @@ struct EmbedImpl : torch::nn::Module {
   EmbedImpl(const ModelSpec& m, int length)
       : tokens(register_module("tokens", torch::nn::Embedding(m.vocab, m.width))),
         positions(register_module("positions", torch::nn::Embedding(length, m.width))),
-        dropout(register_module("dropout", torch::nn::Dropout(m.dropout))) {}
+        dropout(register_module("dropout", torch::nn::Dropout(m.dropout))) {
+    // GPT-2's initialisation: torch::nn::Embedding's N(0, 1) would make a
+    // tied head's logits about sqrt(width) wide and the first losses tens
+    // of times ln(vocab).
+    torch::NoGradGuard no_grad;
+    torch::nn::init::normal_(tokens->weight, 0.0, 0.02);
+    torch::nn::init::normal_(positions->weight, 0.0, 0.02);
+  }
   torch::Tensor forward(const torch::Tensor& ids) {
     const torch::Tensor where = torch::arange(ids.size(1), ids.options());
     return dropout(tokens(ids) + positions(where));

@@ -123,7 +123,7 @@ TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
     std::string names;
   };
   const std::vector<Case> cases = {
-      {{"--case", "delta"}, "--case"},
+      {{"--case", "zeta"}, "--case"},
       {{"--case", "alpha", "--batch-size-per-device", "0"}, "--batch-size-per-device"},
       {{"--case", "alpha", "--steps", "-3"}, "--steps"},
       {{"--case", "alpha", "--preset", "huge"}, "--preset"},

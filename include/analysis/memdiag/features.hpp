@@ -61,6 +61,7 @@ struct RunFeatures {
   RunStatus status = RunStatus::kComplete;
   std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
   double parameter_mib = 0;
+  std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
   std::optional<double> model_ready_mib;  // allocated at model_ready
   std::optional<double> baseline_mib;     // allocated at optimizer_ready
   std::vector<StepFigures> steps;

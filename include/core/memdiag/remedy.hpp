@@ -52,6 +52,9 @@ struct RemedyDefinition {
   bool changes_training = false;  // by design (precision, optimizer); losses say by how much
   // An allocator setting: its key in PYTORCH_ALLOC_CONF; nullptr for the rest.
   const char* allocator_key = nullptr;
+  // It replaces spelt-out attention: suggested only for runs whose report
+  // says their model computed attention that way (model.attention "math").
+  bool needs_math_attention = false;
 };
 const RemedyDefinition& definition(RemedyKind k);
 // The remedies meant for a cause, in definition order.

@@ -150,6 +150,9 @@ struct CaseInfo {
 struct ModelInfo {
   std::int64_t parameters = 0;
   std::int64_t parameter_bytes = 0;
+  // How the model computed attention as it ran ("math", "sdpa"); empty for
+  // a model without attention. What remedies of attention apply to.
+  std::string attention;
 };
 
 struct Environment {

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Cross-check memdiag's transformer workload against the same model written in Python.
+
+    scripts/crosscheck-transformer.py REPORT_DIR [--tolerance MIB] [--device cuda]
+
+For each report in REPORT_DIR made by memory_diagnostics from a transformer
+case (remedies among none, efficient-attention and checkpoint=N), builds the
+model from torch.nn modules (Embedding, LayerNorm, Linear, GELU) with the
+attention spelt out or through torch.nn.functional.scaled_dot_product_attention,
+trains it as memory_diagnostics does (next-token prediction over random
+tokens, AdamW with foreach=False, one tensor per parameter as LibTorch's
+AdamW), reads torch.cuda.memory_allocated() and memory_reserved() at the same
+phase boundaries in a fresh process per report, and prints the largest
+difference per report. Exits 1 if any phase differs by more than the
+tolerance (default 1 MiB) or the phases differ.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint_sequential
+
+MIB = 1024.0 * 1024.0
+
+
+class AddmmInBackward(torch.autograd.Function):
+    """memdiag's warm-up: a Linear-shaped addmm on autograd's thread."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        torch.addmm(torch.zeros(x.size(0), device=x.device), x, torch.ones_like(x).t())
+        return grad
+
+
+class Embed(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.tokens = nn.Embedding(m["vocab"], m["width"])
+        self.positions = nn.Embedding(m["sequence_length"], m["width"])
+        self.dropout = nn.Dropout(m["dropout"])
+        nn.init.normal_(self.tokens.weight, 0.0, 0.02)
+        nn.init.normal_(self.positions.weight, 0.0, 0.02)
+
+    def forward(self, ids):
+        where = torch.arange(ids.size(1), device=ids.device)
+        return self.dropout(self.tokens(ids) + self.positions(where))
+
+
+class Block(nn.Module):
+    def __init__(self, m, kernel):
+        super().__init__()
+        w, f = m["width"], m["ffn_width"]
+        self.heads, self.kernel, self.p = m["heads"], kernel, m["dropout"]
+        self.norm1, self.qkv, self.proj = nn.LayerNorm(w), nn.Linear(w, 3 * w), nn.Linear(w, w)
+        self.norm2, self.up, self.down = nn.LayerNorm(w), nn.Linear(w, f), nn.Linear(f, w)
+        self.dropout = nn.Dropout(m["dropout"])
+
+    def attention(self, x):
+        b, t, w = x.shape
+        d = w // self.heads
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d).permute(2, 0, 3, 1, 4).unbind(0)
+        p = self.p if self.training else 0.0
+        if self.kernel == "math":
+            scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
+            future = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            scores = scores.masked_fill(future, float("-inf"))
+            probs = torch.softmax(scores, -1)
+            if p > 0:
+                probs = F.dropout(probs, p, training=True)
+            out = torch.matmul(probs, v)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        return self.dropout(self.proj(out.transpose(1, 2).reshape(b, t, w)))
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.dropout(self.down(F.gelu(self.up(self.norm2(x)))))
+
+
+class Head(nn.Module):
+    def __init__(self, m, tied):
+        super().__init__()
+        self.norm = nn.LayerNorm(m["width"])
+        self.tied = tied
+        self.out = None if m["tied_embeddings"] else nn.Linear(m["width"], m["vocab"], bias=False)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return self.out(h) if self.out is not None else torch.matmul(h, self.tied[0].weight.t())
+
+
+def mark(samples, device, phase, step=None):
+    torch.cuda.synchronize(device)
+    samples.append({"phase": phase, "step": step,
+                    "allocated_mib": torch.cuda.memory_allocated(device) / MIB,
+                    "reserved_mib": torch.cuda.memory_reserved(device) / MIB})
+
+
+def run(report, device):
+    m = report["case"]["model"]
+    if m.get("type") != "transformer":
+        return None
+    cfg = report["config"]
+    remedies = {r.partition("=")[0]: r.partition("=")[2] for r in cfg.get("remedies", [])}
+    if set(remedies) - {"efficient-attention", "checkpoint"} or m["dtype"] != "float32" or \
+            report["case"]["optimizer"]["type"] != "adamw":
+        return None
+    kernel = "sdpa" if "efficient-attention" in remedies else m["attention"]
+    torch.manual_seed(cfg["seed"])
+    samples = []
+    x = torch.randn(64, 64, device=device, requires_grad=True)
+    w = torch.randn(64, 64, device=device, requires_grad=True)
+    b = torch.randn(64, device=device, requires_grad=True)
+    torch.addmm(b, x, w.t()).sum().backward()
+    AddmmInBackward.apply(torch.ones(64, 64, device=device, requires_grad=True)).sum().backward()
+    del x, w, b
+
+    embed = Embed(m)
+    model = nn.Sequential(embed, *[Block(m, kernel) for _ in range(m["layers"])], Head(m, [embed.tokens]))
+    model.to(device)
+    mark(samples, device, "model_ready")
+    o = report["case"]["optimizer"]
+    opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
+                            weight_decay=o["weight_decay"], foreach=False)
+    mark(samples, device, "optimizer_ready")
+    batch, length, vocab = cfg["batch_size_per_device"], m["sequence_length"], m["vocab"]
+    segments = int(remedies["checkpoint"]) if remedies.get("checkpoint") else None
+    for step in range(cfg["steps"]):
+        ids = torch.randint(0, vocab, (batch, length + 1), device=device)
+        xs, ys = ids[:, :length], ids[:, 1:]
+        logits = checkpoint_sequential(model, segments, xs, use_reentrant=False) if segments else model(xs)
+        loss = F.cross_entropy(logits.float().reshape(-1, vocab), ys.reshape(-1))
+        mark(samples, device, "forward", step)
+        loss.backward()
+        loss.item()
+        mark(samples, device, "backward", step)
+        opt.step()
+        mark(samples, device, "step", step)
+        opt.zero_grad(set_to_none=True)
+        del ids, xs, ys, logits, loss
+        mark(samples, device, "cleanup", step)
+    return samples
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reports")
+    ap.add_argument("--tolerance", type=float, default=1.0, help="MiB (default 1)")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--single", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    if args.single:
+        print(json.dumps(run(json.load(open(args.single)), device)))
+        return 0
+    bad = False
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
+    print(f"{'report':44s} {'phases':>7s} {'max |d alloc| MiB':>18s} {'max |d reserved| MiB':>21s}")
+    for name in sorted(f for f in os.listdir(args.reports) if f.endswith(".json")):
+        path = os.path.join(args.reports, name)
+        report = json.load(open(path))
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), args.reports, "--device", args.device,
+                              "--single", path], check=True, capture_output=True, text=True).stdout
+        theirs = json.loads(out.strip().splitlines()[-1])
+        if theirs is None:
+            print(f"{name:44s} skipped (not a transformer report this script rebuilds)")
+            continue
+        ours = report["samples"]
+        same = [(s["phase"], s["step"]) for s in ours] == [(s["phase"], s["step"]) for s in theirs]
+        d_alloc = max(abs(a["allocated_mib"] - b["allocated_mib"]) for a, b in zip(ours, theirs))
+        d_res = max(abs((a["reserved_mib"] or 0) - b["reserved_mib"]) for a, b in zip(ours, theirs))
+        bad = bad or not same or d_alloc > args.tolerance
+        print(f"{name:44s} {('same' if same else 'DIFFER'):>7s} {d_alloc:18.4f} {d_res:21.4f}")
+    print("every phase within %.1f MiB: %s" % (args.tolerance, "no" if bad else "yes"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
