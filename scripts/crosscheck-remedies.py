@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint_sequential
 
+from memdiag_warmup import warm_up
+
 MIB = 1024.0 * 1024.0
 ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh}
 
@@ -38,21 +40,6 @@ def parse_remedies(names):
         name, _, value = r.partition("=")
         out[name] = int(value) if value else None
     return out
-
-
-class AddmmInBackward(torch.autograd.Function):
-    """memdiag's warm-up: a Linear-shaped addmm on autograd's thread."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        torch.addmm(torch.zeros(x.size(0), device=x.device), x, torch.ones_like(x).t())
-        return grad
 
 
 class Probe:
@@ -78,12 +65,7 @@ def run(report, device):
     torch.manual_seed(cfg["seed"])
     probe = Probe(device)
     # The warm-up memory_diagnostics does: cuBLAS workspaces for both threads.
-    x = torch.randn(64, 64, device=device, requires_grad=True)
-    w = torch.randn(64, 64, device=device, requires_grad=True)
-    b = torch.randn(64, device=device, requires_grad=True)
-    torch.addmm(b, x, w.t()).sum().backward()
-    AddmmInBackward.apply(torch.ones(64, 64, device=device, requires_grad=True)).sum().backward()
-    del x, w, b
+    warm_up(device)
 
     layers, width = [], m["input_dim"]
     for _ in range(m["depth"]):

@@ -26,22 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint_sequential
 
+from memdiag_warmup import warm_up
+
 MIB = 1024.0 * 1024.0
-
-
-class AddmmInBackward(torch.autograd.Function):
-    """memdiag's warm-up: a Linear-shaped addmm on autograd's thread."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        torch.addmm(torch.zeros(x.size(0), device=x.device), x, torch.ones_like(x).t())
-        return grad
 
 
 class Embed(nn.Module):
@@ -120,12 +107,7 @@ def run(report, device):
     kernel = "sdpa" if "efficient-attention" in remedies else m["attention"]
     torch.manual_seed(cfg["seed"])
     samples = []
-    x = torch.randn(64, 64, device=device, requires_grad=True)
-    w = torch.randn(64, 64, device=device, requires_grad=True)
-    b = torch.randn(64, device=device, requires_grad=True)
-    torch.addmm(b, x, w.t()).sum().backward()
-    AddmmInBackward.apply(torch.ones(64, 64, device=device, requires_grad=True)).sum().backward()
-    del x, w, b
+    warm_up(device)
 
     embed = Embed(m)
     model = nn.Sequential(embed, *[Block(m, kernel) for _ in range(m["layers"])], Head(m, [embed.tokens]))
