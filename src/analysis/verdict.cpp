@@ -39,6 +39,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   if (v.decision.rule != DecisionRule::kOutOfMemory) {
     v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   }
+  v.math_attention = p.model_attention == "math";
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);

@@ -348,6 +348,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"lowest_peak_remedy", v.lowest_peak_remedy ? json(*v.lowest_peak_remedy) : json(nullptr)},
           {"best_remedy_text", best.empty() ? json(nullptr) : json(best)},
           {"remedies_not_measured", not_measured},
+          {"math_attention", v.math_attention},
           {"capacity", capacity_json(v)},
           {"runs", runs}};
 }

@@ -45,6 +45,12 @@ Section section_of(const Group& g, const Verdict& v) {
   for (const Evidence& e : v.evidence) s.evidence.push_back(describe(e));
   for (const Warning& w : v.warnings) s.warnings.push_back(describe(w));
   s.response = cause_response(v.dominant);
+  if (v.dominant == Cause::kActivations && v.math_attention) {
+    // The seed's "a more memory-efficient kernel", first where it applies.
+    s.response = "The attention is spelt out (the math kernel keeps batch x heads x length x length scores for "
+                 "backward): use PyTorch's fused scaled-dot-product attention first (--remedy efficient-attention). "
+                 "Then: " + s.response;
+  }
   for (const char* n : cause_not_helpful(v.dominant)) s.not_helpful.emplace_back(n);
   for (const ConfirmingRun& c : v.confirm) {
     if (c.runnable) {

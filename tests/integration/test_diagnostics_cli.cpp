@@ -494,6 +494,13 @@ TEST(DiagnosticsCpu, ATransformerTrainsAndTheFusedKernelDropsTheQuadraticScores)
   // Checkpointing by block keeps less of the forward.
   const Report ck = run_case(d, "ck", {"--case", case_file(192), "--remedy", "checkpoint"});
   EXPECT_LT(forward_of(ck), 0.7 * fwd["math192"]);
+  // The comparer names the fused kernel first for the spelt-out model, and
+  // reads that from the report (model.attention), not from the case.
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file("math192.json")});
+  EXPECT_NE(cmp.out.find("response: The attention is spelt out"), std::string::npos) << cmp.out;
+  EXPECT_EQ(load_report(d.file("fused192.json")).model.attention, "sdpa");
+  const Proc fused_cmp = run({MEMDIAG_COMPARE_EXE, d.file("fused192.json")});
+  EXPECT_EQ(fused_cmp.out.find("The attention is spelt out"), std::string::npos) << fused_cmp.out;
   // An MLP has no attention to replace: one line, exit 2.
   const Proc p = diag({"--device", "cpu", "--case", "alpha", "--remedy", "efficient-attention", "-o", d.file("x.json")});
   EXPECT_EQ(p.exit_code, to_int(ExitCode::kUsage));

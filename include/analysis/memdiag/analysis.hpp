@@ -336,6 +336,10 @@ struct Verdict {
   // the dominant cause (their definitions' answers) that no row measured.
   std::vector<RemedyKind> remedies_not_measured;
   std::vector<ParallelMode> modes_not_measured;
+  // The primary run's model spelt its attention out (its report's
+  // model.attention is "math"): the remedies that replace it come first in
+  // the response to activations.
+  bool math_attention = false;
 };
 
 // The MiB a cause accounts for in one run (the component components_of
