@@ -36,6 +36,13 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       out.push_back(trend(p, false));
       add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
       confirmed = sweep != nullptr && sweep->linear;
+      {
+        // The shape of the growth along the sequence: linear (the tokens'
+        // activations) or quadratic (spelt-out attention's scores).
+        const Sweep* seq = nullptr;
+        add_sweep(out, sweeps, SweepKind::kSequence, &seq);
+        confirmed = confirmed || (seq != nullptr && seq->increasing);
+      }
       break;
     case Cause::kOptimizerState: {
       std::optional<double> setup;

@@ -12,6 +12,7 @@ const char* to_string(SweepKind k) {
     case SweepKind::kBatch: return "batch";
     case SweepKind::kParameters: return "parameters";
     case SweepKind::kSteps: return "steps";
+    case SweepKind::kSequence: return "sequence";
   }
   return nullptr;  // past the last value: all_values() stops here
 }

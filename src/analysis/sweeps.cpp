@@ -44,11 +44,33 @@ Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> pts) {
   }
   if (s.slope <= 0) s.max_deviation = 1;
   s.linear = s.increasing && s.max_deviation <= thresholds::kLinearTolerance;
+  if (kind == SweepKind::kSequence && s.points.size() >= 2 && s.points.front().x > 0 && s.points.front().y > 0 &&
+      s.points.back().y > 0) {
+    // y = a L + b L^2: the normal equations of two unknowns.
+    double s2 = 0, s3 = 0, s4 = 0, sy1 = 0, sy2 = 0;
+    for (const SweepPoint& p : s.points) {
+      const double l = p.x;
+      s2 += l * l;
+      s3 += l * l * l;
+      s4 += l * l * l * l;
+      sy1 += p.y * l;
+      sy2 += p.y * l * l;
+    }
+    const double det = s2 * s4 - s3 * s3;
+    if (det > 0) {
+      const double a = (sy1 * s4 - sy2 * s3) / det, b = (s2 * sy2 - s3 * sy1) / det;
+      s.linear_mib = a;
+      s.quadratic_mib = b;
+      const double top = s.points.back().x;
+      s.quadratic_share = std::clamp(b * top * top / s.points.back().y, 0.0, 1.0);
+    }
+    s.exponent = std::log(s.points.back().y / s.points.front().y) / std::log(s.points.back().x / s.points.front().x);
+  }
   return s;
 }
 
 std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
-  std::vector<SweepPoint> batch, params, steps;
+  std::vector<SweepPoint> batch, params, steps, lengths;
   for (const RunFeatures* r : vary(g, p, projection::kBatchSweep, [](const RunFeatures& r) { return double(r.id.batch); })) {
     if (r->forward_increment_mib) batch.push_back({double(r->id.batch), *r->forward_increment_mib, r->source});
   }
@@ -62,7 +84,14 @@ std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
       steps.push_back({double(r->steps.size()), *r->steps.back().cleanup_allocated_mib - *r->baseline_mib, r->source});
     }
   }
+  for (const RunFeatures* r : vary(g, p, projection::kSequenceSweep,
+                                   [](const RunFeatures& r) { return double(r.id.sequence_length.value_or(0)); })) {
+    if (r->id.sequence_length && r->forward_increment_mib) {
+      lengths.push_back({double(*r->id.sequence_length), *r->forward_increment_mib, r->source});
+    }
+  }
   std::vector<Sweep> out;
+  if (lengths.size() >= 2) out.push_back(fit_sweep(SweepKind::kSequence, lengths));
   if (batch.size() >= 2) out.push_back(fit_sweep(SweepKind::kBatch, batch));
   if (params.size() >= 2) out.push_back(fit_sweep(SweepKind::kParameters, params));
   if (steps.size() >= 2) out.push_back(fit_sweep(SweepKind::kSteps, steps));

@@ -61,12 +61,14 @@ struct SweepFlags {
   std::string presets;
   std::string batch_sizes;
   std::string steps;
+  std::string sequence_lengths;
   std::string plan;
   std::string remedies;
   // Given on the command line (an empty value given is an error, not the default).
   bool presets_given = false;
   bool batch_sizes_given = false;
   bool steps_given = false;
+  bool sequence_given = false;
   bool remedies_given = false;
 };
 
@@ -100,6 +102,9 @@ std::vector<memdiag::RunRequest> runs_from(const SweepFlags& f) {
     axes.batch_sizes = memdiag::parse_count_list("--batch-size-per-device", f.batch_sizes, 1, lim::kMaxBatch);
   }
   if (f.steps_given) axes.steps = memdiag::parse_count_list("--steps", f.steps, 1, lim::kMaxSteps);
+  if (f.sequence_given) {
+    axes.sequence_lengths = memdiag::parse_count_list("--sequence-length", f.sequence_lengths, 1, lim::kMaxSequenceLength);
+  }
   if (f.remedies_given) axes.remedies = memdiag::parse_remedy_list("--remedy", f.remedies);
   return memdiag::expand_product(axes);
 }
@@ -118,7 +123,7 @@ void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& 
     throw memdiag::UsageError("--output-dir: not with --output (one names every report, the other a directory)");
   }
   if (!f.sweep.plan.empty()) {
-    for (const char* flag : {"--case", "--preset", "--batch-size-per-device", "--steps", "--remedy"}) {
+    for (const char* flag : {"--case", "--preset", "--batch-size-per-device", "--steps", "--sequence-length", "--remedy"}) {
       if (app.get_option(flag)->count() > 0) {
         throw memdiag::UsageError(std::string("--plan: not with ") + flag + " (the plan file names its runs)");
       }
@@ -163,6 +168,9 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
                  "Samples per step on each device, or a list such as 1,4,1024 (default: the preset's)")
       ->type_name("N,...")->group(what);
   app.add_option("--steps", sweep.steps, "Training steps to record, or a list (default: the preset's)")
+      ->type_name("N,...")->group(what);
+  app.add_option("--sequence-length", sweep.sequence_lengths,
+                 "A transformer case's tokens per sample, or a list such as 256,512,1024 (default: the preset's)")
       ->type_name("N,...")->group(what);
   app.add_option("--remedy", sweep.remedies,
                  "A remedy, remedies joined with '+', or a list of sets, none for the baseline, e.g. "
@@ -261,6 +269,7 @@ int main(int argc, char** argv) {
   sweep.presets_given = app.get_option("--preset")->count() > 0;
   sweep.batch_sizes_given = app.get_option("--batch-size-per-device")->count() > 0;
   sweep.steps_given = app.get_option("--steps")->count() > 0;
+  sweep.sequence_given = app.get_option("--sequence-length")->count() > 0;
   sweep.remedies_given = app.get_option("--remedy")->count() > 0;
   try {
     check_values(app, flags, opts);

@@ -31,16 +31,19 @@ Varying varying(const std::vector<RunLabel>& runs) {
     id.preset = r.preset;
     id.batch = r.batch;
     id.steps = r.steps;
+    if (r.sequence_length > 0) id.sequence_length = r.sequence_length;
     id.remedies = parse_remedies("remedy", r.remedy);
     ids.push_back(std::move(id));
   }
   Varying v;
-  for (Aspect a : varying_aspects(ids, {Aspect::kCase, Aspect::kPreset, Aspect::kBatch, Aspect::kSteps, Aspect::kVariant})) {
+  for (Aspect a : varying_aspects(ids, {Aspect::kCase, Aspect::kPreset, Aspect::kBatch, Aspect::kSteps, Aspect::kSequence,
+                                          Aspect::kVariant})) {
     switch (a) {
       case Aspect::kCase: v.case_name = true; break;
       case Aspect::kPreset: v.preset = true; break;
       case Aspect::kBatch: v.batch = true; break;
       case Aspect::kSteps: v.steps = true; break;
+      case Aspect::kSequence: v.sequence = true; break;
       case Aspect::kVariant: v.remedy = true; break;
       case Aspect::kProducer:
       case Aspect::kDeviceKind:
@@ -54,7 +57,7 @@ Varying varying(const std::vector<RunLabel>& runs) {
   return v;
 }
 
-const char* output_placeholders() { return "{case}, {preset}, {batch}, {steps}, {remedy}, {name}, {rank}"; }
+const char* output_placeholders() { return "{case}, {preset}, {batch}, {steps}, {seq}, {remedy}, {name}, {rank}"; }
 
 std::string expand_output(const std::string& templ, const RunLabel& run) {
   std::string out;
@@ -74,6 +77,9 @@ std::string expand_output(const std::string& templ, const RunLabel& run) {
       out += std::to_string(run.batch);
     } else if (word == "steps") {
       out += std::to_string(run.steps);
+    } else if (word == "seq") {
+      if (run.sequence_length <= 0) throw UsageError("--output: {seq} is for a transformer's sequence length; " + run.case_name + " has none");
+      out += std::to_string(run.sequence_length);
     } else if (word == "remedy") {
       out += file_name_part(run.remedy);
     } else if (word == "name") {
@@ -95,6 +101,7 @@ std::string default_output_name(const RunLabel& run, const Varying& v) {
   if (v.preset) s += "-" + file_name_part(run.preset);
   if (v.batch) s += "-batch" + std::to_string(run.batch);
   if (v.steps) s += "-steps" + std::to_string(run.steps);
+  if (v.sequence && run.sequence_length > 0) s += "-seq" + std::to_string(run.sequence_length);
   if (v.remedy) s += "-" + (run.remedy == "none" ? std::string("baseline") : file_name_part(run.remedy));
   return s + ".json";
 }
@@ -107,6 +114,7 @@ std::string describe_run(const RunLabel& run, const Varying& v) {
   if (v.preset) s += " preset " + run.preset;
   if (v.batch) s += " batch " + std::to_string(run.batch);
   if (v.steps) s += " steps " + std::to_string(run.steps);
+  if (v.sequence && run.sequence_length > 0) s += " length " + std::to_string(run.sequence_length);
   if (v.remedy) s += " remedy " + run.remedy;
   return s;
 }

@@ -68,7 +68,7 @@ json to_json(const Parallelism& p) {
 }
 
 json to_json(const RunConfig& c) {
-  return {
+  json j = {
       {"batch_size_per_device", c.batch_size_per_device},
       {"preset", c.preset},
       {"steps", c.steps},
@@ -79,6 +79,10 @@ json to_json(const RunConfig& c) {
       {"allocator_settings", c.allocator_settings},
       {"parallelism", to_json(c.parallel)},
   };
+  // Only where the model has a sequence: an older reader then refuses only
+  // the reports it could not have understood.
+  if (c.sequence_length) j["sequence_length"] = *c.sequence_length;
+  return j;
 }
 
 json to_json(const Environment& e) {

@@ -170,7 +170,8 @@ RunConfig read_config(const JsonNode& c, std::int64_t version) {
   r.memory_limit_mib = c.opt_mib("memory_limit_mib");
   if (version >= 3) {
     c.only({"batch_size_per_device", "preset", "steps", "device", "seed", "memory_limit_mib", "remedies",
-            "allocator_settings", "parallelism"});
+            "allocator_settings", "parallelism", "sequence_length"});
+    if (auto l = c.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) r.sequence_length = static_cast<int>(*l);
     r.parallel = read_parallelism(c.field("parallelism"));
     r.allocator_settings = c.str("allocator_settings");
   } else {

@@ -22,6 +22,7 @@ RunIdentity identity_of(const CaseInfo& c, const RunConfig& config, const Produc
   id.preset = config.preset;
   id.batch = config.batch_size_per_device;
   id.steps = config.steps;
+  id.sequence_length = config.sequence_length;
   id.seed = config.seed;
   id.memory_limit_mib = config.memory_limit_mib;
   id.remedies = config.remedies;
@@ -65,6 +66,7 @@ const char* to_string(Aspect a) {
     case Aspect::kPreset: return "preset";
     case Aspect::kBatch: return "batch";
     case Aspect::kSteps: return "steps";
+    case Aspect::kSequence: return "sequence";
     case Aspect::kSeed: return "seed";
     case Aspect::kMemoryLimit: return "memory_limit";
     case Aspect::kVariant: return "variant";
@@ -83,29 +85,33 @@ const Projection kVerdictPool{
     {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit}};
 const Projection kBaselineMatch{
     "baseline_match", "the same configuration in everything but the device index",
-    {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSeed, A::kMemoryLimit,
+    {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSequence, A::kSeed, A::kMemoryLimit,
      A::kVariant, A::kWorld, A::kRank}};
 const Projection kVariantBaseline{
     "variant_baseline", "the same configuration in everything but the variant and the device index",
-    {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSeed, A::kMemoryLimit, A::kWorld,
+    {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSequence, A::kSeed, A::kMemoryLimit, A::kWorld,
      A::kRank}};
 const Projection kBatchSweep{
     "batch_sweep", "the same verdict pool, preset, steps, variant and rank; the batch (and seed) may differ",
-    {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kPreset, A::kSteps, A::kVariant, A::kRank}};
+    {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kPreset, A::kSteps, A::kSequence, A::kVariant, A::kRank}};
 const Projection kParameterSweep{
     "parameter_sweep", "the same verdict pool, variant and rank; preset, batch, steps and seed may differ",
     {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kVariant, A::kRank}};
 const Projection kStepsSweep{
     "steps_sweep", "the same verdict pool, preset, batch, variant and rank; the steps (and seed) may differ",
-    {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kPreset, A::kBatch, A::kVariant, A::kRank}};
+    {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kPreset, A::kBatch, A::kSequence, A::kVariant, A::kRank}};
+const Projection kSequenceSweep{
+    "sequence_sweep", "the same verdict pool, preset, batch, steps, variant and rank; the sequence length (and seed) may differ",
+    {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kPreset, A::kBatch, A::kSteps, A::kVariant,
+     A::kRank}};
 const Projection kRankSet{
     "rank_set", "the same configuration in everything but the rank and the device index",
-    {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSeed, A::kMemoryLimit,
+    {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSequence, A::kSeed, A::kMemoryLimit,
      A::kVariant, A::kWorld}};
 
 const std::vector<const Projection*>& all() {
   static const std::vector<const Projection*> v = {&kVerdictPool, &kBaselineMatch, &kVariantBaseline, &kBatchSweep,
-                                                   &kParameterSweep, &kStepsSweep, &kRankSet};
+                                                   &kParameterSweep, &kStepsSweep, &kSequenceSweep, &kRankSet};
   return v;
 }
 }  // namespace projection
@@ -133,6 +139,7 @@ std::string value(Aspect a, const RunIdentity& id) {
     case Aspect::kPreset: return id.preset;
     case Aspect::kBatch: return std::to_string(id.batch);
     case Aspect::kSteps: return std::to_string(id.steps);
+    case Aspect::kSequence: return id.sequence_length ? std::to_string(*id.sequence_length) : std::string("none");
     case Aspect::kSeed: return std::to_string(id.seed);
     case Aspect::kMemoryLimit: return id.memory_limit_mib ? number(*id.memory_limit_mib) : std::string("none");
     case Aspect::kVariant: return variant_label(id);
@@ -154,6 +161,7 @@ std::string words(Aspect a, const RunIdentity& id) {
     case Aspect::kPreset: return "preset " + id.preset;
     case Aspect::kBatch: return "batch " + value(a, id);
     case Aspect::kSteps: return value(a, id) + (id.steps == 1 ? " step" : " steps");
+    case Aspect::kSequence: return id.sequence_length ? "length " + value(a, id) : std::string();
     case Aspect::kSeed: return id.seed == 0 ? std::string() : "seed " + value(a, id);
     case Aspect::kMemoryLimit: return id.memory_limit_mib ? "limit " + value(a, id) + " MiB" : std::string();
     case Aspect::kVariant: return is_baseline_variant(id) ? std::string() : variant_label(id);

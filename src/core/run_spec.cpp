@@ -27,6 +27,7 @@ std::vector<std::string> to_argv(const RunSpec& r, const std::string& program) {
   if (r.preset) a.insert(a.end(), {"--preset", *r.preset});
   if (r.batch_size_per_device) a.insert(a.end(), {"--batch-size-per-device", std::to_string(*r.batch_size_per_device)});
   if (r.steps) a.insert(a.end(), {"--steps", std::to_string(*r.steps)});
+  if (r.sequence_length) a.insert(a.end(), {"--sequence-length", std::to_string(*r.sequence_length)});
   if (r.seed) a.insert(a.end(), {"--seed", std::to_string(*r.seed)});
   if (r.memory_limit_mib) a.insert(a.end(), {"--memory-limit-mib", number(*r.memory_limit_mib)});
   if (r.rank_zero_extra_samples > 0) {

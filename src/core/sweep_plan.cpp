@@ -119,6 +119,9 @@ std::vector<RunRequest> expand_product(const SweepAxes& a) {
   const std::vector<std::optional<int>> steps =
       a.steps.empty() ? std::vector<std::optional<int>>{std::nullopt}
                       : std::vector<std::optional<int>>(a.steps.begin(), a.steps.end());
+  const std::vector<std::optional<int>> lengths =
+      a.sequence_lengths.empty() ? std::vector<std::optional<int>>{std::nullopt}
+                                 : std::vector<std::optional<int>>(a.sequence_lengths.begin(), a.sequence_lengths.end());
   const std::vector<std::vector<Remedy>> remedies =
       a.remedies.empty() ? std::vector<std::vector<Remedy>>{{}} : a.remedies;
   std::vector<RunRequest> out;
@@ -126,14 +129,17 @@ std::vector<RunRequest> expand_product(const SweepAxes& a) {
     for (const auto& p : presets) {
       for (const auto& b : batches) {
         for (const auto& s : steps) {
-          for (const auto& rem : remedies) {
-            RunRequest r;
-            r.case_arg = c;
-            r.preset = p;
-            r.batch_size_per_device = b;
-            r.steps = s;
-            r.remedies = rem;
-            out.push_back(std::move(r));
+          for (const auto& l : lengths) {
+            for (const auto& rem : remedies) {
+              RunRequest r;
+              r.case_arg = c;
+              r.preset = p;
+              r.batch_size_per_device = b;
+              r.steps = s;
+              r.sequence_length = l;
+              r.remedies = rem;
+              out.push_back(std::move(r));
+            }
           }
         }
       }
@@ -155,7 +161,7 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const JsonNode n = runs.at(i);
     n.expect_object();
-    n.only({"name", "case", "preset", "batch_size_per_device", "steps", "remedy", "$comment"});
+    n.only({"name", "case", "preset", "batch_size_per_device", "steps", "sequence_length", "remedy", "$comment"});
     RunRequest r;
     r.name = n.str("name");
     if (!plain_name(r.name)) n.field("name").fail("'" + r.name + "' is not a name of letters, digits, '_' and '-'");
@@ -165,6 +171,7 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
     if (n.given("preset")) r.preset = n.str("preset");
     if (auto b = n.opt_integer("batch_size_per_device", 1, limits::kMaxBatch)) r.batch_size_per_device = int(*b);
     if (auto s = n.opt_integer("steps", 1, limits::kMaxSteps)) r.steps = int(*s);
+    if (auto l = n.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) r.sequence_length = int(*l);
     if (n.given("remedy")) {
       try {
         r.remedies = parse_remedies("remedy", n.str("remedy"));

@@ -25,6 +25,7 @@ SweepWords words_for(SweepKind k) {
     case SweepKind::kBatch: return {"batch", "forward increment", "MiB per sample"};
     case SweepKind::kParameters: return {"parameter MiB", "persistent increase", "MiB per parameter MiB"};
     case SweepKind::kSteps: return {"steps", "growth since optimizer_ready", "MiB per step"};
+    case SweepKind::kSequence: return {"length", "forward increment", "MiB per token"};
   }
   return {"x", "y", ""};
 }
@@ -43,6 +44,21 @@ std::string sweep_line(const Sweep& s) {
     ratio = " (" + format_times(hi.y / lo.y) + " for " + format_times(hi.x / lo.x) + " " + w.x + ")";
   }
   const std::string departure = format_percent(s.max_deviation, 1);
+  if (s.kind == SweepKind::kSequence && s.exponent) {
+    // Not a line through the origin: the growth's exponent and its parts.
+    std::string t = std::string(w.x) + " " + xs + ": " + w.y + " " + ys + ", growing as length^" +
+                    format_fixed(*s.exponent, 2);
+    if (s.linear_mib && s.quadratic_mib && s.quadratic_share) {
+      const double share = *s.quadratic_share;
+      t += " (" + format_fixed(*s.linear_mib, 4) + " MiB per token + " + format_fixed(*s.quadratic_mib * 1e6, 3) +
+           " MiB per million tokens squared; the quadratic part is " + format_percent(share, 0) + " at length " +
+           format_fixed(s.points.back().x, 0) + ")";
+      t += share >= 0.5 ? ": quadratic in the length, as attention scores kept for backward grow"
+                        : share >= 0.1 ? ": partly quadratic (attention scores) on top of what grows with the tokens"
+                                       : ": linear in the length, the activations of each token";
+    }
+    return t;
+  }
   return std::string(w.x) + " " + xs + ": " + w.y + " " + ys + ratio + "; " + format_fixed(s.slope, 4) + " " + w.unit +
          ", " +
          (s.linear ? "within " + departure + " of proportional"
@@ -139,6 +155,7 @@ std::string describe(const ConfirmingRun& c) {
   switch (c.confirms) {
     case SweepKind::kBatch: return "with batch " + std::to_string(c.run.batch_size_per_device.value_or(0)) + " per device";
     case SweepKind::kSteps: return "with " + steps_word(c.run.steps.value_or(0));
+    case SweepKind::kSequence: return "with a sequence length of " + std::to_string(c.run.sequence_length.value_or(0));
     case SweepKind::kParameters: return "with a model of another size (batch 1 keeps it quick)";
   }
   return {};

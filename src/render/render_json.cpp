@@ -23,8 +23,13 @@ json component_json(const Component& c) {
 json sweep_json(const Sweep& s) {
   json pts = json::array();
   for (const SweepPoint& p : s.points) pts.push_back({{"x", p.x}, {"y", p.y}, {"source", p.source}});
-  return {{"kind", to_string(s.kind)}, {"points", pts},         {"slope", s.slope},
-          {"max_deviation", s.max_deviation}, {"increasing", s.increasing}, {"linear", s.linear}};
+  json j = {{"kind", to_string(s.kind)}, {"points", pts},         {"slope", s.slope},
+            {"max_deviation", s.max_deviation}, {"increasing", s.increasing}, {"linear", s.linear}};
+  if (s.exponent) j["exponent"] = *s.exponent;
+  if (s.linear_mib) j["linear_mib"] = *s.linear_mib;
+  if (s.quadratic_mib) j["quadratic_mib"] = *s.quadratic_mib;
+  if (s.quadratic_share) j["quadratic_share"] = *s.quadratic_share;
+  return j;
 }
 
 json stop_json(const RunStop& s) {

@@ -99,6 +99,7 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   w.preset = run.preset;
   w.batch_size = run.batch;
   w.steps = run.steps;
+  w.sequence_length = run.sequence_length;
   w.device = plan.device;
   w.seed = opts.seed;
   w.warm_up_kernels = opts.warm_up_kernels;

@@ -41,6 +41,7 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
   spec.preset = run.preset;
   spec.batch_size_per_device = run.batch;
   spec.steps = run.steps;
+  if (run.sequence_length > 0) spec.sequence_length = run.sequence_length;
   if (opts.seed != 0) spec.seed = opts.seed;
   spec.memory_limit_mib = opts.memory_limit_mib;
   spec.remedies = run.remedies;

@@ -69,9 +69,15 @@ PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts, Ca
   const PresetSpec& p = run.spec.preset(run.preset);
   run.batch = req.batch_size_per_device.value_or(p.batch_size);
   run.steps = req.steps.value_or(p.steps);
+  if (p.model.kind == ModelKind::kTransformer) {
+    run.sequence_length = req.sequence_length.value_or(p.model.sequence_length);
+  } else if (req.sequence_length) {
+    throw UsageError("--sequence-length: " + run.spec.name + " is an MLP, which has no sequence (a transformer case has)");
+  }
   run.remedies = resolve_remedies(req.remedies, remedy_context(p.model, static_cast<int>(run.spec.min_batch_samples(run.batch))),
                                  run.spec.name);
-  run.label = RunLabel{req.name, run.spec.name, run.preset, run.batch, run.steps, remedies_label(run.remedies)};
+  run.label = RunLabel{req.name, run.spec.name, run.preset, run.batch, run.steps, remedies_label(run.remedies),
+                       run.sequence_length};
   return run;
 }
 
@@ -206,6 +212,7 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   c.batch_size_per_device = run.batch;
   c.preset = run.preset;
   c.steps = run.steps;
+  if (run.sequence_length > 0) c.sequence_length = run.sequence_length;
   c.device = plan.device.str();
   c.seed = opts.seed;
   c.memory_limit_mib = opts.memory_limit_mib;

@@ -25,6 +25,7 @@ struct PlannedRun {
   std::string preset;
   int batch = 0;
   int steps = 0;
+  int sequence_length = 0;  // a transformer's tokens per sample; 0 for an MLP
   std::vector<Remedy> remedies;  // resolved: checkpoint=N with N set
   RunLabel label;
   std::string output;  // this rank's report

@@ -60,6 +60,7 @@ struct Effective {
 Effective effective(const WorkloadOptions& o) {
   Effective e;
   e.model = o.spec.preset(o.preset).model;
+  if (e.model.kind == ModelKind::kTransformer && o.sequence_length > 0) e.model.sequence_length = o.sequence_length;
   e.optimizer = o.spec.optimizer;
   e.retain_graph = o.spec.graph.retain_graph;
   e.keep_graph_connected_loss = o.spec.graph.keep_graph_connected_loss;

@@ -507,3 +507,49 @@ TEST(DiagnosticsCpu, ATransformerTrainsAndTheFusedKernelDropsTheQuadraticScores)
   EXPECT_NE(p.err.find("efficient-attention replaces a transformer's spelt-out (math) attention; alpha has none"),
             std::string::npos) << p.err;
 }
+
+TEST(DiagnosticsCpu, TheSequenceLengthIsASweepAxisOfTransformerCases) {
+  TempDir d;
+  // A list sweeps it in one process; default names say the length.
+  const Proc sweep = diag({"--device", "cpu", "-q", "--case", "delta", "--sequence-length", "64,128", "--steps", "2",
+                           "--output-dir", d.file("out")});
+  ASSERT_EQ(sweep.exit_code, to_int(ExitCode::kOk)) << sweep.err;
+  for (int length : {64, 128}) {
+    const Report r = load_report(d.file("out/delta-seq" + std::to_string(length) + ".json"));
+    EXPECT_EQ(r.config.sequence_length, length);
+    // The positions table has as many rows as the length.
+    EXPECT_EQ(r.model.parameters, 495104 - (256 - length) * 128);
+  }
+  EXPECT_TRUE(schema_errors(d.file("out/delta-seq64.json")).empty());
+  // {seq} in a template; a plan's sequence_length.
+  ASSERT_EQ(diag({"--device", "cpu", "-q", "--case", "delta", "--sequence-length", "32", "--steps", "1", "-o",
+                  d.file("t-{seq}.json")}).exit_code, 0);
+  EXPECT_TRUE(exists(d.file("t-32.json")));
+  write_text(d.file("plan.json"), R"({"runs": [{"name": "short", "case": "delta", "steps": 1, "sequence_length": 48}]})");
+  ASSERT_EQ(diag({"--device", "cpu", "-q", "--plan", d.file("plan.json"), "--output-dir", d.file("plan")}).exit_code, 0);
+  EXPECT_EQ(load_report(d.file("plan/short.json")).config.sequence_length, 48);
+  // The comparer reads the sweep's shape.
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file("out"), "--format", "json"});
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+  bool found = false;
+  const nlohmann::json comparison = nlohmann::json::parse(cmp.out);  // kept: the loop reads into it
+  for (const auto& e : comparison["groups"][0]["evidence_data"]) {
+    if (e["code"] == "sweep_fit" && e["sweep"]["kind"] == "sequence") {
+      found = true;
+      EXPECT_GT(e["sweep"]["exponent"].get<double>(), 1.0);
+    }
+  }
+  EXPECT_TRUE(found) << cmp.out;
+  // An MLP has no sequence; {seq} says so too: one line, exit 2, nothing written.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--case", "alpha", "--sequence-length", "64", "-o", d.file("bad.json")},
+        std::vector<std::string>{"--case", "alpha", "-o", d.file("bad-{seq}.json")},
+        std::vector<std::string>{"--case", "delta", "--sequence-length", "0", "-o", d.file("bad.json")}}) {
+    std::vector<std::string> args{"--device", "cpu"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const Proc p = diag(args);
+    EXPECT_EQ(p.exit_code, to_int(ExitCode::kUsage)) << p.err;
+    EXPECT_EQ(count_lines(p.err), 1) << p.err;
+  }
+  EXPECT_FALSE(exists(d.file("bad.json")));
+}

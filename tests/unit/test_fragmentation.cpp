@@ -231,3 +231,42 @@ TEST(AllocatorSettings, ASettingFromARemedyOrFromTheEnvironmentIsOneVariant) {
   mixed.remedies.push_back(Remedy{RemedyKind::kCheckpoint, 2});
   EXPECT_EQ(variant_label(mixed), "checkpoint=2+expandable_segments:True");
 }
+
+// A sequence sweep, from numbers only: the forward increment's growth with
+// the length is fitted as linear + quadratic parts, whatever the case says.
+TEST(SequenceSweep, TheShapeOfTheGrowthIsReadFromTheForwardIncrements) {
+  auto sweep_of = [](double per_token, double per_token_squared) {
+    std::vector<std::pair<std::string, Report>> reports;
+    for (int length : {128, 256, 512, 1024}) {
+      Synth s;
+      s.case_name = "attention";  // the name must not decide
+      s.activations_mib = per_token * length + per_token_squared * length * length;
+      Report r = synth(s);
+      r.config.sequence_length = length;
+      reports.emplace_back("l" + std::to_string(length) + ".json", r);
+    }
+    const Verdict v = verdict_of(reports);
+    EXPECT_EQ(v.dominant, Cause::kActivations);
+    for (const Evidence& e : v.evidence) {
+      if (const auto* f = std::get_if<evidence::SweepFit>(&e)) {
+        if (f->sweep.kind == SweepKind::kSequence) return f->sweep;
+      }
+    }
+    ADD_FAILURE() << "no sequence sweep";
+    return Sweep{};
+  };
+  const Sweep linear = sweep_of(0.05, 0.0);
+  ASSERT_TRUE(linear.exponent && linear.quadratic_share && linear.linear_mib);
+  EXPECT_NEAR(*linear.exponent, 1.0, 0.01);
+  EXPECT_LT(*linear.quadratic_share, 0.01);
+  EXPECT_NEAR(*linear.linear_mib, 0.05, 1e-6);
+  const Sweep quadratic = sweep_of(0.0, 1e-4);
+  EXPECT_NEAR(*quadratic.exponent, 2.0, 0.01);
+  EXPECT_GT(*quadratic.quadratic_share, 0.99);
+  EXPECT_NEAR(*quadratic.quadratic_mib, 1e-4, 1e-9);
+  // Both parts, equal at the longest length: partly quadratic.
+  const Sweep mixed = sweep_of(0.1, 0.1 / 1024);
+  EXPECT_NEAR(*mixed.quadratic_share, 0.5, 0.01);
+  EXPECT_GT(*mixed.exponent, 1.2);
+  EXPECT_LT(*mixed.exponent, 1.8);
+}

@@ -43,6 +43,7 @@ const std::map<std::string, std::function<void(RunIdentity&)>>& changes() {
       {"preset", [](RunIdentity& i) { i.preset = "medium"; }},
       {"batch", [](RunIdentity& i) { i.batch = 16; }},
       {"steps", [](RunIdentity& i) { i.steps = 10; }},
+      {"sequence length", [](RunIdentity& i) { i.sequence_length = 512; }},
       {"seed", [](RunIdentity& i) { i.seed = 7; }},
       {"memory limit", [](RunIdentity& i) { i.memory_limit_mib = 4096; }},
       {"remedy", [](RunIdentity& i) { i.remedies = {Remedy{RemedyKind::kCheckpoint, 3}}; }},
@@ -61,7 +62,8 @@ const std::vector<std::pair<const Projection*, std::set<std::string>>>& meanings
   static const std::vector<std::pair<const Projection*, std::set<std::string>>> m = {
       // A verdict pools sweeps, ranks and variants of one case on one kind of device.
       {&projection::kVerdictPool,
-       {"device index", "preset", "batch", "steps", "seed", "remedy", "sharding", "allocator settings", "rank"}},
+       {"device index", "preset", "batch", "steps", "sequence length", "seed", "remedy", "sharding", "allocator settings",
+        "rank"}},
       // --baseline pairs the same run on another machine of the same kind.
       {&projection::kBaselineMatch, {"device index"}},
       // A remedy row's baseline differs in the variant only.
@@ -69,9 +71,11 @@ const std::vector<std::pair<const Projection*, std::set<std::string>>>& meanings
       // A batch sweep (and a capacity fit) varies the batch; the seed changes values, not memory.
       {&projection::kBatchSweep, {"device index", "batch", "seed"}},
       // A parameters sweep varies the model: preset, and the batch and steps that go with it.
-      {&projection::kParameterSweep, {"device index", "preset", "batch", "steps", "seed"}},
+      {&projection::kParameterSweep, {"device index", "preset", "batch", "steps", "sequence length", "seed"}},
       // A steps sweep varies the steps.
       {&projection::kStepsSweep, {"device index", "steps", "seed"}},
+      // A sequence sweep varies a transformer's sequence length.
+      {&projection::kSequenceSweep, {"device index", "sequence length", "seed"}},
       // The ranks of one data-parallel run.
       {&projection::kRankSet, {"device index", "rank"}},
   };

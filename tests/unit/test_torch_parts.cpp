@@ -259,7 +259,7 @@ TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
   const testkit::TempDir tmp;
   const std::string dir = tmp.path();
   HarnessOptions opts;
-  opts.runs = {RunRequest{"", "gamma", std::nullopt, 4, 2, {}}};
+  opts.runs = {RunRequest{"", "gamma", std::nullopt, 4, 2, {}, std::nullopt}};
   opts.device = "cpu";
   opts.output = dir + "/g.json";
   opts.case_dirs = {MEMDIAG_CASES_DIR};
@@ -281,7 +281,7 @@ TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
   StopRequest stop;
   stop.request(SIGTERM);
   opts.stop = &stop;
-  opts.runs = {RunRequest{"", "gamma", std::nullopt, 4, 2, {}}, RunRequest{"", "gamma", std::nullopt, 8, 2, {}}};
+  opts.runs = {RunRequest{"", "gamma", std::nullopt, 4, 2, {}, std::nullopt}, RunRequest{"", "gamma", std::nullopt, 8, 2, {}, std::nullopt}};
   opts.output = dir + "/s-{batch}.json";
   RecordingObserver swept;
   opts.observer = &swept;
@@ -292,7 +292,7 @@ TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
   // A usage error is one problem and nothing else.
   RecordingObserver bad;
   opts.observer = &bad;
-  opts.runs = {RunRequest{"", "no-such-case", std::nullopt, std::nullopt, std::nullopt, {}}};
+  opts.runs = {RunRequest{"", "no-such-case", std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt}};
   EXPECT_EQ(run_harness(opts), to_int(ExitCode::kUsage));
   EXPECT_EQ(bad.calls, (std::vector<std::string>{"problem"}));
 }

@@ -56,7 +56,7 @@ struct RunPoint {
   int steps = 0;
 };
 
-enum class SweepKind { kBatch, kParameters, kSteps };
+enum class SweepKind { kBatch, kParameters, kSteps, kSequence };
 const char* to_string(SweepKind k);
 
 struct SweepPoint {
@@ -72,6 +72,15 @@ struct Sweep {
   double max_deviation = 0;        // largest relative departure of y/x from the slope
   bool increasing = false;
   bool linear = false;  // increasing and within thresholds::kLinearTolerance
+  // A sequence sweep: y = linear x L + quadratic x L^2 fitted by least
+  // squares (the rest of the activations grow with the tokens, spelt-out
+  // attention's scores with their square), the exponent of the growth
+  // between the shortest and the longest length, and the quadratic part's
+  // share of y at the longest.
+  std::optional<double> linear_mib;     // MiB per token of length
+  std::optional<double> quadratic_mib;  // MiB per token of length, squared
+  std::optional<double> exponent;
+  std::optional<double> quadratic_share;
 };
 
 struct RankRow {

@@ -28,6 +28,7 @@ struct RunLabel {
   int batch = 0;
   int steps = 0;
   std::string remedy = "none";  // remedies_label of the run's remedies
+  int sequence_length = 0;  // a transformer's; 0 for a model without a sequence
 };
 
 // Which settings differ between the runs of a sweep that share a case.
@@ -36,6 +37,7 @@ struct Varying {
   bool preset = false;
   bool batch = false;
   bool steps = false;
+  bool sequence = false;
   bool remedy = false;
 };
 // Linear in the number of runs (memdiag/run_identity.hpp's varying_aspects).

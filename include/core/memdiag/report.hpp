@@ -112,6 +112,9 @@ struct RunConfig {
   int batch_size_per_device = 0;
   std::string preset;
   int steps = 0;       // asked for; a run that stopped early completed fewer
+  // Tokens per sample of a transformer (its case's, or --sequence-length);
+  // absent for a model without a sequence.
+  std::optional<int> sequence_length;
   std::string device;  // as resolved: "cpu", "cuda:0"
   std::uint64_t seed = 0;
   std::optional<double> memory_limit_mib;

@@ -26,6 +26,7 @@ struct RunIdentity {
   std::string preset;
   std::int64_t batch = 0;  // batch_size_per_device, as asked
   int steps = 0;           // as asked (a run that stopped early completed fewer)
+  std::optional<int> sequence_length;  // a transformer's tokens per sample
   std::uint64_t seed = 0;
   std::optional<double> memory_limit_mib;
   // The variant: what the comparison measures against the baseline run of
@@ -57,6 +58,7 @@ enum class Aspect {
   kPreset,
   kBatch,
   kSteps,
+  kSequence,  // a transformer's sequence length (none for an MLP)
   kSeed,
   kMemoryLimit,
   kVariant,  // remedies, sharded mode, allocator settings
@@ -92,6 +94,9 @@ extern const Projection kBatchSweep;
 extern const Projection kParameterSweep;
 // A steps sweep: one preset, batch, variant and rank, differing in steps.
 extern const Projection kStepsSweep;
+// A sequence sweep: one preset, batch, steps, variant and rank, differing
+// in the sequence length (and the seed).
+extern const Projection kSequenceSweep;
 // The ranks of one data-parallel run: everything but the rank and the
 // device index.
 extern const Projection kRankSet;

@@ -19,6 +19,7 @@ struct RunSpec {
   std::optional<std::string> preset;
   std::optional<int> batch_size_per_device;
   std::optional<int> steps;
+  std::optional<int> sequence_length;  // a transformer's
   std::optional<std::uint64_t> seed;
   std::optional<double> memory_limit_mib;
   // Data parallel: more than 1 runs under torchrun with that many processes.

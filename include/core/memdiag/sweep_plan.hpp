@@ -22,6 +22,7 @@ struct RunRequest {
   std::optional<int> batch_size_per_device;
   std::optional<int> steps;
   std::vector<Remedy> remedies;  // none: the baseline
+  std::optional<int> sequence_length;  // a transformer's; unset: the preset's
 };
 
 // The five sweep flags, each a list of one or more values.
@@ -30,6 +31,7 @@ struct SweepAxes {
   std::vector<std::string> presets;  // empty: each case's default
   std::vector<int> batch_sizes;      // empty: the preset's
   std::vector<int> steps;            // empty: the preset's
+  std::vector<int> sequence_lengths;  // empty: the preset's (transformers)
   std::vector<std::vector<Remedy>> remedies;  // empty: the baseline only
 };
 
@@ -53,7 +55,7 @@ double parse_decimal(const std::string& flag, const std::string& text, double lo
 std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text);
 
 // The product of the lists: cases outermost, then presets, batch sizes,
-// steps, remedies, each in the order given.
+// steps, sequence lengths, remedies, each in the order given.
 std::vector<RunRequest> expand_product(const SweepAxes& axes);
 
 // A plan file (cases/plans/reference.json):

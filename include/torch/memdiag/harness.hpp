@@ -20,7 +20,7 @@ namespace memdiag {
 struct HarnessOptions {
   // The configurations to run, in order: the product of the sweep flags'
   // lists, or a plan file's entries. One entry is a plain run.
-  std::vector<RunRequest> runs = {RunRequest{"", "alpha", std::nullopt, std::nullopt, std::nullopt, {}}};
+  std::vector<RunRequest> runs = {RunRequest{"", "alpha", std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt}};
   bool from_plan = false;   // runs came from --plan (names them and {name} works)
   std::string plan_file;    // --plan's file: an input no report may replace
   // Replace a report of another configuration found where a made name

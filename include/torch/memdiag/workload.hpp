@@ -23,6 +23,7 @@ struct WorkloadOptions {
   std::string preset;
   int batch_size = 1;
   int steps = 1;
+  int sequence_length = 0;  // a transformer's tokens per sample (0: the preset's)
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   std::uint64_t seed = 0;
   // Make the per-thread cuBLAS workspaces before the first sample, and report
