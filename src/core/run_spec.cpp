@@ -38,6 +38,7 @@ std::vector<std::string> to_argv(const RunSpec& r, const std::string& program) {
   if (!r.warm_up_kernels) a.push_back("--no-warmup");
   for (const std::string& d : r.case_dirs) a.insert(a.end(), {"--cases-dir", d});
   if (r.quiet) a.push_back("--quiet");
+  if (r.overwrite) a.push_back("--overwrite");
   if (!r.output.empty()) a.insert(a.end(), {"--output", r.output});
   return a;
 }

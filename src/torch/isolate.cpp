@@ -47,6 +47,9 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
   spec.remedies = run.remedies;
   spec.warm_up_kernels = opts.warm_up_kernels;
   spec.quiet = true;
+  // The parent checked the outputs under --overwrite; the child must not
+  // refuse what the parent accepted.
+  spec.overwrite = opts.overwrite;
   spec.case_dirs = opts.case_dirs;
   spec.output = output;
   return to_argv(spec, opts.self_exe);

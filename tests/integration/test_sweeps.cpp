@@ -112,6 +112,20 @@ TEST(Sweeps, IsolateRunsEachInAChildAndWritesTheSameReports) {
   }
 }
 
+TEST(Sweeps, AChildProcessReplacesWhatItsParentWasToldToOverwrite) {
+  TempDir d;
+  // A report of another configuration where the sweep names its own.
+  ASSERT_EQ(sweep({"--case", "beta", "--steps", "1", "--quiet", "--output-dir", d.file("out")}).exit_code, 0);
+  const std::vector<std::string> flags = {"--case", "beta,gamma", "--steps", "2", "--quiet", "--isolate",
+                                          "--output-dir", d.file("out")};
+  EXPECT_EQ(sweep(flags).exit_code, to_int(ExitCode::kUsage)) << "refused without --overwrite";
+  std::vector<std::string> forced = flags;
+  forced.push_back("--overwrite");
+  const Proc r = sweep(forced);
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  EXPECT_EQ(load_report(d.file("out/beta.json")).config.steps, 2);
+}
+
 TEST(Sweeps, APlanFileWithAMistakeNamesItsPath) {
   TempDir d;
   write_text(d.file("p.json"), R"({"runs": [{"name": "a", "case": "alpha", "steps": "two"}]})");

@@ -31,6 +31,7 @@ struct RunSpec {
   std::vector<Remedy> remedies;         // none: the baseline
   bool warm_up_kernels = true;          // false: --no-warmup
   bool quiet = false;
+  bool overwrite = false;               // --overwrite: a child of a sweep given it replaces what its parent may
   std::vector<std::string> case_dirs;   // --cases-dir, searched first for case names
   std::string output;  // with {rank} when world_size > 1
 };
