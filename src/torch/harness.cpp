@@ -279,13 +279,19 @@ int run_harness(const HarnessOptions& opts) {
   if (opts.isolate) return detail::run_isolated(plan, opts, obs);
 
   Session session;
-  try {
-    // A run alone in this process sets its allocator settings here, before
-    // the allocator makes a segment; a sweep's runs with settings run in
-    // children of their own (detail::needs_own_process).
-    if (plan.device.is_cuda() && (plan.runs.size() == 1 || opts.find_max_batch)) {
-      apply_allocator_settings(allocator_settings_of(plan.runs.front().remedies));
+  // A run alone in this process sets its allocator settings here, before
+  // the allocator makes a segment; a sweep's runs with settings run in
+  // children of their own (detail::needs_own_process).
+  if (plan.device.is_cuda() && (plan.runs.size() == 1 || opts.find_max_batch)) {
+    const std::string settings = allocator_settings_of(plan.runs.front().remedies);
+    try {
+      apply_allocator_settings(settings);
+    } catch (const std::exception& e) {
+      obs.problem("--remedy: " + settings + ": " + first_line(e.what()));
+      return to_int(ExitCode::kFailed);
     }
+  }
+  try {
     session.probe = make_probe(plan, opts);
   } catch (const std::exception& e) {
     obs.problem("--device: cannot use " + plan.device.str() + ": " + first_line(e.what()));
