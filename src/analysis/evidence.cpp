@@ -31,8 +31,11 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
   confirmed = false;
   switch (cause) {
     case Cause::kActivations:
-      out.push_back(evidence::ForwardIncrement{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib,
-                                               point_of(p)});
+      {
+        evidence::ForwardIncrement f{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib, point_of(p), std::nullopt};
+        if (p.logits_mib && fwd > 0 && *p.logits_mib >= thresholds::kLargeLogitsShare * fwd) f.logits_mib = p.logits_mib;
+        out.push_back(f);
+      }
       out.push_back(trend(p, false));
       add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
       confirmed = sweep != nullptr && sweep->linear;

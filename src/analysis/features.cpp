@@ -197,6 +197,9 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.parameter_mib = to_mib(r.model.parameter_bytes);
   f.model_attention = r.model.attention;
   f.local_batch = local_batch_of(r.config);
+  if (r.model.vocab && r.config.sequence_length && f.local_batch > 0) {
+    f.logits_mib = to_mib(f.local_batch * static_cast<std::int64_t>(*r.config.sequence_length) * *r.model.vocab * 4);
+  }
   f.device_total_mib = r.environment.device_total_mib;
   f.capacity_search = r.capacity;
   f.capacity_point = capacity_point(r, f.local_batch, source);

@@ -102,6 +102,7 @@ json to_json(const Environment& e) {
 json model_json(const ModelInfo& m) {
   json j = {{"parameters", m.parameters}, {"parameter_bytes", m.parameter_bytes}};
   if (!m.attention.empty()) j["attention"] = m.attention;
+  if (m.vocab) j["vocab"] = *m.vocab;
   return j;
 }
 

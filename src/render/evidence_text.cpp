@@ -178,9 +178,14 @@ std::string describe(const Evidence& e) {
   return std::visit(
       Overload{
           [](const evidence::ForwardIncrement& x) {
-            return "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
-                   mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
-                   " of parameters; peak " + mib(x.peak_mib);
+            std::string s = "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
+                            mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
+                            " of parameters; peak " + mib(x.peak_mib);
+            if (x.logits_mib) {
+              s += "; the logits (batch x length x vocabulary, fp32) are " + mib(*x.logits_mib) + ", " +
+                   format_percent(*x.logits_mib / x.forward_mib, 0) + " of it";
+            }
+            return s;
           },
           [](const evidence::PostCleanupTrend& x) { return trend_line(x); },
           [](const evidence::OptimizerStateMade& x) {

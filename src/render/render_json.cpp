@@ -46,7 +46,8 @@ json figures(const Evidence& e) {
       Overload{
           [](const evidence::ForwardIncrement& x) -> json {
             return {{"forward_mib", x.forward_mib}, {"per_sample_mib", opt(x.per_sample_mib)},
-                    {"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"at", point_json(x.at)}};
+                    {"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"at", point_json(x.at)},
+                    {"logits_mib", opt(x.logits_mib)}};
           },
           [](const evidence::PostCleanupTrend& x) -> json {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},

@@ -158,7 +158,10 @@ class Training {
       info.parameters += p.numel();
       info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * element;
     }
-    if (mspec_.kind == ModelKind::kTransformer) info.attention = to_string(mspec_.attention);
+    if (mspec_.kind == ModelKind::kTransformer) {
+      info.attention = to_string(mspec_.attention);
+      info.vocab = mspec_.vocab;
+    }
     model_->to(o_.device, model_dtype(mspec_));
     params_ = model_->parameters();
     if (o_.comm != nullptr) {

@@ -270,3 +270,27 @@ TEST(SequenceSweep, TheShapeOfTheGrowthIsReadFromTheForwardIncrements) {
   EXPECT_GT(*mixed.exponent, 1.2);
   EXPECT_LT(*mixed.exponent, 1.8);
 }
+
+TEST(SequenceSweep, ALanguageModelsLogitsAreNamedWhenTheyAreALargeShare) {
+  auto forward_of = [](double activations_mib, std::int64_t vocab) {
+    Synth s;
+    s.activations_mib = activations_mib;
+    Report r = synth(s);  // batch 8
+    r.config.sequence_length = 1024;
+    if (vocab > 0) r.model.vocab = vocab;
+    const Verdict v = verdict_of({{"r.json", r}});
+    for (const Evidence& e : v.evidence) {
+      if (const auto* f = std::get_if<evidence::ForwardIncrement>(&e)) return *f;
+    }
+    ADD_FAILURE() << "no forward increment";
+    return evidence::ForwardIncrement{};
+  };
+  // 8 x 1024 x 8192 x 4 bytes = 256 MiB of a 1000 MiB forward: named.
+  const auto large = forward_of(1000, 8192);
+  ASSERT_TRUE(large.logits_mib);
+  EXPECT_NEAR(*large.logits_mib, 256.0, 1e-9);
+  // 8 x 1024 x 64 x 4 bytes = 2 MiB of it: below the share, not named.
+  EXPECT_FALSE(forward_of(1000, 64).logits_mib);
+  // No vocabulary (an MLP): nothing to name.
+  EXPECT_FALSE(forward_of(1000, 0).logits_mib);
+}

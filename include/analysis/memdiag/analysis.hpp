@@ -131,6 +131,9 @@ struct ForwardIncrement {
   double parameter_mib = 0;
   double peak_mib = 0;
   RunPoint at;
+  // A language model: its logits, batch x length x vocab in fp32 (what the
+  // loss reads), when they are a large share of the forward increment.
+  std::optional<double> logits_mib;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
@@ -403,6 +406,9 @@ inline constexpr double kLossTolerance = 1e-4;
 // pieces stranded in split segments are at least this share of that free
 // memory (and at least the request); a cache merely large otherwise.
 inline constexpr double kStrandedShareOfFree = 0.5;
+// A language model's logits are named beside the forward increment when
+// they are at least this share of it.
+inline constexpr double kLargeLogitsShare = 0.05;
 }  // namespace thresholds
 
 }  // namespace memdiag

@@ -62,6 +62,9 @@ struct RunFeatures {
   std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
   double parameter_mib = 0;
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
+  // batch x sequence length x vocab x 4 bytes, from the report's figures,
+  // for a language model; absent otherwise.
+  std::optional<double> logits_mib;
   std::optional<double> model_ready_mib;  // allocated at model_ready
   std::optional<double> baseline_mib;     // allocated at optimizer_ready
   std::vector<StepFigures> steps;

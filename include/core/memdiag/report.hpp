@@ -156,6 +156,9 @@ struct ModelInfo {
   // How the model computed attention as it ran ("math", "sdpa"); empty for
   // a model without attention. What remedies of attention apply to.
   std::string attention;
+  // A language model's vocabulary (the logits are batch x length x vocab);
+  // absent for a model without one.
+  std::optional<std::int64_t> vocab;
 };
 
 struct Environment {
