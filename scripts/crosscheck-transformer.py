@@ -2,6 +2,8 @@
 """Cross-check memdiag's transformer workload against the same model written in Python.
 
     scripts/crosscheck-transformer.py REPORT_DIR [--tolerance MIB] [--device cuda]
+    scripts/crosscheck-transformer.py REPORT.json --trace-diff SNAPSHOT.pickle
+
 
 For each report in REPORT_DIR made by memory_diagnostics from a transformer
 case (remedies among none, efficient-attention and checkpoint=N), builds the
@@ -13,6 +15,11 @@ AdamW), reads torch.cuda.memory_allocated() and memory_reserved() at the same
 phase boundaries in a fresh process per report, and prints the largest
 difference per report. Exits 1 if any phase differs by more than the
 tolerance (default 1 MiB) or the phases differ.
+
+--trace-diff says where two runs part: it replays REPORT (made with
+--memory-snapshot SNAPSHOT) in Python with the allocator's history recorded,
+and prints the first allocation or free whose size differs between the two
+histories, with the phase memdiag was in and the Python line that made it.
 """
 import argparse
 import json
@@ -32,10 +39,10 @@ MIB = 1024.0 * 1024.0
 
 
 class Embed(nn.Module):
-    def __init__(self, m):
+    def __init__(self, m, length):
         super().__init__()
         self.tokens = nn.Embedding(m["vocab"], m["width"])
-        self.positions = nn.Embedding(m["sequence_length"], m["width"])
+        self.positions = nn.Embedding(length, m["width"])
         self.dropout = nn.Dropout(m["dropout"])
         nn.init.normal_(self.tokens.weight, 0.0, 0.02)
         nn.init.normal_(self.positions.weight, 0.0, 0.02)
@@ -95,7 +102,7 @@ def mark(samples, device, phase, step=None):
                     "reserved_mib": torch.cuda.memory_reserved(device) / MIB})
 
 
-def run(report, device):
+def run(report, device, record=False):
     m = report["case"]["model"]
     if m.get("type") != "transformer":
         return None
@@ -107,9 +114,13 @@ def run(report, device):
     kernel = "sdpa" if "efficient-attention" in remedies else m["attention"]
     torch.manual_seed(cfg["seed"])
     samples = []
+    if record:
+        torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=10**7)
     warm_up(device)
 
-    embed = Embed(m)
+    # --sequence-length overrides the preset's (config.sequence_length).
+    length = cfg.get("sequence_length") or m["sequence_length"]
+    embed = Embed(m, length)
     model = nn.Sequential(embed, *[Block(m, kernel) for _ in range(m["layers"])], Head(m, [embed.tokens]))
     model.to(device)
     mark(samples, device, "model_ready")
@@ -117,7 +128,7 @@ def run(report, device):
     opt = torch.optim.AdamW(model.parameters(), lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                             weight_decay=o["weight_decay"], foreach=False)
     mark(samples, device, "optimizer_ready")
-    batch, length, vocab = cfg["batch_size_per_device"], m["sequence_length"], m["vocab"]
+    batch, vocab = cfg["batch_size_per_device"], m["vocab"]
     segments = int(remedies["checkpoint"]) if remedies.get("checkpoint") else None
     for step in range(cfg["steps"]):
         ids = torch.randint(0, vocab, (batch, length + 1), device=device)
@@ -136,14 +147,48 @@ def run(report, device):
     return samples
 
 
+def events(trace):
+    """The requests of a history: (action, bytes) of each alloc and free."""
+    return [e for e in trace if e["action"] in ("alloc", "free_requested")]
+
+
+def trace_diff(snapshot_path, report_path, device):
+    import pickle
+    ours = events(pickle.load(open(snapshot_path, "rb"))["device_traces"][device.index or 0])
+    run(json.load(open(report_path)), device, record=True)
+    theirs = events(torch.cuda.memory._snapshot()["device_traces"][device.index or 0])
+    print(f"memdiag {len(ours)} requests, Python {len(theirs)}")
+    first = next((i for i, (a, b) in enumerate(zip(ours, theirs))
+                  if (a["action"], a["size"]) != (b["action"], b["size"])), None)
+    if first is None:
+        print("the same requests in the same order" if len(ours) == len(theirs) else
+              f"the same up to {min(len(ours), len(theirs))}, then one history goes on")
+        return 0
+
+    def where(e):
+        frames = [f for f in e.get("frames", []) if f["filename"].endswith(".py")]
+        return f"{frames[0]['filename'].rsplit('/', 1)[-1]}:{frames[0]['line']} {frames[0]['name']}" if frames else ""
+
+    print(f"first difference at request {first}:")
+    for i in range(max(0, first - 8), min(first + 8, len(ours), len(theirs))):
+        a, b = ours[i], theirs[i]
+        mark = ">>" if (a["action"], a["size"]) != (b["action"], b["size"]) else "  "
+        print(f"{mark} {i:6d} memdiag {a['action']:14s} {a['size']:>12d} {a.get('user_metadata', ''):24s}"
+              f" | python {b['action']:14s} {b['size']:>12d} {where(b)}")
+    return 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports")
     ap.add_argument("--tolerance", type=float, default=1.0, help="MiB (default 1)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--single", help=argparse.SUPPRESS)
+    ap.add_argument("--trace-diff", metavar="SNAPSHOT", help="memdiag's --memory-snapshot of the report REPORT_DIR names")
     args = ap.parse_args()
     device = torch.device(args.device)
+    if args.trace_diff:
+        return trace_diff(args.trace_diff, args.reports, device)
     if args.single:
         print(json.dumps(run(json.load(open(args.single)), device)))
         return 0

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The transformer measured (CUDA): delta's medium preset at several sequence
-# lengths (a case file per length, named delta-sL, derived from
-# cases/delta.json), each with the spelt-out (math) attention, the fused
+# lengths (one sweep, --sequence-length), each with the spelt-out (math) attention, the fused
 # kernel (efficient-attention), checkpointing by block, and both; then the
 # fidelity check against the same model in PyTorch's Python API
 # (scripts/crosscheck-transformer.py).
@@ -15,21 +14,10 @@ lengths=("$@")
 [ "${#lengths[@]}" -gt 0 ] || lengths=(512 1024 2048)
 bin="$MEMDIAG_BUILD_DIR/bin"
 [ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
-mkdir -p "$dir/cases" "$dir/reports"
-for l in "${lengths[@]}"; do
-  python3 - "$MEMDIAG_ROOT/cases/delta.json" "$dir/cases/delta-s$l.json" "$l" <<'PY'
-import json, sys
-src, dst, length = sys.argv[1], sys.argv[2], int(sys.argv[3])
-case = json.load(open(src))
-case["name"] = f"delta-s{length}"
-case["description"] = case["description"] + f" Sequence length {length} (scripts/transformer-procedure.sh)."
-for p in case["presets"].values():
-    p["model"]["sequence_length"] = length
-json.dump(case, open(dst, "w"), indent=2)
-PY
-  say "delta medium at sequence length $l"
-  "$bin/memory_diagnostics" -q --case "$dir/cases/delta-s$l.json" --preset medium \
-    --remedy none,efficient-attention,checkpoint,checkpoint+efficient-attention \
-    --output "$dir/reports/delta-s$l-{remedy}.json" || die "delta-s$l: the sweep failed"
-done
+mkdir -p "$dir/reports"
+csv="$(IFS=,; echo "${lengths[*]}")"
+say "delta medium at sequence lengths $csv"
+"$bin/memory_diagnostics" -q --case delta --preset medium --sequence-length "$csv" \
+  --remedy none,efficient-attention,checkpoint,checkpoint+efficient-attention \
+  --output "$dir/reports/delta-seq{seq}-{remedy}.json" || die "delta: the sweep failed"
 python3 "$MEMDIAG_ROOT/scripts/crosscheck-transformer.py" "$dir/reports" | tee "$dir/crosscheck.txt"

@@ -48,8 +48,8 @@ std::vector<CapacityPoint> points_of(const Group& g, const RunFeatures& p) {
 
 }  // namespace
 
-std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatures& p,
-                                                 const std::vector<double>& budgets_mib) {
+std::vector<std::pair<double, CapacityPrediction::Budget>> capacity_budgets(const RunFeatures& p,
+                                                                           const std::vector<double>& budgets_mib) {
   std::vector<std::pair<double, CapacityPrediction::Budget>> budgets;
   for (double b : budgets_mib) budgets.emplace_back(b, CapacityPrediction::Budget::kGiven);
   if (budgets.empty()) {
@@ -61,6 +61,12 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
       budgets.emplace_back(*p.device_total_mib - *p.device_minus_reserved_mib, CapacityPrediction::Budget::kDevice);
     }
   }
+  return budgets;
+}
+
+std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatures& p,
+                                                 const std::vector<double>& budgets_mib) {
+  const auto budgets = capacity_budgets(p, budgets_mib);
   std::vector<CapacityPrediction> out;
   const std::vector<CapacityPoint> runs = points_of(g, p);
   const std::optional<CapacityFit> fit = fit_capacity(runs);

@@ -196,6 +196,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);
   f.model_attention = r.model.attention;
+  f.model_layers = r.model.layers;
   f.local_batch = local_batch_of(r.config);
   if (r.model.vocab && r.config.sequence_length && f.local_batch > 0) {
     f.logits_mib = to_mib(f.local_batch * static_cast<std::int64_t>(*r.config.sequence_length) * *r.model.vocab * 4);

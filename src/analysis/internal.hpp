@@ -4,8 +4,10 @@
 
 #include "memdiag/analysis.hpp"
 
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memdiag::detail {
@@ -13,6 +15,9 @@ namespace memdiag::detail {
 // --- sweeps.cpp ---------------------------------------------------------------
 // A least-squares line through the origin over (x, y) points, sorted by x.
 Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> points);
+// y = a x + b x^2 by least squares over (x, y); none when the x do not
+// determine both (fewer than two distinct).
+std::optional<std::pair<double, double>> fit_linear_quadratic(const std::vector<std::pair<double, double>>& xy);
 // The batch, parameter and steps sweeps present in the group around the
 // primary run, each varying one setting with the others equal to its.
 std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& primary);
@@ -42,8 +47,18 @@ Cause oom_cause(const RunFeatures& oom_run);
 evidence::OutOfMemory oom_evidence(const RunFeatures& oom_run, Cause cause);
 
 // --- capacity.cpp -------------------------------------------------------------
+// The budgets a prediction answers: those given, else the run's memory
+// limit, else the device less what sits outside the allocator.
+std::vector<std::pair<double, CapacityPrediction::Budget>> capacity_budgets(const RunFeatures& primary,
+                                                                           const std::vector<double>& budgets_mib);
 std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatures& primary,
                                                  const std::vector<double>& budgets_mib);
+
+// --- sequence_capacity.cpp ----------------------------------------------------
+// The longest sequence that fits each budget at the primary's batch, from
+// its configuration's sequence sweep (empty without one).
+std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const RunFeatures& primary,
+                                                        const std::vector<double>& budgets_mib);
 
 // --- remedies.cpp -------------------------------------------------------------
 // The group's runs without remedies (all of them when every run has one):

@@ -25,6 +25,21 @@ std::vector<const RunFeatures*> vary(const Group& g, const RunFeatures& primary,
 
 }  // namespace
 
+std::optional<std::pair<double, double>> fit_linear_quadratic(const std::vector<std::pair<double, double>>& xy) {
+  // The normal equations of two unknowns.
+  double s2 = 0, s3 = 0, s4 = 0, sy1 = 0, sy2 = 0;
+  for (const auto& [l, y] : xy) {
+    s2 += l * l;
+    s3 += l * l * l;
+    s4 += l * l * l * l;
+    sy1 += y * l;
+    sy2 += y * l * l;
+  }
+  const double det = s2 * s4 - s3 * s3;
+  if (!(det > 0)) return std::nullopt;
+  return std::pair<double, double>{(sy1 * s4 - sy2 * s3) / det, (s2 * sy2 - s3 * sy1) / det};
+}
+
 Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> pts) {
   std::sort(pts.begin(), pts.end(), [](const SweepPoint& a, const SweepPoint& b) { return a.x < b.x; });
   Sweep s;
@@ -46,19 +61,10 @@ Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> pts) {
   s.linear = s.increasing && s.max_deviation <= thresholds::kLinearTolerance;
   if (kind == SweepKind::kSequence && s.points.size() >= 2 && s.points.front().x > 0 && s.points.front().y > 0 &&
       s.points.back().y > 0) {
-    // y = a L + b L^2: the normal equations of two unknowns.
-    double s2 = 0, s3 = 0, s4 = 0, sy1 = 0, sy2 = 0;
-    for (const SweepPoint& p : s.points) {
-      const double l = p.x;
-      s2 += l * l;
-      s3 += l * l * l;
-      s4 += l * l * l * l;
-      sy1 += p.y * l;
-      sy2 += p.y * l * l;
-    }
-    const double det = s2 * s4 - s3 * s3;
-    if (det > 0) {
-      const double a = (sy1 * s4 - sy2 * s3) / det, b = (s2 * sy2 - s3 * sy1) / det;
+    std::vector<std::pair<double, double>> xy;
+    for (const SweepPoint& p : s.points) xy.emplace_back(p.x, p.y);
+    if (const auto fit = fit_linear_quadratic(xy)) {
+      const auto [a, b] = *fit;
       s.linear_mib = a;
       s.quadratic_mib = b;
       const double top = s.points.back().x;

@@ -41,6 +41,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   }
   v.math_attention = p.model_attention == "math";
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
+  v.sequence_capacity = detail::predict_sequence_capacity(g, p, budgets_mib);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);
   v.lowest_peak_remedy = detail::lowest_peak_remedy(v.remedies);

@@ -103,6 +103,7 @@ json model_json(const ModelInfo& m) {
   json j = {{"parameters", m.parameters}, {"parameter_bytes", m.parameter_bytes}};
   if (!m.attention.empty()) j["attention"] = m.attention;
   if (m.vocab) j["vocab"] = *m.vocab;
+  if (m.layers) j["layers"] = *m.layers;
   return j;
 }
 

@@ -22,13 +22,20 @@ std::string batches_word(const std::vector<std::int64_t>& b) {
   return (b.size() == 1 ? "batch " : "batches ") + s;
 }
 
-std::string budget_words(const CapacityPrediction& c) {
-  switch (c.source) {
-    case CapacityPrediction::Budget::kGiven: return "a budget of " + mib(c.answer.budget_mib);
-    case CapacityPrediction::Budget::kMemoryLimit: return "the run's memory limit of " + mib(c.answer.budget_mib);
-    case CapacityPrediction::Budget::kDevice: return "the device's " + mib(c.answer.budget_mib) + " left to the allocator";
+std::string budget_words(CapacityPrediction::Budget source, double budget_mib) {
+  switch (source) {
+    case CapacityPrediction::Budget::kGiven: return "a budget of " + mib(budget_mib);
+    case CapacityPrediction::Budget::kMemoryLimit: return "the run's memory limit of " + mib(budget_mib);
+    case CapacityPrediction::Budget::kDevice: return "the device's " + mib(budget_mib) + " left to the allocator";
   }
   return {};
+}
+std::string budget_words(const CapacityPrediction& c) { return budget_words(c.source, c.answer.budget_mib); }
+
+std::string lengths_word(const std::vector<std::int64_t>& l) {
+  std::string s;
+  for (std::size_t i = 0; i < l.size(); ++i) s += (i == 0 ? "" : i + 1 == l.size() ? " and " : ", ") + std::to_string(l[i]);
+  return "lengths " + s;
 }
 
 // What the answer takes for granted, and how far it reaches.
@@ -126,6 +133,34 @@ std::string describe(const CapacityPrediction& c) {
          " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
          describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
          " MiB per sample (" + fit + ")" + bounds + primary + searched;
+}
+
+std::string describe(const SequenceCapacity& c) {
+  const std::string phase = c.binding_phase == Phase::kBackward ? "backward"
+                            : c.binding_phase == Phase::kForward ? "forward"
+                                                                 : std::string(to_string(c.binding_phase));
+  std::string parts = mib(c.fixed_mib) + " that does not grow with the length + the activations forward holds, " +
+                      format_fixed(c.held_linear_mib, 3) + " MiB per token";
+  if (c.held_quadratic_mib > 0) parts += " + " + format_fixed(c.held_quadratic_mib * 1e3, 4) + " MiB per thousand tokens squared";
+  if (c.exponent_at_answer > 0) parts += " (growing as L^" + format_fixed(c.exponent_at_answer, 2) + " there)";
+  if (c.transient_mib > 0) {
+    parts += " + " + mib(c.transient_mib) + " " + phase + " adds above them";
+    if (c.transient_quadratic_assumed) {
+      parts += " (one layer's length x length gradients, assumed as twice its scores: no run's backward grew faster "
+               "than its length)";
+    }
+  }
+  std::string fit = "fitted on " + lengths_word(c.fitted_lengths) + " at batch " + std::to_string(c.batch) + ", preset " +
+                    c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps");
+  if (c.reserve_share > 0) fit += ", plus " + format_fixed(100 * c.reserve_share, 1) + "% the allocator reserved beyond its tensors";
+  if (c.extrapolation > 1.5) fit += "; extrapolated " + format_times(c.extrapolation) + " from the longest";
+  if (c.max_sequence_length == 0) {
+    return "within " + budget_words(c.source, c.budget_mib) + " not even one token fits: " + phase + " needs " +
+           mib(c.needs_mib) + " (" + fit + ")";
+  }
+  return "within " + budget_words(c.source, c.budget_mib) + " the longest sequence predicted to fit is " +
+         std::to_string(c.max_sequence_length) + " tokens: " + phase + " binds, " + parts + " (" + fit +
+         "; a run at --sequence-length " + std::to_string(c.max_sequence_length) + " checks it)";
 }
 
 }  // namespace memdiag

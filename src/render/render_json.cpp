@@ -282,6 +282,31 @@ json capacity_json(const Verdict& v) {
   return capacity;
 }
 
+json sequence_capacity_json(const Verdict& v) {
+  json out = json::array();
+  for (const SequenceCapacity& c : v.sequence_capacity) {
+    out.push_back({{"budget_mib", c.budget_mib},
+                   {"budget_source", to_string(c.source)},
+                   {"max_sequence_length", c.max_sequence_length},
+                   {"binding_phase", to_string(c.binding_phase)},
+                   {"batch", c.batch},
+                   {"preset", c.preset},
+                   {"steps", c.steps},
+                   {"fitted_lengths", c.fitted_lengths},
+                   {"fixed_mib", c.fixed_mib},
+                   {"held_per_token_mib", c.held_linear_mib},
+                   {"held_per_token_squared_mib", c.held_quadratic_mib},
+                   {"transient_mib", c.transient_mib},
+                   {"transient_quadratic_assumed", c.transient_quadratic_assumed},
+                   {"reserve_share", c.reserve_share},
+                   {"needs_mib", c.needs_mib},
+                   {"exponent_at_answer", c.exponent_at_answer},
+                   {"extrapolation", c.extrapolation},
+                   {"text", describe(c)}});
+  }
+  return out;
+}
+
 json group_json(const Group& g, const Verdict& v) {
   json comps = json::array();
   for (const Component& c : v.components) comps.push_back(component_json(c));
@@ -356,6 +381,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"remedies_not_measured", not_measured},
           {"math_attention", v.math_attention},
           {"capacity", capacity_json(v)},
+          {"sequence_capacity", sequence_capacity_json(v)},
           {"runs", runs}};
 }
 

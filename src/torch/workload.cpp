@@ -161,6 +161,7 @@ class Training {
     if (mspec_.kind == ModelKind::kTransformer) {
       info.attention = to_string(mspec_.attention);
       info.vocab = mspec_.vocab;
+      info.layers = mspec_.layers;
     }
     model_->to(o_.device, model_dtype(mspec_));
     params_ = model_->parameters();

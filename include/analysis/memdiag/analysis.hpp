@@ -304,6 +304,39 @@ struct CapacityPrediction {
 };
 const char* to_string(CapacityPrediction::Budget b);
 
+// The longest sequence predicted to fit a budget at the verdict's batch,
+// from a sequence sweep of its configuration (at least two lengths). Each
+// run's forward and backward are split into what does not grow with the
+// length (weights, state, workspaces: a line in L), the activations held
+// at the end of forward (linear L + quadratic L^2, least squares: the
+// quadratic part is spelt-out attention's scores), and what backward adds
+// above them (a per-token part measured, and where attention is spelt out
+// the length x length gradients of one layer, measured when a run's
+// backward grew faster than its length, else assumed as two of the layer's
+// held score tensors); the allocator's reserve beyond its tensors is kept
+// as the largest share of the peak any of the runs had.
+struct SequenceCapacity {
+  CapacityPrediction::Budget source = CapacityPrediction::Budget::kGiven;
+  double budget_mib = 0;
+  std::int64_t batch = 0;
+  std::string preset;
+  int steps = 0;
+  std::vector<std::int64_t> fitted_lengths;
+  std::int64_t max_sequence_length = 0;  // 0: not even one token fits
+  Phase binding_phase = Phase::kBackward;
+  // The parts at the answer (MiB): fixed + held + transient, times the reserve.
+  double fixed_mib = 0;
+  double held_linear_mib = 0;     // per token
+  double held_quadratic_mib = 0;  // per token squared
+  double transient_mib = 0;       // what the binding phase adds above what it holds, at the answer
+  bool transient_quadratic_assumed = false;
+  double reserve_share = 0;
+  double needs_mib = 0;  // with the reserve, at the answer
+  // d ln(held) / d ln(L) at the answer: 1 for linear growth, 2 for quadratic.
+  double exponent_at_answer = 0;
+  double extrapolation = 0;  // answer / longest fitted length
+};
+
 // A run that would settle what the reports given cannot: a batch, preset or
 // steps sweep point. Its output never names a report that was given.
 // Only memory_diagnostics can run its own reports' configurations again:
@@ -334,6 +367,7 @@ struct Verdict {
   // The largest batch predicted for each budget (--budget-mib, the run's
   // memory limit, or the device less the memory outside the allocator).
   std::vector<CapacityPrediction> capacity;
+  std::vector<SequenceCapacity> sequence_capacity;  // from a sequence sweep of the primary run's configuration
   // Remedies measured in the group, against their baseline runs (rank 0).
   std::vector<RemedyRow> remedies;
   // The row that lowers the peak most among those that reduce the dominant

@@ -62,6 +62,7 @@ struct RunFeatures {
   std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
   double parameter_mib = 0;
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
+  std::optional<std::int64_t> model_layers;  // the report's model.layers (a transformer's blocks)
   // batch x sequence length x vocab x 4 bytes, from the report's figures,
   // for a language model; absent otherwise.
   std::optional<double> logits_mib;

@@ -159,6 +159,9 @@ struct ModelInfo {
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;
+  // A transformer's blocks, each with attention of its own: what the
+  // capacity along the sequence length divides the scores' memory by.
+  std::optional<std::int64_t> layers;
 };
 
 struct Environment {

@@ -64,6 +64,7 @@ std::string describe(const RunStop& s);
 // A confirming run as a change to the job: "with batch 1", "with 10 steps".
 std::string describe(const ConfirmingRun& c);
 std::string describe(const CapacityPrediction& c);
+std::string describe(const SequenceCapacity& c);
 // "step()", "backward at its start (activations held)": a capacity line's phase.
 std::string describe_phase_line(const PhaseLine& l);
 // "288.6 MiB (weights 64.16, gradients 64.16, optimizer state 128.3, its temporaries 32.0)".
