@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
 namespace memdiag {
 
@@ -180,6 +181,12 @@ Table remedies_table(const Verdict& v) {
   const std::string cause = to_string(v.dominant);
   t.headers = {"remedy", "peak MiB", "vs baseline", "forward MiB", "1st-step MiB", "growth MiB/step",
                "reserved at end", "ms/step", "time", "max loss diff", "reduces " + cause};
+  // Remedies measured against more than one baseline (a sweep of lengths or
+  // batches, each with its remedies): each row says which.
+  std::set<std::string> baselines;
+  for (const RemedyRow& r : v.remedies) baselines.insert(r.baseline_source);
+  const bool several = baselines.size() > 1;
+  if (several) t.headers.insert(t.headers.begin() + 1, "against");
   for (const RemedyRow& r : v.remedies) {
     t.rows.push_back({
         r.remedy,
@@ -195,6 +202,7 @@ Table remedies_table(const Verdict& v) {
         r.max_loss_diff ? format_percent(*r.max_loss_diff, 4) : "-",
         r.status != RunStatus::kComplete ? to_string(r.status) : (r.reduces_cause ? "yes" : "no"),
     });
+    if (several) t.rows.back().insert(t.rows.back().begin() + 1, std::filesystem::path(r.baseline_source).filename().string());
   }
   return t;
 }

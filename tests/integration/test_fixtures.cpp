@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <sstream>
+#include <cmath>
+#include <iomanip>
 #include <map>
+#include <sstream>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -191,4 +193,96 @@ TEST(Fixtures, H200OutOfMemoryInEachPhaseNamesItsCause) {
     EXPECT_EQ(g["dominant_cause"], cause) << name;
     EXPECT_EQ(g["decision"]["rule"], "out_of_memory") << name;
   }
+}
+
+// The capacity along the sequence length against the H200's searches
+// (docs/measurements/h200/sequence-capacity.txt): in each directory the
+// sweep the prediction reads and the two tries that bracket the longest
+// length that fits (it completes, one token more runs out, in fresh
+// processes under the same limit).
+TEST(Fixtures, SequenceCapacityOnTheH200IsWithinEightPercentOfTheSearch) {
+  const fs::path root = fs::path(MEMDIAG_SOURCE_DIR) / "docs/measurements/h200/sequence-capacity";
+  int n = 0;
+  for (const char* run_name : {"delta-math", "delta-fused", "own-math"}) {
+    SCOPED_TRACE(run_name);
+    std::vector<std::string> argv{MEMDIAG_COMPARE_EXE, "--format", "json"};
+    std::int64_t fits = 0, runs_out = 0;
+    double limit = 0;
+    for (const auto& e : fs::directory_iterator(root / run_name)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("sweep-", 0) == 0) argv.push_back(e.path().string());
+      if (name.rfind("try-", 0) != 0) continue;
+      const nlohmann::json r = load_json(e.path().string());
+      const std::int64_t length = r["config"]["sequence_length"];
+      limit = r["config"]["memory_limit_mib"];
+      (r["status"] == "complete" ? fits : runs_out) = length;
+    }
+    ASSERT_GT(fits, 0);
+    ASSERT_EQ(runs_out, fits + 1) << "the tries do not bracket the answer";
+    const Proc cmp = run(argv);
+    ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+    const nlohmann::json c = nlohmann::json::parse(cmp.out)["groups"][0]["sequence_capacity"].at(0);
+    EXPECT_EQ(c["budget_mib"].get<double>(), limit);
+    const double predicted = c["max_sequence_length"].get<double>();
+    EXPECT_NEAR(predicted, static_cast<double>(fits), 0.08 * static_cast<double>(fits)) << c["text"];
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+}
+
+// SOLUTION.md's kernel table (length x kernel: forward, peak, ms per step,
+// loss against the math run) is what the H200's transformer reports hold.
+TEST(Fixtures, SolutionMdKernelTableIsTheTransformerFixtures) {
+  const std::string doc = read_text(std::string(MEMDIAG_SOURCE_DIR) + "/SOLUTION.md");
+  const Proc cmp = run_in(MEMDIAG_SOURCE_DIR, {MEMDIAG_COMPARE_EXE, "tests/fixtures/h200-transformer", "--format", "json"});
+  ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+  std::map<std::string, nlohmann::json> runs;  // by report file name
+  const nlohmann::json comparison = nlohmann::json::parse(cmp.out);  // kept: the loop reads into it
+  for (const nlohmann::json& r : comparison["groups"][0]["runs"]) {
+    runs[fs::path(r["source"].get<std::string>()).filename().string()] = r;
+  }
+  auto fixed = [](double v, int digits) {
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(digits) << v;
+    return o.str();
+  };
+  const std::map<std::string, std::string> remedy_of = {{"math", "none"},
+                                                          {"fused", "efficient-attention"},
+                                                          {"math + checkpoint", "checkpoint=10"},
+                                                          {"fused + checkpoint", "checkpoint=10+efficient-attention"}};
+  int rows = 0;
+  std::istringstream lines(doc.substr(doc.find("| length | kernel | forward MiB |")));
+  std::string line;
+  std::getline(lines, line);
+  std::getline(lines, line);
+  while (std::getline(lines, line) && line.rfind("| ", 0) == 0) {
+    std::vector<std::string> cells;
+    std::istringstream in(line.substr(2));
+    for (std::string c; std::getline(in, c, '|');) {
+      const auto b = c.find_first_not_of(' '), e = c.find_last_not_of(' ');
+      if (b != std::string::npos) cells.push_back(c.substr(b, e - b + 1));
+    }
+    ASSERT_EQ(cells.size(), 6u) << line;
+    const std::string& kernel = cells[1];
+    ASSERT_TRUE(remedy_of.count(kernel)) << line;
+    const std::string name = "delta-seq" + cells[0] + "-" + remedy_of.at(kernel) + ".json";
+    ASSERT_TRUE(runs.count(name)) << name;
+    const nlohmann::json& r = runs[name];
+    EXPECT_EQ(cells[2], fixed(r["forward_increment_mib"].get<double>(), 1)) << line;
+    EXPECT_EQ(cells[3], fixed(r["peak_allocated_mib"].get<double>(), 1)) << line;
+    EXPECT_EQ(cells[4], fixed(r["ms_per_step"].get<double>(), 1)) << line;
+    if (kernel != "math") {
+      const nlohmann::json& base = runs["delta-seq" + cells[0] + "-none.json"];
+      double worst = 0;
+      for (std::size_t i = 0; i < r["losses"].size(); ++i) {
+        worst = std::max(worst, std::fabs(r["losses"][i].get<double>() - base["losses"][i].get<double>()) /
+                                    std::fabs(base["losses"][i].get<double>()));
+      }
+      std::ostringstream o;
+      o << std::scientific << std::setprecision(1) << worst;
+      EXPECT_EQ(cells[5], worst == 0 ? "0" : o.str()) << line;
+    }
+    ++rows;
+  }
+  EXPECT_EQ(rows, 12);
 }
