@@ -95,8 +95,15 @@ class Head(nn.Module):
         return self.out(h) if self.out is not None else torch.matmul(h, self.tied[0].weight.t())
 
 
+RECORDING = [False]
+MARKS = []  # (phase label, requests recorded so far) at each mark, when the history is recorded
+
+
 def mark(samples, device, phase, step=None):
     torch.cuda.synchronize(device)
+    if RECORDING[0]:
+        label = f"phase={phase}" + (f" step={step}" if step is not None else "")
+        MARKS.append((label, len(events(torch.cuda.memory._snapshot()["device_traces"][device.index or 0]))))
     samples.append({"phase": phase, "step": step,
                     "allocated_mib": torch.cuda.memory_allocated(device) / MIB,
                     "reserved_mib": torch.cuda.memory_reserved(device) / MIB})
@@ -114,6 +121,7 @@ def run(report, device, record=False):
     kernel = "sdpa" if "efficient-attention" in remedies else m["attention"]
     torch.manual_seed(cfg["seed"])
     samples = []
+    RECORDING[0] = record
     if record:
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=10**7)
     warm_up(device)
@@ -153,29 +161,47 @@ def events(trace):
 
 
 def trace_diff(snapshot_path, report_path, device):
+    """Per phase, the allocations and frees (by size) one history has and the other has not."""
+    import collections
     import pickle
+    report = json.load(open(report_path))
     ours = events(pickle.load(open(snapshot_path, "rb"))["device_traces"][device.index or 0])
-    run(json.load(open(report_path)), device, record=True)
+    theirs_samples = run(report, device, record=True)
     theirs = events(torch.cuda.memory._snapshot()["device_traces"][device.index or 0])
     print(f"memdiag {len(ours)} requests, Python {len(theirs)}")
-    first = next((i for i, (a, b) in enumerate(zip(ours, theirs))
-                  if (a["action"], a["size"]) != (b["action"], b["size"])), None)
-    if first is None:
-        print("the same requests in the same order" if len(ours) == len(theirs) else
-              f"the same up to {min(len(ours), len(theirs))}, then one history goes on")
-        return 0
+    # memdiag labels each request with the phase it was made in; the Python
+    # run's phase is the span between two marks.
+    by_phase_ours = collections.defaultdict(list)
+    for e in ours:
+        label = e.get("user_metadata") or "phase=setup"
+        # memdiag's warm-up is its setup phase; Python's is before its first mark.
+        by_phase_ours[MARKS[0][0] if label == "phase=setup" and MARKS else label].append(e)
+    by_phase_theirs, start = {}, 0
+    for label, end in MARKS:
+        by_phase_theirs[label] = theirs[start:end]
+        start = end
 
     def where(e):
         frames = [f for f in e.get("frames", []) if f["filename"].endswith(".py")]
-        return f"{frames[0]['filename'].rsplit('/', 1)[-1]}:{frames[0]['line']} {frames[0]['name']}" if frames else ""
+        return " <- ".join(f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']} {f['name']}" for f in frames[:3])
 
-    print(f"first difference at request {first}:")
-    for i in range(max(0, first - 8), min(first + 8, len(ours), len(theirs))):
-        a, b = ours[i], theirs[i]
-        mark = ">>" if (a["action"], a["size"]) != (b["action"], b["size"]) else "  "
-        print(f"{mark} {i:6d} memdiag {a['action']:14s} {a['size']:>12d} {a.get('user_metadata', ''):24s}"
-              f" | python {b['action']:14s} {b['size']:>12d} {where(b)}")
-    return 1
+    differ = 0
+    for (label, _), sample_ours, sample_theirs in zip(MARKS, report["samples"], theirs_samples):
+        a = collections.Counter((e["action"], e["size"]) for e in by_phase_ours.get(label, []))
+        b = collections.Counter((e["action"], e["size"]) for e in by_phase_theirs.get(label, []))
+        d_alloc = sample_ours["allocated_mib"] - sample_theirs["allocated_mib"]
+        if a == b and abs(d_alloc) < 1e-9:
+            continue
+        differ += 1
+        print(f"{label}: allocated memdiag - python = {d_alloc:+.4f} MiB; "
+              f"{sum(a.values())} vs {sum(b.values())} requests")
+        for key in sorted(set(a) | set(b)):
+            if a[key] != b[key]:
+                made = [e for e in by_phase_theirs.get(label, []) if (e["action"], e["size"]) == key]
+                print(f"    {key[0]:14s} {key[1]:>12d} bytes: memdiag {a[key]}, python {b[key]}"
+                      f"  {where(made[0]) if made else ''}")
+    print("every phase has the same requests" if differ == 0 else f"{differ} phases differ")
+    return 1 if differ else 0
 
 
 def main():
