@@ -39,6 +39,8 @@ class Planner {
     if (p.id.world_size > 1) {
       base_.rank_zero_extra_samples = p.id.rank_zero_extra_samples;
       base_.mode = p.id.mode;
+      base_.unit_modules = p.id.unit_modules;
+      base_.prefetch_next = p.id.prefetch_next;
     }
     dir_ = p.source == "-" ? std::string() : fs::path(p.source).parent_path().string();
   }

@@ -82,6 +82,7 @@ struct Flags {
   std::vector<std::string> extra_dirs;
   bool no_warmup = false;
   bool shard_optimizer_state = false;
+  std::string shard, unit_modules, prefetch;
 };
 
 // The runs the flags ask for: a plan file's, or the product of the lists.
@@ -145,6 +146,30 @@ void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& 
   if (app.get_option("--rank-zero-extra-samples")->count() > 0) {
     opts.rank_zero_extra_samples = static_cast<int>(
         memdiag::parse_integer_list("--rank-zero-extra-samples", f.extra_samples, 0, lim::kMaxBatch).at(0));
+  }
+  if (!f.shard.empty()) {
+    if (f.shard_optimizer_state && f.shard != "optimizer") {
+      throw memdiag::UsageError("--shard-optimizer-state: is --shard=optimizer; it cannot go with --shard=" + f.shard);
+    }
+    if (f.shard == "optimizer") {
+      opts.parallel_mode = memdiag::ParallelMode::kZero1;
+    } else if (f.shard == "gradients") {
+      opts.parallel_mode = memdiag::ParallelMode::kZero2;
+    } else if (f.shard == "parameters") {
+      opts.parallel_mode = memdiag::ParallelMode::kZero3;
+    } else {
+      throw memdiag::UsageError("--shard: '" + f.shard + "' is not optimizer, gradients or parameters");
+    }
+  }
+  if (app.get_option("--shard-unit-modules")->count() > 0) {
+    opts.shard_unit_modules = static_cast<int>(
+        memdiag::parse_integer_list("--shard-unit-modules", f.unit_modules, 1, lim::kMaxDepth).at(0));
+  }
+  if (!f.prefetch.empty()) {
+    if (f.prefetch != "none" && f.prefetch != "next") {
+      throw memdiag::UsageError("--shard-prefetch: '" + f.prefetch + "' is not none or next");
+    }
+    opts.shard_prefetch_next = f.prefetch == "next";
   }
   opts.snapshot_max_entries = static_cast<std::size_t>(
       memdiag::parse_integer_list("--snapshot-max-entries", f.snapshot_entries, 1, 100'000'000).at(0));
@@ -237,9 +262,20 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
       ->group(capacity);
 
   const char* parallel = "Data parallel (under torchrun or its variables)";
-  app.add_flag("--shard-optimizer-state", f.shard_optimizer_state,
-               "ZeRO-1: each rank keeps and updates the optimizer state of its shard of the parameters only")
-      ->group(parallel);
+  app.add_option("--shard", f.shard,
+                 "What each rank keeps only its shard of: optimizer (ZeRO-1: AdamW's state), gradients (ZeRO-2: "
+                 "and the gradients, reduce-scattered after each unit's backward), parameters (ZeRO-3, FSDP: and "
+                 "the weights, gathered around each unit's forward and backward); default: everything replicated")
+      ->type_name("WHAT")->group(parallel);
+  app.add_flag("--shard-optimizer-state", f.shard_optimizer_state, "The same as --shard=optimizer")->group(parallel);
+  app.add_option("--shard-unit-modules", f.unit_modules,
+                 "--shard gradients|parameters: consecutive modules holding parameters per unit, gathered and "
+                 "reduce-scattered together (default: 1, each layer or block its own unit)")
+      ->type_name("N")->group(parallel);
+  app.add_option("--shard-prefetch", f.prefetch,
+                 "--shard gradients|parameters: none, or next to gather the following unit while one runs (two "
+                 "units in flight; default: none)")
+      ->type_name("none|next")->group(parallel);
   app.add_option("--rank-zero-extra-samples", f.extra_samples, "N more samples in rank 0's batch (an imbalanced job)")
       ->type_name("N")->group(parallel);
   app.add_option("--dist-timeout-s", f.dist_timeout,

@@ -11,23 +11,37 @@ const char* to_string(ParallelMode m) {
     case ParallelMode::kNone: return "none";
     case ParallelMode::kDdp: return "ddp";
     case ParallelMode::kZero1: return "zero1";
+    case ParallelMode::kZero2: return "zero2";
+    case ParallelMode::kZero3: return "zero3";
   }
   return nullptr;  // past the last value: all_values() stops here
 }
 
 const ParallelModeDefinition& definition(ParallelMode m) {
-  static const ParallelModeDefinition none{ParallelMode::kNone, "one process", "", false, {}};
+  static const ParallelModeDefinition none{ParallelMode::kNone, "one process", "", false, {}, false, false, 4, 0};
   static const ParallelModeDefinition ddp{
       ParallelMode::kDdp, "data parallel, the model state replicated on every rank (gradients averaged in buckets)", "",
-      false, {}};
+      false, {}, false, false, 4, 0};
   static const ParallelModeDefinition zero1{
       ParallelMode::kZero1,
       "data parallel with the optimizer state sharded (ZeRO-1): each rank keeps and updates its shard's state",
-      "--shard-optimizer-state", true, {Cause::kOptimizerState}};
+      "--shard=optimizer", true, {Cause::kOptimizerState}, false, false, 2, 2};
+  static const ParallelModeDefinition zero2{
+      ParallelMode::kZero2,
+      "data parallel with gradients and optimizer state sharded (ZeRO-2): each unit's gradients reduce-scattered "
+      "after its backward, each rank steps its shard, the weights all-gathered",
+      "--shard=gradients", true, {Cause::kOptimizerState}, true, false, 1, 3};
+  static const ParallelModeDefinition zero3{
+      ParallelMode::kZero3,
+      "fully sharded (ZeRO-3, FSDP): each rank keeps its shard of every unit's parameters, gathered before the "
+      "unit's forward and backward and freed after each",
+      "--shard=parameters", true, {Cause::kOptimizerState, Cause::kParameters}, true, true, 0, 4};
   switch (m) {
     case ParallelMode::kNone: return none;
     case ParallelMode::kDdp: return ddp;
     case ParallelMode::kZero1: return zero1;
+    case ParallelMode::kZero2: return zero2;
+    case ParallelMode::kZero3: return zero3;
   }
   return none;
 }

@@ -57,7 +57,7 @@ json remedy_names(const std::vector<Remedy>& remedies) {
 }
 
 json to_json(const Parallelism& p) {
-  return {
+  json j = {
       {"mode", to_string(p.mode)},
       {"world_size", p.world_size},
       {"rank", p.rank},
@@ -65,6 +65,12 @@ json to_json(const Parallelism& p) {
       {"backend", p.backend},
       {"rank_zero_extra_samples", p.rank_zero_extra_samples},
   };
+  // Only where gradients are sharded by unit: other reports stay as they were.
+  if (definition(p.mode).shards_gradients) {
+    j["unit_modules"] = p.unit_modules;
+    j["prefetch"] = p.prefetch_next ? "next" : "none";
+  }
+  return j;
 }
 
 json to_json(const RunConfig& c) {

@@ -136,6 +136,11 @@ Parallelism read_parallelism(const JsonNode& p) {
   out.local_rank = static_cast<int>(p.integer("local_rank", 0, limits::kMaxWorldSize));
   out.backend = p.str("backend");
   out.rank_zero_extra_samples = static_cast<int>(p.integer("rank_zero_extra_samples", 0, limits::kMaxBatch));
+  out.unit_modules = static_cast<int>(p.opt_integer("unit_modules", 1, limits::kMaxDepth).value_or(1));
+  if (const auto prefetch = p.opt_str("prefetch")) {
+    if (*prefetch != "none" && *prefetch != "next") p.field("prefetch").fail("prefetch '" + *prefetch + "' (none or next)");
+    out.prefetch_next = *prefetch == "next";
+  }
   if ((out.mode == ParallelMode::kNone) != (out.world_size == 1 && out.backend == "none")) {
     p.field("mode").fail(std::string("mode '") + to_string(out.mode) + "' with world_size " +
                          std::to_string(out.world_size) + " and backend '" + out.backend + "'");

@@ -31,6 +31,8 @@ RunIdentity identity_of(const CaseInfo& c, const RunConfig& config, const Produc
   id.world_size = config.parallel.world_size;
   id.rank_zero_extra_samples = config.parallel.rank_zero_extra_samples;
   id.rank = config.parallel.rank;
+  id.unit_modules = config.parallel.unit_modules;
+  id.prefetch_next = config.parallel.prefetch_next;
   return id;
 }
 
@@ -51,7 +53,14 @@ std::string variant_label(const RunIdentity& id) {
   }
   std::string s = run_scoped.empty() ? std::string() : remedies_label(run_scoped);
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : "+") + part; };
-  if (is_sharded(id.mode)) add(to_string(id.mode));
+  if (is_sharded(id.mode)) {
+    std::string mode = to_string(id.mode);
+    if (definition(id.mode).shards_gradients) {
+      if (id.unit_modules != 1) mode += ":units=" + std::to_string(id.unit_modules);
+      if (id.prefetch_next) mode += ":prefetch";
+    }
+    add(mode);
+  }
   const std::string settings = id.allocator_settings.empty() ? allocator_settings_of(id.remedies) : id.allocator_settings;
   if (!settings.empty()) add(settings);
   return s.empty() ? "none" : s;

@@ -34,6 +34,10 @@ std::vector<std::string> to_argv(const RunSpec& r, const std::string& program) {
     a.insert(a.end(), {"--rank-zero-extra-samples", std::to_string(r.rank_zero_extra_samples)});
   }
   if (r.world_size > 1 && *definition(r.mode).flag) a.push_back(definition(r.mode).flag);
+  if (r.world_size > 1 && definition(r.mode).shards_gradients) {
+    if (r.unit_modules != 1) a.insert(a.end(), {"--shard-unit-modules", std::to_string(r.unit_modules)});
+    if (r.prefetch_next) a.insert(a.end(), {"--shard-prefetch", "next"});
+  }
   if (!r.remedies.empty()) a.insert(a.end(), {"--remedy", remedies_label(r.remedies)});
   if (!r.warm_up_kernels) a.push_back("--no-warmup");
   for (const std::string& d : r.case_dirs) a.insert(a.end(), {"--cases-dir", d});

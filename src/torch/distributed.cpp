@@ -66,6 +66,18 @@ class C10dCommunicator final : public Communicator {
     pg_->allreduce(one, o)->wait(timeout_);
   }
 
+  void all_gather_into(at::Tensor& full, at::Tensor& shard) override {
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_;
+    pg_->_allgather_base(full, shard, o)->wait(timeout_);
+  }
+
+  void reduce_scatter_sum(at::Tensor& shard, at::Tensor& full) override {
+    c10d::ReduceScatterOptions o;
+    o.timeout = timeout_;
+    pg_->_reduce_scatter_base(shard, full, o)->wait(timeout_);
+  }
+
   void barrier() override {
     c10d::BarrierOptions o;
     o.timeout = timeout_;

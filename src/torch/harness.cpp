@@ -106,6 +106,8 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
   w.mode = plan.launch ? (opts.parallel_mode == ParallelMode::kNone ? ParallelMode::kDdp : opts.parallel_mode)
                       : ParallelMode::kNone;
+  w.unit_modules = opts.shard_unit_modules;
+  w.prefetch_next = opts.shard_prefetch_next;
   w.remedies = run.remedies;
   return w;
 }

@@ -231,6 +231,10 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
     p.world_size = plan.launch->world_size;
     p.backend = plan.device.is_cuda() ? "nccl" : "gloo";
     p.rank_zero_extra_samples = opts.rank_zero_extra_samples;
+    if (definition(p.mode).shards_gradients) {
+      p.unit_modules = opts.shard_unit_modules;
+      p.prefetch_next = opts.shard_prefetch_next;
+    }
   }
   return c;
 }
@@ -262,6 +266,28 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
     throw UsageError(std::string(definition(opts.parallel_mode).flag) +
                      ": shards across the ranks of a data-parallel job; start it under a launcher "
                      "(torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
+  }
+  if ((opts.shard_unit_modules != 1 || opts.shard_prefetch_next) && !definition(opts.parallel_mode).shards_gradients) {
+    throw UsageError(std::string(opts.shard_unit_modules != 1 ? "--shard-unit-modules" : "--shard-prefetch") +
+                     ": units are what --shard=gradients and --shard=parameters gather and reduce-scatter; "
+                     "replicated and optimizer-sharded runs have none");
+  }
+  if (opts.shard_unit_modules < 1) throw UsageError("--shard-unit-modules: must be 1 or more");
+  if (definition(opts.parallel_mode).shards_parameters) {
+    for (const PlannedRun& r : plan.runs) {
+      const ModelSpec& m = r.spec.preset(r.preset).model;
+      for (const Remedy& x : r.remedies) {
+        if (x.kind == RemedyKind::kCheckpoint) {
+          throw UsageError("--shard=parameters: checkpointing recomputes forward inside backward, which would need "
+                           "each unit gathered again there; not supported yet (leave out --remedy checkpoint)");
+        }
+      }
+      if (m.kind == ModelKind::kTransformer && m.tied_embeddings) {
+        throw UsageError("--shard=parameters: " + r.spec.name +
+                         " ties its head to the token embedding, a parameter of another unit; not supported yet "
+                         "(a case with \"tied_embeddings\": false is)");
+      }
+    }
   }
   if (!plan.launch && opts.rank_zero_extra_samples > 0) {
     throw UsageError("--rank-zero-extra-samples: rank 0's extra samples need a data-parallel job; start it under a "

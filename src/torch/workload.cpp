@@ -6,6 +6,7 @@
 #include "memdiag/checkpoint.hpp"
 #include "memdiag/memory_snapshot.hpp"
 #include "data_parallel.hpp"
+#include "sharded_units.hpp"
 #include "model.hpp"
 
 #include <c10/util/Exception.h>
@@ -170,16 +171,22 @@ class Training {
       torch::NoGradGuard no_grad;
       o_.comm->broadcast(params_, 0);
     }
-    rec_.mark(Phase::kModelReady, take_census(params_, nullptr));
+    if (o_.comm != nullptr && definition(o_.mode).shards_gradients) shard_units();
+    rec_.mark(Phase::kModelReady, census());
   }
 
   void optimizer_ready() {
     enter(Phase::kOptimizerReady);
-    sharded_ = o_.comm != nullptr && definition(o_.mode).shards_optimizer_state;
+    // ZeRO-1 shards whole parameters between the ranks; ZeRO-2/3 flat units.
+    sharded_ = o_.comm != nullptr && definition(o_.mode).shards_optimizer_state && !units_;
     if (sharded_) owner_ = shard_owners(params_, o_.comm->world_size());
     std::vector<torch::Tensor> owned;
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (!sharded_ || owner_[i] == o_.comm->rank()) owned.push_back(params_[i]);
+    if (units_) {
+      owned = units_->shards();
+    } else {
+      for (std::size_t i = 0; i < params_.size(); ++i) {
+        if (!sharded_ || owner_[i] == o_.comm->rank()) owned.push_back(params_[i]);
+      }
     }
     optimizer_ = make_optimizer(e_.optimizer, owned);
     rec_.mark(Phase::kOptimizerReady, census());
@@ -216,9 +223,9 @@ class Training {
     {
       std::optional<AutocastGuard> cast;
       if (e_.autocast_bf16) cast.emplace(o_.device.type(), torch::kBFloat16);
-      logits_ = e_.checkpoint_segments > 0
-                    ? checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
-                    : model_->forward(x_);
+      logits_ = e_.checkpoint_segments > 0 ? checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
+                : units_                     ? forward_by_unit(x_)
+                                             : model_->forward(x_);
     }
     // A transformer's logits are [batch, length, vocab]: one prediction per token.
     loss_ = logits_.dim() == 3 ? torch::nn::functional::cross_entropy(
@@ -236,7 +243,17 @@ class Training {
     step_loss_ += loss_.detach().item<double>() * share;
     if (e_.keep_graph_connected_loss) kept_losses_.push_back(loss_);  // keeps every saved activation alive
     const bool last = mb + 1 == e_.micro_batches;
-    if (o_.comm != nullptr && last) buckets_.all_reduce(params_, *o_.comm);
+    if (units_) {
+      // What the units' hooks have not reduce-scattered yet: the first unit
+      // (no unit before it to hook), or every unit where forward ran
+      // without hooks (checkpointing).
+      for (std::size_t u = 0; u < units_->size(); ++u) {
+        if (!reduced_[u]) units_->reduce_gradients(u);
+        units_->release(u);
+      }
+    } else if (o_.comm != nullptr && last) {
+      buckets_.all_reduce(params_, *o_.comm);
+    }
     if (accumulating()) {
       // This micro-batch is done: what it made goes before the next one's
       // forward, as a training loop's locals would.
@@ -248,6 +265,7 @@ class Training {
   void step() {
     enter(Phase::kStep);
     optimizer_->step();
+    if (units_) units_->after_step();
     if (sharded_) {
       // ZeRO-1's all-gather: each shard's owner sends its updated weights.
       torch::NoGradGuard no_grad;
@@ -260,7 +278,13 @@ class Training {
   }
 
   // The tensors by role now: each phase's sample, and a failure's report.
-  TensorCensus census() const { return take_census(params_, optimizer_.get()); }
+  // Sharded units add their buffers and slices (a freed buffer counts 0).
+  TensorCensus census() const {
+    if (!units_) return take_census(params_, optimizer_.get());
+    std::vector<torch::Tensor> all = params_;
+    for (torch::Tensor& t : units_->state_tensors()) all.push_back(t);
+    return take_census(all, optimizer_.get());
+  }
 
   void cleanup() {
     enter(Phase::kCleanup);
@@ -276,6 +300,73 @@ class Training {
   }
 
  private:
+  // ZeRO-2/3: the model's modules that hold parameters, unit_modules at a
+  // time, become units in forward order.
+  void shard_units() {
+    std::vector<std::vector<torch::Tensor>> units;
+    int in_unit = 0;
+    unit_of_child_.clear();
+    for (const auto& child : model_->children()) {
+      std::vector<torch::Tensor> params = child->parameters();
+      if (params.empty()) {
+        unit_of_child_.push_back(units.empty() ? 0 : units.size() - 1);
+        continue;
+      }
+      if (units.empty() || in_unit == o_.unit_modules) {
+        units.emplace_back();
+        in_unit = 0;
+      }
+      ++in_unit;
+      for (torch::Tensor& p : params) units.back().push_back(p);
+      unit_of_child_.push_back(units.size() - 1);
+    }
+    units_ = std::make_unique<ShardedUnits>(units, *o_.comm, definition(o_.mode).shards_parameters);
+    reduced_.assign(units_->size(), false);
+  }
+
+  // Forward one unit at a time: each gathered before its first module runs
+  // (with the next one too, when prefetching) and freed after its last; its
+  // output's gradient hook, run when backward reaches the unit, reduces the
+  // unit after it (whose backward is done: the engine accumulates a
+  // parameter's gradient before any node that the same backward node
+  // feeds), frees it, and gathers this one again.
+  torch::Tensor forward_by_unit(torch::Tensor x) {
+    std::fill(reduced_.begin(), reduced_.end(), false);
+    const std::size_t children = unit_of_child_.size();
+    std::size_t i = 0;
+    for (auto& child : *model_) {
+      const std::size_t u = unit_of_child_[i];
+      const bool first = i == 0 || unit_of_child_[i - 1] != u;
+      const bool last = i + 1 == children || unit_of_child_[i + 1] != u;
+      if (first) {
+        units_->gather(u);
+        if (o_.prefetch_next && u + 1 < units_->size()) units_->gather(u + 1);
+      }
+      x = child.forward(x);
+      if (last) {
+        if (x.requires_grad()) {
+          x.register_hook([this, u](const torch::Tensor& grad) {
+            before_unit_backward(u);
+            return grad;
+          });
+        }
+        units_->release(u);
+      }
+      ++i;
+    }
+    return x;
+  }
+
+  void before_unit_backward(std::size_t u) {
+    if (u + 1 < units_->size() && !reduced_[u + 1]) {
+      units_->reduce_gradients(u + 1);
+      reduced_[u + 1] = true;
+      units_->release(u + 1);
+    }
+    units_->gather(u);
+    if (o_.prefetch_next && u > 0) units_->gather(u - 1);
+  }
+
   // A phase begins: where an out-of-memory error would strike, and a mark
   // in the allocator's history when a snapshot is being recorded.
   void enter(Phase p) {
@@ -303,6 +394,9 @@ class Training {
   std::vector<int> owner_;  // the rank that owns each parameter's optimizer state (ZeRO-1)
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   GradientBuckets buckets_;
+  std::unique_ptr<ShardedUnits> units_;     // ZeRO-2/3
+  std::vector<std::size_t> unit_of_child_;  // the unit each of the model's modules runs in
+  std::vector<bool> reduced_;               // units whose gradients this backward has reduce-scattered
   std::int64_t local_batch_ = 0;
   torch::Tensor x_all_, y_all_;             // the step's batch
   torch::Tensor x_, y_, logits_, loss_;     // the (micro-)batch in progress

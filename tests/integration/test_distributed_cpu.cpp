@@ -92,21 +92,26 @@ TEST(DistributedCpu, APeerThatNeverJoinsFailsWithinTheTimeout) {
   EXPECT_EQ(r.status, RunStatus::kFailed);
 }
 
+// Replicated, and fully sharded (the peer dies inside a unit's gather or a
+// reduce-scatter rather than an all-reduce).
 TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
-  TempDir d;
-  LaunchOptions lo;
-  lo.kill_rank = 1;
-  lo.kill_after_ms = 3000;
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<Proc> p = launch_ranks({kDistExe, "--case", "alpha", "--preset", "medium", "--steps", "200",
-                                            "--device", "cpu", "-q", "--dist-timeout-s", "10", "-o",
-                                            d.file("a-{rank}.json")},
-                                           d, lo);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(p[0].exit_code, to_int(ExitCode::kFailed)) << p[0].err;
-  EXPECT_EQ(p[1].exit_code, 128 + 9);
-  EXPECT_LT(s, 60);
-  EXPECT_EQ(load_report(d.file("a-0.json")).status, RunStatus::kFailed);
+  for (const std::string& mode : {std::string("replicated"), std::string("--shard=parameters")}) {
+    SCOPED_TRACE(mode);
+    TempDir d;
+    LaunchOptions lo;
+    lo.kill_rank = 1;
+    lo.kill_after_ms = 3000;
+    std::vector<std::string> argv{kDistExe, "--case", "alpha", "--preset", "medium", "--steps", "200", "--device", "cpu",
+                                  "-q", "--dist-timeout-s", "10", "-o", d.file("a-{rank}.json")};
+    if (mode == "--shard=parameters") argv.push_back(mode);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<Proc> p = launch_ranks(argv, d, lo);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(p[0].exit_code, to_int(ExitCode::kFailed)) << p[0].err;
+    EXPECT_EQ(p[1].exit_code, 128 + 9);
+    EXPECT_LT(s, 60);
+    EXPECT_EQ(load_report(d.file("a-0.json")).status, RunStatus::kFailed);
+  }
 }
 
 TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {

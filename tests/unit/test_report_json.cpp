@@ -177,7 +177,12 @@ std::set<std::string> written_paths() {
   std::set<std::string> out;
   Report cpu = testkit::synth({});
   cpu.config.device = "cpu";
-  for (const Report& r : {full_report(), cpu}) {
+  // Fully sharded: the units' fields.
+  Report zero3 = testkit::synth({});
+  zero3.config.parallel.mode = ParallelMode::kZero3;
+  zero3.config.parallel.world_size = 2;
+  zero3.config.parallel.backend = "gloo";
+  for (const Report& r : {full_report(), cpu, zero3}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);
   }
   return out;

@@ -32,7 +32,7 @@ TEST(RunSpec, DataParallelRunsUnderTorchrun) {
   EXPECT_EQ(a[1], "--nproc-per-node=2");
   EXPECT_EQ(a[3], "memory_diagnostics");
   EXPECT_EQ(a.back(), "beta-{rank}.json");
-  EXPECT_NE(shell_command(a).find("--shard-optimizer-state --output 'beta-{rank}.json'"), std::string::npos);
+  EXPECT_NE(shell_command(a).find("--shard=optimizer --output 'beta-{rank}.json'"), std::string::npos);
 }
 
 TEST(RunSpec, ShellQuotingSurvivesAnyPath) {

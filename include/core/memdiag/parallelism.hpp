@@ -16,8 +16,11 @@ enum class ParallelMode {
   kNone,   // one process
   kDdp,    // data parallel, every rank holds the whole model state
   kZero1,  // data parallel, each rank keeps the optimizer state of its shard only
+  kZero2,  // ... and its shard of the gradients (reduce-scattered after each unit's backward)
+  kZero3,  // ... and its shard of the parameters (gathered around each unit's forward and backward: FSDP)
 };
-// "none", "ddp", "zero1": the report's spelling. Its one table of names.
+// "none", "ddp", "zero1", "zero2", "zero3": the report's spelling. Its one
+// table of names.
 const char* to_string(ParallelMode m);
 
 struct ParallelModeDefinition {
@@ -28,6 +31,13 @@ struct ParallelModeDefinition {
   const char* flag = "";
   bool shards_optimizer_state = false;
   std::vector<Cause> answers;  // the causes sharding is meant to reduce
+  bool shards_gradients = false;
+  bool shards_parameters = false;
+  // What one rank holds of fp32 AdamW's model state, in parameter bytes P:
+  // replicated_p x P + sharded_p x P / N (replicated 4P, ZeRO-1 2P + 2P/N,
+  // ZeRO-2 P + 3P/N, ZeRO-3 4P/N; the ZeRO paper's K = 12 with fp32).
+  int replicated_p = 4;
+  int sharded_p = 0;
 };
 const ParallelModeDefinition& definition(ParallelMode m);
 // The sharded modes meant for a cause.
@@ -41,6 +51,11 @@ struct Parallelism {
   std::string backend = "none";  // "gloo", "nccl"
   // Samples rank 0 carries beyond the others' (an imbalanced job).
   int rank_zero_extra_samples = 0;
+  // ZeRO-2 and ZeRO-3: how many consecutive modules that hold parameters
+  // make one unit (gathered, freed and reduce-scattered together), and
+  // whether the next unit is gathered while one runs.
+  int unit_modules = 1;
+  bool prefetch_next = false;
 };
 
 // Whether the mode is one of the sharded ones: the comparison measures it

@@ -38,6 +38,10 @@ struct RunIdentity {
   int world_size = 1;
   int rank_zero_extra_samples = 0;
   int rank = 0;
+  // ZeRO-2/3's units and prefetch: part of the variant (they change what is
+  // in flight).
+  int unit_modules = 1;
+  bool prefetch_next = false;
 };
 
 RunIdentity identity_of(const Report& report);

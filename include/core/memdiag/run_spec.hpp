@@ -34,6 +34,9 @@ struct RunSpec {
   bool overwrite = false;               // --overwrite: a child of a sweep given it replaces what its parent may
   std::vector<std::string> case_dirs;   // --cases-dir, searched first for case names
   std::string output;  // with {rank} when world_size > 1
+  // ZeRO-2/3's units and prefetch (the mode's defaults: 1, none).
+  int unit_modules = 1;
+  bool prefetch_next = false;
 };
 
 // The argument vector, program first: "memory_diagnostics --case ... --output

@@ -40,6 +40,10 @@ class Communicator {
   virtual std::string backend() const = 0;
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void all_reduce_sum(at::Tensor& tensor) = 0;
+  // Every rank's `shard` (equal sizes), concatenated by rank into `full`.
+  virtual void all_gather_into(at::Tensor& full, at::Tensor& shard) = 0;
+  // `full` summed over the ranks, this rank's slice (full / world) into `shard`.
+  virtual void reduce_scatter_sum(at::Tensor& shard, at::Tensor& full) = 0;
   virtual void barrier() = 0;
 };
 

@@ -41,6 +41,10 @@ struct HarnessOptions {
   // The mode a launched job runs in (ddp, or a sharded mode asked for by
   // its flag); a single process is mode none whatever this says.
   ParallelMode parallel_mode = ParallelMode::kDdp;
+  // ZeRO-2/3 (--shard gradients|parameters): modules per unit, and whether
+  // the next unit is gathered while one runs.
+  int shard_unit_modules = 1;
+  bool shard_prefetch_next = false;
   double dist_timeout_s = 60;
   // --find-max-batch: search for the largest batch that completes the
   // steps within the budget (--memory-limit-mib, or what the device leaves

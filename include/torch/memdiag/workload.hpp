@@ -41,6 +41,10 @@ struct WorkloadOptions {
   // ZeRO-1: each rank keeps optimizer state for its shard of the parameters
   // only, updates that shard, and broadcasts it to the others.
   ParallelMode mode = ParallelMode::kNone;
+  // ZeRO-2/3: consecutive modules holding parameters per unit; the next
+  // unit gathered while one runs.
+  int unit_modules = 1;
+  bool prefetch_next = false;
   // Remedies, resolved (checkpoint=N with N set): see memdiag/remedy.hpp.
   std::vector<Remedy> remedies;
 };

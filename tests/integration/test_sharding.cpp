@@ -1,0 +1,211 @@
+// ZeRO-2 and ZeRO-3 (--shard gradients|parameters) over Gloo at world 2 and
+// 4: the training is the replicated run's, each rank holds what the
+// formulas say (fp32 AdamW, P the parameter bytes: replicated 4P, ZeRO-1
+// 2P + 2P/N, ZeRO-2 P + 3P/N, ZeRO-3 4P/N), ZeRO-3's unsharded parameters
+// are not live between forward and backward, and the seed's claims about
+// sharding hold per rank.
+#include "launch.hpp"
+#include "memdiag/exit_code.hpp"
+#include "memdiag/parallelism.hpp"
+#include "process.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace memdiag;
+using namespace memdiag::testkit;
+
+namespace sharding_test {
+
+const std::string kExe = MEMDIAG_DIAGNOSTICS_EXE;
+const std::string kOwnTransformer = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own-transformer.json";
+
+std::vector<Report> run_world(const TempDir& d, int world, const std::string& name, std::vector<std::string> extra) {
+  std::vector<std::string> argv{kExe, "--device", "cpu", "-q", "--dist-timeout-s", "60"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  LaunchOptions lo;
+  lo.world_size = world;
+  return launch_and_load(argv, d, name, /*check_schema=*/true, lo);
+}
+
+std::vector<double> losses(const Report& r) {
+  std::vector<double> out;
+  for (const Sample& s : r.samples) {
+    if (s.phase == Phase::kStep && s.loss) out.push_back(*s.loss);
+  }
+  return out;
+}
+
+double model_state(const Sample& s) {
+  return s.tensors->parameters_mib + s.tensors->gradients_mib + s.tensors->optimizer_state_mib;
+}
+
+void expect_same_training(const std::vector<Report>& a, const std::vector<Report>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const std::vector<double> la = losses(a[k]), lb = losses(b[k]);
+    ASSERT_EQ(la.size(), lb.size()) << "rank " << k;
+    ASSERT_FALSE(la.empty());
+    for (std::size_t i = 0; i < la.size(); ++i) {
+      EXPECT_NEAR(la[i], lb[i], 1e-5 * std::fabs(lb[i])) << "rank " << k << " step " << i;
+    }
+  }
+}
+
+struct World {
+  int n;
+};
+void PrintTo(const World& w, std::ostream* os) { *os << "world" << w.n; }
+
+}  // namespace sharding_test
+
+using sharding_test::World;
+
+class ShardingAtWorld : public ::testing::TestWithParam<World> {};
+
+TEST_P(ShardingAtWorld, EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays) {
+  using namespace sharding_test;
+  const int n = GetParam().n;
+  TempDir d;
+  const std::vector<std::string> beta = {"--case", "beta", "--steps", "3"};
+  const std::vector<Report> replicated = run_world(d, n, "ddp", beta);
+  ASSERT_EQ(replicated.size(), static_cast<std::size_t>(n));
+  const double p = replicated[0].model.parameter_bytes / (1024.0 * 1024.0);
+  for (const auto& [flag, mode] : std::vector<std::pair<std::string, ParallelMode>>{
+           {"optimizer", ParallelMode::kZero1}, {"gradients", ParallelMode::kZero2}, {"parameters", ParallelMode::kZero3}}) {
+    SCOPED_TRACE(flag);
+    std::vector<std::string> args = beta;
+    args.push_back("--shard=" + flag);
+    const std::vector<Report> sharded = run_world(d, n, flag, args);
+    expect_same_training(sharded, replicated);
+    const ParallelModeDefinition& def = definition(mode);
+    const double formula = def.replicated_p * p + def.sharded_p * p / n;
+    for (int k = 0; k < n; ++k) {
+      EXPECT_EQ(sharded[k].config.parallel.mode, mode);
+      const Sample& end = sample_at(sharded[k], Phase::kStep, 2);
+      // The census: each role's shard, within the padding of the flat units.
+      EXPECT_NEAR(model_state(end), formula, 0.01 * p) << "rank " << k;
+      // Everything the rank holds at the end of step(): ZeRO-1 keeps DDP's
+      // buckets (another P); the unit-sharded modes keep nothing beside
+      // their shards but the step's batch and loss.
+      const double extra = end.allocated_mib - formula;
+      if (def.shards_gradients) {
+        EXPECT_LT(extra, 0.05 * p) << "rank " << k;
+      } else {
+        EXPECT_NEAR(extra, p, 0.05 * p) << "rank " << k;
+      }
+      EXPECT_EQ(sharded[k].model.parameter_bytes, replicated[k].model.parameter_bytes) << "unsharded bytes";
+    }
+  }
+  // The replicated run: 4P and DDP's buckets.
+  EXPECT_NEAR(model_state(sample_at(replicated[0], Phase::kStep, 2)), 4 * p, 0.01 * p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gloo, ShardingAtWorld, ::testing::Values(World{2}, World{4}),
+                         [](const ::testing::TestParamInfo<World>& i) { return "world" + std::to_string(i.param.n); });
+
+TEST(Sharding, ZeroThreeFreesTheUnshardedParametersBetweenForwardAndBackward) {
+  using namespace sharding_test;
+  TempDir d;
+  // A transformer of the tests' own (untied embeddings, dropout): forward
+  // saves views of every block's weights for backward.
+  const std::vector<std::string> args = {"--case", kOwnTransformer, "--steps", "2"};
+  std::vector<std::string> zero2 = args, zero3 = args;
+  zero2.push_back("--shard=gradients");
+  zero3.push_back("--shard=parameters");
+  const std::vector<Report> two = run_world(d, 2, "z2", zero2);
+  const std::vector<Report> three = run_world(d, 2, "z3", zero3);
+  expect_same_training(three, two);
+  const double p = two[0].model.parameter_bytes / (1024.0 * 1024.0);
+  for (int k = 0; k < 2; ++k) {
+    const Sample& f2 = sample_at(two[k], Phase::kForward, 1);
+    const Sample& f3 = sample_at(three[k], Phase::kForward, 1);
+    // At the end of forward, with every activation saved: ZeRO-2 holds the
+    // whole weights, ZeRO-3 only its halves of them ...
+    EXPECT_NEAR(f2.tensors->parameters_mib, p, 0.01 * p);
+    EXPECT_NEAR(f3.tensors->parameters_mib, p / 2, 0.01 * p);
+    // ... and everything else is the same: the saved views hold no memory.
+    EXPECT_NEAR(f2.allocated_mib - f3.allocated_mib, p / 2, 0.02 * p) << "rank " << k;
+  }
+}
+
+TEST(Sharding, TheSeedsClaimsHoldPerRank) {
+  using namespace sharding_test;
+  TempDir d;
+  for (const std::string& c : {std::string("alpha"), std::string("gamma")}) {
+    SCOPED_TRACE(c);
+    const std::vector<std::string> args = {"--case", c, "--steps", "4"};
+    std::vector<std::string> zero3 = args;
+    zero3.push_back("--shard=parameters");
+    const std::vector<Report> rep = run_world(d, 2, c + "-ddp", args);
+    const std::vector<Report> fsdp = run_world(d, 2, c + "-zero3", zero3);
+    expect_same_training(fsdp, rep);
+    for (int k = 0; k < 2; ++k) {
+      // Activations stay local: forward adds per rank what it adds unsharded.
+      const double inc_rep = alloc_at(rep[k], Phase::kForward, 1) - alloc_at(rep[k], Phase::kCleanup, 0);
+      const double inc_fsdp = alloc_at(fsdp[k], Phase::kForward, 1) - alloc_at(fsdp[k], Phase::kCleanup, 0);
+      const double p = rep[k].model.parameter_bytes / (1024.0 * 1024.0);
+      // ZeRO-3's forward also gathers and frees each unit: at its end the
+      // last unit's weights are gone again, so the increments agree to
+      // within the largest unit.
+      EXPECT_NEAR(inc_fsdp, inc_rep, 0.5 * p + 0.02 * inc_rep) << "rank " << k;
+      // A retained graph still grows each step on each rank.
+      const double grow_rep = alloc_at(rep[k], Phase::kCleanup, 3) - alloc_at(rep[k], Phase::kCleanup, 1);
+      const double grow_fsdp = alloc_at(fsdp[k], Phase::kCleanup, 3) - alloc_at(fsdp[k], Phase::kCleanup, 1);
+      if (c == "gamma") {
+        EXPECT_GT(grow_fsdp, 0.5 * grow_rep) << "rank " << k;
+        EXPECT_GT(grow_fsdp, 1.0) << "rank " << k;
+      } else {
+        EXPECT_NEAR(grow_fsdp, 0, 0.05) << "rank " << k;
+      }
+    }
+  }
+}
+
+TEST(Sharding, AccumulationAndCheckpointingTrainAsReplicated) {
+  using namespace sharding_test;
+  TempDir d;
+  const std::vector<std::string> acc = {"--case", "beta", "--steps", "2", "--remedy", "accumulate=2"};
+  const std::vector<Report> rep = run_world(d, 2, "acc-ddp", acc);
+  for (const std::string& flag : {std::string("gradients"), std::string("parameters")}) {
+    std::vector<std::string> a = acc;
+    a.push_back("--shard=" + flag);
+    expect_same_training(run_world(d, 2, "acc-" + flag, a), rep);
+  }
+  const std::vector<std::string> ck = {"--case", "alpha", "--steps", "2", "--remedy", "checkpoint"};
+  std::vector<std::string> ck2 = ck;
+  ck2.push_back("--shard=gradients");
+  expect_same_training(run_world(d, 2, "ck-zero2", ck2), run_world(d, 2, "ck-ddp", ck));
+  // Units of two modules, and the next unit gathered ahead: the same training.
+  std::vector<std::string> units = {"--case", kOwnTransformer, "--steps", "2", "--shard=parameters"};
+  const std::vector<Report> one = run_world(d, 2, "u1", units);
+  units.insert(units.end(), {"--shard-unit-modules", "2", "--shard-prefetch", "next"});
+  const std::vector<Report> two = run_world(d, 2, "u2", units);
+  expect_same_training(two, one);
+  EXPECT_EQ(two[0].config.parallel.unit_modules, 2);
+  EXPECT_TRUE(two[0].config.parallel.prefetch_next);
+}
+
+TEST(Sharding, WhatShardingCannotDoIsAUsageError) {
+  using namespace sharding_test;
+  TempDir d;
+  for (const std::vector<std::string>& bad : {
+           std::vector<std::string>{"--case", "delta", "--shard=parameters"},
+           std::vector<std::string>{"--case", "alpha", "--shard=parameters", "--remedy", "checkpoint"},
+           std::vector<std::string>{"--case", "alpha", "--shard=everything"},
+           std::vector<std::string>{"--case", "alpha", "--shard-unit-modules", "2"},
+           std::vector<std::string>{"--case", "alpha", "--shard=optimizer", "--shard-prefetch", "next"},
+           std::vector<std::string>{"--case", "alpha", "--shard=gradients", "--shard-unit-modules", "0"},
+       }) {
+    std::vector<std::string> argv{kExe, "--device", "cpu", "-q", "-o", d.file("x-{rank}.json")};
+    argv.insert(argv.end(), bad.begin(), bad.end());
+    LaunchOptions lo;
+    const std::vector<Proc> p = launch_ranks(argv, d, lo);
+    for (const Proc& r : p) {
+      EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << testing::PrintToString(bad) << r.err;
+      EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    }
+  }
+  EXPECT_FALSE(exists(d.file("x-0.json")));
+}
