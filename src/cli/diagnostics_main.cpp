@@ -29,7 +29,7 @@ On CPU every tensor goes through a tracking allocator; reserved and device are n
 Data parallel: started by a launcher, it joins a c10d process group (NCCL on
 CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
   torchrun --nproc-per-node=2 --no-python build/bin/memory_diagnostics \
-      --case beta --output 'beta-{rank}.json' [--shard-optimizer-state]
+      --case beta --output 'beta-{rank}.json' [--shard optimizer|gradients|parameters]
 
 Out of memory: a run that ran out still writes its report (status "oom") with
 the allocator's state at the failure; compare_memory_reports explains it.
