@@ -151,6 +151,7 @@ void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& 
     if (f.shard_optimizer_state && f.shard != "optimizer") {
       throw memdiag::UsageError("--shard-optimizer-state: is --shard=optimizer; it cannot go with --shard=" + f.shard);
     }
+    opts.shard_flag = "--shard=" + f.shard;
     if (f.shard == "optimizer") {
       opts.parallel_mode = memdiag::ParallelMode::kZero1;
     } else if (f.shard == "gradients") {
@@ -331,7 +332,10 @@ int main(int argc, char** argv) {
   opts.plan_file = sweep.plan;
   opts.self_exe = memdiag::self_executable(argv[0]);
   opts.warm_up_kernels = !flags.no_warmup;
-  if (flags.shard_optimizer_state) opts.parallel_mode = memdiag::ParallelMode::kZero1;
+  if (flags.shard_optimizer_state) {
+    opts.parallel_mode = memdiag::ParallelMode::kZero1;
+    opts.shard_flag = "--shard-optimizer-state";
+  }
   opts.case_dirs = flags.extra_dirs;
   for (const std::string& d : memdiag::default_case_dirs(argv[0])) opts.case_dirs.push_back(d);
 

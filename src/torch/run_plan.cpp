@@ -263,7 +263,7 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   // Flags that only mean something in a data-parallel job do nothing in one
   // process: refused rather than recorded as a variant that was never run.
   if (!plan.launch && is_sharded(opts.parallel_mode)) {
-    throw UsageError(std::string(definition(opts.parallel_mode).flag) +
+    throw UsageError((opts.shard_flag.empty() ? std::string(definition(opts.parallel_mode).flag) : opts.shard_flag) +
                      ": shards across the ranks of a data-parallel job; start it under a launcher "
                      "(torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
   }

@@ -43,6 +43,7 @@ struct HarnessOptions {
   ParallelMode parallel_mode = ParallelMode::kDdp;
   // ZeRO-2/3 (--shard gradients|parameters): modules per unit, and whether
   // the next unit is gathered while one runs.
+  std::string shard_flag;  // the flag as the user spelt it, for messages (empty: the mode's own)
   int shard_unit_modules = 1;
   bool shard_prefetch_next = false;
   double dist_timeout_s = 60;
