@@ -2,6 +2,7 @@
 // the post-cleanup trend and what the first step left behind.
 #include "memdiag/analysis.hpp"
 #include "memdiag/features.hpp"
+#include "memdiag/phase_shape.hpp"
 
 #include <algorithm>
 #include <map>
@@ -195,6 +196,12 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.config = r.config;
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);
+  for (const Sample& s : r.samples) {
+    if (s.phase == Phase::kStep && s.tensors) {
+      f.step_model_state_mib = fixed_mib(*s.tensors);
+      f.step_optimizer_state_mib = s.tensors->optimizer_state_mib;
+    }
+  }
   f.model_attention = r.model.attention;
   f.model_layers = r.model.layers;
   f.local_batch = local_batch_of(r.config);

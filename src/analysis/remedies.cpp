@@ -63,6 +63,11 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.ms_per_step_max = r.ms_per_step_max;
   if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
   row.max_loss_diff = max_loss_diff(r, base);
+  if (is_sharded(r.id.mode) && r.step_model_state_mib && base.step_optimizer_state_mib && base.parameter_mib > 0) {
+    row.model_state_mib = r.step_model_state_mib;
+    row.formula_mib = model_state_per_rank(r.id.mode, base.parameter_mib, *base.step_optimizer_state_mib / base.parameter_mib,
+                                           r.id.world_size);
+  }
   row.cause_mib = cause_mib(dominant, r);
   row.baseline_cause_mib = cause_mib(dominant, base);
   if (dominant == Cause::kRetainedGraph) {

@@ -18,24 +18,24 @@ const char* to_string(ParallelMode m) {
 }
 
 const ParallelModeDefinition& definition(ParallelMode m) {
-  static const ParallelModeDefinition none{ParallelMode::kNone, "one process", "", false, {}, false, false, 4, 0};
+  static const ParallelModeDefinition none{ParallelMode::kNone, "one process", "", false, {}, false, false};
   static const ParallelModeDefinition ddp{
       ParallelMode::kDdp, "data parallel, the model state replicated on every rank (gradients averaged in buckets)", "",
-      false, {}, false, false, 4, 0};
+      false, {}, false, false};
   static const ParallelModeDefinition zero1{
       ParallelMode::kZero1,
       "data parallel with the optimizer state sharded (ZeRO-1): each rank keeps and updates its shard's state",
-      "--shard=optimizer", true, {Cause::kOptimizerState}, false, false, 2, 2};
+      "--shard=optimizer", true, {Cause::kOptimizerState}, false, false};
   static const ParallelModeDefinition zero2{
       ParallelMode::kZero2,
       "data parallel with gradients and optimizer state sharded (ZeRO-2): each unit's gradients reduce-scattered "
       "after its backward, each rank steps its shard, the weights all-gathered",
-      "--shard=gradients", true, {Cause::kOptimizerState}, true, false, 1, 3};
+      "--shard=gradients", true, {Cause::kOptimizerState}, true, false};
   static const ParallelModeDefinition zero3{
       ParallelMode::kZero3,
       "fully sharded (ZeRO-3, FSDP): each rank keeps its shard of every unit's parameters, gathered before the "
       "unit's forward and backward and freed after each",
-      "--shard=parameters", true, {Cause::kOptimizerState, Cause::kParameters}, true, true, 0, 4};
+      "--shard=parameters", true, {Cause::kOptimizerState, Cause::kParameters}, true, true};
   switch (m) {
     case ParallelMode::kNone: return none;
     case ParallelMode::kDdp: return ddp;
@@ -56,5 +56,12 @@ std::vector<ParallelMode> modes_answering(Cause c) {
 }
 
 bool is_sharded(ParallelMode m) { return definition(m).shards_optimizer_state; }
+
+double model_state_per_rank(ParallelMode m, double parameter_mib, double state_per_parameter, int n) {
+  const ParallelModeDefinition& d = definition(m);
+  const double share = n > 0 ? 1.0 / n : 1.0;
+  return parameter_mib * ((d.shards_parameters ? share : 1.0) + (d.shards_gradients ? share : 1.0) +
+                          state_per_parameter * (d.shards_optimizer_state ? share : 1.0));
+}
 
 }  // namespace memdiag

@@ -331,6 +331,7 @@ std::string section_html(const detail::Section& s) {
   if (!s.warnings.empty()) out << "<h3>warnings</h3>\n" << list_html(s.warnings, "warnings");
   out << "<p class=\"response\">response: " << xml_escape(s.response) << "</p>\n";
   if (!s.best_remedy.empty()) out << "<p class=\"best-remedy\">" << xml_escape(s.best_remedy) << "</p>\n";
+  if (!s.sharding.empty()) out << "<p class=\"sharding\">" << xml_escape(s.sharding) << "</p>\n";
   if (!s.not_measured.empty()) {
     out << "<p class=\"not-measured\">not measured here: " << xml_escape(s.not_measured) << "</p>\n";
   }

@@ -230,7 +230,9 @@ json remedies_json(const Verdict& v) {
                         {"max_loss_diff", opt(r.max_loss_diff)},
                         {"cause_mib", opt(r.cause_mib)},
                         {"baseline_cause_mib", opt(r.baseline_cause_mib)},
-                        {"reduces_cause", r.reduces_cause}});
+                        {"reduces_cause", r.reduces_cause},
+                        {"model_state_mib", opt(r.model_state_mib)},
+                        {"formula_mib", opt(r.formula_mib)}});
   }
   return remedies;
 }

@@ -26,7 +26,7 @@ std::string fence_for(const std::vector<std::string>& lines) {
 
 // A section's prose with its names escaped for markdown.
 detail::Section escaped(detail::Section s) {
-  for (std::string* f : {&s.title, &s.label, &s.decision, &s.response, &s.best_remedy, &s.not_measured,
+  for (std::string* f : {&s.title, &s.label, &s.decision, &s.response, &s.best_remedy, &s.sharding, &s.not_measured,
                          &s.changes_producer}) {
     *f = markdown_text(*f);
   }
@@ -52,6 +52,7 @@ std::string render_markdown(const Analysis& a) {
     for (const std::string& w : s.warnings) out += "- **warning:** " + w + "\n";
     out += "\nResponse: " + s.response + "\n";
     if (!s.best_remedy.empty()) out += "\n" + s.best_remedy + ".\n";
+    if (!s.sharding.empty()) out += "\n" + s.sharding + ".\n";
     if (!s.not_measured.empty()) out += "\nNot measured here: " + s.not_measured + ".\n";
     for (const std::string& c : s.capacity) out += "\nCapacity: " + c + ".\n";
     if (!s.not_helpful.empty()) {

@@ -18,6 +18,7 @@ std::string render_text(const Analysis& a) {
     for (const std::string& w : s.warnings) out += "  ! " + w + "\n";
     out += "response: " + s.response + "\n";
     if (!s.best_remedy.empty()) out += s.best_remedy + "\n";
+    if (!s.sharding.empty()) out += s.sharding + "\n";
     if (!s.not_measured.empty()) out += "not measured here: " + s.not_measured + "\n";
     for (const std::string& c : s.capacity) out += "capacity: " + c + "\n";
     if (!s.not_helpful.empty()) {

@@ -18,7 +18,7 @@ void make_printable(Table& t) {
 // reports and file names reach every format safe for a terminal and as
 // well-formed UTF-8 (each format then escapes its own metacharacters).
 void make_printable(Section& s) {
-  for (std::string* f : {&s.title, &s.cause, &s.label, &s.decision, &s.response, &s.changes_producer, &s.best_remedy,
+  for (std::string* f : {&s.title, &s.cause, &s.label, &s.decision, &s.response, &s.changes_producer, &s.best_remedy, &s.sharding,
                          &s.not_measured}) {
     make_printable(*f);
   }
@@ -62,6 +62,7 @@ Section section_of(const Group& g, const Verdict& v) {
   }
   if (!v.remedies.empty()) {
     s.best_remedy = describe_best_remedy(v);
+    s.sharding = describe_sharding(v);
     for (const std::string& n : remedies_not_measured(v)) s.not_measured += (s.not_measured.empty() ? "" : ", ") + n;
     s.remedies = remedies_table(v);
   }

@@ -30,6 +30,7 @@ struct Section {
   std::string changes_producer;
   // Remedies measured in the group (empty: none were run).
   std::string best_remedy;                      // the measured best, in words
+  std::string sharding;                         // the sharded modes measured: what each answers, per rank
   std::string not_measured;                     // "accumulate, bf16": suggested but not run
   std::optional<Table> remedies;
   std::vector<std::string> capacity;  // predicted largest batches

@@ -187,6 +187,12 @@ Table remedies_table(const Verdict& v) {
   for (const RemedyRow& r : v.remedies) baselines.insert(r.baseline_source);
   const bool several = baselines.size() > 1;
   if (several) t.headers.insert(t.headers.begin() + 1, "against");
+  // Sharded modes: the rank's model state beside its formula.
+  const bool modes = std::any_of(v.remedies.begin(), v.remedies.end(), [](const RemedyRow& r) { return r.formula_mib.has_value(); });
+  if (modes) {
+    t.headers.push_back("model state MiB/rank");
+    t.headers.push_back("formula");
+  }
   for (const RemedyRow& r : v.remedies) {
     t.rows.push_back({
         r.remedy,
@@ -203,8 +209,40 @@ Table remedies_table(const Verdict& v) {
         r.status != RunStatus::kComplete ? to_string(r.status) : (r.reduces_cause ? "yes" : "no"),
     });
     if (several) t.rows.back().insert(t.rows.back().begin() + 1, std::filesystem::path(r.baseline_source).filename().string());
+    if (modes) {
+      t.rows.back().push_back(format_mib(r.model_state_mib));
+      t.rows.back().push_back(r.formula_mib ? format_mib(*r.formula_mib) : "-");
+    }
   }
   return t;
+}
+
+std::string describe_sharding(const Verdict& v) {
+  std::vector<const RemedyRow*> rows;
+  for (const RemedyRow& r : v.remedies) {
+    if (is_sharded(r.mode) && r.remedies.empty()) rows.push_back(&r);
+  }
+  if (rows.empty()) return {};
+  const std::string cause = to_string(v.dominant);
+  std::string s = "sharding, per rank:";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const RemedyRow& r = *rows[i];
+    const ParallelModeDefinition& d = definition(r.mode);
+    s += std::string(i ? ";" : "") + " " + r.remedy + " (" +
+         (d.shards_parameters ? "weights, gradients and optimizer state" : d.shards_gradients ? "gradients and optimizer state" : "optimizer state") +
+         " divided among the ranks)";
+    if (r.model_state_mib) {
+      s += " holds " + format_mib(*r.model_state_mib) + " MiB of model state";
+      if (r.formula_mib) s += " (its formula: " + format_mib(*r.formula_mib) + ")";
+    }
+    s += std::string(r.reduces_cause ? ", reduces " : ", does not reduce ") + cause;
+    if (r.cause_mib && r.baseline_cause_mib) s += " (" + format_mib(*r.baseline_cause_mib) + " -> " + format_mib(*r.cause_mib) + " MiB)";
+  }
+  const std::vector<ParallelMode> answering = modes_answering(v.dominant);
+  if (answering.empty()) {
+    s += "; no mode divides " + cause + ": each rank keeps its own";
+  }
+  return s;
 }
 
 std::string describe_best_remedy(const Verdict& v) {

@@ -10,6 +10,7 @@
 #include "process.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 
@@ -80,7 +81,7 @@ TEST_P(ShardingAtWorld, EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays) {
     const std::vector<Report> sharded = run_world(d, n, flag, args);
     expect_same_training(sharded, replicated);
     const ParallelModeDefinition& def = definition(mode);
-    const double formula = def.replicated_p * p + def.sharded_p * p / n;
+    const double formula = model_state_per_rank(mode, p, 2.0, n);  // AdamW: two moments
     for (int k = 0; k < n; ++k) {
       EXPECT_EQ(sharded[k].config.parallel.mode, mode);
       const Sample& end = sample_at(sharded[k], Phase::kStep, 2);
@@ -100,6 +101,22 @@ TEST_P(ShardingAtWorld, EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays) {
   }
   // The replicated run: 4P and DDP's buckets.
   EXPECT_NEAR(model_state(sample_at(replicated[0], Phase::kStep, 2)), 4 * p, 0.01 * p);
+  // The comparer sets each mode's measurement beside its formula, and says
+  // what each mode answers.
+  const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.path(), "--format", "json"});
+  ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+  const nlohmann::json comparison = nlohmann::json::parse(cmp.out);  // kept: the loop reads into it
+  int rows = 0;
+  for (const nlohmann::json& r : comparison["groups"][0]["remedies"]) {
+    ASSERT_FALSE(r["formula_mib"].is_null()) << r.dump();
+    EXPECT_NEAR(r["model_state_mib"].get<double>(), r["formula_mib"].get<double>(), 0.01 * p) << r.dump();
+    EXPECT_TRUE(r["reduces_cause"].get<bool>()) << r.dump();
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+  const Proc text = run({MEMDIAG_COMPARE_EXE, d.path()});
+  EXPECT_NE(text.out.find("sharding, per rank: zero1 (optimizer state divided among the ranks)"), std::string::npos)
+      << text.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Gloo, ShardingAtWorld, ::testing::Values(World{2}, World{4}),

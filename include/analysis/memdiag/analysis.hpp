@@ -274,6 +274,11 @@ struct RemedyRow {
   std::optional<double> cause_mib;
   std::optional<double> baseline_cause_mib;
   bool reduces_cause = false;
+  // A sharded mode's row: what the rank holds of the model state at the end
+  // of step() (its census) and what the mode's formula says it should
+  // (model_state_per_rank, with the baseline's state per parameter byte).
+  std::optional<double> model_state_mib;
+  std::optional<double> formula_mib;
 };
 
 // The largest batch predicted to fit a budget (memdiag/capacity_model.hpp):

@@ -61,6 +61,11 @@ struct RunFeatures {
   RunStatus status = RunStatus::kComplete;
   std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
   double parameter_mib = 0;
+  // The tensor census at the last step() sample: what this rank holds of
+  // the model state (weights, gradients, optimizer state), and that state
+  // alone; absent without a census.
+  std::optional<double> step_model_state_mib;
+  std::optional<double> step_optimizer_state_mib;
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
   std::optional<std::int64_t> model_layers;  // the report's model.layers (a transformer's blocks)
   // batch x sequence length x vocab x 4 bytes, from the report's figures,

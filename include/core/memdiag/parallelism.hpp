@@ -33,11 +33,6 @@ struct ParallelModeDefinition {
   std::vector<Cause> answers;  // the causes sharding is meant to reduce
   bool shards_gradients = false;
   bool shards_parameters = false;
-  // What one rank holds of fp32 AdamW's model state, in parameter bytes P:
-  // replicated_p x P + sharded_p x P / N (replicated 4P, ZeRO-1 2P + 2P/N,
-  // ZeRO-2 P + 3P/N, ZeRO-3 4P/N; the ZeRO paper's K = 12 with fp32).
-  int replicated_p = 4;
-  int sharded_p = 0;
 };
 const ParallelModeDefinition& definition(ParallelMode m);
 // The sharded modes meant for a cause.
@@ -61,5 +56,13 @@ struct Parallelism {
 // Whether the mode is one of the sharded ones: the comparison measures it
 // against the replicated run of the same configuration, as a remedy.
 bool is_sharded(ParallelMode m);
+
+// The model state one rank holds under mode m at world n: weights,
+// gradients and k times the weights of optimizer state (k = 2 for AdamW's
+// moments, 0 for plain SGD), each divided by n where the mode shards it:
+// replicated (2+k)P, ZeRO-1 2P + kP/n, ZeRO-2 P + (1+k)P/n, ZeRO-3
+// (2+k)P/n (fp32 AdamW: 4P, 2P + 2P/n, P + 3P/n, 4P/n; the ZeRO paper's
+// formulas with K = 12 in mixed precision).
+double model_state_per_rank(ParallelMode m, double parameter_mib, double state_per_parameter, int n);
 
 }  // namespace memdiag

@@ -86,6 +86,10 @@ Table runs_table(const Group& g);
 std::optional<Table> searches_table(const Group& g);
 // The remedies measured against the baseline, one row each.
 Table remedies_table(const Verdict& v);
+// The sharded modes measured, per rank: what each divides, its model state
+// against its formula, and whether it answers the verdict's cause (empty
+// without a sharded run).
+std::string describe_sharding(const Verdict& v);
 // "checkpoint=6 lowers the peak from 74.20 to 29.22 MiB (-60.6%) ...", or
 // empty when no measured remedy reduces the cause.
 std::string describe_best_remedy(const Verdict& v);
