@@ -32,9 +32,11 @@ const RunFeatures* search_for(const Group& g, const RunFeatures& p, double budge
   return nullptr;
 }
 
+}  // namespace
+
 // Every run of the configuration, and the tries of any search of it (a
 // search under another limit measured the same peaks).
-std::vector<CapacityPoint> points_of(const Group& g, const RunFeatures& p) {
+std::vector<CapacityPoint> batch_points(const Group& g, const RunFeatures& p) {
   std::vector<CapacityPoint> out;
   for (const RunFeatures& r : g.runs) {
     if (!same(projection::kBatchSweep, r.id, p.id)) continue;
@@ -45,8 +47,6 @@ std::vector<CapacityPoint> points_of(const Group& g, const RunFeatures& p) {
   }
   return out;
 }
-
-}  // namespace
 
 std::vector<std::pair<double, CapacityPrediction::Budget>> capacity_budgets(const RunFeatures& p,
                                                                            const std::vector<double>& budgets_mib) {
@@ -68,7 +68,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
                                                  const std::vector<double>& budgets_mib) {
   const auto budgets = capacity_budgets(p, budgets_mib);
   std::vector<CapacityPrediction> out;
-  const std::vector<CapacityPoint> runs = points_of(g, p);
+  const std::vector<CapacityPoint> runs = batch_points(g, p);
   const std::optional<CapacityFit> fit = fit_capacity(runs);
   for (const auto& [budget, source] : budgets) {
     CapacityPrediction c;

@@ -196,6 +196,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.config = r.config;
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);
+  if (r.model.largest_module_bytes) f.largest_module_mib = to_mib(*r.model.largest_module_bytes);
   for (const Sample& s : r.samples) {
     if (s.phase == Phase::kStep && s.tensors) {
       f.step_model_state_mib = fixed_mib(*s.tensors);

@@ -41,7 +41,7 @@ std::vector<Group> group_runs(std::vector<RunFeatures> runs) {
 }
 
 Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, const std::set<std::string>& taken,
-                 const std::vector<double>& budgets_mib) {
+                 const std::vector<double>& budgets_mib, const std::vector<int>& world_sizes) {
   std::vector<RunFeatures> runs;
   runs.reserve(reports.size());
   std::set<std::string> sources = taken;
@@ -52,7 +52,7 @@ Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports, con
   Analysis a;
   a.groups = group_runs(std::move(runs));
   for (const Group& g : a.groups) {
-    a.verdicts.push_back(diagnose(g, sources, budgets_mib));
+    a.verdicts.push_back(diagnose(g, sources, budgets_mib, world_sizes));
     // Two groups must not suggest the same output either.
     for (const ConfirmingRun& c : a.verdicts.back().confirm) {
       if (c.runnable) sources.insert(c.run.output);

@@ -54,6 +54,17 @@ std::vector<std::pair<double, CapacityPrediction::Budget>> capacity_budgets(cons
 std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatures& primary,
                                                  const std::vector<double>& budgets_mib);
 
+// Every run of the primary's configuration along batch, and the tries of any
+// search of it: the points the capacity model fits.
+std::vector<CapacityPoint> batch_points(const Group& g, const RunFeatures& primary);
+
+// --- sharded_capacity.cpp -----------------------------------------------------
+// From a single-rank primary: each mode's largest batch per rank at each
+// world size (empty without world sizes, or for a data-parallel primary).
+std::vector<ShardedCapacity> predict_sharded_capacity(const Group& g, const RunFeatures& primary,
+                                                      const std::vector<double>& budgets_mib,
+                                                      const std::vector<int>& world_sizes);
+
 // --- sequence_capacity.cpp ----------------------------------------------------
 // The longest sequence that fits each budget at the primary's batch, from
 // its configuration's sequence sweep (empty without one).

@@ -6,7 +6,8 @@
 
 namespace memdiag {
 
-Verdict diagnose(const Group& group, const std::set<std::string>& taken, const std::vector<double>& budgets_mib) {
+Verdict diagnose(const Group& group, const std::set<std::string>& taken, const std::vector<double>& budgets_mib,
+                 const std::vector<int>& world_sizes) {
   Verdict v;
   v.case_name = group.case_name;
   v.group_key = group.key;
@@ -42,6 +43,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.math_attention = p.model_attention == "math";
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   v.sequence_capacity = detail::predict_sequence_capacity(g, p, budgets_mib);
+  v.sharded_capacity = detail::predict_sharded_capacity(g, p, budgets_mib, world_sizes);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);
   v.lowest_peak_remedy = detail::lowest_peak_remedy(v.remedies);

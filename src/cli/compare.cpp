@@ -135,7 +135,7 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
     regression = compare_to_baseline(set.reports, base->reports, o.thresholds);
   }
 
-  Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib);
+  Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib, o.world_sizes);
   for (const InputError& e : set.errors) analysis.unreadable.push_back(e.what());
   if (base) {
     for (const InputError& e : base->errors) analysis.unreadable.push_back(std::string("--baseline: ") + e.what());

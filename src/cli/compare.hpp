@@ -20,6 +20,7 @@ struct CompareOptions {
   std::string output;               // -o: write here (atomically) instead of stdout
   std::vector<std::pair<std::string, Cause>> expect;  // every group of CASE has CAUSE
   std::set<Cause> fail_on;                             // no group has any of these
+  std::vector<int> world_sizes;                        // --world-size: per-rank capacity under each mode (a what-if)
   std::vector<double> budgets_mib;                     // --budget-mib: predict the largest batch for each
   std::vector<std::string> baseline;                   // --baseline: reports to compare the inputs against
   RegressionThresholds thresholds;                     // --max-increase, --max-increase-mib

@@ -85,6 +85,14 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("MIB");
+  std::vector<std::string> worlds;
+  app.add_option("--world-size", worlds,
+                 "With a single-rank run: predict the largest batch per rank at N data-parallel ranks under each mode "
+                 "(replicated, ZeRO-1, ZeRO-2, ZeRO-3), within the same budgets (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("N");
 
   app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written)")
       ->type_name("FILE");
@@ -107,7 +115,7 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
                                  "Only validate the reports: each read with the comparison's full rules (schema, phase "
                                  "order, steps, bounds), a line each; exit 0 when all are valid, 2 otherwise (for "
                                  "writers of reports other than memdiag)");
-  for (const char* other : {"--format", "--expect", "--fail-on", "--budget-mib", "--baseline", "--output"}) {
+  for (const char* other : {"--format", "--expect", "--fail-on", "--budget-mib", "--world-size", "--baseline", "--output"}) {
     check_opt->excludes(app.get_option(other));
   }
   if (auto code = memdiag::cli::parse(app, argc, argv, "compare_memory_reports", out, err)) return code;
@@ -121,6 +129,10 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
       const double v = memdiag::parse_decimal("--budget-mib", b, 0, lim::kAbsurdMiB);
       if (!(v > 0)) throw memdiag::UsageError("--budget-mib: must be greater than 0, got " + b);
       opts.budgets_mib.push_back(v);
+    }
+    for (const std::string& w : worlds) {
+      opts.world_sizes.push_back(
+          static_cast<int>(memdiag::parse_integer_list("--world-size", w, 2, lim::kMaxWorldSize).at(0)));
     }
     if (mib_opt->count() > 0) {
       opts.thresholds.max_increase_mib = memdiag::parse_decimal("--max-increase-mib", max_increase_mib, 0, lim::kAbsurdMiB);

@@ -110,6 +110,7 @@ json model_json(const ModelInfo& m) {
   if (!m.attention.empty()) j["attention"] = m.attention;
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
+  if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;
   return j;
 }
 

@@ -372,6 +372,7 @@ Report read(const JsonNode& root) {
   r.model.parameter_bytes = m.integer("parameter_bytes", 0, limits::kMaxExactInteger);
   r.model.vocab = m.opt_integer("vocab", 1, limits::kMaxDimension);
   r.model.layers = m.opt_integer("layers", 1, limits::kMaxDepth);
+  r.model.largest_module_bytes = m.opt_integer("largest_module_bytes", 0, limits::kMaxExactInteger);
   if (m.given("attention")) r.model.attention = to_string(m.field("attention").as_enum<AttentionKernel>());
   r.environment = read_environment(root.field("environment"));
   if (version < 3) r.producer.version = r.environment.memdiag_version;

@@ -309,6 +309,21 @@ json sequence_capacity_json(const Verdict& v) {
   return out;
 }
 
+json sharded_capacity_json(const Verdict& v) {
+  json out = json::array();
+  for (const ShardedCapacity& c : v.sharded_capacity) {
+    out.push_back({{"mode", to_string(c.mode)},
+                   {"world_size", c.world_size},
+                   {"budget_mib", c.budget_mib},
+                   {"budget_source", to_string(c.source)},
+                   {"max_batch", c.answer.max_batch},
+                   {"binding", line_json(c.answer.binding)},
+                   {"model_state_mib", c.model_state_mib},
+                   {"unit_mib", opt(c.unit_mib)}});
+  }
+  return out;
+}
+
 json group_json(const Group& g, const Verdict& v) {
   json comps = json::array();
   for (const Component& c : v.components) comps.push_back(component_json(c));
@@ -384,6 +399,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"math_attention", v.math_attention},
           {"capacity", capacity_json(v)},
           {"sequence_capacity", sequence_capacity_json(v)},
+          {"sharded_capacity", sharded_capacity_json(v)},
           {"runs", runs}};
 }
 

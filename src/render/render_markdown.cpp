@@ -73,6 +73,10 @@ std::string render_markdown(const Analysis& a) {
     }
     if (s.remedies) out += "\nRemedies, each against its baseline run:\n\n" + s.remedies->to_markdown();
     if (s.searches) out += "\nLargest batch found per variant (--find-max-batch):\n\n" + s.searches->to_markdown();
+    if (s.sharded_capacity) {
+      out += "\nLargest batch per rank under each parallel mode (predicted from the single-rank run):\n\n" +
+             s.sharded_capacity->to_markdown();
+    }
     out += "\n" + s.runs.to_markdown();
     for (const auto& [label, table] : s.ranks) out += "\nRanks (" + label + "):\n\n" + table.to_markdown();
   }

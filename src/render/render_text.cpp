@@ -35,6 +35,10 @@ std::string render_text(const Analysis& a) {
     }
     if (s.remedies) out += "remedies, each against its baseline run:\n" + s.remedies->to_text("  ");
     if (s.searches) out += "largest batch found per variant (--find-max-batch):\n" + s.searches->to_text("  ");
+    if (s.sharded_capacity) {
+      out += "largest batch per rank under each parallel mode (predicted from the single-rank run):\n" +
+             s.sharded_capacity->to_text("  ");
+    }
     out += "runs:\n" + s.runs.to_text("  ");
     for (const auto& [label, table] : s.ranks) out += "ranks (" + label + "):\n" + table.to_text("  ");
   }

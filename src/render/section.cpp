@@ -69,6 +69,7 @@ Section section_of(const Group& g, const Verdict& v) {
   for (const CapacityPrediction& c : v.capacity) s.capacity.push_back(describe(c));
   for (const SequenceCapacity& c : v.sequence_capacity) s.capacity.push_back(describe(c));
   s.searches = searches_table(g);
+  s.sharded_capacity = sharded_capacity_table(v);
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
   make_printable(s);

@@ -35,6 +35,7 @@ struct Section {
   std::optional<Table> remedies;
   std::vector<std::string> capacity;  // predicted largest batches
   std::optional<Table> searches;  // --find-max-batch's answers per variant
+  std::optional<Table> sharded_capacity;  // --world-size: the largest batch per rank under each mode
   Table runs;
   std::vector<std::pair<std::string, Table>> ranks;  // label, table
 };

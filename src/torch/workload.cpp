@@ -159,6 +159,12 @@ class Training {
       info.parameters += p.numel();
       info.parameter_bytes += static_cast<std::int64_t>(p.numel()) * element;
     }
+    info.largest_module_bytes = 0;
+    for (const auto& child : model_->children()) {
+      std::int64_t bytes = 0;
+      for (const torch::Tensor& p : child->parameters()) bytes += static_cast<std::int64_t>(p.numel()) * element;
+      info.largest_module_bytes = std::max(*info.largest_module_bytes, bytes);
+    }
     if (mspec_.kind == ModelKind::kTransformer) {
       info.attention = to_string(mspec_.attention);
       info.vocab = mspec_.vocab;

@@ -342,6 +342,24 @@ struct SequenceCapacity {
   double extrapolation = 0;  // answer / longest fitted length
 };
 
+// The largest batch per rank under each parallel mode at a world size (a
+// what-if, --world-size), from a single-rank run's capacity lines: the
+// weights, gradients and optimizer state of each phase's fixed part divided
+// among the ranks where the mode shards them; DDP and ZeRO-1 add their
+// gradient buckets (one P) from the first backward on; ZeRO-2 reduce-scatters
+// one unit's gradients at a time and ZeRO-3 also gathers one unit's weights,
+// each taken as the largest module (model.largest_module_bytes) in forward
+// and backward. What grows with the batch stays per rank.
+struct ShardedCapacity {
+  ParallelMode mode = ParallelMode::kDdp;
+  int world_size = 2;
+  CapacityPrediction::Budget source = CapacityPrediction::Budget::kGiven;
+  double budget_mib = 0;
+  CapacityAnswer answer;         // max_batch is per rank
+  double model_state_mib = 0;    // model_state_per_rank for the mode
+  std::optional<double> unit_mib;  // the largest module, as in flight (absent: not recorded)
+};
+
 // A run that would settle what the reports given cannot: a batch, preset or
 // steps sweep point. Its output never names a report that was given.
 // Only memory_diagnostics can run its own reports' configurations again:
@@ -373,6 +391,7 @@ struct Verdict {
   // memory limit, or the device less the memory outside the allocator).
   std::vector<CapacityPrediction> capacity;
   std::vector<SequenceCapacity> sequence_capacity;  // from a sequence sweep of the primary run's configuration
+  std::vector<ShardedCapacity> sharded_capacity;    // per budget, world size and mode, from a single-rank run
   // Remedies measured in the group, against their baseline runs (rank 0).
   std::vector<RemedyRow> remedies;
   // The row that lowers the peak most among those that reduce the dominant
@@ -399,8 +418,10 @@ std::optional<double> cause_mib(Cause cause, const RunFeatures& f);
 
 // taken: every report path already given, so confirming runs never suggest
 // writing over one.
+// world_sizes: the data-parallel worlds a single-rank run's capacity is
+// predicted for under each mode (--world-size); none by default.
 Verdict diagnose(const Group& group, const std::set<std::string>& taken = {},
-                 const std::vector<double>& budgets_mib = {});
+                 const std::vector<double>& budgets_mib = {}, const std::vector<int>& world_sizes = {});
 
 struct Analysis {
   std::vector<Group> groups;
@@ -414,7 +435,8 @@ struct Analysis {
 // taken: paths confirming runs must not write to besides the reports given
 // (the CLI adds the reports already on disk beside them).
 Analysis analyse(const std::vector<std::pair<std::string, Report>>& reports,
-                 const std::set<std::string>& taken = {}, const std::vector<double>& budgets_mib = {});
+                 const std::set<std::string>& taken = {}, const std::vector<double>& budgets_mib = {},
+                 const std::vector<int>& world_sizes = {});
 
 // Thresholds, named so tests, docs and the JSON output can cite them.
 namespace thresholds {

@@ -66,6 +66,7 @@ struct RunFeatures {
   // alone; absent without a census.
   std::optional<double> step_model_state_mib;
   std::optional<double> step_optimizer_state_mib;
+  std::optional<double> largest_module_mib;  // model.largest_module_bytes
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
   std::optional<std::int64_t> model_layers;  // the report's model.layers (a transformer's blocks)
   // batch x sequence length x vocab x 4 bytes, from the report's figures,

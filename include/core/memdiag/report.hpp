@@ -162,6 +162,10 @@ struct ModelInfo {
   // A transformer's blocks, each with attention of its own: what the
   // capacity along the sequence length divides the scores' memory by.
   std::optional<std::int64_t> layers;
+  // The bytes of the largest of the model's modules that hold parameters
+  // (a layer, a block): what fully sharded data parallel gathers at once
+  // with a unit per module. Absent from reports before it was recorded.
+  std::optional<std::int64_t> largest_module_bytes;
 };
 
 struct Environment {

@@ -86,6 +86,8 @@ Table runs_table(const Group& g);
 std::optional<Table> searches_table(const Group& g);
 // The remedies measured against the baseline, one row each.
 Table remedies_table(const Verdict& v);
+// --world-size: each mode's largest batch per rank (absent without).
+std::optional<Table> sharded_capacity_table(const Verdict& v);
 // The sharded modes measured, per rank: what each divides, its model state
 // against its formula, and whether it answers the verdict's cause (empty
 // without a sharded run).
