@@ -373,6 +373,13 @@ Report read(const JsonNode& root) {
   r.model.vocab = m.opt_integer("vocab", 1, limits::kMaxDimension);
   r.model.layers = m.opt_integer("layers", 1, limits::kMaxDepth);
   r.model.largest_module_bytes = m.opt_integer("largest_module_bytes", 0, limits::kMaxExactInteger);
+  // Finite and bounded: a sum of weights, not a figure a gate reads.
+  if (m.given("final_parameter_sum")) {
+    r.model.final_parameter_sum = m.number("final_parameter_sum", 0, -limits::kAbsurdMiB * 1e6, limits::kAbsurdMiB * 1e6);
+  }
+  if (m.given("final_parameter_sum_of_squares")) {
+    r.model.final_parameter_sum_of_squares = m.number("final_parameter_sum_of_squares", 0, 0, limits::kAbsurdMiB * 1e12);
+  }
   if (m.given("attention")) r.model.attention = to_string(m.field("attention").as_enum<AttentionKernel>());
   r.environment = read_environment(root.field("environment"));
   if (version < 3) r.producer.version = r.environment.memdiag_version;

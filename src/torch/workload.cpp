@@ -283,6 +283,29 @@ class Training {
     rec_.mark(Phase::kStep, census(), std::nullopt, step_loss_);
   }
 
+  // What training left in the weights, for comparing runs that must train
+  // alike (a sharded mode against the replicated run): their sum and sum of
+  // squares over the whole model, in double. Sharded units sum their
+  // slices on every rank and add them up (the padding is zeros).
+  void record_final_parameters() {
+    torch::NoGradGuard no_grad;
+    const std::vector<torch::Tensor> tensors = units_ ? units_->shards() : params_;
+    double sum = 0, squares = 0;
+    for (const torch::Tensor& p : tensors) {
+      const torch::Tensor d = p.detach().to(torch::kDouble);
+      sum += d.sum().item<double>();
+      squares += d.pow(2).sum().item<double>();
+    }
+    if (units_) {
+      torch::Tensor both = torch::tensor({sum, squares}, torch::TensorOptions().dtype(torch::kDouble).device(o_.device));
+      o_.comm->all_reduce_sum(both);
+      sum = both[0].item<double>();
+      squares = both[1].item<double>();
+    }
+    rec_.report().model.final_parameter_sum = sum;
+    rec_.report().model.final_parameter_sum_of_squares = squares;
+  }
+
   // The tensors by role now: each phase's sample, and a failure's report.
   // Sharded units add their buffers and slices (a freed buffer counts 0).
   TensorCensus census() const {
@@ -448,6 +471,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       }
       if (!attempt([&] { t.step(); }) || !attempt([&] { t.cleanup(); })) return RunStatus::kInterrupted;
     }
+    t.record_final_parameters();
     return RunStatus::kComplete;
   } catch (const c10::OutOfMemoryError& error) {
     std::string msg = error.what_without_backtrace();

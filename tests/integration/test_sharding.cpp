@@ -53,6 +53,12 @@ void expect_same_training(const std::vector<Report>& a, const std::vector<Report
     for (std::size_t i = 0; i < la.size(); ++i) {
       EXPECT_NEAR(la[i], lb[i], 1e-5 * std::fabs(lb[i])) << "rank " << k << " step " << i;
     }
+    // And the weights the last step left (over all ranks when sharded).
+    ASSERT_TRUE(a[k].model.final_parameter_sum_of_squares && b[k].model.final_parameter_sum_of_squares);
+    const double scale = std::sqrt(*b[k].model.final_parameter_sum_of_squares);
+    EXPECT_NEAR(*a[k].model.final_parameter_sum_of_squares, *b[k].model.final_parameter_sum_of_squares,
+                1e-5 * *b[k].model.final_parameter_sum_of_squares) << "rank " << k;
+    EXPECT_NEAR(*a[k].model.final_parameter_sum, *b[k].model.final_parameter_sum, 1e-5 * scale) << "rank " << k;
   }
 }
 

@@ -87,6 +87,8 @@ Report full_report() {
   r.model.vocab = 512;
   r.model.layers = 2;
   r.model.largest_module_bytes = 4096;
+  r.model.final_parameter_sum = 0.25;
+  r.model.final_parameter_sum_of_squares = 12.5;
   r.events.push_back(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, "cuBLAS", 64.0));
   r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5));
   for (Sample& s : r.samples) s.tensors = TensorCensus{10, s.phase == Phase::kBackward ? 10.0 : 0.0, 0};

@@ -166,6 +166,11 @@ struct ModelInfo {
   // (a layer, a block): what fully sharded data parallel gathers at once
   // with a unit per module. Absent from reports before it was recorded.
   std::optional<std::int64_t> largest_module_bytes;
+  // After the last step of a complete run: the sum and the sum of squares
+  // of every weight (a sharded run's over all its ranks), to compare what
+  // two runs trained.
+  std::optional<double> final_parameter_sum;
+  std::optional<double> final_parameter_sum_of_squares;
 };
 
 struct Environment {
