@@ -18,6 +18,8 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -287,14 +289,26 @@ class Training {
   // alike (a sharded mode against the replicated run): their sum and sum of
   // squares over the whole model, in double. Sharded units sum their
   // slices on every rank and add them up (the padding is zeros).
+  //
+  // Read in chunks of 2^20 elements, so that a run that ended near its
+  // memory limit does not fail here; if even a chunk does not fit, the
+  // figures are left out (every rank still takes part in the sum).
   void record_final_parameters() {
     torch::NoGradGuard no_grad;
     const std::vector<torch::Tensor> tensors = units_ ? units_->shards() : params_;
     double sum = 0, squares = 0;
-    for (const torch::Tensor& p : tensors) {
-      const torch::Tensor d = p.detach().to(torch::kDouble);
-      sum += d.sum().item<double>();
-      squares += d.pow(2).sum().item<double>();
+    try {
+      constexpr std::int64_t kChunk = std::int64_t{1} << 20;
+      for (const torch::Tensor& p : tensors) {
+        const torch::Tensor flat = p.detach().reshape({-1});
+        for (std::int64_t at = 0; at < flat.numel(); at += kChunk) {
+          const torch::Tensor d = flat.narrow(0, at, std::min(kChunk, flat.numel() - at)).to(torch::kDouble);
+          sum += d.sum().item<double>();
+          squares += d.dot(d).item<double>();
+        }
+      }
+    } catch (const c10::OutOfMemoryError&) {
+      sum = squares = std::numeric_limits<double>::quiet_NaN();
     }
     if (units_) {
       torch::Tensor both = torch::tensor({sum, squares}, torch::TensorOptions().dtype(torch::kDouble).device(o_.device));
@@ -302,6 +316,7 @@ class Training {
       sum = both[0].item<double>();
       squares = both[1].item<double>();
     }
+    if (std::isnan(sum) || std::isnan(squares)) return;
     rec_.report().model.final_parameter_sum = sum;
     rec_.report().model.final_parameter_sum_of_squares = squares;
   }
