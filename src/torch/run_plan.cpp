@@ -275,17 +275,11 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
   if (opts.shard_unit_modules < 1) throw UsageError("--shard-unit-modules: must be 1 or more");
   if (definition(opts.parallel_mode).shards_parameters) {
     for (const PlannedRun& r : plan.runs) {
-      const ModelSpec& m = r.spec.preset(r.preset).model;
       for (const Remedy& x : r.remedies) {
         if (x.kind == RemedyKind::kCheckpoint) {
           throw UsageError("--shard=parameters: checkpointing recomputes forward inside backward, which would need "
                            "each unit gathered again there; not supported yet (leave out --remedy checkpoint)");
         }
-      }
-      if (m.kind == ModelKind::kTransformer && m.tied_embeddings) {
-        throw UsageError("--shard=parameters: " + r.spec.name +
-                         " ties its head to the token embedding, a parameter of another unit; not supported yet "
-                         "(a case with \"tied_embeddings\": false is)");
       }
     }
   }

@@ -366,6 +366,9 @@ class Training {
     }
     units_ = std::make_unique<ShardedUnits>(units, *o_.comm, definition(o_.mode).shards_parameters);
     reduced_.assign(units_->size(), false);
+    // A head tied to the token embedding reads the first unit's weight:
+    // that unit is gathered with the last one, in forward and backward.
+    tied_first_unit_ = mspec_.kind == ModelKind::kTransformer && mspec_.tied_embeddings && units_->size() > 1;
   }
 
   // Forward one unit at a time: each gathered before its first module runs
@@ -384,6 +387,7 @@ class Training {
       const bool last = i + 1 == children || unit_of_child_[i + 1] != u;
       if (first) {
         units_->gather(u);
+        if (tied_first_unit_ && u + 1 == units_->size()) units_->gather(0);
         if (o_.prefetch_next && u + 1 < units_->size()) units_->gather(u + 1);
       }
       x = child.forward(x);
@@ -395,6 +399,7 @@ class Training {
           });
         }
         units_->release(u);
+        if (tied_first_unit_ && u + 1 == units_->size()) units_->release(0);
       }
       ++i;
     }
@@ -408,6 +413,7 @@ class Training {
       units_->release(u + 1);
     }
     units_->gather(u);
+    if (tied_first_unit_ && u + 1 == units_->size()) units_->gather(0);  // kept until backward ends
     if (o_.prefetch_next && u > 0) units_->gather(u - 1);
   }
 
@@ -441,6 +447,7 @@ class Training {
   std::unique_ptr<ShardedUnits> units_;     // ZeRO-2/3
   std::vector<std::size_t> unit_of_child_;  // the unit each of the model's modules runs in
   std::vector<bool> reduced_;               // units whose gradients this backward has reduce-scattered
+  bool tied_first_unit_ = false;            // the last unit reads the first unit's weight (a tied head)
   std::int64_t local_batch_ = 0;
   torch::Tensor x_all_, y_all_;             // the step's batch
   torch::Tensor x_, y_, logits_, loss_;     // the (micro-)batch in progress
