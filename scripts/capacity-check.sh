@@ -10,10 +10,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 dir="${1:?usage: scripts/capacity-check.sh DIR CASE:PRESET:STEPS:BUDGETS ... [-- flags]}"
 shift
-specs=()
-while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do specs+=("$1"); shift; done
-[ "$#" -gt 0 ] && shift
-extra=("$@")
+split_at_dashdash "$@"
 bin="$MEMDIAG_BUILD_DIR/bin"
 [ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
 mkdir -p "$dir"

@@ -36,3 +36,13 @@ torch_prefix() {
     fi
   done
 }
+
+# Splits the words given at "--": those before into the array specs, those
+# after into extra (the memory_diagnostics flags a procedure passes on).
+split_at_dashdash() {
+  specs=()
+  extra=()
+  while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do specs+=("$1"); shift; done
+  if [ "$#" -gt 0 ]; then shift; fi
+  extra=("$@")
+}

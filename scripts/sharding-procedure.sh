@@ -13,9 +13,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 dir="${1:?usage: scripts/sharding-procedure.sh DIR [N...] [-- flags]}"
 shift
-worlds=()
-while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do worlds+=("$1"); shift; done
-[ "$#" -gt 0 ] && shift
+split_at_dashdash "$@"
+worlds=("${specs[@]}")
 [ "${#worlds[@]}" -gt 0 ] || worlds=(2 4)
 bin="$MEMDIAG_BUILD_DIR/bin"
 [ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
@@ -27,7 +26,7 @@ for n in "${worlds[@]}"; do
     for m in none optimizer gradients parameters; do
       shard=(); [ "$m" = none ] || shard=(--shard="$m")
       say "$c at world $n, shard $m"
-      "$runner" --nproc-per-node="$n" --no-python "$bin/memory_diagnostics" -q --case "$c" --steps 4 "${shard[@]}" "$@" \
+      "$runner" --nproc-per-node="$n" --no-python "$bin/memory_diagnostics" -q --case "$c" --steps 4 "${shard[@]}" "${extra[@]}" \
         --output "$dir/$c-n$n-$m-{rank}.json" >>"$dir/torchrun.log" 2>&1 || die "$c at world $n, shard $m: failed (see $dir/torchrun.log)"
     done
   done
