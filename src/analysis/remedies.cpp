@@ -93,8 +93,8 @@ std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
     if (r.id.rank == 0 && !is_baseline_variant(r.id)) runs.push_back(&r);
   }
   std::stable_sort(runs.begin(), runs.end(), [](const RunFeatures* a, const RunFeatures* b) {
-    return std::tie(a->id.mode, a->id.remedies, a->id.allocator_settings) <
-           std::tie(b->id.mode, b->id.remedies, b->id.allocator_settings);
+    return std::tie(a->id.mode, a->id.remedies, a->id.allocator_settings, a->id.variant_name) <
+           std::tie(b->id.mode, b->id.remedies, b->id.allocator_settings, b->id.variant_name);
   });
   std::vector<RemedyRow> rows;
   for (const RunFeatures* r : runs) {

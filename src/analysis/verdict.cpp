@@ -20,6 +20,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
 
   const RunFeatures& p = detail::pick_primary(g);
   v.primary_source = p.source;
+  v.primary_producer = p.id.producer;
   v.components = components_of(p);
   v.sweeps = detail::collect_sweeps(g, p);
   v.decision = detail::decide(p, v.components);

@@ -88,6 +88,7 @@ json to_json(const RunConfig& c) {
   // Only where the model has a sequence: an older reader then refuses only
   // the reports it could not have understood.
   if (c.sequence_length) j["sequence_length"] = *c.sequence_length;
+  if (!c.variant.empty()) j["variant"] = c.variant;
   return j;
 }
 

@@ -175,10 +175,18 @@ RunConfig read_config(const JsonNode& c, std::int64_t version) {
   r.memory_limit_mib = c.opt_mib("memory_limit_mib");
   if (version >= 3) {
     c.only({"batch_size_per_device", "preset", "steps", "device", "seed", "memory_limit_mib", "remedies",
-            "allocator_settings", "parallelism", "sequence_length"});
+            "allocator_settings", "parallelism", "sequence_length", "variant"});
     if (auto l = c.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) r.sequence_length = static_cast<int>(*l);
     r.parallel = read_parallelism(c.field("parallelism"));
     r.allocator_settings = c.str("allocator_settings");
+    if (const auto v = c.opt_str("variant")) {
+      // A label in tables and file names' stead: one short printable line.
+      const bool printable = std::all_of(v->begin(), v->end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; });
+      if (v->empty() || v->size() > 80 || !printable) {
+        c.field("variant").fail("a variant is 1 to 80 printable ASCII characters");
+      }
+      r.variant = *v;
+    }
   } else {
     r.parallel = read_flat_parallelism(c);
   }

@@ -33,13 +33,15 @@ RunIdentity identity_of(const CaseInfo& c, const RunConfig& config, const Produc
   id.rank = config.parallel.rank;
   id.unit_modules = config.parallel.unit_modules;
   id.prefetch_next = config.parallel.prefetch_next;
+  id.variant_name = config.variant;
   return id;
 }
 
 RunIdentity identity_of(const Report& r) { return identity_of(r.case_info, r.config, r.producer); }
 
 bool is_baseline_variant(const RunIdentity& id) {
-  return id.remedies.empty() && !is_sharded(id.mode) && id.allocator_settings.empty();  // the settings as run
+  return id.remedies.empty() && !is_sharded(id.mode) && id.allocator_settings.empty() &&  // the settings as run
+         id.variant_name.empty();
 }
 
 std::string variant_label(const RunIdentity& id) {
@@ -53,6 +55,7 @@ std::string variant_label(const RunIdentity& id) {
   }
   std::string s = run_scoped.empty() ? std::string() : remedies_label(run_scoped);
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : "+") + part; };
+  if (!id.variant_name.empty()) s = id.variant_name + (s.empty() ? "" : "+" + s);
   if (is_sharded(id.mode)) {
     std::string mode = to_string(id.mode);
     if (definition(id.mode).shards_gradients) {

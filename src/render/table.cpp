@@ -299,8 +299,53 @@ std::string describe_best_remedy(const Verdict& v) {
   return s;
 }
 
+namespace {
+
+// The same change made in a PyTorch job of one's own, for reports that
+// memory_diagnostics did not write (its flags cannot run them).
+const char* change_in_a_job(RemedyKind k) {
+  switch (k) {
+    case RemedyKind::kCheckpoint: return "torch.utils.checkpoint around the model's blocks";
+    case RemedyKind::kAccumulate: return "the batch in K micro-batches before one optimizer.step()";
+    case RemedyKind::kBf16: return "the model and its inputs in torch.bfloat16";
+    case RemedyKind::kAutocastBf16: return "torch.autocast(device_type, dtype=torch.bfloat16) around the forward";
+    case RemedyKind::kEmptyCache: return "torch.cuda.empty_cache() after each step";
+    case RemedyKind::kFixGraph: return "backward without retain_graph, and loss.item() where the loss is kept";
+    case RemedyKind::kSgd: return "torch.optim.SGD in the optimizer's place";
+    case RemedyKind::kEfficientAttention: return "torch.nn.functional.scaled_dot_product_attention for the attention";
+    case RemedyKind::kExpandableSegments: return "PYTORCH_ALLOC_CONF=expandable_segments:True";
+    case RemedyKind::kMaxSplit: return "PYTORCH_ALLOC_CONF=max_split_size_mb:N";
+    case RemedyKind::kGcThreshold: return "PYTORCH_ALLOC_CONF=garbage_collection_threshold:P";
+    case RemedyKind::kRoundupPow2: return "PYTORCH_ALLOC_CONF=roundup_power2_divisions:N";
+  }
+  return "";
+}
+
+const char* change_in_a_job(ParallelMode m) {
+  switch (m) {
+    case ParallelMode::kZero1: return "torch.distributed.optim.ZeroRedundancyOptimizer";
+    case ParallelMode::kZero2: return "FSDP with ShardingStrategy.SHARD_GRAD_OP";
+    case ParallelMode::kZero3: return "FSDP (torch.distributed.fsdp.fully_shard)";
+    case ParallelMode::kNone:
+    case ParallelMode::kDdp: return "";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::vector<std::string> remedies_not_measured(const Verdict& v) {
   std::vector<std::string> out;
+  if (v.primary_producer != kProducerDiagnostics) {
+    // A job of one's own: the change to make, recorded as a variant.
+    for (RemedyKind k : v.remedies_not_measured) {
+      out.emplace_back(std::string(to_string(k)) + " (in the job: " + change_in_a_job(k) + ")");
+    }
+    for (ParallelMode m : v.modes_not_measured) {
+      out.emplace_back(std::string(to_string(m)) + " (in the job: " + change_in_a_job(m) + ")");
+    }
+    return out;
+  }
   // Each with the flag that measures it, as a run accepts it: a remedy by
   // --remedy, a sharded mode by its flag under a launcher (refused outside).
   for (RemedyKind k : v.remedies_not_measured) {

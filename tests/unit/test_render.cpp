@@ -253,6 +253,33 @@ TEST(Render, EveryRemedyNotMeasuredNamesTheFlagThatMeasuresIt) {
   }
 }
 
+// A job of one's own (the Python recorder wrote it): what was not measured is
+// named as the change to make in the job, never as a flag of a tool that
+// cannot run it.
+TEST(Render, ARemedyNotMeasuredInAJobOfOnesOwnIsTheChangeToMake) {
+  std::vector<std::pair<std::string, Report>> reports;
+  Synth s;
+  s.activations_mib = 40;
+  Report r = synth(s);
+  r.producer.name = "memdiag.record (Python)";
+  reports.emplace_back("job.json", r);
+  Analysis a = analyse(reports);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  Verdict& v = a.verdicts[0];
+  EXPECT_EQ(v.primary_producer, "memdiag.record (Python)");
+  v.remedies.push_back(RemedyRow{});
+  v.remedies_not_measured = all_values<RemedyKind>();
+  v.modes_not_measured = {ParallelMode::kZero1, ParallelMode::kZero3};
+  const std::string text = render_text(a);
+  EXPECT_EQ(text.find("--remedy"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--shard"), std::string::npos) << text;
+  EXPECT_NE(text.find("checkpoint (in the job: torch.utils.checkpoint"), std::string::npos) << text;
+  EXPECT_NE(text.find("zero1 (in the job: torch.distributed.optim.ZeroRedundancyOptimizer)"), std::string::npos) << text;
+  for (RemedyKind k : all_values<RemedyKind>()) {
+    EXPECT_NE(text.find(std::string(to_string(k)) + " (in the job: "), std::string::npos) << to_string(k);
+  }
+}
+
 // A run that ran out shows, in its runs-table row, the peak of the phase that
 // failed (not of the last one completed) and what was in use, asked for and
 // allowed, in MiB: on every committed H200 out-of-memory report.

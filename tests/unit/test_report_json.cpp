@@ -182,7 +182,10 @@ std::set<std::string> written_paths() {
   zero3.config.parallel.mode = ParallelMode::kZero3;
   zero3.config.parallel.world_size = 2;
   zero3.config.parallel.backend = "gloo";
-  for (const Report& r : {full_report(), cpu, zero3}) {
+  // A writer's own variant (the Python recorder's variant=).
+  Report labelled = testkit::synth({});
+  labelled.config.variant = "grad-checkpointing";
+  for (const Report& r : {full_report(), cpu, zero3, labelled}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);
   }
   return out;

@@ -87,6 +87,26 @@ TEST(ReportReader, RemediesAreReadByName) {
   EXPECT_EQ(error_of(j).path(), "$.config.remedies");
 }
 
+// A writer's own variant label (the Python recorder's variant=) reads back
+// as written and makes the run a variant; an empty, overlong or unprintable
+// one is refused at its path.
+TEST(ReportReader, AWritersVariantIsReadAndBounded) {
+  json j = good();
+  j["config"]["variant"] = "grad-checkpointing";
+  ReadResult r = parse_report_text(j.dump(), "r.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  EXPECT_EQ(r.report->config.variant, "grad-checkpointing");
+  EXPECT_EQ(json::parse(dump_report(*r.report))["config"]["variant"], "grad-checkpointing");
+  for (const std::string& bad : {std::string(), std::string(81, 'v'), std::string("two\nlines")}) {
+    j["config"]["variant"] = bad;
+    EXPECT_EQ(error_of(j).path(), "$.config.variant") << bad;
+  }
+  j["config"]["variant"] = 3;
+  EXPECT_EQ(error_of(j).path(), "$.config.variant");
+  j = good();
+  EXPECT_EQ(json::parse(dump_report(*parse_report_text(j.dump(), "r.json").report))["config"].count("variant"), 0u);
+}
+
 TEST(ReportReader, MissingFieldsAndWrongTypesNameThePath) {
   json j = good();
   const std::size_t fwd = sample_index(j, Phase::kForward, 0);

@@ -49,6 +49,7 @@ const std::map<std::string, std::function<void(RunIdentity&)>>& changes() {
       {"remedy", [](RunIdentity& i) { i.remedies = {Remedy{RemedyKind::kCheckpoint, 3}}; }},
       {"sharding", [](RunIdentity& i) { i.mode = ParallelMode::kZero1; }},
       {"allocator settings", [](RunIdentity& i) { i.allocator_settings = "expandable_segments:True"; }},
+      {"writer's variant", [](RunIdentity& i) { i.variant_name = "grad-checkpointing"; }},
       {"world", [](RunIdentity& i) { i.world_size = 4; }},
       {"rank 0's extra samples", [](RunIdentity& i) { i.rank_zero_extra_samples = 8; }},
       {"rank", [](RunIdentity& i) { i.rank = 1; }},
@@ -63,11 +64,11 @@ const std::vector<std::pair<const Projection*, std::set<std::string>>>& meanings
       // A verdict pools sweeps, ranks and variants of one case on one kind of device.
       {&projection::kVerdictPool,
        {"device index", "preset", "batch", "steps", "sequence length", "seed", "remedy", "sharding", "allocator settings",
-        "rank"}},
+        "writer's variant", "rank"}},
       // --baseline pairs the same run on another machine of the same kind.
       {&projection::kBaselineMatch, {"device index"}},
       // A remedy row's baseline differs in the variant only.
-      {&projection::kVariantBaseline, {"device index", "remedy", "sharding", "allocator settings"}},
+      {&projection::kVariantBaseline, {"device index", "remedy", "sharding", "allocator settings", "writer's variant"}},
       // A batch sweep (and a capacity fit) varies the batch; the seed changes values, not memory.
       {&projection::kBatchSweep, {"device index", "batch", "seed"}},
       // A parameters sweep varies the model: preset, and the batch and steps that go with it.
@@ -106,6 +107,13 @@ TEST(RunIdentity, TheVariantIsRemediesShardingAndAllocatorSettings) {
   id.allocator_settings = "expandable_segments:True";
   EXPECT_FALSE(is_baseline_variant(id));
   EXPECT_EQ(variant_label(id), "accumulate=4+bf16+zero1+expandable_segments:True");
+  // A writer's own label (a Python job's variant=) leads the label.
+  id.variant_name = "grad-checkpointing";
+  EXPECT_EQ(variant_label(id), "grad-checkpointing+accumulate=4+bf16+zero1+expandable_segments:True");
+  RunIdentity labelled = base();
+  labelled.variant_name = "torch.compile";
+  EXPECT_FALSE(is_baseline_variant(labelled));
+  EXPECT_EQ(variant_label(labelled), "torch.compile");
   // Replicated data parallel is the baseline of a world, not a variant.
   RunIdentity ddp = base();
   ddp.mode = ParallelMode::kDdp;

@@ -380,6 +380,7 @@ struct Verdict {
   Cause dominant = Cause::kInconclusive;
   Decision decision;
   std::string primary_source;  // the run the verdict is read from
+  std::string primary_producer;  // who wrote it: only memory_diagnostics' runs can be run again by flags
   std::vector<Component> components;
   std::vector<Evidence> evidence;
   std::vector<Warning> warnings;

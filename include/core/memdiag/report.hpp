@@ -124,6 +124,9 @@ struct RunConfig {
   std::string allocator_settings;
   // Distributed identity; a single-process run is rank 0 of 1, mode none.
   Parallelism parallel;
+  // A writer's own name for a change that is none of memdiag's remedies (a
+  // Python job recorded with and without it); empty for the baseline.
+  std::string variant;
 };
 
 // Who wrote the report: memory_diagnostics (which can run it again from

@@ -42,6 +42,8 @@ struct RunIdentity {
   // in flight).
   int unit_modules = 1;
   bool prefetch_next = false;
+  // A writer's own variant label (config.variant): part of the variant.
+  std::string variant_name;
 };
 
 RunIdentity identity_of(const Report& report);
