@@ -171,11 +171,16 @@ def trace_diff(snapshot_path, report_path, device):
     print(f"memdiag {len(ours)} requests, Python {len(theirs)}")
     # memdiag labels each request with the phase it was made in; the Python
     # run's phase is the span between two marks.
+    # The label is the main thread's: autograd's backward thread makes its
+    # requests unlabelled, so a request without one belongs to the phase of
+    # the last labelled request before it (backward's first request, the
+    # gradient of the loss, is made on the main thread).
     by_phase_ours = collections.defaultdict(list)
+    current = "phase=setup"
     for e in ours:
-        label = e.get("user_metadata") or "phase=setup"
+        current = e.get("user_metadata") or current
         # memdiag's warm-up is its setup phase; Python's is before its first mark.
-        by_phase_ours[MARKS[0][0] if label == "phase=setup" and MARKS else label].append(e)
+        by_phase_ours[MARKS[0][0] if current == "phase=setup" and MARKS else current].append(e)
     by_phase_theirs, start = {}, 0
     for label, end in MARKS:
         by_phase_theirs[label] = theirs[start:end]

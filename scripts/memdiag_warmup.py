@@ -1,28 +1,9 @@
 """The warm-up memory_diagnostics does before its first sample, for the Python
-cross-checks (scripts/crosscheck-*.py): the cuBLAS and cuBLASLt workspaces of
-the main thread and of autograd's backward thread, made by a Linear-shaped
-addmm on each, so both sides' figures carry the same workspaces."""
-import torch
+cross-checks (scripts/crosscheck-*.py): the same function the Python recorder
+(python/memdiag) runs, so that both sides' figures carry the same workspaces."""
+import os
+import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
-class AddmmInBackward(torch.autograd.Function):
-    """A Linear-shaped addmm on autograd's thread."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        (x,) = ctx.saved_tensors
-        torch.addmm(torch.zeros(x.size(0), device=x.device), x, torch.ones_like(x).t())
-        return grad
-
-
-def warm_up(device):
-    x = torch.randn(64, 64, device=device, requires_grad=True)
-    w = torch.randn(64, 64, device=device, requires_grad=True)
-    b = torch.randn(64, device=device, requires_grad=True)
-    torch.addmm(b, x, w.t()).sum().backward()
-    AddmmInBackward.apply(torch.ones(64, 64, device=device, requires_grad=True)).sum().backward()
+from memdiag._warmup import warm_up  # noqa: E402,F401

@@ -57,6 +57,15 @@ else
   "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check "torch==$MEMDIAG_TORCH_PIN"
 fi
 
+# python/'s package builds offline with the environment's setuptools (its
+# tests install it with pip --no-build-isolation): one that makes wheels
+# itself (70.1 and later; torch 2.11 asks for one below 82).
+if [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && [ -x "$MEMDIAG_VENV/bin/python" ] &&
+   ! "$MEMDIAG_VENV/bin/python" -c 'import setuptools.command.bdist_wheel' >/dev/null 2>&1; then
+  say "installing setuptools>=70.1 into $MEMDIAG_VENV (builds python/'s package)"
+  "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q "setuptools>=70.1,<82"
+fi
+
 # The PyPI wheel is a CUDA build; its CMake package needs the CUDA toolkit to
 # configure, even to run on the CPU.
 if [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then

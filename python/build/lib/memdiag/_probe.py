@@ -1,0 +1,219 @@
+"""Memory readings at phase boundaries: the same figures memory_diagnostics
+takes, read through torch's own Python API.
+
+CUDA: the caching allocator's statistics (allocated, reserved, the peak since
+the phase began, bytes stranded in split blocks, retries) and
+cudaMemGetInfo for the whole device.
+
+CPU: PyTorch keeps no allocated counter for the CPU that Python can read, so
+the CPU probe runs PyTorch's profiler with memory profiling on: its
+allocator reports every allocation and free made while it runs, and the
+probe adds them up in time order against zero-length marks it leaves at
+each phase boundary. What existed before recording began (the model, the
+optimizer's state) is counted from the tensors themselves; a free of such a
+tensor is not reported, so the CPU's allocated can only overstate. The CPU
+probe is for trying the recorder out and for tests; CUDA is what it is for.
+"""
+import time
+
+import torch
+
+MIB = float(1 << 20)
+
+
+def _mib(nbytes):
+    return nbytes / MIB
+
+
+class CudaProbe:
+    kind = "cuda"
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        if self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self._nvml = _nvml_handle(self.device.index)
+
+    def sync(self):
+        torch.cuda.synchronize(self.device)
+
+    def begin_phase(self):
+        torch.cuda.reset_peak_memory_stats(self.device)
+
+    def allocated_mib(self):
+        return _mib(torch.cuda.memory_allocated(self.device))
+
+    def peak_mib(self):
+        return _mib(torch.cuda.max_memory_allocated(self.device))
+
+    def read(self):
+        """The sample's memory fields, after synchronising the device."""
+        self.sync()
+        s = torch.cuda.memory_stats(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
+        return {
+            "allocated_mib": _mib(s.get("allocated_bytes.all.current", 0)),
+            "reserved_mib": _mib(s.get("reserved_bytes.all.current", 0)),
+            "device_used_mib": _mib(total - free),
+            "peak_allocated_mib": _mib(s.get("allocated_bytes.all.peak", 0)),
+            "inactive_split_mib": _mib(s.get("inactive_split_bytes.all.current", 0)),
+            "process_device_mib": self._process_mib(),
+            "alloc_retries": int(s.get("num_alloc_retries", 0)),
+        }
+
+    def _process_mib(self):
+        if self._nvml is None:
+            return None
+        try:
+            import os
+            import pynvml
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(self._nvml):
+                if p.pid == os.getpid() and p.usedGpuMemory is not None:
+                    return _mib(p.usedGpuMemory)
+        except Exception:  # NVML is optional: no figure rather than a failed run
+            return None
+        return None
+
+    def oom_state(self, request_bytes=None):
+        """The allocator's state when a request failed (called from the
+        out-of-memory observer, before the exception is raised)."""
+        s = torch.cuda.memory_stats(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
+        fraction = _memory_fraction(self.device)
+        largest = 0
+        try:
+            # Cached free blocks only: what a request could have reused.
+            for seg in torch.cuda.memory_snapshot():
+                if seg.get("device") != self.device.index:
+                    continue
+                for b in seg.get("blocks", []):
+                    if b.get("state") == "inactive":
+                        largest = max(largest, b.get("size", 0))
+        except Exception:
+            largest = None
+        return {
+            "request_mib": None if request_bytes is None else _mib(request_bytes),
+            "limit_mib": _mib(total) * (fraction if fraction is not None else 1.0),
+            "device_free_mib": _mib(free),
+            "allocated_mib": _mib(s.get("allocated_bytes.all.current", 0)),
+            "reserved_mib": _mib(s.get("reserved_bytes.all.current", 0)),
+            "inactive_split_mib": _mib(s.get("inactive_split_bytes.all.current", 0)),
+            "inactive_split_blocks": int(s.get("inactive_split.all.current", 0)),
+            "largest_free_block_mib": None if largest is None else _mib(largest),
+            "num_alloc_retries": int(s.get("num_alloc_retries", 0)),
+            "num_ooms": int(s.get("num_ooms", 0)) + 1,  # the counter moves after the observers ran
+        }
+
+    def environment(self):
+        props = torch.cuda.get_device_properties(self.device)
+        return {
+            "device_name": props.name,
+            "device_total_mib": _mib(props.total_memory),
+            "cuda_runtime_version": torch.version.cuda,
+            "driver_version": _driver_version(),
+        }
+
+    def memory_limit_mib(self):
+        fraction = _memory_fraction(self.device)
+        if fraction is None or fraction >= 1.0:
+            return None
+        return _mib(torch.cuda.get_device_properties(self.device).total_memory) * fraction
+
+
+def _memory_fraction(device):
+    try:
+        return float(torch.cuda.get_per_process_memory_fraction(device))
+    except Exception:
+        return None
+
+
+def _nvml_handle(index):
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return None
+
+
+def _driver_version():
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else str(v)
+    except Exception:
+        return None
+
+
+class CpuProbe:
+    """Allocated and peak on the CPU from the profiler's memory events."""
+
+    kind = "cpu"
+
+    def __init__(self, existing_bytes):
+        self.device = torch.device("cpu")
+        self._base = existing_bytes
+        self._profiler = None
+        self._marks = 0
+
+    def start(self):
+        from torch.profiler import ProfilerActivity, profile
+        self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
+        self._profiler.__enter__()
+
+    def stop(self):
+        """Stops the profiler; returns, per mark in order, (allocated, peak
+        since the previous mark) in bytes."""
+        if self._profiler is None:
+            return []
+        self._profiler.__exit__(None, None, None)
+        events = self._profiler.profiler.kineto_results.events()
+        self._profiler = None
+        timeline = []
+        for e in events:
+            name = e.name()
+            if name == "[memory]":
+                timeline.append((e.start_ns(), 1, e.nbytes()))
+            elif name.startswith("memdiag.mark."):
+                timeline.append((e.start_ns(), 0, int(name.rsplit(".", 1)[1])))
+        # A mark and a memory event at the same instant: the mark first (the
+        # boundary was crossed before the next phase allocated).
+        timeline.sort(key=lambda t: (t[0], t[1]))
+        live = peak = self._base
+        readings = {}
+        for _, kind, value in timeline:
+            if kind == 1:
+                live += value
+                peak = max(peak, live)
+            else:
+                readings[value] = (live, peak)
+                peak = live
+        return [readings.get(i, (live, peak)) for i in range(self._marks)]
+
+    def mark(self):
+        """Leaves a zero-length mark on the profiler's timeline; returns its number."""
+        n = self._marks
+        self._marks += 1
+        with torch.profiler.record_function(f"memdiag.mark.{n}"):
+            pass
+        return n
+
+    def sync(self):
+        pass
+
+    def begin_phase(self):
+        pass
+
+    def oom_state(self, request_bytes=None):
+        return None
+
+    def environment(self):
+        return {"device_name": "cpu", "device_total_mib": None, "cuda_runtime_version": None, "driver_version": None}
+
+    def memory_limit_mib(self):
+        return None
+
+
+def now_ms():
+    return time.perf_counter() * 1000.0

@@ -1,0 +1,90 @@
+"""The report as memdiag's schema 3 defines it (schema/report.schema.json in
+the repository), and its writing: whole or not at all."""
+import json
+import math
+import os
+import tempfile
+
+SCHEMA_VERSION = 3
+PRODUCER = "memdiag.record (Python)"
+
+
+def _version():
+    from . import __version__
+    return __version__
+
+
+def event(kind, phase, step, message, mib):
+    return {"kind": kind, "phase": phase or "", "step": step, "message": message, "mib": mib}
+
+
+def _drop_none(d, keys):
+    for k in keys:
+        if k in d and d[k] is None:
+            del d[k]
+
+
+def _micro_batches(samples):
+    """micro_batch only where a step had more than one (gradient
+    accumulation), as memory_diagnostics writes it."""
+    forwards = {}
+    for s in samples:
+        if s["phase"] == "forward":
+            forwards[s["step"]] = forwards.get(s["step"], 0) + 1
+    for s in samples:
+        if "micro_batch" in s and forwards.get(s["step"], 0) <= 1:
+            del s["micro_batch"]
+
+
+def _finite(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def build(case, config, model, environment, samples, events, status):
+    _drop_none(case, ["model", "description"])
+    _drop_none(config, ["variant"])
+    _drop_none(model, ["largest_module_bytes", "final_parameter_sum", "final_parameter_sum_of_squares"])
+    environment["memdiag_version"] = _version()
+    _micro_batches(samples)
+    for s in samples:
+        if s.get("alloc_retries") is None:
+            s.pop("alloc_retries", None)
+        if "loss" in s:
+            s["loss"] = _finite(s["loss"])
+            if s["loss"] is None:
+                del s["loss"]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "case": case,
+        "config": config,
+        "producer": {"name": PRODUCER, "version": _version()},
+        "model": model,
+        "environment": environment,
+        "samples": samples,
+        "events": events,
+        "status": status,
+    }
+
+
+def write_atomic(path, report):
+    """Writes to a temporary file beside `path` and renames it over: a
+    reader never sees half a report, and a failed write leaves the old one."""
+    path = os.path.abspath(path)
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".memdiag-", suffix=".json.tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(report, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

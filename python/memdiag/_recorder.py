@@ -1,0 +1,579 @@
+"""The recorder: a training loop's phases, sampled at their boundaries and
+written as a memdiag report (schema 3) for compare_memory_reports.
+
+Phases, as memory_diagnostics records them: model_ready and optimizer_ready
+when recording starts (torch.optim makes its state at the first step(), so
+the two are the same instant), then per step forward, backward (repeated per
+micro-batch), step and cleanup. With hooks, a phase ends where the loop
+crosses into the next one:
+
+  forward   ends when backward starts (the loss computed after the model's
+            forward is part of it, as in memory_diagnostics)
+  backward  ends when torch.autograd.backward (loss.backward()) returns
+  step      ends when optimizer.step() returns
+  cleanup   ends at the next zero_grad() after the step, or else at the next
+            forward of the model, or when recording ends; what the loop
+            still holds then (the last loss and output, the next batch) is
+            what it holds
+"""
+import contextlib
+import os
+import socket
+import sys
+import threading
+import time
+import weakref
+from datetime import datetime, timezone
+
+import torch
+
+from . import _census, _probe, _report
+from ._warmup import warm_up
+
+SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
+_STEP_PHASES = (FORWARD, BACKWARD, STEP, CLEANUP)
+
+_active = [None]  # the recorder whose hooks are installed (one at a time per process)
+_backward_lock = threading.Lock()
+_original_backward = [None]
+_oom_observer_attached = set()
+
+
+def _patched_backward(tensors, *args, **kwargs):
+    rec = _active[0]
+    if rec is None or threading.current_thread() is not rec._thread:
+        return _original_backward[0](tensors, *args, **kwargs)
+    rec._before_backward(tensors)
+    result = _original_backward[0](tensors, *args, **kwargs)
+    rec._after_backward()
+    return result
+
+
+def _oom_observer(device, alloc, device_allocated, device_free):
+    rec = _active[0]
+    if rec is not None:
+        rec._on_oom_observed(device, alloc)
+
+
+class Recorder:
+    """Records one training loop. Use memdiag.record(...) around the loop,
+    or make one with hooks=False and call mark() at each phase's end."""
+
+    def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
+                 description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
+                 device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=()):
+        self.model = model
+        self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
+                                                         else [optimizer])
+        self.output = os.fspath(output)
+        self.name = name or (type(_unwrap(model)).__name__ if model is not None else "python-job")
+        self.description = description
+        self.batch_size = batch_size
+        self.steps_asked = steps
+        self.seed = torch.initial_seed() if seed is None else int(seed)
+        self.preset = preset
+        self.variant = variant
+        self.census = census
+        self.warmup = warmup
+        self.hooks = hooks
+        self.snapshot = snapshot
+        self.remedies = list(remedies)
+        self.device = torch.device(device) if device is not None else _device_of(model)
+        self._thread = threading.current_thread()
+        self._handles = []
+        self._patched = []
+        self._samples = []
+        self._events = []
+        self._losses = []  # this step's losses, one per backward
+        # The phase in progress, for an error's place: None before start,
+        # SETUP, FORWARD, BACKWARD, STEP (from the end of the last backward),
+        # CLEANUP (after step()), BETWEEN (after a cleanup, before a forward).
+        self._in = None
+        self._pending_loss = None
+        self._step = -1
+        self._micro = 0
+        self._phase_started = 0.0
+        self._inferred_batch = 0
+        self._forward_depth = 0
+        self._oom = None
+        self._finished = False
+        self._status = None
+        self._probe = None
+
+    # ----- the explicit API -------------------------------------------------
+
+    def start(self):
+        if _active[0] is not None:
+            raise RuntimeError("memdiag: another recorder is already recording in this process")
+        self._start_time = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if self.device.type == "cuda":
+            self._probe = _probe.CudaProbe(self.device)
+            self.device = self._probe.device
+            if self.snapshot:
+                torch.cuda.memory._record_memory_history(max_entries=1_000_000)
+            if self.device.index not in _oom_observer_attached:
+                # No way to detach one: a module-level observer forwards to
+                # whichever recorder is active.
+                torch._C._cuda_attach_out_of_memory_observer(_oom_observer)
+                _oom_observer_attached.add(self.device.index)
+        else:
+            existing = _census.storage_bytes(self._model_state_tensors())
+            self._probe = _probe.CpuProbe(existing)
+        _active[0] = self
+        if self.warmup and self.device.type == "cuda":
+            before = torch.cuda.memory_allocated(self.device)
+            # The recorder must not change what the loop learns: the warm-up's
+            # random numbers come from a forked generator.
+            with torch.random.fork_rng(devices=[self.device]):
+                warm_up(self.device)
+            self._probe.sync()
+            made = (torch.cuda.memory_allocated(self.device) - before) / _probe.MIB
+            self._events.append(_report.event("warmup", SETUP, None,
+                                              "cuBLAS/cuBLASLt workspaces of the main and autograd threads "
+                                              "(a matmul on each before the first sample)", made))
+        if isinstance(self._probe, _probe.CpuProbe):
+            self._probe.start()
+        if self.hooks:
+            self._install_hooks()
+        self._in = SETUP
+        self._begin_phase()
+        self._sample("model_ready", None)
+        self._begin_phase()
+        self._sample("optimizer_ready", None)
+        self._begin_phase()
+        self._in = BETWEEN
+        return self
+
+    def mark(self, phase, loss=None):
+        """Ends `phase` of the current step ("forward", "backward", "step",
+        "cleanup"): for loops the hooks cannot see. A forward after a
+        cleanup starts the next step; a forward after a backward is the
+        next micro-batch."""
+        if phase not in _STEP_PHASES:
+            raise ValueError(f"memdiag: mark({phase!r}): one of {', '.join(_STEP_PHASES)}")
+        expected = {FORWARD: (CLEANUP, BACKWARD, "optimizer_ready"), BACKWARD: (FORWARD,), STEP: (BACKWARD,),
+                    CLEANUP: (STEP,)}[phase]
+        previous = self._last_phase()
+        if previous not in expected:
+            raise ValueError(f"memdiag: mark({phase!r}) after {previous!r} in step {max(self._step, 0)} "
+                             f"(expected after {' or '.join(expected)})")
+        if loss is not None:
+            self._losses.append(_as_float(loss))
+        if phase == FORWARD:
+            self._count_forward()  # the phase began at the previous mark
+        self._close(phase)
+        self._in = {FORWARD: BACKWARD, BACKWARD: STEP, STEP: CLEANUP, CLEANUP: BETWEEN}[phase]
+
+    def finish(self, status="complete", error=None):
+        """Stops recording and writes the report (once)."""
+        if self._finished:
+            return self.output
+        self._finished = True
+        try:
+            if status == "complete" and self._last_phase() == STEP:
+                self._close(CLEANUP)  # the loop ended after its last step()
+            if self._in is not None:
+                self._record_end(status, error)
+        finally:
+            self._remove_hooks()
+            if _active[0] is self:
+                _active[0] = None
+        readings = self._probe.stop() if isinstance(self._probe, _probe.CpuProbe) else None
+        if readings is not None:
+            for s in self._samples:
+                live, peak = readings[s.pop("_mark")]
+                s["allocated_mib"], s["peak_allocated_mib"] = live / _probe.MIB, max(peak, live) / _probe.MIB
+            for e in self._events:
+                if "_mark" in e:
+                    _, peak = readings[e.pop("_mark")]
+                    e["mib"] = peak / _probe.MIB
+        self._write()
+        if self.snapshot and self.device.type == "cuda":
+            torch.cuda.memory._record_memory_history(enabled=None)
+        return self.output
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.finish("complete")
+        elif issubclass(exc_type, torch.OutOfMemoryError):
+            self.finish("oom", exc)
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.finish("interrupted", exc)
+        else:
+            self.finish("failed", exc)
+        return False  # the exception goes on to the caller
+
+    @property
+    def step(self):
+        """The step in progress (0-based); -1 before the first forward."""
+        return self._step
+
+    # ----- hooks -------------------------------------------------------------
+
+    def _install_hooks(self):
+        if self.model is not None:
+            self._handles.append(self.model.register_forward_pre_hook(self._forward_pre))
+            self._handles.append(self.model.register_forward_hook(self._forward_post))
+            self._wrap(self.model, "zero_grad")
+        for opt in self.optimizers:
+            self._handles.append(opt.register_step_pre_hook(self._step_pre))
+            self._handles.append(opt.register_step_post_hook(self._step_post))
+            self._wrap(opt, "zero_grad")
+        with _backward_lock:
+            if _original_backward[0] is None:
+                _original_backward[0] = torch.autograd.backward
+                torch.autograd.backward = _patched_backward
+
+    def _wrap(self, obj, method):
+        original = getattr(obj, method)
+        me = weakref.ref(self)
+
+        def wrapped(*args, **kwargs):
+            result = original(*args, **kwargs)
+            rec = me()
+            if rec is not None and rec._active_here():
+                rec._after_zero_grad()
+            return result
+
+        setattr(obj, method, wrapped)
+        self._patched.append((obj, method))
+
+    def _remove_hooks(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        for obj, method in self._patched:
+            with contextlib.suppress(AttributeError):
+                delattr(obj, method)  # the instance's wrapper: the class's method shows through again
+        self._patched = []
+        with _backward_lock:
+            if _original_backward[0] is not None and _active[0] in (None, self):
+                torch.autograd.backward = _original_backward[0]
+                _original_backward[0] = None
+
+    def _active_here(self):
+        return _active[0] is self and threading.current_thread() is self._thread and not self._finished
+
+    def _forward_pre(self, module, args):
+        if not self._active_here():
+            return
+        self._forward_depth += 1
+        if self._forward_depth > 1:
+            return  # a re-entrant call (checkpointing re-runs inner modules, not this one)
+        if self._last_phase() == STEP:
+            self._close(CLEANUP)
+            self._in = BETWEEN
+        if self._in == BETWEEN or (self._in == STEP and self._last_phase() == BACKWARD):
+            # A new step, or the next micro-batch of this one.
+            self._count_forward()
+            self._begin_phase()  # time between steps (loading data) is no phase's
+            self._in = FORWARD
+            self._batch_from(args)
+        # A second forward before backward (an evaluation pass, two inputs)
+        # stays in the same forward phase.
+
+    def _forward_post(self, module, args, output):
+        if self._active_here():
+            self._forward_depth = max(0, self._forward_depth - 1)
+
+    def _before_backward(self, tensors):
+        if not self._active_here():
+            return
+        if self._in != FORWARD:
+            # A forward the model's hooks did not see (checkpoint_sequential
+            # calls the model's children, not the model): it ran from the
+            # previous phase's end to here.
+            if self._in == BETWEEN or (self._in == STEP and self._last_phase() == BACKWARD):
+                self._count_forward()
+            else:
+                return
+        self._close(FORWARD)
+        self._in = BACKWARD
+        self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
+
+    def _after_backward(self):
+        if not self._active_here() or self._in != BACKWARD or self._last_phase() != FORWARD:
+            return
+        if self._pending_loss is not None:
+            self._losses.append(_as_float(self._pending_loss))
+        self._pending_loss = None
+        self._close(BACKWARD)
+        self._in = STEP  # until a step() or the next micro-batch's forward
+
+    def _step_pre(self, optimizer, args, kwargs):
+        if self._active_here() and self._last_phase() == BACKWARD:
+            self._in = STEP
+
+    def _step_post(self, optimizer, args, kwargs):
+        if self._active_here() and self._last_phase() == BACKWARD:
+            self._close(STEP)
+            self._in = CLEANUP
+
+    def _after_zero_grad(self):
+        if self._last_phase() == STEP:
+            self._close(CLEANUP)
+            self._in = BETWEEN
+
+    # ----- phases ------------------------------------------------------------
+
+    def _last_phase(self):
+        return self._samples[-1]["phase"] if self._samples else None
+
+    def _count_forward(self):
+        if self._last_phase() in (CLEANUP, "optimizer_ready"):
+            self._step += 1
+            self._micro = 0
+            self._losses = []
+        else:
+            self._micro += 1
+
+    def _begin_phase(self):
+        self._probe.sync()
+        self._probe.begin_phase()
+        self._phase_started = _probe.now_ms()
+
+    def _close(self, phase):
+        """Ends `phase` now: samples it and starts the next one's clock and peak."""
+        step = None if phase in ("model_ready", "optimizer_ready") else self._step
+        self._sample(phase, step)
+        self._begin_phase()
+
+    def _sample(self, phase, step):
+        if isinstance(self._probe, _probe.CudaProbe):
+            s = self._probe.read()
+        else:
+            s = {"allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None, "peak_allocated_mib": 0.0,
+                 "inactive_split_mib": None, "process_device_mib": None, "_mark": self._probe.mark()}
+        sample = {"phase": phase, "step": step}
+        sample.update(s)
+        sample["elapsed_ms"] = max(0.0, _probe.now_ms() - self._phase_started)
+        if phase in (FORWARD, BACKWARD):
+            sample["micro_batch"] = self._micro
+        if phase == STEP and self._losses:
+            # The sum of what backward was called on: the step's mean loss
+            # when each micro-batch's loss is divided by their number, as
+            # gradient accumulation does.
+            sample["loss"] = sum(self._losses)
+        sample["tensors"] = self._take_census() if self.census else None
+        self._samples.append(sample)
+
+    def _take_census(self):
+        return _census.take_census(self._parameters(), self.optimizers, self.device.type)
+
+    def _parameters(self):
+        seen, out = set(), []
+        if self.model is not None:
+            out.extend(self.model.parameters())
+        for opt in self.optimizers:
+            for g in opt.param_groups:
+                out.extend(g["params"])
+        unique = []
+        for p in out:
+            if id(p) not in seen:
+                seen.add(id(p))
+                unique.append(p)
+        return unique
+
+    def _model_state_tensors(self):
+        ts = []
+        for p in self._parameters():
+            ts.append(p)
+            if p.grad is not None:
+                ts.append(p.grad)
+        if self.model is not None:
+            ts.extend(self.model.buffers())
+        for opt in self.optimizers:
+            for s in opt.state.values():
+                ts.extend(_census._state_tensors(s))
+        return [t for t in ts if t.device.type == "cpu"]
+
+    def _batch_from(self, args):
+        if self._step != 0:
+            return
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.dim() > 0:
+                self._inferred_batch += int(a.size(0))
+                return
+            if isinstance(a, dict):
+                for v in a.values():
+                    if isinstance(v, torch.Tensor) and v.dim() > 0:
+                        self._inferred_batch += int(v.size(0))
+                        return
+
+    # ----- the end -----------------------------------------------------------
+
+    def _on_oom_observed(self, device, alloc):
+        try:
+            self._oom = self._probe.oom_state(alloc)
+            if self.snapshot:
+                torch.cuda.memory._dump_snapshot(os.fspath(self.snapshot))
+        except Exception as e:  # the observer must not raise into the allocator
+            self._oom = None
+            self._events.append(_report.event("note", "", None, f"reading the allocator at the failure: {e}", None))
+
+    def _failing_phase(self):
+        """The phase in progress when the loop stopped."""
+        if self._in == SETUP:
+            return "model_ready", None
+        if self._in == BETWEEN:
+            # Between steps: what the loop was doing belongs to the next step's forward.
+            return FORWARD, self._step + 1
+        return self._in, self._step
+
+    def _record_end(self, status, error):
+        if status == "complete":
+            self._status = "complete"
+            return
+        phase, step = self._failing_phase()
+        message = _first_line(error) if error is not None else status
+        peak = None
+        if isinstance(self._probe, _probe.CudaProbe):
+            with contextlib.suppress(Exception):
+                peak = self._probe.peak_mib()
+        if status == "oom":
+            oom = self._oom or _oom_from_message(message)
+            e = _report.event("oom", phase, step, message, peak)
+            e["oom"] = oom
+            if oom is not None and self.census:
+                with contextlib.suppress(Exception):
+                    oom["tensors"] = self._take_census()
+        elif status == "interrupted":
+            e = _report.event("interrupted", phase, step,
+                              f"interrupted ({type(error).__name__ if error is not None else 'signal'}) in {phase}", None)
+        else:
+            e = _report.event("error", phase, step, message, None)
+        if isinstance(self._probe, _probe.CpuProbe) and status == "oom":
+            e["_mark"] = self._probe.mark()
+        self._events.append(e)
+        self._status = status
+
+    def _write(self):
+        params = self._parameters()
+        steps_done = max(self._step + 1, 0)
+        final_sum = final_sq = None
+        if self._status == "complete" and params:
+            with torch.no_grad():
+                final_sum = float(sum(p.detach().double().sum() for p in params))
+                final_sq = float(sum(p.detach().double().pow(2).sum() for p in params))
+        env = self._probe.environment()
+        env.update({"torch_version": torch.__version__, "host": socket.gethostname(), "start_time": self._start_time})
+        report = _report.build(
+            case={"name": self.name, "description": self.description, "builtin": False,
+                  "model": _describe_model(self.model), "optimizer": [_describe_optimizer(o) for o in self.optimizers]},
+            config={"batch_size_per_device": int(self.batch_size or self._inferred_batch or 1),
+                    "preset": self.preset, "steps": int(self.steps_asked if self.steps_asked is not None else steps_done),
+                    "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
+                    "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
+                    "allocator_settings": _allocator_settings() if self.device.type == "cuda" else "",
+                    "parallelism": _parallelism(self.model), "variant": self.variant},
+            model={"parameters": sum(p.numel() for p in params),
+                   "parameter_bytes": _census.storage_bytes(params),
+                   "largest_module_bytes": _largest_module_bytes(self.model),
+                   "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
+            environment=env, samples=self._samples, events=self._events, status=self._status)
+        _report.write_atomic(self.output, report)
+
+
+def record(model=None, optimizer=None, output="memdiag-report.json", **options):
+    """Records the training loop inside the `with` block:
+
+        with memdiag.record(model, optimizer, output="run.json"):
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+    Options: name (the case; default the model's class), batch_size
+    (default: the first forward's first tensor's size(0), summed over the
+    micro-batches of step 0), steps, seed, preset, variant (a label for a
+    change recorded against the run without one), census (the tensor census
+    by role at each phase; False for the lowest overhead), warmup (make the
+    cuBLAS workspaces before the first sample, as memory_diagnostics does),
+    hooks (False: call rec.mark() yourself), snapshot (a path: the
+    allocator's history, dumped at an out-of-memory error for memory_viz),
+    device (default: the model's)."""
+    return Recorder(model, optimizer, output, **options)
+
+
+def _unwrap(model):
+    # torch.compile's wrapper and DistributedDataParallel keep the user's module inside.
+    for attr in ("_orig_mod", "module"):
+        if model is not None and hasattr(model, attr) and isinstance(getattr(model, attr), torch.nn.Module):
+            return _unwrap(getattr(model, attr))
+    return model
+
+
+def _device_of(model):
+    if model is not None:
+        for p in model.parameters():
+            return p.device
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _as_float(x):
+    return float(x.detach().float().item()) if isinstance(x, torch.Tensor) else float(x)
+
+
+def _first_line(error):
+    text = f"{type(error).__name__}: {error}" if not isinstance(error, torch.OutOfMemoryError) else str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _oom_from_message(message):
+    """Where no observer ran (the CPU, a simulated failure): PyTorch's
+    message still names the request."""
+    import re
+    m = re.search(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB)", message)
+    if not m:
+        return None
+    scale = {"B": 1.0 / (1 << 20), "KiB": 1.0 / 1024, "MiB": 1.0, "GiB": 1024.0}[m.group(2)]
+    return {"request_mib": float(m.group(1)) * scale, "limit_mib": None, "device_free_mib": None,
+            "allocated_mib": None, "reserved_mib": None, "inactive_split_mib": None,
+            "inactive_split_blocks": None, "largest_free_block_mib": None, "num_alloc_retries": None,
+            "num_ooms": None}
+
+
+def _allocator_settings():
+    return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
+
+
+def _parallelism(model):
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return {"mode": "none", "world_size": 1, "rank": 0, "local_rank": 0, "backend": "none",
+                "rank_zero_extra_samples": 0}
+    mode = "ddp"
+    if model is not None and type(model).__name__ == "FullyShardedDataParallel":
+        mode = "zero3"
+    return {"mode": mode, "world_size": dist.get_world_size(), "rank": dist.get_rank(),
+            "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "backend": str(dist.get_backend()),
+            "rank_zero_extra_samples": 0}
+
+
+def _largest_module_bytes(model):
+    if model is None:
+        return None
+    largest = 0
+    for m in model.modules():
+        own = list(m.parameters(recurse=False))
+        if own:
+            largest = max(largest, _census.storage_bytes(own))
+    return largest
+
+
+def _describe_model(model):
+    if model is None:
+        return None
+    inner = _unwrap(model)
+    return {"class": f"{type(inner).__module__}.{type(inner).__qualname__}",
+            "compiled": hasattr(model, "_orig_mod"), "training": bool(model.training)}
+
+
+def _describe_optimizer(opt):
+    groups = [{k: v for k, v in g.items() if k != "params" and isinstance(v, (int, float, bool, str, tuple))}
+              for g in opt.param_groups]
+    return {"class": f"{type(opt).__module__}.{type(opt).__qualname__}", "param_groups": groups}

@@ -1,0 +1,463 @@
+"""The Python recorder on the CPU: the phases its hooks see, the report it
+writes (read back by compare_memory_reports --check), the census, and how a
+loop that stops (out of memory, Ctrl-C, an error) is reported.
+
+    MEMDIAG_BIN=build/bin python3 -m unittest discover -s python/tests
+
+MEMDIAG_BIN names the folder of compare_memory_reports and
+memory_diagnostics; without it the tests that need them skip, saying so.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint_sequential
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+if os.environ.get("MEMDIAG_TEST_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+import memdiag  # noqa: E402
+
+BIN = os.environ.get("MEMDIAG_BIN", "")
+MIB = float(1 << 20)
+
+
+def tool(name):
+    if not BIN:
+        raise unittest.SkipTest(f"{name} not found: set MEMDIAG_BIN to the folder holding it (build/bin)")
+    path = os.path.join(BIN, name)
+    if not os.access(path, os.X_OK):
+        raise AssertionError(f"MEMDIAG_BIN={BIN} has no {name}")
+    return path
+
+
+def phases(report):
+    return [(s["phase"], s["step"], s.get("micro_batch")) for s in report["samples"]]
+
+
+def expected(steps, micro=1):
+    out = [("model_ready", None, None), ("optimizer_ready", None, None)]
+    for k in range(steps):
+        for m in range(micro):
+            mb = m if micro > 1 else None
+            out += [("forward", k, mb), ("backward", k, mb)]
+        out += [("step", k, None), ("cleanup", k, None)]
+    return out
+
+
+def mlp(width=64, depth=3, out=8):
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    layers.append(torch.nn.Linear(width, out))
+    return torch.nn.Sequential(*layers)
+
+
+def train(model, opt, steps, batch=16, width=64, zero_grad_first=False, accumulate=1, checkpoint=0, on_step=None):
+    for step in range(steps):
+        if zero_grad_first:
+            opt.zero_grad(set_to_none=True)
+        x, y = torch.randn(batch, width), torch.randint(0, 8, (batch,))
+        for xs, ys in zip(x.chunk(accumulate), y.chunk(accumulate)):
+            if on_step:
+                on_step(step)
+            logits = checkpoint_sequential(model, checkpoint, xs, use_reentrant=False) if checkpoint else model(xs)
+            loss = F.cross_entropy(logits, ys) / accumulate
+            loss.backward()
+        opt.step()
+        if not zero_grad_first:
+            opt.zero_grad(set_to_none=True)
+
+
+class Tmp(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+
+    def path(self, name):
+        return os.path.join(self.dir.name, name)
+
+    def load(self, name):
+        with open(self.path(name)) as f:
+            return json.load(f)
+
+    def check(self, *names):
+        """compare_memory_reports --check reads each report as valid."""
+        out = subprocess.run([tool("compare_memory_reports"), "--check", *[self.path(n) for n in names]],
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        for n in names:
+            self.assertIn(f"{self.path(n)}: valid", out.stdout)
+
+    def compare_json(self, *names):
+        out = subprocess.run([tool("compare_memory_reports"), "--format", "json", *[self.path(n) for n in names]],
+                             capture_output=True, text=True)
+        self.assertIn(out.returncode, (0, 1), out.stderr)
+        return json.loads(out.stdout)
+
+
+class PhasesFromHooks(Tmp):
+    def test_a_plain_loop_records_every_phase_in_order(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("plain.json")):
+            train(model, opt, 3)
+        r = self.load("plain.json")
+        self.assertEqual(phases(r), expected(3))
+        self.assertEqual(r["status"], "complete")
+        self.assertEqual(r["config"]["steps"], 3)
+        self.assertEqual(r["config"]["batch_size_per_device"], 16)  # from the first forward's input
+        self.assertEqual(r["producer"]["name"], "memdiag.record (Python)")
+        self.check("plain.json")
+
+    def test_zero_grad_at_the_top_of_the_loop(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("top.json")):
+            train(model, opt, 3, zero_grad_first=True)
+        self.assertEqual(phases(self.load("top.json")), expected(3))
+        self.check("top.json")
+
+    def test_gradient_accumulation_numbers_the_micro_batches(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("acc.json")):
+            train(model, opt, 2, accumulate=4)
+        r = self.load("acc.json")
+        self.assertEqual(phases(r), expected(2, micro=4))
+        self.assertEqual(r["config"]["batch_size_per_device"], 16)  # 4 micro-batches of 4
+        self.check("acc.json")
+
+    def test_checkpoint_sequential_which_bypasses_the_models_own_hooks(self):
+        # checkpoint_sequential calls the model's children, never the model:
+        # the forward is read from backward's start.
+        model = mlp(depth=4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("ckpt.json"), batch_size=16):
+            train(model, opt, 2, checkpoint=2)
+        self.assertEqual(phases(self.load("ckpt.json")), expected(2))
+        self.check("ckpt.json")
+
+    def test_a_compiled_model(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        compiled = torch.compile(model, backend="eager")
+        with memdiag.record(compiled, opt, output=self.path("compiled.json")):
+            train(compiled, opt, 2)
+        r = self.load("compiled.json")
+        self.assertEqual(phases(r), expected(2))
+        self.assertTrue(r["case"]["model"]["compiled"])
+        self.assertEqual(r["case"]["name"], "Sequential")  # the module inside the wrapper
+        self.check("compiled.json")
+
+    def test_an_evaluation_forward_before_backward_stays_in_the_forward(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("eval.json")):
+            for _ in range(2):
+                x, y = torch.randn(16, 64), torch.randint(0, 8, (16,))
+                with torch.no_grad():
+                    model(x)
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+        self.assertEqual(phases(self.load("eval.json")), expected(2))
+
+    def test_hooks_and_patches_are_gone_after_the_block(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        backward = torch.autograd.backward
+        with memdiag.record(model, opt, output=self.path("gone.json")):
+            self.assertIsNot(torch.autograd.backward, backward)
+            train(model, opt, 1)
+        self.assertIs(torch.autograd.backward, backward)
+        self.assertEqual(len(model._forward_pre_hooks), 0)
+        self.assertEqual(len(model._forward_hooks), 0)
+        self.assertNotIn("zero_grad", vars(opt))
+        self.assertNotIn("zero_grad", vars(model))
+        # A loop after the block is not recorded.
+        train(model, opt, 1)
+        self.assertEqual(phases(self.load("gone.json")), expected(1))
+
+    def test_one_recorder_at_a_time(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("outer.json")):
+            with self.assertRaises(RuntimeError):
+                memdiag.record(model, opt, output=self.path("inner.json")).start()
+
+
+class ExplicitMarks(Tmp):
+    def test_marks_make_the_same_phases(self):
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        rec = memdiag.Recorder(model, opt, output=self.path("marks.json"), hooks=False, batch_size=16, steps=2)
+        rec.start()
+        for _ in range(2):
+            x, y = torch.randn(16, 64), torch.randint(0, 8, (16,))
+            loss = F.cross_entropy(model(x), y)
+            rec.mark("forward")
+            loss.backward()
+            rec.mark("backward")
+            opt.step()
+            rec.mark("step", loss=loss)
+            opt.zero_grad()
+            del x, y, loss
+            rec.mark("cleanup")
+        rec.finish()
+        r = self.load("marks.json")
+        self.assertEqual(phases(r), expected(2))
+        self.assertTrue(all("loss" in s for s in r["samples"] if s["phase"] == "step"))
+        self.check("marks.json")
+
+    def test_a_mark_out_of_order_is_refused_with_what_was_expected(self):
+        rec = memdiag.Recorder(mlp(), None, output=self.path("bad.json"), hooks=False)
+        rec.start()
+        with self.assertRaisesRegex(ValueError, r"mark\('step'\) after 'optimizer_ready'"):
+            rec.mark("step")
+        with self.assertRaisesRegex(ValueError, "one of forward, backward, step, cleanup"):
+            rec.mark("optimizer")
+        rec.finish()
+
+
+class Census(Tmp):
+    def test_the_census_counts_parameters_gradients_and_adam_state(self):
+        model = mlp()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        with memdiag.record(model, opt, output=self.path("census.json")):
+            train(model, opt, 2)
+        r = self.load("census.json")
+        params = list(model.parameters())
+        p_mib = sum(p.numel() * p.element_size() for p in params) / MIB
+        steps_mib = 4 * len(params) / MIB  # AdamW's `step` counters: a float32 scalar per parameter on the CPU
+        by = {(s["phase"], s["step"]): s["tensors"] for s in r["samples"]}
+        for key, t in by.items():
+            self.assertAlmostEqual(t["parameters_mib"], p_mib, places=9, msg=key)
+        self.assertEqual(by[("forward", 0)]["gradients_mib"], 0)
+        self.assertAlmostEqual(by[("backward", 0)]["gradients_mib"], p_mib, places=9)
+        self.assertEqual(by[("cleanup", 0)]["gradients_mib"], 0)  # zero_grad(set_to_none=True)
+        self.assertEqual(by[("backward", 0)]["optimizer_state_mib"], 0)  # made by the first step()
+        self.assertAlmostEqual(by[("step", 0)]["optimizer_state_mib"], 2 * p_mib + steps_mib, places=9)
+        self.assertEqual(r["model"]["parameter_bytes"], int(round(p_mib * MIB)))
+
+    def test_cpu_allocated_follows_the_tensors_made(self):
+        # The CPU probe adds up the allocator's own reports: it holds at
+        # least what the census counts, the gradients go at cleanup and
+        # AdamW's moments stay from step 0.
+        model = mlp(width=256)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        with memdiag.record(model, opt, output=self.path("alloc.json")):
+            train(model, opt, 3, width=256, batch=32)
+        r = self.load("alloc.json")
+        s = {(x["phase"], x["step"]): x for x in r["samples"]}
+        p_mib = sum(p.numel() * 4 for p in model.parameters()) / MIB
+        self.assertAlmostEqual(s[("model_ready", None)]["allocated_mib"], p_mib, places=6)
+        for x in r["samples"]:
+            self.assertGreaterEqual(x["peak_allocated_mib"] + 1e-9, x["allocated_mib"])
+            self.assertGreaterEqual(x["allocated_mib"] + 1e-9, sum(x["tensors"].values()), (x["phase"], x["step"]))
+        drop = s[("step", 1)]["allocated_mib"] - s[("cleanup", 1)]["allocated_mib"]
+        self.assertAlmostEqual(drop, p_mib, delta=0.05 * p_mib)  # the gradients, set to None
+        kept = s[("cleanup", 0)]["allocated_mib"] - s[("optimizer_ready", None)]["allocated_mib"]
+        self.assertAlmostEqual(kept, 2 * p_mib, delta=0.05 * p_mib)  # exp_avg, exp_avg_sq
+        self.assertAlmostEqual(s[("cleanup", 2)]["allocated_mib"], s[("cleanup", 1)]["allocated_mib"], delta=1e-6)
+
+    def test_without_the_census(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("nocensus.json"), census=False):
+            train(model, opt, 1)
+        r = self.load("nocensus.json")
+        self.assertTrue(all(s["tensors"] is None for s in r["samples"]))
+        self.check("nocensus.json")
+
+
+class Raising(torch.nn.Module):
+    """Raises `error` in its forward at step `at` (a simulated failure)."""
+
+    def __init__(self, inner, error, at):
+        super().__init__()
+        self.inner, self.error, self.at, self.calls = inner, error, at, 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls - 1 == self.at:
+            raise self.error
+        return self.inner(x)
+
+
+class FailsInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity")
+
+
+OOM_MESSAGE = "CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB"
+
+
+class Stopping(Tmp):
+    def run_until(self, model, name, expected_exception):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with self.assertRaises(expected_exception):
+            with memdiag.record(model, opt, output=self.path(name), steps=4):
+                train(model, opt, 4)
+        self.check(name)
+        return self.load(name)
+
+    def test_out_of_memory_in_forward_is_reported_then_propagates(self):
+        r = self.run_until(Raising(mlp(), torch.OutOfMemoryError(OOM_MESSAGE), at=1), "oom.json", torch.OutOfMemoryError)
+        self.assertEqual(r["status"], "oom")
+        self.assertEqual(phases(r), expected(1))  # the failing phase has no sample
+        oom = [e for e in r["events"] if e["kind"] == "oom"]
+        self.assertEqual(len(oom), 1)
+        self.assertEqual((oom[0]["phase"], oom[0]["step"]), ("forward", 1))
+        self.assertTrue(oom[0]["message"].startswith("CUDA out of memory. Tried to allocate 20.00 MiB"))
+        self.assertAlmostEqual(oom[0]["oom"]["request_mib"], 20.0)
+        self.assertIsNotNone(oom[0]["mib"])  # the failing phase's peak (the CPU probe's)
+        self.assertEqual(r["config"]["steps"], 4)
+
+    def test_out_of_memory_in_backward_names_backward(self):
+        model = mlp()
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.m = model
+                self.n = 0
+
+            def forward(self, x):
+                self.n += 1
+                y = self.m(x)
+                return FailsInBackward.apply(y) if self.n == 2 else y
+
+        r = self.run_until(Wrapped(), "oom-backward.json", torch.OutOfMemoryError)
+        oom = [e for e in r["events"] if e["kind"] == "oom"][0]
+        self.assertEqual((oom["phase"], oom["step"]), ("backward", 1))
+        self.assertAlmostEqual(oom["oom"]["request_mib"], 2048.0)
+
+    def test_out_of_memory_in_step_names_step(self):
+        model = mlp()
+
+        class Failing(torch.optim.SGD):
+            def step(self, closure=None):
+                raise torch.OutOfMemoryError(OOM_MESSAGE)
+
+        opt = Failing(model.parameters(), lr=0.1)
+        with self.assertRaises(torch.OutOfMemoryError):
+            with memdiag.record(model, opt, output=self.path("oom-step.json")):
+                train(model, opt, 2)
+        r = self.load("oom-step.json")
+        oom = [e for e in r["events"] if e["kind"] == "oom"][0]
+        self.assertEqual((oom["phase"], oom["step"]), ("step", 0))
+        self.check("oom-step.json")
+        # The cause of the phase that failed, as for memory_diagnostics' runs.
+        verdict = self.compare_json("oom-step.json")["groups"][0]
+        self.assertEqual(verdict["dominant_cause"], "optimizer_state")
+        self.assertEqual(verdict["decision"]["rule"], "out_of_memory")
+
+    def test_ctrl_c_leaves_an_interrupted_report(self):
+        r = self.run_until(Raising(mlp(), KeyboardInterrupt(), at=2), "int.json", KeyboardInterrupt)
+        self.assertEqual(r["status"], "interrupted")
+        self.assertEqual(phases(r), expected(2))
+        ev = [e for e in r["events"] if e["kind"] == "interrupted"][0]
+        self.assertEqual((ev["phase"], ev["step"]), ("forward", 2))
+
+    def test_an_error_in_the_loop_leaves_a_failed_report(self):
+        r = self.run_until(Raising(mlp(), ValueError("bad batch"), at=0), "failed.json", ValueError)
+        self.assertEqual(r["status"], "failed")
+        ev = [e for e in r["events"] if e["kind"] == "error"][0]
+        self.assertEqual(ev["message"], "ValueError: bad batch")
+        self.assertEqual((ev["phase"], ev["step"]), ("forward", 0))
+
+    def test_a_failed_write_leaves_no_half_report(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        os.mkdir(self.path("taken"))  # a directory where the report should go
+        with self.assertRaises(OSError):
+            with memdiag.record(model, opt, output=self.path("taken")):
+                train(model, opt, 1)
+        self.assertEqual(sorted(os.listdir(self.dir.name)), ["taken"])
+
+
+CASES = [os.path.join(ROOT, "cases", c + ".json") for c in ("alpha", "beta", "gamma")] + \
+        [os.path.join(ROOT, "tests", "cases", "own.json")]
+
+
+def peak_slack(phase, step, report):
+    """torch.optim's Adam and AdamW (foreach=False) make every parameter's
+    state before their update loop, LibTorch's each inside it: the first
+    step()'s peak is higher in Python by less than the largest parameter
+    (measured on the CPU: beta +0.27 MiB, tests/cases/own.json +1.56 MiB of a
+    3.0 MiB weight; issue 23 saw beta's 0.27 on the H200). Everywhere else
+    the two read the same to 0.01 MiB."""
+    if phase == "step" and step == 0:
+        return report["model"]["largest_module_bytes"] / MIB
+    return 0.01
+
+
+class SameVerdictsAsMemoryDiagnostics(Tmp):
+    """The reference workloads, written in plain PyTorch (python/examples/
+    mlp_job.py), recorded on the CPU: compare_memory_reports names the same
+    cause for them as for memory_diagnostics' runs of the same case files."""
+
+    def job(self, case, out, *extra):
+        cmd = [sys.executable, os.path.join(ROOT, "python", "examples", "mlp_job.py"), case, "-o", self.path(out),
+               "--device", "cpu", *extra]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_every_case(self):
+        diagnostics = tool("memory_diagnostics")
+        for case in CASES:
+            name = os.path.splitext(os.path.basename(case))[0]
+            with self.subTest(case=name):
+                self.job(case, f"{name}-py.json")
+                p = subprocess.run([diagnostics, "--case", case, "--device", "cpu", "-o", self.path(f"{name}-cpp.json")],
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                ours = self.compare_json(f"{name}-py.json")["groups"][0]
+                theirs = self.compare_json(f"{name}-cpp.json")["groups"][0]
+                self.assertEqual(ours["dominant_cause"], theirs["dominant_cause"])
+                self.assertNotEqual(ours["dominant_cause"], "inconclusive")
+                # Same losses: the same model, data and optimizer as memory_diagnostics builds them.
+                py, cpp = self.load(f"{name}-py.json")["samples"], self.load(f"{name}-cpp.json")["samples"]
+                self.assertEqual(phases({"samples": py}), phases({"samples": cpp}))
+                for a, b in zip(py, cpp):
+                    where = (a["phase"], a["step"])
+                    if "loss" in b:
+                        self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-6 * abs(b["loss"]), msg=where)
+                    # The CPU probe (the profiler's allocation reports) reads
+                    # what memory_diagnostics' tracking allocator reads.
+                    self.assertAlmostEqual(a["allocated_mib"], b["allocated_mib"], delta=0.01, msg=where)
+                    self.assertAlmostEqual(a["peak_allocated_mib"], b["peak_allocated_mib"],
+                                           delta=peak_slack(*where, self.load(f"{name}-py.json")), msg=where)
+
+    def test_a_variant_is_measured_against_the_run_without_one(self):
+        case = CASES[0]
+        self.job(case, "base.json", "--steps", "3")
+        self.job(case, "ckpt.json", "--steps", "3", "--checkpoint", "4")
+        c = self.compare_json("base.json", "ckpt.json")
+        v = c["groups"][0]
+        self.assertEqual(v["dominant_cause"], "activations")
+        rows = v["remedies"]
+        self.assertEqual([r["remedy"] for r in rows], ["checkpoint=4"])
+        self.assertLess(rows[0]["peak_mib"], rows[0]["baseline_peak_mib"])
+        self.assertEqual(rows[0]["max_loss_diff"], 0.0)
+        self.assertEqual(self.load("ckpt.json")["config"]["variant"], "checkpoint=4")
+        # A Python job is confirmed by a change in the job, not by a command.
+        for c in v.get("confirming_runs", []):
+            self.assertFalse(c["runnable"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,188 @@
+"""The Python recorder on CUDA (ctest label gpu; skips without a device):
+the reference workloads written in plain PyTorch against memory_diagnostics'
+runs of the same case files, phase by phase; a real out-of-memory error
+under a limit; a library model (torchvision's ResNet-50, transformers'
+GPT-2) recorded, and pushed out of memory.
+
+MEMDIAG_RESULTS_DIR, when set, receives the reports and a table of the
+per-phase differences (for the closing notes and docs/measurements).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+BIN = os.environ.get("MEMDIAG_BIN", "")
+MIB = float(1 << 20)
+CASES = [os.path.join(ROOT, "cases", c + ".json") for c in ("alpha", "beta", "gamma")] + \
+        [os.path.join(ROOT, "tests", "cases", "own.json")]
+
+
+def need_cuda():
+    if not torch.cuda.is_available():
+        raise unittest.SkipTest("no CUDA device: the Python recorder's CUDA tests need one")
+    if not BIN:
+        raise unittest.SkipTest("MEMDIAG_BIN is not set (build/bin)")
+
+
+class Cuda(unittest.TestCase):
+    def setUp(self):
+        need_cuda()
+        self.results = os.environ.get("MEMDIAG_RESULTS_DIR")
+        if self.results:
+            os.makedirs(self.results, exist_ok=True)
+            self.dir = self.results
+        else:
+            t = tempfile.TemporaryDirectory()
+            self.addCleanup(t.cleanup)
+            self.dir = t.name
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def load(self, name):
+        with open(self.path(name)) as f:
+            return json.load(f)
+
+    def run_cmd(self, cmd, ok=True):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if ok:
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-4000:])
+        return p
+
+    def verdict(self, *names):
+        p = self.run_cmd([os.path.join(BIN, "compare_memory_reports"), "--format", "json",
+                          *[self.path(n) for n in names]], ok=False)
+        self.assertIn(p.returncode, (0, 1), p.stderr)
+        return json.loads(p.stdout)["groups"][0]
+
+    def job(self, case, out, *extra, ok=True):
+        return self.run_cmd([sys.executable, os.path.join(ROOT, "python", "examples", "mlp_job.py"), case,
+                             "--device", "cuda", "-o", self.path(out), *extra], ok=ok)
+
+    def diagnostics(self, case, out, *extra, ok=True):
+        return self.run_cmd([os.path.join(BIN, "memory_diagnostics"), "--case", case, "--device", "cuda",
+                             "-o", self.path(out), *extra], ok=ok)
+
+    def note(self, name, text):
+        if self.results:
+            with open(self.path(name), "a") as f:
+                f.write(text + "\n")
+        print(text)
+
+
+class ReferenceWorkloads(Cuda):
+    def test_the_same_phases_memory_losses_and_verdicts_as_memory_diagnostics(self):
+        self.note("phases.txt", f"{'case':8s} {'phases':>6s} {'max |d alloc|':>13s} {'max |d peak|':>12s} "
+                                f"{'(step 0 peak)':>13s} {'max |d reserved|':>16s} {'loss':>9s} verdict")
+        for case in CASES:
+            name = os.path.splitext(os.path.basename(case))[0]
+            with self.subTest(case=name):
+                self.job(case, f"{name}-python.json")
+                self.diagnostics(case, f"{name}-memdiag.json")
+                py, cpp = self.load(f"{name}-python.json"), self.load(f"{name}-memdiag.json")
+                key = [(s["phase"], s["step"]) for s in py["samples"]]
+                self.assertEqual(key, [(s["phase"], s["step"]) for s in cpp["samples"]])
+                d_alloc = d_peak = d_res = d_first = d_loss = 0.0
+                for a, b in zip(py["samples"], cpp["samples"]):
+                    d_alloc = max(d_alloc, abs(a["allocated_mib"] - b["allocated_mib"]))
+                    d_res = max(d_res, abs(a["reserved_mib"] - b["reserved_mib"]))
+                    d = abs(a["peak_allocated_mib"] - b["peak_allocated_mib"])
+                    if (a["phase"], a["step"]) == ("step", 0):
+                        d_first = d  # torch.optim makes all state before its loop (test_recorder.peak_slack)
+                    else:
+                        d_peak = max(d_peak, d)
+                    if "loss" in b:
+                        d_loss = max(d_loss, abs(a["loss"] - b["loss"]) / abs(b["loss"]))
+                ours, theirs = self.verdict(f"{name}-python.json"), self.verdict(f"{name}-memdiag.json")
+                self.note("phases.txt", f"{name:8s} {len(key):6d} {d_alloc:13.4f} {d_peak:12.4f} {d_first:13.4f} "
+                                        f"{d_res:16.4f} {d_loss:9.1e} {ours['dominant_cause']} / "
+                                        f"{theirs['dominant_cause']}")
+                self.assertLessEqual(d_alloc, 1.0)
+                self.assertLessEqual(d_peak, 1.0)
+                self.assertLessEqual(d_first, py["model"]["largest_module_bytes"] / MIB)
+                self.assertLess(d_loss, 1e-5)
+                self.assertEqual(ours["dominant_cause"], theirs["dominant_cause"])
+                self.assertTrue(all(s["reserved_mib"] is not None and s["device_used_mib"] is not None
+                                    for s in py["samples"]))
+
+    def test_out_of_memory_under_a_limit_names_the_failing_phase(self):
+        # alpha at a batch whose forward cannot fit 600 MiB (a limit no issue names).
+        case = CASES[0]
+        p = self.job(case, "alpha-oom-python.json", "--batch-size", "16384", "--memory-limit-mib", "600", ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("OutOfMemoryError", p.stderr)  # the error still reached the script's caller
+        self.diagnostics(case, "alpha-oom-memdiag.json", "--batch-size-per-device", "16384", "--memory-limit-mib",
+                         "600", ok=False)
+        py, cpp = self.load("alpha-oom-python.json"), self.load("alpha-oom-memdiag.json")
+        self.assertEqual(py["status"], "oom")
+        ev = [e for e in py["events"] if e["kind"] == "oom"][0]
+        ev_cpp = [e for e in cpp["events"] if e["kind"] == "oom"][0]
+        self.assertEqual((ev["phase"], ev["step"]), (ev_cpp["phase"], ev_cpp["step"]))
+        o = ev["oom"]
+        self.assertGreater(o["request_mib"], 0)
+        self.assertAlmostEqual(o["limit_mib"], 600, delta=1)
+        self.assertLessEqual(o["reserved_mib"], 600 + 2)
+        self.assertGreater(o["reserved_mib"] + o["request_mib"], 600 - o["largest_free_block_mib"] - 2)
+        for k in ("device_free_mib", "allocated_mib", "inactive_split_mib", "num_alloc_retries", "num_ooms"):
+            self.assertIsNotNone(o[k], k)
+        self.assertEqual(self.verdict("alpha-oom-python.json")["dominant_cause"],
+                         self.verdict("alpha-oom-memdiag.json")["dominant_cause"])
+        self.note("oom.txt", f"alpha b16384 at 600 MiB: python {ev['phase']} step {ev['step']}: {ev['message'][:90]}; "
+                             f"request {o['request_mib']:.2f}, allocated {o['allocated_mib']:.2f}, reserved "
+                             f"{o['reserved_mib']:.2f}, memdiag {ev_cpp['phase']} step {ev_cpp['step']}")
+
+
+class LibraryModels(Cuda):
+    def example(self, model, out, *extra, ok=True):
+        return self.run_cmd([sys.executable, os.path.join(ROOT, "python", "examples", "library_model.py"), model,
+                             "-o", self.path(out), *extra], ok=ok)
+
+    def check_model(self, model, batch, limit, *extra):
+        self.example(model, f"{model}.json", "--batch-size", str(batch), *extra)
+        r = self.load(f"{model}.json")
+        self.assertEqual(r["status"], "complete")
+        v = self.verdict(f"{model}.json")
+        self.note("library.txt", f"{model} batch {batch}: {v['dominant_cause']}; peak "
+                                 f"{max(s['peak_allocated_mib'] for s in r['samples']):.1f} MiB; "
+                                 f"parameters {r['model']['parameter_bytes'] / MIB:.1f} MiB; "
+                                 + "; ".join(e if isinstance(e, str) else json.dumps(e) for e in v["evidence"][:2]))
+        self.assertNotEqual(v["dominant_cause"], "inconclusive")
+        p = self.example(model, f"{model}-oom.json", "--batch-size", str(batch), "--memory-limit-mib", str(limit),
+                         *extra, ok=False)
+        self.assertNotEqual(p.returncode, 0)
+        oom = self.load(f"{model}-oom.json")
+        self.assertEqual(oom["status"], "oom")
+        ev = [e for e in oom["events"] if e["kind"] == "oom"][0]
+        vo = self.verdict(f"{model}-oom.json")
+        self.assertEqual(vo["decision"]["rule"], "out_of_memory")
+        phase_cause = {"forward": "activations", "backward": "activations", "step": "optimizer_state"}
+        if ev["phase"] in phase_cause:
+            self.assertEqual(vo["dominant_cause"], phase_cause[ev["phase"]])
+        self.note("library.txt", f"{model} batch {batch} under {limit} MiB: oom in {ev['phase']} step {ev['step']} "
+                                 f"(request {ev['oom']['request_mib']:.2f} MiB, reserved {ev['oom']['reserved_mib']:.1f})"
+                                 f": {vo['dominant_cause']}")
+
+    def test_resnet50(self):
+        try:
+            import torchvision  # noqa: F401
+        except ImportError as e:
+            self.skipTest(f"torchvision not importable: {e}")
+        self.check_model("resnet50", 64, 4000)
+
+    def test_gpt2(self):
+        try:
+            import transformers  # noqa: F401
+        except ImportError as e:
+            self.skipTest(f"transformers not importable: {e}")
+        self.check_model("gpt2", 8, 6000, "--sequence-length", "1024")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""What the Python recorder costs a training loop: wall time per step of the
+same loop without it, with it (default settings), and with it and no tensor
+census, on memdiag's MLP cases and on torchvision's ResNet-50.
+
+    python3 scripts/recorder-overhead.py [--device cuda] [--steps 20] [--rounds 5] [--cases alpha,beta,gamma,resnet50]
+
+In one process per workload: the model is built once and warmed up; then
+rounds of (plain, recorded, recorded without the census) loops of --steps
+steps each, timed from the first forward to a device synchronisation after
+the last step; the medians are printed with the overhead against the plain
+loop. The recorder synchronises the device at each phase boundary (four
+times a step): that is most of its cost on steps of a few milliseconds.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
+import memdiag  # noqa: E402
+
+
+def mlp_workload(case_name, device, preset):
+    import mlp_job
+    case = json.load(open(os.path.join(ROOT, "cases", case_name + ".json")))
+    preset = preset or case["default_preset"]
+    model, m = mlp_job.build(case, preset)
+    model.to(device)
+    opt = mlp_job.optimizer_for(case, model)
+    batch = case["presets"][preset]["batch_size"]
+    graph = case.get("graph", {})
+
+    def loop(steps):
+        kept = []
+        for _ in range(steps):
+            x = torch.randn(batch, m["input_dim"], device=device)
+            y = torch.randint(0, m["output_dim"], (batch,), device=device)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward(retain_graph=graph.get("retain_graph", False))
+            if graph.get("keep_graph_connected_loss"):
+                kept.append(loss)
+            opt.step()
+            del x, y, loss
+            opt.zero_grad(set_to_none=True)
+
+    return model, opt, loop, f"{case_name} {preset} batch {batch}"
+
+
+def resnet_workload(device, batch=64):
+    import torchvision
+    model = torchvision.models.resnet50(weights=None).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def loop(steps):
+        for _ in range(steps):
+            x = torch.randn(batch, 3, 224, 224, device=device)
+            y = torch.randint(0, 1000, (batch,), device=device)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    return model, opt, loop, f"resnet50 batch {batch}"
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(device, fn, steps):
+    sync(device)
+    t = time.perf_counter()
+    fn(steps)
+    sync(device)
+    return (time.perf_counter() - t) * 1000.0 / steps
+
+
+def one(name, args):
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model, opt, loop, label = resnet_workload(device) if name == "resnet50" else \
+        mlp_workload(name, device, args.preset)
+    loop(3)  # kernels, workspaces, the optimizer's state
+    out = tempfile.mkdtemp()
+    modes = {
+        "plain": lambda n: loop(n),
+        "recorded": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), True),
+        "no census": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), False),
+    }
+    times = {k: [] for k in modes}
+    for _ in range(args.rounds):
+        for k, fn in modes.items():
+            times[k].append(timed(device, fn, args.steps))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"workload": label, **{k: med[k] for k in med},
+            "overhead": (med["recorded"] / med["plain"] - 1) * 100,
+            "overhead_no_census": (med["no census"] / med["plain"] - 1) * 100}
+
+
+def _recorded(model, opt, loop, steps, path, census):
+    with memdiag.record(model, opt, output=path, census=census):
+        loop(steps)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--preset", default=None, help="the MLP cases' preset (default: each case's)")
+    ap.add_argument("--cases", default="alpha,beta,gamma,resnet50")
+    ap.add_argument("--single", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.single:
+        print(json.dumps(one(args.single, args)))
+        return 0
+    name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
+    print(f"torch {torch.__version__} on {name}; {args.steps} steps x {args.rounds} rounds, medians")
+    print(f"{'workload':28s} {'plain ms/step':>13s} {'recorded':>9s} {'overhead':>9s} {'no census':>10s} {'overhead':>9s}")
+    for case in args.cases.split(","):
+        cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device,
+               "--steps", str(args.steps), "--rounds", str(args.rounds)] + (["--preset", args.preset] if args.preset else [])
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"{case:28s} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
+            continue
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        print(f"{r['workload']:28s} {r['plain']:13.3f} {r['recorded']:9.3f} {r['overhead']:8.1f}% "
+              f"{r['no census']:10.3f} {r['overhead_no_census']:8.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
