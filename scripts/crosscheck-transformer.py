@@ -186,6 +186,11 @@ def trace_diff(snapshot_path, report_path, device):
         by_phase_theirs[label] = theirs[start:end]
         start = end
 
+    order = {label: i for i, (label, _) in enumerate(MARKS)}
+
+    def order_of(label):
+        return order.get(label, len(order))
+
     def where(e):
         frames = [f for f in e.get("frames", []) if f["filename"].endswith(".py")]
         return " <- ".join(f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']} {f['name']}" for f in frames[:3])
@@ -206,6 +211,14 @@ def trace_diff(snapshot_path, report_path, device):
                 print(f"    {key[0]:14s} {key[1]:>12d} bytes: memdiag {a[key]}, python {b[key]}"
                       f"  {where(made[0]) if made else ''}")
     print("every phase has the same requests" if differ == 0 else f"{differ} phases differ")
+    # What each side's allocated figure holds beyond its own history's
+    # running sum: memory the history did not see being made (or freed).
+    print("allocated minus the history's running sum (MiB), memdiag | python:")
+    for (label, _), a, b in zip(MARKS, report["samples"], theirs_samples):
+        live_a = sum(e["size"] if e["action"] == "alloc" else -e["size"]
+                     for lab, evs in by_phase_ours.items() if order_of(lab) <= order_of(label) for e in evs)
+        live_b = sum(e["size"] if e["action"] == "alloc" else -e["size"] for e in theirs[:dict(MARKS)[label]])
+        print(f"    {label:24s} {a['allocated_mib'] - live_a / MIB:+9.4f} | {b['allocated_mib'] - live_b / MIB:+9.4f}")
     return 1 if differ else 0
 
 

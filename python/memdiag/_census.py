@@ -1,26 +1,28 @@
 """The tensor census by role, counted from the tensors themselves as
-memory_diagnostics counts them: each storage once, by its bytes."""
+memory_diagnostics counts them: each storage once, by its bytes.
+
+It runs at every phase boundary, so it is written for speed: a tensor costs
+one storage lookup, and the recorder recounts a role only in the phases that
+can change it (recorder._take_census)."""
 import torch
 
 MIB = float(1 << 20)
 
 
 class _Counter:
-    def __init__(self, device_type=None):
-        self.device_type = device_type
+    def __init__(self, cuda=None):
+        # Only what lives on the recorded device: torch.optim keeps Adam's
+        # `step` counters on the CPU when the parameters are on CUDA.
+        self.cuda = cuda
         self.seen = set()
         self.bytes = 0
 
     def add(self, t):
-        if not isinstance(t, torch.Tensor) or t.is_meta:
-            return
-        # Only what lives on the recorded device: torch.optim keeps Adam's
-        # `step` counters on the CPU when the parameters are on CUDA.
-        if self.device_type is not None and t.device.type != self.device_type:
+        if t is None or (self.cuda is not None and t.is_cuda is not self.cuda):
             return
         try:
             storage = t.untyped_storage()
-        except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+        except (RuntimeError, NotImplementedError, AttributeError):  # no storage (a subclass, meta)
             return
         key = storage.data_ptr()
         if key == 0 or key in self.seen:
@@ -40,22 +42,48 @@ def _state_tensors(value):
             yield from _state_tensors(v)
 
 
-def take_census(parameters, optimizers, device_type=None):
-    """Parameters, their gradients, and the optimizers' per-parameter state
-    (torch.optim's `state`: Adam's moments, SGD's momentum; a scalar `step`
-    tensor counts too, as it is state the optimizer made)."""
-    params, grads, state = _Counter(device_type), _Counter(device_type), _Counter(device_type)
+def _cuda_flag(device_type):
+    return None if device_type is None else device_type == "cuda"
+
+
+def parameters_mib(parameters, device_type=None):
+    c = _Counter(_cuda_flag(device_type))
     for p in parameters:
-        params.add(p)
-        grads.add(p.grad)
+        c.add(p)
+    return c.bytes / MIB
+
+
+def gradients_mib(parameters, device_type=None):
+    c = _Counter(_cuda_flag(device_type))
+    for p in parameters:
+        c.add(p.grad)
+    return c.bytes / MIB
+
+
+def optimizer_state_mib(optimizers, device_type=None):
+    """torch.optim's per-parameter `state` (Adam's moments, SGD's momentum;
+    a `step` counter tensor on the device counts too)."""
+    c = _Counter(_cuda_flag(device_type))
     for opt in optimizers:
         for s in opt.state.values():
-            for t in _state_tensors(s):
-                state.add(t)
+            if isinstance(s, dict):
+                for v in s.values():
+                    if isinstance(v, torch.Tensor):
+                        c.add(v)
+                    else:
+                        for t in _state_tensors(v):
+                            c.add(t)
+            else:
+                for t in _state_tensors(s):
+                    c.add(t)
+    return c.bytes / MIB
+
+
+def take_census(parameters, optimizers, device_type=None):
     return {
-        "parameters_mib": params.bytes / MIB,
-        "gradients_mib": grads.bytes / MIB,
-        "optimizer_state_mib": state.bytes / MIB,
+        "parameters_mib": parameters_mib(parameters, device_type),
+        "gradients_mib": gradients_mib(parameters, device_type),
+        "optimizer_state_mib": optimizer_state_mib(optimizers, device_type),
     }
 
 

@@ -61,7 +61,7 @@ class Recorder:
 
     def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
-                 device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=()):
+                 device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="step"):
         self.model = model
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
@@ -99,6 +99,11 @@ class Recorder:
         self._finished = False
         self._status = None
         self._probe = None
+        self._params_cache = None
+        self._last_census = None
+        if sync not in ("phase", "step"):
+            raise ValueError(f"memdiag: sync={sync!r}: 'step' (the default) or 'phase'")
+        self.sync = sync
 
     # ----- the explicit API -------------------------------------------------
 
@@ -331,7 +336,6 @@ class Recorder:
             self._micro += 1
 
     def _begin_phase(self):
-        self._probe.sync()
         self._probe.begin_phase()
         self._phase_started = _probe.now_ms()
 
@@ -343,7 +347,12 @@ class Recorder:
 
     def _sample(self, phase, step):
         if isinstance(self._probe, _probe.CudaProbe):
-            s = self._probe.read()
+            # The allocator's counters are kept on the host in program order:
+            # exact without waiting for the device. The device is waited for
+            # where a time must be true: every phase with sync="phase", else
+            # once a step, at its end (and in setup).
+            wait = self.sync == "phase" or phase in (CLEANUP, "model_ready", "optimizer_ready")
+            s = self._probe.read(sync=wait, process=phase in (STEP, "model_ready", "optimizer_ready"))
         else:
             s = {"allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None, "peak_allocated_mib": 0.0,
                  "inactive_split_mib": None, "process_device_mib": None, "_mark": self._probe.mark()}
@@ -357,11 +366,32 @@ class Recorder:
             # when each micro-batch's loss is divided by their number, as
             # gradient accumulation does.
             sample["loss"] = sum(self._losses)
-        sample["tensors"] = self._take_census() if self.census else None
+        sample["tensors"] = self._take_census(phase) if self.census else None
         self._samples.append(sample)
 
-    def _take_census(self):
-        return _census.take_census(self._parameters(), self.optimizers, self.device.type)
+    def _take_census(self, phase=None):
+        """The census at the end of `phase`. A role is recounted only where
+        the phase can change it (the parameters once; gradients in backward,
+        step and cleanup; the optimizer's state in step): a count costs a
+        storage lookup per tensor, at every boundary. None: recount all."""
+        kind = self.device.type
+        params = self._params_cache
+        if params is None:
+            params = self._params_cache = self._parameters()
+        last = self._last_census
+        if last is None or phase is None:
+            c = {"parameters_mib": _census.parameters_mib(params, kind),
+                 "gradients_mib": _census.gradients_mib(params, kind),
+                 "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
+        else:
+            c = dict(last)
+            if phase in (BACKWARD, STEP, CLEANUP):
+                c["gradients_mib"] = _census.gradients_mib(params, kind)
+            if phase == STEP:
+                c["optimizer_state_mib"] = _census.optimizer_state_mib(self.optimizers, kind)
+        if phase is not None:
+            self._last_census = c
+        return dict(c)
 
     def _parameters(self):
         seen, out = set(), []
@@ -495,7 +525,11 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     cuBLAS workspaces before the first sample, as memory_diagnostics does),
     hooks (False: call rec.mark() yourself), snapshot (a path: the
     allocator's history, dumped at an out-of-memory error for memory_viz),
-    device (default: the model's)."""
+    device (default: the model's), sync ("step", the default: the device
+    is waited for once a step, at its end, so each step's time is true and
+    the phases' times are the host's; "phase": at every phase boundary, each
+    phase's time true, at the cost of the overlap between the host and the
+    device; memory figures are exact either way)."""
     return Recorder(model, optimizer, output, **options)
 
 

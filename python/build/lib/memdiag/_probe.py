@@ -38,7 +38,7 @@ class CudaProbe:
         torch.cuda.synchronize(self.device)
 
     def begin_phase(self):
-        torch.cuda.reset_peak_memory_stats(self.device)
+        torch._C._cuda_resetPeakMemoryStats(self.device.index)
 
     def allocated_mib(self):
         return _mib(torch.cuda.memory_allocated(self.device))
@@ -46,19 +46,26 @@ class CudaProbe:
     def peak_mib(self):
         return _mib(torch.cuda.max_memory_allocated(self.device))
 
-    def read(self):
-        """The sample's memory fields, after synchronising the device."""
-        self.sync()
-        s = torch.cuda.memory_stats(self.device)
+    def read(self, sync=True, process=True):
+        """The sample's memory fields. The caching allocator's statistics
+        are host-side and in program order, exact without a device
+        synchronisation; `sync` waits for the device first (for a phase's
+        time). `process`: ask NVML for this process's MiB too (a slow call
+        on some hosts, so the recorder asks once a step)."""
+        if sync:
+            self.sync()
+        # The nested form, as the allocator keeps it: memory_stats() flattens
+        # it into a new dict on every call.
+        s = torch._C._cuda_memoryStats(self.device.index)
         free, total = torch.cuda.mem_get_info(self.device)
         return {
-            "allocated_mib": _mib(s.get("allocated_bytes.all.current", 0)),
-            "reserved_mib": _mib(s.get("reserved_bytes.all.current", 0)),
+            "allocated_mib": _mib(s["allocated_bytes"]["all"]["current"]),
+            "reserved_mib": _mib(s["reserved_bytes"]["all"]["current"]),
             "device_used_mib": _mib(total - free),
-            "peak_allocated_mib": _mib(s.get("allocated_bytes.all.peak", 0)),
-            "inactive_split_mib": _mib(s.get("inactive_split_bytes.all.current", 0)),
-            "process_device_mib": self._process_mib(),
-            "alloc_retries": int(s.get("num_alloc_retries", 0)),
+            "peak_allocated_mib": _mib(s["allocated_bytes"]["all"]["peak"]),
+            "inactive_split_mib": _mib(s["inactive_split_bytes"]["all"]["current"]),
+            "process_device_mib": self._process_mib() if process else None,
+            "alloc_retries": int(s["num_alloc_retries"]),
         }
 
     def _process_mib(self):
