@@ -11,7 +11,9 @@ steps each, timed from the first forward to a device synchronisation after
 the last step; the medians are printed with the overhead against the plain
 loop, for the default settings (the device waited for once a step), without
 the tensor census, and with a wait at every phase boundary (sync="phase",
-which costs the overlap of host and device).
+which costs the overlap of host and device), without NVML's per-process
+query, and bare (neither census nor NVML); then what starting and ending one
+recording costs (once per job).
 """
 import argparse
 import json
@@ -97,22 +99,37 @@ def one(name, args):
         "plain": lambda n: loop(n),
         "recorded": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), True),
         "no census": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), False),
-        "sync per phase": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), True, "phase"),
+        "sync per phase": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), True, "step"),
+        "no NVML": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), True, "none", False),
+        "bare": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), False, "none", False),
     }
     times = {k: [] for k in modes}
+    fixed = []
     for _ in range(args.rounds):
         for k, fn in modes.items():
-            times[k].append(timed(device, fn, args.steps))
+            times[k].append(timed(device, fn, args.steps) if k == "plain" else fn(args.steps))
+            if k == "recorded":
+                fixed.append(_recorded.fixed_ms)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"workload": label, **{k: med[k] for k in med},
             "overhead": (med["recorded"] / med["plain"] - 1) * 100,
             "overhead_no_census": (med["no census"] / med["plain"] - 1) * 100,
-            "overhead_sync_phase": (med["sync per phase"] / med["plain"] - 1) * 100}
+            "overhead_sync_phase": (med["sync per phase"] / med["plain"] - 1) * 100,
+            "overhead_no_nvml": (med["no NVML"] / med["plain"] - 1) * 100,
+            "overhead_bare": (med["bare"] / med["plain"] - 1) * 100, "start_end_ms": statistics.median(fixed)}
 
 
-def _recorded(model, opt, loop, steps, path, census, sync="step"):
-    with memdiag.record(model, opt, output=path, census=census, sync=sync):
-        loop(steps)
+def _recorded(model, opt, loop, steps, path, census, sync="none", process_memory=True):
+    """ms per step of the loop inside the block: starting and ending a
+    recording (the warm-up, the report's writing) is paid once per job and
+    timed apart (the 'start+end' column)."""
+    device = next(model.parameters()).device
+    t0 = time.perf_counter()
+    with memdiag.record(model, opt, output=path, census=census, sync=sync, process_memory=process_memory):
+        per_step = timed(device, loop, steps)
+        t1 = time.perf_counter()
+    _recorded.fixed_ms = (time.perf_counter() - t0) * 1000.0 - per_step * steps
+    return per_step
 
 
 def main():
@@ -130,7 +147,7 @@ def main():
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__} on {name}; {args.steps} steps x {args.rounds} rounds, medians")
     print(f"{'workload':28s} {'plain ms/step':>13s} {'recorded':>9s} {'overhead':>9s} {'no census':>10s} {'overhead':>9s} "
-          f"{'sync/phase':>10s} {'overhead':>9s}")
+          f"{'sync/step':>10s} {'overhead':>9s} {'no NVML':>9s} {'bare':>9s} {'start+end ms':>12s}")
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device,
                "--steps", str(args.steps), "--rounds", str(args.rounds)] + (["--preset", args.preset] if args.preset else [])
@@ -141,7 +158,7 @@ def main():
         r = json.loads(p.stdout.strip().splitlines()[-1])
         print(f"{r['workload']:28s} {r['plain']:13.3f} {r['recorded']:9.3f} {r['overhead']:8.1f}% "
               f"{r['no census']:10.3f} {r['overhead_no_census']:8.1f}% {r['sync per phase']:10.3f} "
-              f"{r['overhead_sync_phase']:8.1f}%")
+              f"{r['overhead_sync_phase']:8.1f}% {r['overhead_no_nvml']:8.1f}% {r['overhead_bare']:8.1f}% {r['start_end_ms']:12.1f}")
     return 0
 
 

@@ -61,7 +61,8 @@ class Recorder:
 
     def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
-                 device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="step"):
+                 device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
+                 process_memory=True):
         self.model = model
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
@@ -101,9 +102,10 @@ class Recorder:
         self._probe = None
         self._params_cache = None
         self._last_census = None
-        if sync not in ("phase", "step"):
-            raise ValueError(f"memdiag: sync={sync!r}: 'step' (the default) or 'phase'")
+        if sync not in ("none", "step", "phase"):
+            raise ValueError(f"memdiag: sync={sync!r}: 'none' (the default), 'step' or 'phase'")
         self.sync = sync
+        self.process_memory = process_memory
 
     # ----- the explicit API -------------------------------------------------
 
@@ -351,8 +353,10 @@ class Recorder:
             # exact without waiting for the device. The device is waited for
             # where a time must be true: every phase with sync="phase", else
             # once a step, at its end (and in setup).
-            wait = self.sync == "phase" or phase in (CLEANUP, "model_ready", "optimizer_ready")
-            s = self._probe.read(sync=wait, process=phase in (STEP, "model_ready", "optimizer_ready"))
+            wait = self.sync == "phase" or (self.sync == "step" and phase == CLEANUP) or \
+                phase in ("model_ready", "optimizer_ready")
+            s = self._probe.read(sync=wait, process=self.process_memory and
+                                 phase in (STEP, "model_ready", "optimizer_ready"))
         else:
             s = {"allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None, "peak_allocated_mib": 0.0,
                  "inactive_split_mib": None, "process_device_mib": None, "_mark": self._probe.mark()}
@@ -486,8 +490,12 @@ class Recorder:
         final_sum = final_sq = None
         if self._status == "complete" and params:
             with torch.no_grad():
-                final_sum = float(sum(p.detach().double().sum() for p in params))
-                final_sq = float(sum(p.detach().double().pow(2).sum() for p in params))
+                # One device round trip per device, not two per parameter.
+                final_sum = final_sq = 0.0
+                for dev in {p.device for p in params}:
+                    on = [p.detach().double() for p in params if p.device == dev]
+                    sums = torch.stack([torch.stack([t.sum(), t.pow(2).sum()]) for t in on]).sum(0).tolist()
+                    final_sum, final_sq = final_sum + sums[0], final_sq + sums[1]
         env = self._probe.environment()
         env.update({"torch_version": torch.__version__, "host": socket.gethostname(), "start_time": self._start_time})
         report = _report.build(
@@ -529,7 +537,9 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     is waited for once a step, at its end, so each step's time is true and
     the phases' times are the host's; "phase": at every phase boundary, each
     phase's time true, at the cost of the overlap between the host and the
-    device; memory figures are exact either way)."""
+    device; memory figures are exact either way), process_memory (False:
+    do not ask NVML for this process's MiB once a step, where pynvml is
+    installed)."""
     return Recorder(model, optimizer, output, **options)
 
 

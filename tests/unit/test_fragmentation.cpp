@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace memdiag;
 using testkit::Synth;
 using testkit::synth;
@@ -145,6 +147,32 @@ TEST(Fragmentation, AMerelyLargeCacheAtTheFailureIsNotFragmentation) {
   const Verdict a = verdict_of({{"r.json", oom_run(s, 64, 1000, 1040, 40)}});
   EXPECT_NE(a.dominant, Cause::kFragmentation);
   EXPECT_NE(a.dominant, Cause::kAllocatorCache);
+}
+
+// A phase that fails on its first occurrence with a few MiB stranded ran out
+// because of what it was making: the free pieces would have served this
+// request and not the phase. Found on the H200 with the Python recorder:
+// GPT-2 (transformers, batch 8 x 1024 tokens) under 6000 MiB failed in
+// step 0's forward asking for 24 MiB with 55.5 MiB free in the reserve, all
+// stranded, against 5924.5 MiB in use; its forward needs 10 GiB more.
+TEST(Fragmentation, AFirstForwardThatRanOutWithAFewMibStrandedIsItsActivations) {
+  const std::string dir = std::string(MEMDIAG_SOURCE_DIR) + "/tests/fixtures/h200-python/";
+  for (const char* name : {"gpt2-oom.json", "resnet50-oom.json", "alpha-oom-python.json"}) {
+    ReadResult r = read_report_file(dir + name);
+    ASSERT_TRUE(r.report) << name;
+    EXPECT_EQ(verdict_of({{name, *r.report}}).dominant, Cause::kActivations) << name;
+  }
+  // The same allocator state in a synthetic run that never completed a
+  // forward: stranded 1% of the use is the activations'; 20% is fragmentation.
+  Synth s;
+  s.case_name = "gpt2";
+  s.steps = 1;
+  for (const auto& [stranded, want] : {std::pair{55.5, Cause::kActivations}, std::pair{1200.0, Cause::kFragmentation}}) {
+    Report r = oom_run(s, 24, 5924.5, 5924.5 + stranded, stranded);
+    r.samples.erase(std::remove_if(r.samples.begin(), r.samples.end(), [](const Sample& x) { return x.step.has_value(); }),
+                    r.samples.end());
+    EXPECT_EQ(verdict_of({{"r.json", r}}).dominant, want) << stranded;
+  }
 }
 
 TEST(Fragmentation, AGraphRetainedEveryStepIsNotMistakenForIt) {

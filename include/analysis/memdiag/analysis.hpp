@@ -468,6 +468,12 @@ inline constexpr double kLossTolerance = 1e-4;
 // pieces stranded in split segments are at least this share of that free
 // memory (and at least the request); a cache merely large otherwise.
 inline constexpr double kStrandedShareOfFree = 0.5;
+// ... and the failing phase had completed before within the same budget (so
+// what it needs fits, and the pieces are what stopped it), or the reserved
+// free memory is at least this share of what was in use (enough to matter
+// whatever the phase still needed). A phase failing on its first occurrence
+// with a few MiB stranded ran out because of what the phase was making.
+inline constexpr double kReservedFreeShareOfUse = 0.1;
 // A language model's logits are named beside the forward increment when
 // they are at least this share of it.
 inline constexpr double kLargeLogitsShare = 0.05;
