@@ -7,25 +7,25 @@
 #include "memdiag/exit_code.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
+#include "memdiag/enum_names.hpp"
 #include "memdiag/sweep_plan.hpp"
 
-#include <ostream>
+#include <algorithm>
 #include <map>
+#include <ostream>
+#include <string>
 
 namespace {
 
-constexpr const char* kFooter = R"(Causes: activations, optimizer_state, retained_graph, parameters,
-allocator_cache, inconclusive. Each verdict is read off the measured numbers:
-  activations      forward increment, largest share; grows with batch size
-  optimizer_state  persistent allocation made at the first step(), stable after;
-                   grows with parameter count
-  retained_graph   post-cleanup allocation grows every step
-Reports of one case that differ only in batch size, preset, steps or rank are
-read together as a sweep; give the batch-1 and batch-4 runs to confirm an
-activations verdict, different presets for optimizer state, different step
-counts for a retained graph. When the reports given cannot confirm a verdict,
-the output lists the memory_diagnostics runs that would, each writing a new
-file beside the reports (the JSON output has them as argv arrays too).
+constexpr const char* kFooterRest = R"(
+Reports of one case that differ only in batch size, preset, steps, sequence
+length or rank are read together as a sweep: give the batch-1 and batch-4 runs
+to confirm an activations verdict, different presets for optimizer state,
+different step counts for a retained graph. When the reports given cannot
+confirm a verdict, the output lists the memory_diagnostics runs that would,
+each writing a new file beside the reports (the JSON output has them as argv
+arrays too); for a report of one's own loop (memdiag::Recorder, the Python
+recorder), the change to make and record instead.
 
 Exit codes: 0 fine, 1 a gate (--expect, --fail-on, --baseline) failed or -o
 could not be written, 2 bad input (every other file is still analysed; each
@@ -37,11 +37,27 @@ phase the peak and the end-of-phase allocated are shown against the
 baseline's, with the component that moved; unmatched reports are listed.
 
 Examples:
-  compare_memory_reports alpha.json beta.json gamma.json
-  compare_memory_reports reports/ --format markdown
+  compare_memory_reports alpha.json beta.json gamma.json       diagnose, as text
+  compare_memory_reports reports/ --format markdown             a folder, as markdown
+  compare_memory_reports reports/ --format html -o report.html  one page with plots
   compare_memory_reports ci-run.json --expect mymodel=activations --fail-on retained_graph
   compare_memory_reports new/ --baseline tests/fixtures/cpu --max-increase 5% --format junit -o junit.xml
-  compare_memory_reports reports/ --format html -o report.html)";
+  compare_memory_reports beta.json --budget-mib 300 --world-size 4   what fits 300 MiB, alone and on 4 ranks
+  compare_memory_reports --check my-writer-output.json               validate a report of your own)";
+
+// The causes from their one definition (render's cause texts), then the
+// rest in words.
+std::string footer() {
+  std::string s = "Causes, each read off the measured numbers, never off a case's name:\n";
+  for (memdiag::Cause c : memdiag::all_values<memdiag::Cause>()) {
+    std::string name = memdiag::to_string(c);
+    name.resize(std::max<std::size_t>(name.size(), 16), ' ');
+    s += "  " + name + " " + memdiag::cause_label(c) + "\n";
+    const std::string basis = memdiag::cause_basis(c);
+    if (!basis.empty()) s += "                   from: " + basis + "\n";
+  }
+  return s + kFooterRest;
+}
 
 }  // namespace
 
@@ -51,12 +67,19 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
                                        std::ostream& err) {
   std::vector<std::string> expects, fail_on;
 
-  CLI::App app{"compare_memory_reports: read memory_diagnostics reports and name the dominant cause of\n"
-               "memory use, with the numbers that decide it, the targeted response and what would not help."};
-  app.footer(kFooter);
+  CLI::App app{"compare_memory_reports: read memory reports (memory_diagnostics', a memdiag::Recorder loop's, the\n"
+               "Python recorder's) and name the dominant cause of memory use, with the numbers that decide it, the\n"
+               "targeted response and what would not help."};
+  app.footer(footer());
   app.set_version_flag("--version", std::string("compare_memory_reports ") + MEMDIAG_VERSION);
-  app.add_option("reports", opts.inputs, "Report files, directories of *.json reports, or - for standard input")
-      ->required();
+  // Each option's placeholder in words (option_text): CLI11's own would
+  // print its validators and exclusions ("ENUM:value in {...}", "Excludes:").
+  const std::string print = "What to print", gates = "Gates (exit 1 when one fails)",
+                    predict = "Predictions", baseline = "Against a baseline", check = "Checking reports";
+  app.add_option("reports", opts.inputs,
+                 "Report files, directories of *.json reports, or - for standard input (at least one)")
+      ->required()
+      ->option_text("FILE|DIR|- ...");
   const std::map<std::string, memdiag::OutputFormat> formats = {{"text", memdiag::OutputFormat::kText},
                                                                 {"markdown", memdiag::OutputFormat::kMarkdown},
                                                                 {"json", memdiag::OutputFormat::kJson},
@@ -65,17 +88,23 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
   app.add_option("--format,-f", opts.format,
                  "text, markdown, json, junit (the gates as JUnit XML for CI) or html (one self-contained page with "
                  "plots) (default: text)")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case));
+      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->option_text("text|markdown|json|junit|html")
+      ->group(print);
   // One value per flag (repeat the flag for more): otherwise a report file
   // after --fail-on would be taken for a cause.
-  app.add_option("--expect", expects, "CASE=CAUSE: exit 1 unless every group of CASE has that dominant cause (repeatable)")
+  app.add_option("--expect", expects, "Exit 1 unless every group of CASE has that dominant cause (repeatable)")
       ->expected(1)
       ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--fail-on", fail_on, "CAUSE: exit 1 if any group's dominant cause is CAUSE (repeatable)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->option_text("CASE=CAUSE")
+      ->group(gates);
+  app.add_option("--fail-on", fail_on, "Exit 1 if any group's dominant cause is CAUSE (repeatable)")
       ->expected(1)
       ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->option_text("CAUSE")
+      ->group(gates);
   std::vector<std::string> budgets;
   std::string max_increase_mib;
   app.add_option("--budget-mib", budgets,
@@ -84,7 +113,8 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->type_name("MIB");
+      ->option_text("MIB")
+      ->group(predict);
   std::vector<std::string> worlds;
   app.add_option("--world-size", worlds,
                  "With a single-rank run: predict the largest batch per rank at N data-parallel ranks under each mode "
@@ -92,29 +122,36 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->type_name("N");
+      ->option_text("N")
+      ->group(predict);
 
   app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written)")
-      ->type_name("FILE");
+      ->option_text("FILE")
+      ->group(print);
   app.add_option("--baseline", opts.baseline,
                  "Baseline reports (files or directories): each report given is matched by case, configuration and "
                  "rank, and exit 1 if any peak grew beyond --max-increase")
-      ->type_name("PATH")
+      ->option_text("PATH")
       ->expected(1)
       ->allow_extra_args(false)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->group(baseline);
   std::string max_increase = "5%";
-  app.add_option("--max-increase", max_increase, "With --baseline: a peak may grow by this much (5% or 0.05)")
-      ->type_name("PERCENT")
-      ->capture_default_str();
+  app.add_option("--max-increase", max_increase,
+                 "With --baseline: a peak may grow by this much, 5% or 0.05 (default: 5%)")
+      ->option_text("PERCENT")
+      ->group(baseline);
   auto* mib_opt = app.add_option("--max-increase-mib", max_increase_mib,
                                  "With --baseline: and, when given, by no more than N MiB before it counts")
-                      ->type_name("MIB");
+                      ->option_text("MIB")
+                      ->group(baseline);
 
   auto* check_opt = app.add_flag("--check", opts.check,
                                  "Only validate the reports: each read with the comparison's full rules (schema, phase "
                                  "order, steps, bounds), a line each; exit 0 when all are valid, 2 otherwise (for "
-                                 "writers of reports other than memdiag)");
+                                 "writers of reports other than memdiag); alone: no other option of the groups above")
+                       ->option_text(" ")
+                       ->group(check);
   for (const char* other : {"--format", "--expect", "--fail-on", "--budget-mib", "--world-size", "--baseline", "--output"}) {
     check_opt->excludes(app.get_option(other));
   }

@@ -1,5 +1,6 @@
 // compare_memory_reports as a user runs it: gates, formats and bad input.
 #include "memdiag/report_json.hpp"
+#include "memdiag/enum_names.hpp"
 #include "memdiag/exit_code.hpp"
 #include "golden.hpp"
 #include "json_schema.hpp"
@@ -129,6 +130,38 @@ TEST(CompareCli, HelpExplainsCausesAndExitCodes) {
   EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk));
   EXPECT_NE(r.out.find("retained_graph"), std::string::npos);
   EXPECT_NE(r.out.find("Exit codes"), std::string::npos);
+}
+
+// --help reads as a manual: options in groups with placeholders in words,
+// none of the parser's own notation, every cause in a line with what it is
+// read from, an example per mode.
+TEST(CompareCli, HelpReadsAsAManualWithoutParserInternals) {
+  const Proc r = compare({"--help"});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk));
+  for (const char* leak : {"Excludes", "ENUM", "->", "OR {", "REQUIRED", "Needs:", "At Most", "TEXT"}) {
+    EXPECT_EQ(r.out.find(leak), std::string::npos) << leak << "\n" << r.out;
+  }
+  // Each cause by name with its label, and what it is read from (all but
+  // inconclusive, which is read from nothing).
+  std::size_t from = 0;
+  for (std::size_t at = r.out.find("from: "); at != std::string::npos; at = r.out.find("from: ", at + 1)) ++from;
+  EXPECT_EQ(from, all_values<Cause>().size() - 1) << r.out;
+  for (Cause c : all_values<Cause>()) {
+    const std::size_t at = r.out.find("\n  " + std::string(to_string(c)) + " ");
+    ASSERT_NE(at, std::string::npos) << to_string(c);
+    const std::size_t eol = r.out.find('\n', at + 1);
+    EXPECT_GT(eol - at, std::string(to_string(c)).size() + 10) << to_string(c) << ": no label";
+  }
+  for (const char* group : {"What to print:", "Gates (exit 1 when one fails):", "Predictions:", "Against a baseline:",
+                            "Checking reports:"}) {
+    EXPECT_NE(r.out.find(group), std::string::npos) << group;
+  }
+  for (const char* mode : {"--format html", "--expect ", "--baseline ", "--budget-mib ", "--world-size ", "--check "}) {
+    EXPECT_NE(r.out.find(std::string("  compare_memory_reports ")), std::string::npos);
+    const std::size_t examples = r.out.find("Examples:");
+    ASSERT_NE(examples, std::string::npos);
+    EXPECT_NE(r.out.find(mode, examples), std::string::npos) << mode;
+  }
 }
 
 TEST(CompareCli, AGateFlagTakesOneValueAndTheNextArgumentIsAReport) {
