@@ -73,11 +73,8 @@ def main(argv=None):
     ap.add_argument("-o", "--output", default=None)
     args = ap.parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())  # memory fractions are per device index
     if args.memory_limit_mib and device.type == "cuda":
-        total = torch.cuda.get_device_properties(device).total_memory / 2**20
-        torch.cuda.set_per_process_memory_fraction(args.memory_limit_mib / total, device)
+        device = memdiag.limit_memory(args.memory_limit_mib, device)
     torch.manual_seed(0)
     model, batch, loss_of = MODELS[args.model](args, device)
     model.train()

@@ -127,6 +127,18 @@ class CudaProbe:
         return _mib(torch.cuda.get_device_properties(self.device).total_memory) * fraction
 
 
+def limit_memory(mib, device=None):
+    """Caps this process's share of a CUDA device at `mib` MiB, as a smaller
+    GPU would (torch.cuda.set_per_process_memory_fraction); the recorder
+    reports it as the run's memory limit."""
+    device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())  # fractions are per device index
+    total = torch.cuda.get_device_properties(device).total_memory / MIB
+    torch.cuda.set_per_process_memory_fraction(min(1.0, mib / total), device)
+    return device
+
+
 def _memory_fraction(device):
     try:
         return float(torch.cuda.get_per_process_memory_fraction(device))

@@ -19,9 +19,7 @@ crosses into the next one:
 import contextlib
 import os
 import socket
-import sys
 import threading
-import time
 import weakref
 from datetime import datetime, timezone
 
