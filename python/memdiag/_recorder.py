@@ -373,9 +373,11 @@ class Recorder:
 
     def _take_census(self, phase=None):
         """The census at the end of `phase`. A role is recounted only where
-        the phase can change it (the parameters once; gradients in backward,
-        step and cleanup; the optimizer's state in step): a count costs a
-        storage lookup per tensor, at every boundary. None: recount all."""
+        the phase can change it (the parameters once; gradients in backward
+        and cleanup; the optimizer's state in step): a count costs a
+        storage lookup per tensor, at every boundary (1.15 ms for all three
+        roles of 161 parameters with AdamW on this project's 2-core machine).
+        None: recount all."""
         kind = self.device.type
         params = self._params_cache
         if params is None:
@@ -387,7 +389,7 @@ class Recorder:
                  "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
         else:
             c = dict(last)
-            if phase in (BACKWARD, STEP, CLEANUP):
+            if phase in (BACKWARD, CLEANUP):
                 c["gradients_mib"] = _census.gradients_mib(params, kind)
             if phase == STEP:
                 c["optimizer_state_mib"] = _census.optimizer_state_mib(self.optimizers, kind)
