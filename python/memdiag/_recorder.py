@@ -124,6 +124,9 @@ class Recorder:
         else:
             existing = _census.storage_bytes(self._model_state_tensors())
             self._probe = _probe.CpuProbe(existing)
+            if self.snapshot:
+                self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
+                                                  "nothing is dumped on the CPU", None))
         _active[0] = self
         if self.warmup and self.device.type == "cuda":
             before = torch.cuda.memory_allocated(self.device)

@@ -194,6 +194,22 @@ class PhasesFromHooks(Tmp):
                 memdiag.record(model, opt, output=self.path("inner.json")).start()
 
 
+class Options(Tmp):
+    def test_a_snapshot_asked_for_on_the_cpu_is_a_note_not_a_file(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("snap.json"), snapshot=self.path("oom.pickle")):
+            train(model, opt, 1)
+        notes = [e for e in self.load("snap.json")["events"] if e["kind"] == "note"]
+        self.assertTrue(any("snapshot" in e["message"] for e in notes), notes)
+        self.assertFalse(os.path.exists(self.path("oom.pickle")))
+        self.check("snap.json")
+
+    def test_a_bad_sync_is_refused_naming_the_choices(self):
+        with self.assertRaisesRegex(ValueError, "sync='sometimes': 'none' \\(the default\\), 'step' or 'phase'"):
+            memdiag.Recorder(mlp(), None, output=self.path("x.json"), sync="sometimes")
+
+
 class ExplicitMarks(Tmp):
     def test_marks_make_the_same_phases(self):
         model = mlp()
