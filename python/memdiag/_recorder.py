@@ -224,7 +224,9 @@ class Recorder:
     def _install_hooks(self):
         if self.model is not None:
             self._handles.append(self.model.register_forward_pre_hook(self._forward_pre))
-            self._handles.append(self.model.register_forward_hook(self._forward_post))
+            # always_call: a forward that raises (and that the loop catches,
+            # say to retry a smaller batch) still leaves the nesting count right.
+            self._handles.append(self.model.register_forward_hook(self._forward_post, always_call=True))
             self._wrap(self.model, "zero_grad")
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
