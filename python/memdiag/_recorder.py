@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import _census, _probe, _report
+from . import _census, _losses, _probe, _report
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -83,7 +83,8 @@ class Recorder:
         self._patched = []
         self._samples = []
         self._events = []
-        self._losses = []  # this step's losses, one per backward
+        self._losses = []  # this step's losses (handles into _loss_buffer), one per backward
+        self._loss_buffer = None
         # The phase in progress, for an error's place: None before start,
         # SETUP, FORWARD, BACKWARD, STEP (from the end of the last backward),
         # CLEANUP (after step()), BETWEEN (after a cleanup, before a forward).
@@ -127,6 +128,7 @@ class Recorder:
             if self.snapshot:
                 self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
                                                   "nothing is dumped on the CPU", None))
+        self._loss_buffer = _losses.LossBuffer(self.device)  # page-locked memory first: its allocation may wait
         _active[0] = self
         if self.warmup and self.device.type == "cuda":
             before = torch.cuda.memory_allocated(self.device)
@@ -166,7 +168,7 @@ class Recorder:
             raise ValueError(f"memdiag: mark({phase!r}) after {previous!r} in step {max(self._step, 0)} "
                              f"(expected after {' or '.join(expected)})")
         if loss is not None:
-            self._losses.append(_as_float(loss))
+            self._losses.append(self._loss_buffer.add(loss))
         if phase == FORWARD:
             self._count_forward()  # the phase began at the previous mark
         self._close(phase)
@@ -195,6 +197,7 @@ class Recorder:
                 if "_mark" in e:
                     _, peak = readings[e.pop("_mark")]
                     e["mib"] = peak / _probe.MIB
+        self._resolve_losses()
         self._write()
         if self.snapshot and self.device.type == "cuda":
             torch.cuda.memory._record_memory_history(enabled=None)
@@ -308,7 +311,7 @@ class Recorder:
         if not self._active_here() or self._in != BACKWARD or self._last_phase() != FORWARD:
             return
         if self._pending_loss is not None:
-            self._losses.append(_as_float(self._pending_loss))
+            self._losses.append(self._loss_buffer.add(self._pending_loss))
         self._pending_loss = None
         self._close(BACKWARD)
         self._in = STEP  # until a step() or the next micro-batch's forward
@@ -369,10 +372,8 @@ class Recorder:
         if phase in (FORWARD, BACKWARD):
             sample["micro_batch"] = self._micro
         if phase == STEP and self._losses:
-            # The sum of what backward was called on: the step's mean loss
-            # when each micro-batch's loss is divided by their number, as
-            # gradient accumulation does.
-            sample["loss"] = sum(self._losses)
+            # Read when recording ends (_resolve_losses): no wait here.
+            sample["_loss_handles"] = list(self._losses)
         sample["tensors"] = self._take_census(phase) if self.census else None
         self._samples.append(sample)
 
@@ -489,6 +490,29 @@ class Recorder:
         self._events.append(e)
         self._status = status
 
+    def _resolve_losses(self):
+        """Each step's loss from the copies made without waiting: the
+        device is waited for once, here. A device that cannot be waited for
+        (an error left it unusable) leaves the steps without a loss."""
+        with_loss = [s for s in self._samples if "_loss_handles" in s]
+        if not with_loss:
+            return
+        try:
+            if self.device.type == "cuda":
+                self._probe.sync()
+            values = self._loss_buffer.values()
+        except Exception as e:
+            values = None
+            self._events.append(_report.event("note", "", None, f"the losses could not be read back: {_first_line(e)}",
+                                              None))
+        for s in with_loss:
+            handles = s.pop("_loss_handles")
+            if values is not None:
+                # The sum of what backward was called on: the step's mean
+                # loss when each micro-batch's loss is divided by their
+                # number, as gradient accumulation does.
+                s["loss"] = sum(values[h] for h in handles)
+
     def _write(self):
         params = self._parameters()
         steps_done = max(self._step + 1, 0)
@@ -538,11 +562,13 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     cuBLAS workspaces before the first sample, as memory_diagnostics does),
     hooks (False: call rec.mark() yourself), snapshot (a path: the
     allocator's history, dumped at an out-of-memory error for memory_viz),
-    device (default: the model's), sync ("step", the default: the device
-    is waited for once a step, at its end, so each step's time is true and
-    the phases' times are the host's; "phase": at every phase boundary, each
-    phase's time true, at the cost of the overlap between the host and the
-    device; memory figures are exact either way), process_memory (False:
+    device (default: the model's), sync ("none", the default: the
+    recorder never waits for the device, so the loop runs as it would
+    without it; the allocator's figures are exact anyway, being kept on the
+    host in program order, but a phase's time is the host's; "step": the
+    device is waited for at each step's end, so each step's time is true;
+    "phase": at every phase boundary, each phase's time true, at the cost of
+    the overlap between the host and the device), process_memory (False:
     do not ask NVML for this process's MiB once a step, where pynvml is
     installed)."""
     return Recorder(model, optimizer, output, **options)
@@ -561,10 +587,6 @@ def _device_of(model):
         for p in model.parameters():
             return p.device
     return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-
-
-def _as_float(x):
-    return float(x.detach().float().item()) if isinstance(x, torch.Tensor) else float(x)
 
 
 def _first_line(error):

@@ -139,6 +139,81 @@ class ReferenceWorkloads(Cuda):
                              f"{o['reserved_mib']:.2f}, memdiag {ev_cpp['phase']} step {ev_cpp['step']}")
 
 
+_SCRIPT_HEADER = f"""
+import os, sys, pickle
+import torch
+import torch.nn.functional as F
+sys.path.insert(0, {os.path.join(ROOT, "python")!r})
+import memdiag
+"""
+
+
+class RecorderOnTheDevice(Cuda):
+    def python(self, body):
+        return self.run_cmd([sys.executable, "-c", _SCRIPT_HEADER + body], ok=False)
+
+    def test_the_default_settings_never_wait_for_the_device(self):
+        # torch.cuda.set_sync_debug_mode("error") makes every synchronising
+        # call of PyTorch's raise: a loop of plain launches (no .item(), no
+        # copies to the host) recorded with the defaults must still run, and
+        # the losses still arrive (read at the end). The same loop with
+        # sync="step" must fail, or the test could not fail.
+        body = """
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randn(64, 512, device="cuda"); y = torch.randint(0, 10, (64,), device="cuda")
+rec = memdiag.record(model, opt, output=OUT, sync=SYNC)
+with rec:
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+"""
+        out = self.path("nosync.json")
+        p = self.python(f"OUT = {out!r}\nSYNC = 'none'\n" + body)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        r = self.load("nosync.json")
+        self.assertEqual(r["status"], "complete")
+        losses = [s["loss"] for s in r["samples"] if s["phase"] == "step"]
+        self.assertEqual(len(losses), 3)
+        self.assertTrue(all(0 < v < 10 for v in losses), losses)
+        p = self.python(f"OUT = {self.path('sync-step.json')!r}\nSYNC = 'step'\n" + body)
+        self.assertNotEqual(p.returncode, 0, "sync='step' waited without the debug mode noticing")
+        self.assertIn("synchroniz", p.stderr)
+
+    def test_an_out_of_memory_error_dumps_the_allocator_history_for_memory_viz(self):
+        snap = self.path("oom-snapshot.pickle")
+        out = self.path("oom-snapshot.json")
+        body = f"""
+memdiag.limit_memory(700)
+model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with memdiag.record(model, opt, output={out!r}, snapshot={snap!r}):
+    for batch in (256, 1 << 17):
+        x = torch.randn(batch, 4096, device="cuda")
+        F.cross_entropy(model(x), torch.zeros(batch, dtype=torch.long, device="cuda")).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+"""
+        p = self.python(body)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("OutOfMemoryError", p.stderr)
+        r = self.load("oom-snapshot.json")
+        self.assertEqual(r["status"], "oom")
+        with open(snap, "rb") as f:
+            import pickle
+            s = pickle.load(f)
+        self.assertTrue(s["segments"], "the snapshot has no segments")
+        traces = [t for dev in s["device_traces"] for t in dev]
+        self.assertTrue(any(t["action"] == "oom" for t in traces), "the history does not end in the failure")
+        self.assertTrue(any(t["action"] == "alloc" for t in traces))
+
+
 class LibraryModels(Cuda):
     def example(self, model, out, *extra, ok=True):
         return self.run_cmd([sys.executable, os.path.join(ROOT, "python", "examples", "library_model.py"), model,
