@@ -104,19 +104,22 @@ def one(name, args):
         "bare": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), False, "none", False),
     }
     times = {k: [] for k in modes}
-    fixed = []
+    fixed, host = [], {"recorded": [], "no census": []}
     for _ in range(args.rounds):
         for k, fn in modes.items():
             times[k].append(timed(device, fn, args.steps) if k == "plain" else fn(args.steps))
             if k == "recorded":
                 fixed.append(_recorded.fixed_ms)
+            if k in host:
+                host[k].append(_recorded.host_us)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"workload": label, **{k: med[k] for k in med},
             "overhead": (med["recorded"] / med["plain"] - 1) * 100,
             "overhead_no_census": (med["no census"] / med["plain"] - 1) * 100,
             "overhead_sync_phase": (med["sync per phase"] / med["plain"] - 1) * 100,
             "overhead_no_nvml": (med["no NVML"] / med["plain"] - 1) * 100,
-            "overhead_bare": (med["bare"] / med["plain"] - 1) * 100, "start_end_ms": statistics.median(fixed)}
+            "overhead_bare": (med["bare"] / med["plain"] - 1) * 100, "start_end_ms": statistics.median(fixed),
+            "host_us": statistics.median(host["recorded"]), "host_us_no_census": statistics.median(host["no census"])}
 
 
 def _recorded(model, opt, loop, steps, path, census, sync="none", process_memory=True):
@@ -129,6 +132,9 @@ def _recorded(model, opt, loop, steps, path, census, sync="none", process_memory
         per_step = timed(device, loop, steps)
         t1 = time.perf_counter()
     _recorded.fixed_ms = (time.perf_counter() - t0) * 1000.0 - per_step * steps
+    with open(path) as f:
+        note = [e["message"] for e in json.load(f)["events"] if e["message"].startswith("recorder host time")]
+    _recorded.host_us = float(note[0].split(":")[1].split()[0]) if note else float("nan")
     return per_step
 
 
@@ -147,7 +153,8 @@ def main():
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__} on {name}; {args.steps} steps x {args.rounds} rounds, medians")
     print(f"{'workload':28s} {'plain ms/step':>13s} {'recorded':>9s} {'overhead':>9s} {'no census':>10s} {'overhead':>9s} "
-          f"{'sync/step':>10s} {'overhead':>9s} {'no NVML':>9s} {'bare':>9s} {'start+end ms':>12s}")
+          f"{'sync/step':>10s} {'overhead':>9s} {'no NVML':>9s} {'bare':>9s} {'start+end ms':>12s} "
+          f"{'host us/step':>12s} {'(no census)':>11s}")
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device,
                "--steps", str(args.steps), "--rounds", str(args.rounds)] + (["--preset", args.preset] if args.preset else [])
@@ -158,7 +165,8 @@ def main():
         r = json.loads(p.stdout.strip().splitlines()[-1])
         print(f"{r['workload']:28s} {r['plain']:13.3f} {r['recorded']:9.3f} {r['overhead']:8.1f}% "
               f"{r['no census']:10.3f} {r['overhead_no_census']:8.1f}% {r['sync per phase']:10.3f} "
-              f"{r['overhead_sync_phase']:8.1f}% {r['overhead_no_nvml']:8.1f}% {r['overhead_bare']:8.1f}% {r['start_end_ms']:12.1f}")
+              f"{r['overhead_sync_phase']:8.1f}% {r['overhead_no_nvml']:8.1f}% {r['overhead_bare']:8.1f}% {r['start_end_ms']:12.1f} "
+              f"{r['host_us']:12.0f} {r['host_us_no_census']:11.0f}")
     return 0
 
 

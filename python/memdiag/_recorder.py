@@ -20,6 +20,7 @@ import contextlib
 import os
 import socket
 import threading
+import time
 import weakref
 from datetime import datetime, timezone
 
@@ -41,9 +42,13 @@ def _patched_backward(tensors, *args, **kwargs):
     rec = _active[0]
     if rec is None or threading.current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
+    t = time.perf_counter_ns()
     rec._before_backward(tensors)
+    rec._host_ns += time.perf_counter_ns() - t
     result = _original_backward[0](tensors, *args, **kwargs)
+    t = time.perf_counter_ns()
     rec._after_backward()
+    rec._host_ns += time.perf_counter_ns() - t
     return result
 
 
@@ -85,6 +90,7 @@ class Recorder:
         self._events = []
         self._losses = []  # this step's losses (handles into _loss_buffer), one per backward
         self._loss_buffer = None
+        self._host_ns = 0  # the recorder's own host time inside the loop (hooks, readings, census)
         # The phase in progress, for an error's place: None before start,
         # SETUP, FORWARD, BACKWARD, STEP (from the end of the last backward),
         # CLEANUP (after step()), BETWEEN (after a cleanup, before a forward).
@@ -159,6 +165,13 @@ class Recorder:
         "cleanup"): for loops the hooks cannot see. A forward after a
         cleanup starts the next step; a forward after a backward is the
         next micro-batch."""
+        t = time.perf_counter_ns()
+        try:
+            self._mark(phase, loss)
+        finally:
+            self._host_ns += time.perf_counter_ns() - t
+
+    def _mark(self, phase, loss):
         if phase not in _STEP_PHASES:
             raise ValueError(f"memdiag: mark({phase!r}): one of {', '.join(_STEP_PHASES)}")
         expected = {FORWARD: (CLEANUP, BACKWARD, "optimizer_ready"), BACKWARD: (FORWARD,), STEP: (BACKWARD,),
@@ -184,6 +197,8 @@ class Recorder:
                 self._close(CLEANUP)  # the loop ended after its last step()
             if self._in is not None:
                 self._record_end(status, error)
+            if self._step >= 0:
+                self._events.append(self._host_time_note())
         finally:
             self._remove_hooks()
             if _active[0] is self:
@@ -225,20 +240,32 @@ class Recorder:
     # ----- hooks -------------------------------------------------------------
 
     def _install_hooks(self):
+        timed = self._timed
         if self.model is not None:
-            self._handles.append(self.model.register_forward_pre_hook(self._forward_pre))
+            self._handles.append(self.model.register_forward_pre_hook(timed(self._forward_pre)))
             # always_call: a forward that raises (and that the loop catches,
             # say to retry a smaller batch) still leaves the nesting count right.
-            self._handles.append(self.model.register_forward_hook(self._forward_post, always_call=True))
+            self._handles.append(self.model.register_forward_hook(timed(self._forward_post), always_call=True))
             self._wrap(self.model, "zero_grad")
         for opt in self.optimizers:
-            self._handles.append(opt.register_step_pre_hook(self._step_pre))
-            self._handles.append(opt.register_step_post_hook(self._step_post))
+            self._handles.append(opt.register_step_pre_hook(timed(self._step_pre)))
+            self._handles.append(opt.register_step_post_hook(timed(self._step_post)))
             self._wrap(opt, "zero_grad")
         with _backward_lock:
             if _original_backward[0] is None:
                 _original_backward[0] = torch.autograd.backward
                 torch.autograd.backward = _patched_backward
+
+    def _timed(self, hook):
+        """`hook`, its time added to the recorder's own host time (what the
+        report says the recorder cost the loop)."""
+        def timed(*args, **kwargs):
+            t = time.perf_counter_ns()
+            try:
+                return hook(*args, **kwargs)
+            finally:
+                self._host_ns += time.perf_counter_ns() - t
+        return timed
 
     def _wrap(self, obj, method):
         original = getattr(obj, method)
@@ -248,7 +275,9 @@ class Recorder:
             result = original(*args, **kwargs)
             rec = me()
             if rec is not None and rec._active_here():
+                t = time.perf_counter_ns()
                 rec._after_zero_grad()
+                rec._host_ns += time.perf_counter_ns() - t
             return result
 
         setattr(obj, method, wrapped)
@@ -361,8 +390,7 @@ class Recorder:
             # once a step, at its end (and in setup).
             wait = self.sync == "phase" or (self.sync == "step" and phase == CLEANUP) or \
                 phase in ("model_ready", "optimizer_ready")
-            s = self._probe.read(sync=wait, process=self.process_memory and
-                                 phase in (STEP, "model_ready", "optimizer_ready"))
+            s = self._probe.read(sync=wait, process=self.process_memory)
         else:
             s = {"allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None, "peak_allocated_mib": 0.0,
                  "inactive_split_mib": None, "process_device_mib": None, "_mark": self._probe.mark()}
@@ -489,6 +517,19 @@ class Recorder:
             e["_mark"] = self._probe.mark()
         self._events.append(e)
         self._status = status
+
+    def _host_time_note(self):
+        """What the recorder cost the loop on the host: the time spent in its
+        hooks (readings, census and bookkeeping), per step. Where the loop
+        is bound by the device, the host's time is hidden behind it and the
+        loop runs no slower; where it is bound by launches, this is what it
+        adds (scripts/recorder-overhead.py measures both)."""
+        steps = self._step + 1
+        per_step_us = self._host_ns / 1e3 / steps
+        return _report.event("note", "", None,
+                             f"recorder host time: {per_step_us:.0f} us a step ({self._host_ns / 1e6:.1f} ms over "
+                             f"{steps} step{'s' if steps != 1 else ''}: hooks, readings"
+                             f"{', census' if self.census else ''})", None)
 
     def _resolve_losses(self):
         """Each step's loss from the copies made without waiting: the

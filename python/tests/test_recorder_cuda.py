@@ -153,37 +153,41 @@ class RecorderOnTheDevice(Cuda):
         return self.run_cmd([sys.executable, "-c", _SCRIPT_HEADER + body], ok=False)
 
     def test_the_default_settings_never_wait_for_the_device(self):
-        # torch.cuda.set_sync_debug_mode("error") makes every synchronising
-        # call of PyTorch's raise: a loop of plain launches (no .item(), no
-        # copies to the host) recorded with the defaults must still run, and
-        # the losses still arrive (read at the end). The same loop with
-        # sync="step" must fail, or the test could not fail.
+        # torch.cuda.set_sync_debug_mode("error") makes PyTorch's implicit
+        # synchronisations raise (.item(), a copy to pageable host memory;
+        # not an explicit torch.cuda.synchronize()): a loop of plain
+        # launches recorded with the defaults must still run, and its losses
+        # still arrive (read when recording ends). The same loop with a
+        # float(loss) in it must fail, or the test could not fail.
         body = """
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
 x = torch.randn(64, 512, device="cuda"); y = torch.randint(0, 10, (64,), device="cuda")
-rec = memdiag.record(model, opt, output=OUT, sync=SYNC)
-with rec:
+with memdiag.record(model, opt, output=OUT):
     torch.cuda.set_sync_debug_mode("error")
     try:
         for _ in range(3):
-            F.cross_entropy(model(x), y).backward()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            if READ:
+                float(loss)
             opt.step()
             opt.zero_grad(set_to_none=True)
     finally:
         torch.cuda.set_sync_debug_mode("default")
 """
-        out = self.path("nosync.json")
-        p = self.python(f"OUT = {out!r}\nSYNC = 'none'\n" + body)
+        p = self.python(f"OUT = {self.path('nosync.json')!r}\nREAD = False\n" + body)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         r = self.load("nosync.json")
         self.assertEqual(r["status"], "complete")
         losses = [s["loss"] for s in r["samples"] if s["phase"] == "step"]
         self.assertEqual(len(losses), 3)
         self.assertTrue(all(0 < v < 10 for v in losses), losses)
-        p = self.python(f"OUT = {self.path('sync-step.json')!r}\nSYNC = 'step'\n" + body)
-        self.assertNotEqual(p.returncode, 0, "sync='step' waited without the debug mode noticing")
+        self.assertTrue(any(e["kind"] == "note" and e["message"].startswith("recorder host time")
+                            for e in r["events"]))
+        p = self.python(f"OUT = {self.path('sync-read.json')!r}\nREAD = True\n" + body)
+        self.assertNotEqual(p.returncode, 0, "float(loss) synchronised without the debug mode noticing")
         self.assertIn("synchroniz", p.stderr)
 
     def test_an_out_of_memory_error_dumps_the_allocator_history_for_memory_viz(self):
