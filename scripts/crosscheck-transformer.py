@@ -97,13 +97,20 @@ class Head(nn.Module):
 
 RECORDING = [False]
 MARKS = []  # (phase label, requests recorded so far) at each mark, when the history is recorded
+ACTIVE = []  # at each mark: the allocator's active blocks, address -> (bytes, frames)
 
 
 def mark(samples, device, phase, step=None):
     torch.cuda.synchronize(device)
     if RECORDING[0]:
         label = f"phase={phase}" + (f" step={step}" if step is not None else "")
-        MARKS.append((label, len(events(torch.cuda.memory._snapshot()["device_traces"][device.index or 0]))))
+        snap = torch.cuda.memory._snapshot()
+        MARKS.append((label, len(events(snap["device_traces"][device.index or 0]))))
+        # The blocks the allocator holds for tensors now, with the frames
+        # that made them: what the history's running sum cannot explain.
+        ACTIVE.append({b["address"]: (b["size"], b.get("frames", [])) for seg in snap["segments"]
+                       if seg.get("device") == (device.index or 0) for b in seg["blocks"]
+                       if b["state"] == "active_allocated"})
     samples.append({"phase": phase, "step": step,
                     "allocated_mib": torch.cuda.memory_allocated(device) / MIB,
                     "reserved_mib": torch.cuda.memory_reserved(device) / MIB})
@@ -219,6 +226,56 @@ def trace_diff(snapshot_path, report_path, device):
                      for lab, evs in by_phase_ours.items() if order_of(lab) <= order_of(label) for e in evs)
         live_b = sum(e["size"] if e["action"] == "alloc" else -e["size"] for e in theirs[:dict(MARKS)[label]])
         print(f"    {label:24s} {a['allocated_mib'] - live_a / MIB:+9.4f} | {b['allocated_mib'] - live_b / MIB:+9.4f}")
+    # The requests' bytes (the histories' running sums) against the
+    # allocator's block bytes: equal requests with unequal blocks are the
+    # allocator's choices (a block it did not split is counted whole in
+    # allocated), not a different workload.
+    print("requested bytes live (history running sums), memdiag - python (MiB):")
+    for label, _ in MARKS:
+        live_a = sum(e["size"] if e["action"] == "alloc" else -e["size"]
+                     for lab, evs in by_phase_ours.items() if order_of(lab) <= order_of(label) for e in evs)
+        live_b = sum(e["size"] if e["action"] == "alloc" else -e["size"] for e in theirs[:dict(MARKS)[label]])
+        print(f"    {label:24s} {(live_a - live_b) / MIB:+9.4f}")
+    # Where the two sequences of requests first part, in order (equal
+    # multisets in a phase can still come in another order, and the order
+    # decides which cached block serves a request).
+    seq_a = [e for label, _ in MARKS for e in by_phase_ours.get(label, [])]
+    seq_b = theirs[:MARKS[-1][1]] if MARKS else []
+    for i, (x, y) in enumerate(zip(seq_a, seq_b)):
+        if (x["action"], x["size"]) != (y["action"], y["size"]):
+            label = next(lab for lab, end in MARKS if end > i)
+            print(f"the sequences part at request {i} (in {label}):")
+            for j in range(max(0, i - 3), min(len(seq_b), i + 4)):
+                ya = seq_a[j] if j < len(seq_a) else None
+                print(f"    {j:6d} memdiag {ya['action'] if ya else '-':14s} {ya['size'] if ya else 0:>10d} | "
+                      f"python {seq_b[j]['action']:14s} {seq_b[j]['size']:>10d}  {where(seq_b[j])}")
+            break
+    else:
+        print("the sequences of requests are the same, in order")
+    # The Python side's blocks that its history never saw made (or saw
+    # freed): their sizes and where they were made.
+    print("python: active blocks the history does not account for, at each mark:")
+    live = {}
+    start = 0
+    for (label, end), active in zip(MARKS, ACTIVE):
+        for e in theirs[start:end]:
+            if e["action"] == "alloc":
+                live[e["addr"]] = e["size"]
+            else:
+                live.pop(e["addr"], None)
+        start = end
+        unexplained = {a: v for a, v in active.items() if live.get(a) != v[0]}
+        missing = {a: n for a, n in live.items() if a not in active}
+        if not unexplained and not missing:
+            continue
+        print(f"    {label}: {len(unexplained)} blocks ({sum(v[0] for v in unexplained.values()) / MIB:.4f} MiB) "
+              f"active but not live in the history; {len(missing)} ({sum(missing.values()) / MIB:.4f} MiB) live in "
+              f"the history but not active")
+        for a, (size, frames) in sorted(unexplained.items(), key=lambda kv: -kv[1][0])[:4]:
+            py = [f for f in frames if f["filename"].endswith(".py")][:3]
+            print(f"        {size:>10d} bytes at {a:#x}: "
+                  + (" <- ".join(f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']} {f['name']}" for f in py)
+                     or (frames[0]["name"] if frames else "no frames")))
     return 1 if differ else 0
 
 

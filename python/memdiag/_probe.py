@@ -35,12 +35,14 @@ class CudaProbe:
         self._nvml = _nvml_handle(self.device.index)
         self._nvml_used_at = None  # the device's used bytes when NVML was last asked
         self._nvml_last = None
+        self._index = self.device.index
+        self._mem_get_info = torch.cuda.cudart().cudaMemGetInfo
 
     def sync(self):
         torch.cuda.synchronize(self.device)
 
     def begin_phase(self):
-        torch._C._cuda_resetPeakMemoryStats(self.device.index)
+        torch._C._cuda_resetPeakMemoryStats(self._index)
 
     def allocated_mib(self):
         return _mib(torch.cuda.memory_allocated(self.device))
@@ -60,9 +62,11 @@ class CudaProbe:
         if sync:
             self.sync()
         # The nested form, as the allocator keeps it: memory_stats() flattens
-        # it into a new dict on every call.
-        s = torch._C._cuda_memoryStats(self.device.index)
-        free, total = torch.cuda.mem_get_info(self.device)
+        # it into a new dict on every call. cudaMemGetInfo straight from
+        # torch's binding: torch.cuda.mem_get_info() spends as long again
+        # normalising the device argument.
+        s = torch._C._cuda_memoryStats(self._index)
+        free, total = self._mem_get_info(self._index)
         used = total - free
         process_mib = None
         if process:
@@ -70,14 +74,15 @@ class CudaProbe:
                 self._nvml_last = self._process_mib()
                 self._nvml_used_at = used
             process_mib = self._nvml_last
+        allocated = s["allocated_bytes"]["all"]
         return {
-            "allocated_mib": _mib(s["allocated_bytes"]["all"]["current"]),
-            "reserved_mib": _mib(s["reserved_bytes"]["all"]["current"]),
-            "device_used_mib": _mib(used),
-            "peak_allocated_mib": _mib(s["allocated_bytes"]["all"]["peak"]),
-            "inactive_split_mib": _mib(s["inactive_split_bytes"]["all"]["current"]),
+            "allocated_mib": allocated["current"] / MIB,
+            "reserved_mib": s["reserved_bytes"]["all"]["current"] / MIB,
+            "device_used_mib": used / MIB,
+            "peak_allocated_mib": allocated["peak"] / MIB,
+            "inactive_split_mib": s["inactive_split_bytes"]["all"]["current"] / MIB,
             "process_device_mib": process_mib,
-            "alloc_retries": int(s["num_alloc_retries"]),
+            "alloc_retries": s["num_alloc_retries"],
         }
 
     def _process_mib(self):

@@ -31,6 +31,7 @@ from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
 _STEP_PHASES = (FORWARD, BACKWARD, STEP, CLEANUP)
+AUTO_ALL_BELOW, AUTO_EVERY = 100, 100  # every=None: all of the first 100 steps, then one in 100
 
 _active = [None]  # the recorder whose hooks are installed (one at a time per process)
 _backward_lock = threading.Lock()
@@ -65,7 +66,7 @@ class Recorder:
     def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
-                 process_memory=True):
+                 process_memory=True, every=None):
         self.model = model
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
@@ -111,6 +112,20 @@ class Recorder:
             raise ValueError(f"memdiag: sync={sync!r}: 'none' (the default), 'step' or 'phase'")
         self.sync = sync
         self.process_memory = process_memory
+        # Which steps are recorded: all of the first AUTO_ALL_BELOW, then one
+        # in AUTO_EVERY (a long job's report stays readable: 100,000 steps
+        # recorded whole are about 60 MiB); every=N: steps 0 and 1 (the
+        # first step() makes the optimizer's state; the second is the
+        # steady state), then one in N; every=1: all.
+        if every is None:
+            self._all_below, self._every = AUTO_ALL_BELOW, AUTO_EVERY
+        elif isinstance(every, int) and not isinstance(every, bool) and every >= 1:
+            self._all_below, self._every = (2, every) if every > 1 else (1, 1)
+        else:
+            raise ValueError(f"memdiag: every={every!r}: a whole number of steps, 1 or more (1: record every step)")
+        self._last = None  # the last boundary crossed
+        self._recording = True  # whether the step in progress is recorded
+        self._skipped_steps = 0
 
     # ----- the explicit API -------------------------------------------------
 
@@ -153,10 +168,8 @@ class Recorder:
             self._install_hooks()
         self._in = SETUP
         self._begin_phase()
-        self._sample("model_ready", None)
-        self._begin_phase()
-        self._sample("optimizer_ready", None)
-        self._begin_phase()
+        self._close("model_ready")
+        self._close("optimizer_ready")
         self._in = BETWEEN
         return self
 
@@ -180,7 +193,7 @@ class Recorder:
         if previous not in expected:
             raise ValueError(f"memdiag: mark({phase!r}) after {previous!r} in step {max(self._step, 0)} "
                              f"(expected after {' or '.join(expected)})")
-        if loss is not None:
+        if loss is not None and self._recording:
             self._losses.append(self._loss_buffer.add(loss))
         if phase == FORWARD:
             self._count_forward()  # the phase began at the previous mark
@@ -199,6 +212,11 @@ class Recorder:
                 self._record_end(status, error)
             if self._step >= 0:
                 self._events.append(self._host_time_note())
+            if self._skipped_steps:
+                steps = self._step + 1
+                self._events.append(_report.event(
+                    "note", "", None, f"recorded {steps - self._skipped_steps} of {steps} steps (every step below "
+                    f"{self._all_below}, then one in {self._every}; every=1 records all)", None))
         finally:
             self._remove_hooks()
             if _active[0] is self:
@@ -339,7 +357,7 @@ class Recorder:
     def _after_backward(self):
         if not self._active_here() or self._in != BACKWARD or self._last_phase() != FORWARD:
             return
-        if self._pending_loss is not None:
+        if self._pending_loss is not None and self._recording:
             self._losses.append(self._loss_buffer.add(self._pending_loss))
         self._pending_loss = None
         self._close(BACKWARD)
@@ -362,13 +380,19 @@ class Recorder:
     # ----- phases ------------------------------------------------------------
 
     def _last_phase(self):
-        return self._samples[-1]["phase"] if self._samples else None
+        return self._last  # the last boundary crossed, recorded or not
 
     def _count_forward(self):
         if self._last_phase() in (CLEANUP, "optimizer_ready"):
             self._step += 1
             self._micro = 0
             self._losses = []
+            recording = self._step < self._all_below or self._step % self._every == 0
+            if recording and not self._recording:
+                self._last_census = None  # steps ran unseen since the last count: count every role again
+            if not recording:
+                self._skipped_steps += 1
+            self._recording = recording
         else:
             self._micro += 1
 
@@ -377,9 +401,12 @@ class Recorder:
         self._phase_started = _probe.now_ms()
 
     def _close(self, phase):
-        """Ends `phase` now: samples it and starts the next one's clock and peak."""
-        step = None if phase in ("model_ready", "optimizer_ready") else self._step
-        self._sample(phase, step)
+        """Ends `phase` now: samples it (in a recorded step) and starts the
+        next one's clock and peak."""
+        setup = phase in ("model_ready", "optimizer_ready")
+        self._last = phase
+        if setup or self._recording:
+            self._sample(phase, None if setup else self._step)
         self._begin_phase()
 
     def _sample(self, phase, step):
@@ -576,7 +603,9 @@ class Recorder:
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
                     "allocator_settings": _allocator_settings() if self.device.type == "cuda" else "",
-                    "parallelism": _parallelism(self.model), "variant": self.variant},
+                    "parallelism": _parallelism(self.model), "variant": self.variant,
+                    "step_sampling": ({"all_below": self._all_below, "every": self._every}
+                                      if self._skipped_steps else None)},
             model={"parameters": sum(p.numel() for p in params),
                    "parameter_bytes": _census.storage_bytes(params),
                    "largest_module_bytes": _largest_module_bytes(self.model),

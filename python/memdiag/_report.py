@@ -44,7 +44,7 @@ def _finite(x):
 
 def build(case, config, model, environment, samples, events, status):
     _drop_none(case, ["model", "description"])
-    _drop_none(config, ["variant"])
+    _drop_none(config, ["variant", "step_sampling"])
     _drop_none(model, ["largest_module_bytes", "final_parameter_sum", "final_parameter_sum_of_squares"])
     environment["memdiag_version"] = _version()
     _micro_batches(samples)

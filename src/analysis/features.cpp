@@ -170,7 +170,13 @@ void post_cleanup_trend(RunFeatures& f) {
       const double per_step = f.growth_significant ? slope : 0.0;
       f.first_step_excess_mib = std::max(0.0, *f.first_step_persistent_mib - per_step);
     }
-    if (f.growth_significant) f.retained_growth_mib = slope * static_cast<double>(ys.size());
+    // Over the steps the run made, recorded or not: a sampled long job
+    // records some of them, and a complete one ran to its last step.
+    double span = xs.back() - xs.front() + 1;
+    if (f.config.step_sampling && f.status == RunStatus::kComplete && f.config.steps > xs.back() + 1) {
+      span = f.config.steps - xs.front();
+    }
+    if (f.growth_significant) f.retained_growth_mib = slope * span;
   }
   if (f.first_step_excess_mib && f.parameter_mib > 0) {
     f.excess_to_parameter_ratio = *f.first_step_excess_mib / f.parameter_mib;

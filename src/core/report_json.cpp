@@ -89,6 +89,7 @@ json to_json(const RunConfig& c) {
   // the reports it could not have understood.
   if (c.sequence_length) j["sequence_length"] = *c.sequence_length;
   if (!c.variant.empty()) j["variant"] = c.variant;
+  if (c.step_sampling) j["step_sampling"] = {{"all_below", c.step_sampling->all_below}, {"every", c.step_sampling->every}};
   return j;
 }
 

@@ -175,7 +175,7 @@ RunConfig read_config(const JsonNode& c, std::int64_t version) {
   r.memory_limit_mib = c.opt_mib("memory_limit_mib");
   if (version >= 3) {
     c.only({"batch_size_per_device", "preset", "steps", "device", "seed", "memory_limit_mib", "remedies",
-            "allocator_settings", "parallelism", "sequence_length", "variant"});
+            "allocator_settings", "parallelism", "sequence_length", "variant", "step_sampling"});
     if (auto l = c.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) r.sequence_length = static_cast<int>(*l);
     r.parallel = read_parallelism(c.field("parallelism"));
     r.allocator_settings = c.str("allocator_settings");
@@ -186,6 +186,15 @@ RunConfig read_config(const JsonNode& c, std::int64_t version) {
         c.field("variant").fail("a variant is 1 to 80 printable ASCII characters");
       }
       r.variant = *v;
+    }
+    if (c.given("step_sampling")) {
+      const JsonNode n = c.field("step_sampling");
+      n.expect_object();
+      n.only({"all_below", "every"});
+      RunConfig::StepSampling ss;
+      ss.all_below = static_cast<int>(n.integer("all_below", 1, limits::kMaxSteps));
+      ss.every = static_cast<int>(n.integer("every", 1, limits::kMaxSteps));
+      r.step_sampling = ss;
     }
   } else {
     r.parallel = read_flat_parallelism(c);
@@ -226,6 +235,8 @@ Environment read_environment(const JsonNode& e) {
 // it is refused where it happens.
 class PhaseOrder {
  public:
+  explicit PhaseOrder(std::optional<RunConfig::StepSampling> sampling) : sampling_(sampling) {}
+
   void check(const Sample& s, const JsonNode& n) {
     if (!s.step) {
       if (step_ >= 0) n.field("step").fail(std::string("setup phase '") + to_string(s.phase) + "' after step samples");
@@ -237,7 +248,7 @@ class PhaseOrder {
     }
     const int step = *s.step;
     if (step != step_) {
-      if (step_ >= 0 && step != step_ + 1) {
+      if (step_ >= 0 && step != next_recorded(step_)) {
         n.field("step").fail("step " + std::to_string(step) + " after step " + std::to_string(step_) +
                              (step > step_ ? " (steps missing)" : " (out of order)"));
       }
@@ -263,6 +274,15 @@ class PhaseOrder {
   }
 
  private:
+  // The step recorded after `step`: the next one, or under a sampling the
+  // next one the sampling keeps.
+  int next_recorded(int step) const {
+    const int next = step + 1;
+    if (!sampling_ || next < sampling_->all_below || next % sampling_->every == 0) return next;
+    return (next / sampling_->every + 1) * sampling_->every;
+  }
+
+  std::optional<RunConfig::StepSampling> sampling_;
   bool model_ready_ = false, optimizer_ready_ = false;
   int step_ = -1;
   Phase last_ = Phase::kCleanup;
@@ -394,7 +414,7 @@ Report read(const JsonNode& root) {
 
   const JsonNode samples = root.field("samples");
   samples.expect_array();
-  PhaseOrder order;
+  PhaseOrder order(r.config.step_sampling);
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const JsonNode sn = samples.at(i);
     Sample s = read_sample(sn);

@@ -56,6 +56,42 @@ TEST(Features, IncrementsAndGrowth) {
   EXPECT_EQ(f.steps.size(), 5u);
 }
 
+// A long job's recorder keeps some steps (memdiag.record(every=N)): the
+// growth is read against the steps' numbers, so the recorded steps of a
+// run give what all of its steps give, on every pattern.
+TEST(Features, ASampledRunReadsAsTheWholeRun) {
+  for (const double retained : {0.0, 2.0}) {
+    for (const double state : {0.0, 20.0}) {
+      Synth s;
+      s.activations_mib = 30;
+      s.optimizer_state_mib = state;
+      s.retained_per_step_mib = retained;
+      s.steps = 25;
+      const Report whole = synth(s);
+      Report sampled = whole;
+      sampled.config.step_sampling = RunConfig::StepSampling{3, 5};
+      sampled.samples.clear();
+      for (const Sample& x : whole.samples) {
+        if (!x.step || *x.step < 3 || *x.step % 5 == 0) sampled.samples.push_back(x);
+      }
+      const RunFeatures a = compute_features(whole, "whole"), b = compute_features(sampled, "sampled");
+      SCOPED_TRACE("retained " + std::to_string(retained) + ", state " + std::to_string(state));
+      ASSERT_EQ(b.steps.size(), 7u);  // 0, 1, 2, 5, 10, 15, 20
+      ASSERT_EQ(a.growth_per_step_mib.has_value(), b.growth_per_step_mib.has_value());
+      EXPECT_NEAR(*a.growth_per_step_mib, *b.growth_per_step_mib, 1e-9);
+      EXPECT_EQ(a.growth_significant, b.growth_significant);
+      if (a.growth_significant) {
+        EXPECT_NEAR(*a.retained_growth_mib, 2.0 * 25, 1e-9);
+        EXPECT_NEAR(*b.retained_growth_mib, 2.0 * 25, 1e-9);  // the run completed its 25 steps, 21 to 24 unrecorded
+      }
+      const Analysis va = analyse({{"whole.json", whole}}), vb = analyse({{"sampled.json", sampled}});
+      ASSERT_EQ(vb.verdicts.size(), 1u);
+      EXPECT_EQ(va.verdicts.front().dominant, vb.verdicts.front().dominant);
+      EXPECT_EQ(va.verdicts.front().decision.rule, vb.verdicts.front().decision.rule);
+    }
+  }
+}
+
 TEST(Features, LocalBatchDoesNotOverflow) {
   RunConfig c;
   c.batch_size_per_device = 1 << 30;

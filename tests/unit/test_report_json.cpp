@@ -137,6 +137,42 @@ TEST(ReportJson, DuplicatedPhasesAndGapsInStepsAreRefusedWhereTheyHappen) {
   }
 }
 
+// A long job's recorder samples its steps (config.step_sampling): the
+// reader accepts the steps the sampling keeps, one after another, and
+// still refuses any other gap.
+TEST(ReportJson, ASampledReportHasTheGapsItsSamplingSaysAndNoOthers) {
+  testkit::Synth spec;
+  spec.steps = 12;
+  Report whole = testkit::synth(spec);
+  auto keep = [&](const std::set<int>& steps, std::optional<RunConfig::StepSampling> sampling) {
+    Report r = whole;
+    r.config.step_sampling = sampling;
+    r.samples.clear();
+    for (const Sample& s : whole.samples) {
+      if (!s.step || steps.count(*s.step)) r.samples.push_back(s);
+    }
+    return parse_report_text(dump_report(r), "r.json");
+  };
+  const RunConfig::StepSampling two_then_four{2, 4};
+  const ReadResult ok = keep({0, 1, 4, 8}, two_then_four);
+  ASSERT_TRUE(ok.report) << ok.error->what();
+  ASSERT_TRUE(ok.report->config.step_sampling);
+  EXPECT_EQ(ok.report->config.step_sampling->all_below, 2);
+  EXPECT_EQ(ok.report->config.step_sampling->every, 4);
+  // A step the sampling would have kept is missing (4), or one it skips is there (3).
+  for (const std::set<int>& bad : {std::set<int>{0, 1, 8}, std::set<int>{0, 1, 3, 4}}) {
+    const ReadResult r = keep(bad, two_then_four);
+    ASSERT_TRUE(r.error);
+    EXPECT_NE(std::string(r.error->what()).find("steps missing"), std::string::npos) << r.error->what();
+  }
+  EXPECT_TRUE(keep({0, 1, 4, 8}, std::nullopt).error);  // no sampling declared: a gap
+  json j = json::parse(dump_report(whole));
+  j["config"]["step_sampling"] = {{"all_below", 0}, {"every", 4}};
+  EXPECT_TRUE(parse_report_text(j.dump(), "r.json").error);
+  j["config"]["step_sampling"] = {{"all_below", 2}, {"every", 4}, {"also", 1}};
+  EXPECT_TRUE(parse_report_text(j.dump(), "r.json").error);
+}
+
 // Class 5: the writer and the reader agree on one set of limits. A report
 // at every edge reads back as written; one step past an edge is refused.
 TEST(ReportJson, ReportsAtTheLimitsReadBackAndOnePastIsRefused) {
@@ -185,7 +221,10 @@ std::set<std::string> written_paths() {
   // A writer's own variant (the Python recorder's variant=).
   Report labelled = testkit::synth({});
   labelled.config.variant = "grad-checkpointing";
-  for (const Report& r : {full_report(), cpu, zero3, labelled}) {
+  // A long job's sampled steps (the Python recorder's every=).
+  Report sampled = testkit::synth({});
+  sampled.config.step_sampling = RunConfig::StepSampling{100, 100};
+  for (const Report& r : {full_report(), cpu, zero3, labelled, sampled}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);
   }
   return out;

@@ -127,6 +127,15 @@ struct RunConfig {
   // A writer's own name for a change that is none of memdiag's remedies (a
   // Python job recorded with and without it); empty for the baseline.
   std::string variant;
+  // Which steps a long job's recorder sampled: each step below all_below,
+  // then one in `every` (the steps divisible by it); absent: every step.
+  // The steps between are run, not recorded, so a report of a long job
+  // stays readable; the analysis reads the recorded steps by their numbers.
+  struct StepSampling {
+    int all_below = 0;
+    int every = 1;
+  };
+  std::optional<StepSampling> step_sampling;
 };
 
 // Who wrote the report: memory_diagnostics (which can run it again from
