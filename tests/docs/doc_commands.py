@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Runs the shell blocks of README.md and SOLUTION.md as written.
+
+    doc_commands.py --root SRC --build BUILD --mode cpu|gpu DOC.md...
+
+Every fenced block marked sh, bash, shell or console is a command a reader
+may paste. A block runs in a directory of its document's own, in the order
+the document gives them (a later block may read what an earlier one wrote,
+as a reader following along would), with this Python's bin/ (torch,
+torchrun) on PATH and not the build's, in a directory that holds the
+repository's folders (links) and copies of tests/fixtures and tests/cases (a
+block may write there). Each command must exit 0, or with a code the block's
+tag allows. A tag is an HTML comment on the line before the block:
+
+    <!-- doc-test: cpu -->                      (the default for an untagged block)
+    <!-- doc-test: gpu -->                      (run only by the gpu label, on CUDA)
+    <!-- doc-test: cpu; exit 1,3 -->            (those exit codes are the point shown)
+    <!-- doc-test: cpu; given run.json=tests/fixtures/cpu/alpha.json -->
+    <!-- doc-test: skip; why it cannot run here -->
+
+`given` copies a repository file or folder into the directory first, for a
+block that reads a file the reader is assumed to have. A skip must say why.
+Exit 0: every block of the mode ran as written; 1: one did not (its place,
+command, exit code and output are printed); 77: nothing to run in this mode
+(no CUDA for gpu).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+FENCE = re.compile(r"^```(sh|bash|shell|console)\s*$")
+TAG = re.compile(r"^<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
+
+
+class Block:
+    def __init__(self, doc, line, text, tag):
+        self.doc, self.line, self.text = doc, line, text
+        self.mode, self.exits, self.given, self.why = "cpu", {0}, [], ""
+        if tag is None:
+            return
+        parts = [p.strip() for p in tag.split(";")]
+        self.mode = parts[0]
+        if self.mode not in ("cpu", "gpu", "skip"):
+            raise ValueError(f"{doc}:{line}: doc-test mode {self.mode!r}: cpu, gpu or skip")
+        for p in parts[1:]:
+            if p.startswith("exit "):
+                self.exits |= {int(x) for x in p[5:].split(",")}
+            elif p.startswith("given "):
+                for pair in p[6:].split(","):
+                    dest, _, src = pair.strip().partition("=")
+                    if not dest or not src:
+                        raise ValueError(f"{doc}:{line}: given {pair!r}: DEST=SRC")
+                    self.given.append((dest, src))
+            elif self.mode == "skip":
+                self.why = p
+            else:
+                raise ValueError(f"{doc}:{line}: doc-test part {p!r}: exit N,M or given DEST=SRC")
+        if self.mode == "skip" and not self.why:
+            raise ValueError(f"{doc}:{line}: a skipped block says why (<!-- doc-test: skip; why -->)")
+
+    def where(self):
+        return f"{self.doc}:{self.line}"
+
+
+def blocks_of(path, name):
+    out, lines = [], open(path).read().splitlines()
+    i = 0
+    while i < len(lines):
+        if FENCE.match(lines[i]):
+            start = i
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != "```":
+                j += 1
+            k = start - 1
+            while k >= 0 and not lines[k].strip():
+                k -= 1
+            m = TAG.match(lines[k]) if k >= 0 else None
+            out.append(Block(name, start + 1, "\n".join(lines[start + 1:j]), m.group(1) if m else None))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def workdir(root, build):
+    d = tempfile.mkdtemp(prefix="memdiag-doc-")
+    for entry in os.listdir(root):
+        if entry in (".git", "tests", "build", "reports") or entry.startswith("build-"):
+            continue
+        os.symlink(os.path.join(root, entry), os.path.join(d, entry))
+    os.symlink(build, os.path.join(d, "build"))
+    for sub in ("fixtures", "cases"):
+        shutil.copytree(os.path.join(root, "tests", sub), os.path.join(d, "tests", sub), symlinks=True)
+    return d
+
+
+def cache_value(build, key):
+    try:
+        for line in open(os.path.join(build, "CMakeCache.txt")):
+            if line.startswith(key + ":"):
+                return line.strip().split("=", 1)[1]
+    except OSError:
+        pass
+    return None
+
+
+def run_block(b, d, env, timeout):
+    for dest, src in b.given:
+        target = os.path.join(d, dest)
+        os.makedirs(os.path.dirname(target) or d, exist_ok=True)
+        source = os.path.join(env["MEMDIAG_DOC_ROOT"], src)
+        if os.path.isdir(source):
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(source, target)
+    allowed = ",".join(str(x) for x in sorted(b.exits))
+    # Each command's exit is checked where it happens (a reader sees each
+    # one), not only the block's last.
+    script = ("set -o pipefail\n"
+              f"trap 'rc=$?; case \",{allowed},\" in *\",$rc,\"*) ;; *) "
+              "echo \"doc-test: $BASH_COMMAND exited $rc\" >&2; exit 99;; esac' ERR\n" + b.text + "\n")
+    t = time.monotonic()
+    try:
+        p = subprocess.run(["bash", "-c", script], cwd=d, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {timeout} s", time.monotonic() - t
+    ok = p.returncode == 0 or (p.returncode in b.exits and "doc-test:" not in p.stderr)
+    return ok, (p.stdout[-3000:] + p.stderr[-3000:]), time.monotonic() - t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--mode", choices=("cpu", "gpu"), default="cpu")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds a block may take (default 600)")
+    ap.add_argument("docs", nargs="+")
+    args = ap.parse_args()
+    root, build = os.path.abspath(args.root), os.path.abspath(args.build)
+    if args.mode == "gpu":
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                print("doc commands (gpu): no CUDA device here; the gpu blocks need one")
+                return 77
+        except ImportError:
+            print("doc commands (gpu): no torch in this Python to ask for CUDA")
+            return 77
+    env = dict(os.environ)
+    # Not the build's bin/: a block names build/bin/ or puts it on PATH
+    # itself, as a reader must. This Python's bin/ (torch's torchrun and a
+    # python3 that imports torch) is what scripts/setup.sh made.
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    env["MEMDIAG_DOC_ROOT"] = root
+    # scripts/build.sh in a block must find the build configured as it is,
+    # not configure it again under the tests' feet.
+    for key in ("MEMDIAG_WARNINGS_AS_ERRORS", "MEMDIAG_WITH_TORCH"):
+        v = cache_value(build, key)
+        if v is not None:
+            env[key] = v
+    env.pop("MEMDIAG_REPORTS", None)
+    failed, ran, skipped = [], 0, []
+    for doc in args.docs:
+        name = os.path.basename(doc)
+        d = workdir(root, build)
+        try:
+            for b in blocks_of(os.path.join(root, doc), name):
+                if b.mode != args.mode:
+                    if b.mode == "skip":
+                        skipped.append(f"{b.where()}: {b.why}")
+                    continue
+                ok, output, secs = run_block(b, d, env, args.timeout)
+                ran += 1
+                print(f"{'ok  ' if ok else 'FAIL'} {b.where():16s} {secs:6.1f} s  {b.text.splitlines()[0][:90]}")
+                if not ok:
+                    failed.append(b)
+                    print("     " + output.replace("\n", "\n     "))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    for s in skipped if args.mode == "cpu" else []:
+        print(f"skip {s}")
+    print(f"{ran} blocks run ({args.mode}), {len(failed)} failed" +
+          (f": {', '.join(b.where() for b in failed)}" if failed else ""))
+    if ran == 0:
+        return 77
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
