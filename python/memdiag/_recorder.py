@@ -639,8 +639,11 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     device is waited for at each step's end, so each step's time is true;
     "phase": at every phase boundary, each phase's time true, at the cost of
     the overlap between the host and the device), process_memory (False:
-    do not ask NVML for this process's MiB once a step, where pynvml is
-    installed)."""
+    do not ask NVML for this process's MiB, where pynvml is installed;
+    it is asked only when the device's used memory moved), every (record
+    steps 0 and 1, then one step in `every`; default: every one of the first
+    100 steps, then one in 100, so that a long job's report stays readable;
+    1: every step)."""
     return Recorder(model, optimizer, output, **options)
 
 
