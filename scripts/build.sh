@@ -5,6 +5,7 @@
 # scripts/setup.sh does that.
 #
 #   MEMDIAG_WITH_TORCH=OFF   only the report-reading half, no LibTorch needed
+#   MEMDIAG_BUILD_TARGETS="a b"  build only those targets (default: all)
 #   MEMDIAG_WARNINGS_AS_ERRORS=ON  any warning in memdiag's own code fails the build (CI)
 #   MEMDIAG_TORCH_PREFIX=DIR a LibTorch of your own (its share/cmake)
 #   CMAKE_PREFIX_PATH=...    more packages (the offline bundle on GPU hosts)
@@ -35,5 +36,9 @@ if [ ! -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] || [ "$#" -gt 0 ] ||
     -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" "$@" >"$log" 2>&1 \
     || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
 fi
-say "building ($(nproc) jobs)"
-cmake --build "$MEMDIAG_BUILD_DIR" -j "$(nproc)"
+# MEMDIAG_BUILD_TARGETS: only these (run.sh's two executables first; the
+# tests' targets when test.sh builds the rest).
+targets=()
+[ -n "${MEMDIAG_BUILD_TARGETS:-}" ] && targets=(--target ${MEMDIAG_BUILD_TARGETS})
+say "building ${MEMDIAG_BUILD_TARGETS:-everything} ($(nproc) jobs)"
+cmake --build "$MEMDIAG_BUILD_DIR" -j "$(nproc)" "${targets[@]}"
