@@ -21,7 +21,20 @@ using detail::xml_escape;
 
 constexpr double kW = 560, kH = 240;                     // plot size
 constexpr double kLeft = 64, kRight = 44, kTop = 14, kBottom = 62;  // margins
+// One colour per meaning across the page: a run's lines and marks, the
+// census's roles, and the runs of an overlay each have their own, so that
+// no colour means two things on one page.
 const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+// allocated, reserved, peak, stranded, failure, limit: kPalette[0..5].
+const char* const kRolePalette[] = {"#525252", "#bcbd22", "#e377c2", "#c7c7c7", "#17becf"};
+// parameters, gradients, optimizer state, library workspaces, the rest.
+const char* const kRunPalette[] = {"#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"};
+
+// A report's name as a person reads it: the file's, not its path's.
+std::string short_name(const std::string& source) {
+  const auto slash = source.find_last_of('/');
+  return slash == std::string::npos ? source : source.substr(slash + 1);
+}
 
 // A "nice" step for about n ticks over [0, max]: 1, 2 or 5 times a power of 10.
 // Axes start at a thousandth of a MiB (the figures' printed precision):
@@ -46,17 +59,65 @@ struct Series {
   std::string color;
   std::vector<double> y;  // one point per sample; NaN leaves a gap
   bool dashed = false;
+  std::vector<double> x{};  // each point's place (phase slots, below)
 };
 
-// Axes in MiB with readable ticks, x by sample, each phase's samples
+// Where each sample sits on the x axis, in phase slots: setup's two, then
+// four per step (forward, backward, step(), cleanup), a step's micro-batches
+// sharing its forward and backward slots. Steps are placed by their rank in
+// `steps` (the steps of every run drawn together), so a sweep's runs line
+// up step by step whatever their micro-batches, and a sampled long job's
+// kept steps sit side by side.
+using StepSlots = std::map<int, int>;
+
+StepSlots step_slots(const std::vector<const std::vector<Sample>*>& runs, std::optional<int> extra = std::nullopt) {
+  StepSlots slots;
+  for (const auto* samples : runs) {
+    for (const Sample& s : *samples) {
+      if (s.step) slots.emplace(*s.step, 0);
+    }
+  }
+  if (extra) slots.emplace(*extra, 0);
+  int k = 0;
+  for (auto& kv : slots) kv.second = k++;
+  return slots;
+}
+
+double slot_of(Phase phase, std::optional<int> step, int micro, int micro_batches, const StepSlots& slots) {
+  if (!step) return phase == Phase::kOptimizerReady ? 1.0 : 0.0;
+  const auto it = slots.find(*step);
+  const double base = 2.0 + 4.0 * (it == slots.end() ? static_cast<double>(slots.size()) : it->second);
+  const double m = std::max(1, micro_batches);
+  switch (phase) {
+    case Phase::kForward: return base + 2.0 * micro / m;
+    case Phase::kBackward: return base + (2.0 * micro + 1.0) / m;
+    case Phase::kStep: return base + 2.0;
+    case Phase::kCleanup: return base + 3.0;
+    default: return base;
+  }
+}
+
+std::vector<double> positions(const std::vector<Sample>& samples, const StepSlots& slots) {
+  std::map<int, int> micro;
+  for (const Sample& s : samples) {
+    if (s.step && s.phase == Phase::kForward) ++micro[*s.step];
+  }
+  std::vector<double> out;
+  for (const Sample& s : samples) {
+    out.push_back(slot_of(s.phase, s.step, s.micro_batch.value_or(0), s.step ? micro[*s.step] : 1, slots));
+  }
+  return out;
+}
+
+// Axes in MiB with readable ticks, x by phase slot, each phase's samples
 // labelled underneath (step boundaries as faint lines).
 class Plot {
  public:
-  Plot(std::string title, std::size_t points, double ymax) : title_(std::move(title)), n_(std::max<std::size_t>(points, 2)) {
+  Plot(std::string title, double span, double ymax) : title_(std::move(title)), span_(std::max(span, 1.0)) {
     step_ = tick_step(ymax, 5);
     ymax_ = std::isfinite(ymax) ? std::max(step_, std::ceil(ymax / step_) * step_) : step_;
   }
-  double x(std::size_t i) const { return kLeft + (kW - kLeft - kRight) * static_cast<double>(i) / static_cast<double>(n_ - 1); }
+  double x(double u) const { return kLeft + (kW - kLeft - kRight) * u / span_; }
   double y(double v) const { return kTop + (kH - kTop - kBottom) * (1 - v / ymax_); }
 
   std::string open(const std::string& css_class) const {
@@ -88,7 +149,7 @@ class Plot {
         pen = false;
         continue;
       }
-      d += (pen ? " L" : " M") + num(x(i)) + " " + num(y(se.y[i]));
+      d += (pen ? " L" : " M") + num(x(se.x[i])) + " " + num(y(se.y[i]));
       pen = true;
     }
     s << "<path class=\"series\" d=\"" << d << "\" fill=\"none\" stroke=\"" << se.color << "\" stroke-width=\"2\""
@@ -97,16 +158,16 @@ class Plot {
   }
 
   // Phase names under the x axis, thinned to what fits.
-  std::string phases(const std::vector<Sample>& samples) const {
+  std::string phases(const std::vector<Sample>& samples, const std::vector<double>& xs) const {
     std::ostringstream s;
     const std::size_t every = std::max<std::size_t>(1, samples.size() / 14);
     for (std::size_t i = 0; i < samples.size(); ++i) {
-      if (samples[i].phase == Phase::kForward && i > 0) {
-        s << "<line class=\"step\" x1=\"" << num(x(i)) << "\" x2=\"" << num(x(i)) << "\" y1=\"" << kTop << "\" y2=\""
-          << kH - kBottom << "\"/>\n";
+      if (samples[i].phase == Phase::kForward && samples[i].micro_batch.value_or(0) == 0 && i > 0) {
+        s << "<line class=\"step\" x1=\"" << num(x(xs[i])) << "\" x2=\"" << num(x(xs[i])) << "\" y1=\"" << kTop
+          << "\" y2=\"" << kH - kBottom << "\"/>\n";
       }
       if (i % every != 0) continue;
-      const double bx = x(i), by = kH - kBottom + 10;
+      const double bx = x(xs[i]), by = kH - kBottom + 10;
       s << "<text class=\"phase\" x=\"" << num(bx) << "\" y=\"" << num(by) << "\" transform=\"rotate(35 " << num(bx)
         << " " << num(by) << ")\">" << to_string(samples[i].phase)
         << (samples[i].step ? " " + std::to_string(*samples[i].step) : std::string()) << "</text>\n";
@@ -126,7 +187,7 @@ class Plot {
 
  private:
   std::string title_;
-  std::size_t n_;
+  double span_;
   double step_ = 1, ymax_ = 1;
 };
 
@@ -135,7 +196,17 @@ double nan() { return std::numeric_limits<double>::quiet_NaN(); }
 // Allocated, reserved and peak across one run; ymax is shared by the
 // group's runs so that side by side (ranks, a sweep) they read on one scale.
 std::string run_plot(const std::string& source, const Report& r, double ymax) {
-  Series alloc{"allocated", kPalette[0], {}}, reserved{"reserved", kPalette[1], {}, true}, peak{"peak", kPalette[2], {}};
+  // An out-of-memory run: the failure gets a point of its own at the phase
+  // that failed (what was live, and that plus the refused request), and the
+  // budget a line, so the chart shows it had no room left.
+  const Event* oom = nullptr;
+  for (const Event& e : r.events) {
+    if (e.kind == EventKind::kOom && e.oom) oom = &e;
+  }
+  const StepSlots slots = step_slots({&r.samples}, oom ? oom->step : std::nullopt);
+  const std::vector<double> xs = positions(r.samples, slots);
+  Series alloc{"allocated", kPalette[0], {}, false, xs}, reserved{"reserved", kPalette[1], {}, true, xs},
+      peak{"peak", kPalette[2], {}, false, xs};
   for (const Sample& s : r.samples) {
     alloc.y.push_back(s.allocated_mib);
     peak.y.push_back(s.peak_allocated_mib);
@@ -145,14 +216,9 @@ std::string run_plot(const std::string& source, const Report& r, double ymax) {
   if (std::any_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.reserved_mib.has_value(); })) {
     all.push_back(reserved);
   }
-  // An out-of-memory run: the failure gets a point of its own after the
-  // last sample (what was live, and that plus the refused request), and
-  // the budget a line, so the chart shows it had no room left.
-  const Event* oom = nullptr;
-  for (const Event& e : r.events) {
-    if (e.kind == EventKind::kOom && e.oom) oom = &e;
-  }
-  const std::size_t points = r.samples.size() + (oom ? 1 : 0);
+  double failed_at = xs.empty() ? 0.0 : xs.back() + 1.0;
+  if (oom && oom->phase) failed_at = slot_of(*oom->phase, oom->step, 0, 1, slots);
+  const double span = std::max(xs.empty() ? 1.0 : xs.back(), oom ? failed_at : 0.0);
   std::optional<double> limit = r.config.memory_limit_mib;
   if (oom && oom->oom->limit_mib) limit = oom->oom->limit_mib;
   if (oom) {
@@ -160,11 +226,11 @@ std::string run_plot(const std::string& source, const Report& r, double ymax) {
     ymax = std::max({ymax, d.allocated_mib.value_or(0) + d.request_mib.value_or(0), d.reserved_mib.value_or(0)});
   }
   if (limit && *limit <= 4 * ymax) ymax = std::max(ymax, *limit);
-  Plot p("memory across " + source, points, ymax);
+  Plot p("memory across " + short_name(source), span, ymax);
   std::ostringstream s;
-  s << "<figure class=\"run\"><figcaption>" << xml_escape(source) << " (rank " << r.config.parallel.rank << ", batch "
-    << r.config.batch_size_per_device << ", " << xml_escape(r.config.preset) << ", " << to_string(r.status)
-    << ")</figcaption>\n"
+  s << "<figure class=\"run\"><figcaption title=\"" << xml_escape(source) << "\">" << xml_escape(short_name(source))
+    << " (rank " << r.config.parallel.rank << ", batch " << r.config.batch_size_per_device << ", "
+    << xml_escape(r.config.preset) << ", " << to_string(r.status) << ")</figcaption>\n"
     << p.open("memory");
   // Free memory stranded in split segments, as a band above allocated: the
   // part of reserved - allocated the allocator could not reuse.
@@ -175,9 +241,9 @@ std::string run_plot(const std::string& source, const Report& r, double ymax) {
     std::string d;
     for (std::size_t i = 0; i < r.samples.size(); ++i) {
       const Sample& x = r.samples[i];
-      d += (i ? " L" : "M") + num(p.x(i)) + " " + num(p.y(x.allocated_mib + x.inactive_split_mib.value_or(0)));
+      d += (i ? " L" : "M") + num(p.x(xs[i])) + " " + num(p.y(x.allocated_mib + x.inactive_split_mib.value_or(0)));
     }
-    for (std::size_t i = r.samples.size(); i-- > 0;) d += " L" + num(p.x(i)) + " " + num(p.y(r.samples[i].allocated_mib));
+    for (std::size_t i = r.samples.size(); i-- > 0;) d += " L" + num(p.x(xs[i])) + " " + num(p.y(r.samples[i].allocated_mib));
     s << "<path class=\"band stranded\" d=\"" << d << " Z\" fill=\"" << kPalette[3]
       << "\" fill-opacity=\"0.45\"><title>stranded in split segments (reserved, not reusable)</title></path>\n";
     legend.push_back({"stranded in split segments", kPalette[3], {}});
@@ -192,79 +258,126 @@ std::string run_plot(const std::string& source, const Report& r, double ymax) {
   if (oom) {
     const OomDetails& d = *oom->oom;
     const double at = d.allocated_mib.value_or(oom->mib.value_or(0));
-    const double x = p.x(points - 1);
+    const double x = p.x(failed_at);
     s << "<line class=\"failure\" x1=\"" << num(x) << "\" x2=\"" << num(x) << "\" y1=\"" << num(p.y(at)) << "\" y2=\""
       << num(p.y(at + d.request_mib.value_or(0))) << "\" stroke=\"" << kPalette[4]
       << "\" stroke-width=\"4\"><title>refused: " << format_mib(d.request_mib.value_or(0)) << " MiB on top of "
       << format_mib(at) << " MiB live</title></line>\n"
       << "<circle class=\"failure\" cx=\"" << num(x) << "\" cy=\"" << num(p.y(at)) << "\" r=\"4\" fill=\""
       << kPalette[4] << "\"><title>out of memory in " << (oom->phase ? to_string(*oom->phase) : "an unknown phase")
-      << "</title></circle>\n";
+      << (oom->step ? " " + std::to_string(*oom->step) : std::string()) << "</title></circle>\n";
     legend.push_back({"out of memory: live + refused request", kPalette[4], {}});
   }
-  s << p.phases(r.samples) << "</svg>\n" << Plot::legend(legend) << "</figure>\n";
+  s << p.phases(r.samples, xs) << "</svg>\n" << Plot::legend(legend) << "</figure>\n";
   return s.str();
 }
 
-// The tensor census stacked: parameters, gradients, optimizer state, the rest.
+// The tensor census stacked: parameters, gradients, optimizer state, the
+// library workspaces the warm-up made, the rest. Drawn as steps: a sample
+// is taken at its phase's end, so a role holds its last counted figure until
+// the next count changes it (the optimizer's state appears at step(), not
+// as a ramp across backward).
 std::string census_plot(const std::string& source, const Report& r, double ymax) {
   if (std::none_of(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.tensors.has_value(); })) return "";
-  Plot p("tensor census of " + source, r.samples.size(), ymax);
-  const char* names[] = {"parameters", "gradients", "optimizer state", "activations and the rest"};
-  std::vector<std::vector<double>> bands(4);
+  const std::vector<double> xs = positions(r.samples, step_slots({&r.samples}));
+  double warmup = 0;
+  for (const Event& e : r.events) {
+    if (e.kind == EventKind::kWarmup && e.mib) warmup += *e.mib;
+  }
+  Plot p("tensor census of " + short_name(source), xs.empty() ? 1.0 : xs.back(), ymax);
+  const char* names[] = {"parameters", "gradients", "optimizer state", "library workspaces (warm-up)",
+                         "activations and the rest"};
+  std::vector<std::vector<double>> bands(5);
   for (const Sample& s : r.samples) {
     const TensorCensus t = s.tensors.value_or(TensorCensus{});
     const double rest = std::max(0.0, s.allocated_mib - t.parameters_mib - t.gradients_mib - t.optimizer_state_mib);
+    const double workspaces = std::min(rest, warmup);
     bands[0].push_back(t.parameters_mib);
     bands[1].push_back(t.gradients_mib);
     bands[2].push_back(t.optimizer_state_mib);
-    bands[3].push_back(rest);
+    bands[3].push_back(workspaces);
+    bands[4].push_back(rest - workspaces);
   }
   std::ostringstream s;
-  s << "<figure class=\"census\"><figcaption>tensor census, " << xml_escape(source) << "</figcaption>\n" << p.open("census");
+  s << "<figure class=\"census\"><figcaption title=\"" << xml_escape(source) << "\">tensor census, "
+    << xml_escape(short_name(source)) << "</figcaption>\n" << p.open("census");
   std::vector<double> base(r.samples.size(), 0.0);
   std::vector<Series> legend;
-  for (int b = 0; b < 4; ++b) {
+  auto stepped = [&](const std::vector<double>& v, bool backwards) {
+    // Step-after through the points, forwards along the top edge or
+    // backwards along the bottom one.
     std::string d;
-    for (std::size_t i = 0; i < base.size(); ++i) d += (i ? " L" : "M") + num(p.x(i)) + " " + num(p.y(base[i] + bands[b][i]));
-    for (std::size_t i = base.size(); i-- > 0;) d += " L" + num(p.x(i)) + " " + num(p.y(base[i]));
-    s << "<path class=\"band\" d=\"" << d << " Z\" fill=\"" << kPalette[b] << "\" fill-opacity=\"0.55\"><title>" << names[b]
-      << "</title></path>\n";
-    for (std::size_t i = 0; i < base.size(); ++i) base[i] += bands[b][i];
-    legend.push_back({names[b], kPalette[b], {}});
+    const std::size_t n = v.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = backwards ? n - 1 - k : k;
+      if (k == 0) {
+        d += (backwards ? " L" : "M") + num(p.x(xs[i])) + " " + num(p.y(v[i]));
+        continue;
+      }
+      // Forwards: at x[i] the figure moves from v[i-1] to v[i]; backwards
+      // the same corners in reverse.
+      const std::size_t prev = backwards ? i + 1 : i - 1;
+      if (!backwards) {
+        d += " L" + num(p.x(xs[i])) + " " + num(p.y(v[prev])) + " L" + num(p.x(xs[i])) + " " + num(p.y(v[i]));
+      } else {
+        d += " L" + num(p.x(xs[prev])) + " " + num(p.y(v[i])) + " L" + num(p.x(xs[i])) + " " + num(p.y(v[i]));
+      }
+    }
+    return d;
+  };
+  for (int b = 0; b < 5; ++b) {
+    if (b == 3 && warmup <= 0) continue;  // no warm-up, no band
+    std::vector<double> top(base.size());
+    for (std::size_t i = 0; i < base.size(); ++i) top[i] = base[i] + bands[b][i];
+    s << "<path class=\"band\" d=\"" << stepped(top, false) << stepped(base, true) << " Z\" fill=\"" << kRolePalette[b]
+      << "\" fill-opacity=\"0.7\"><title>" << names[b] << "</title></path>\n";
+    base = top;
+    legend.push_back({names[b], kRolePalette[b], {}});
   }
-  s << p.phases(r.samples) << "</svg>\n" << Plot::legend(legend) << "</figure>\n";
+  s << p.phases(r.samples, xs) << "</svg>\n" << Plot::legend(legend) << "</figure>\n";
   return s.str();
 }
 
-// A sweep's runs overlaid: one line of allocated memory per run.
-std::string overlay_plot(const Group& g, const std::map<std::string, const Report*>& by_source) {
-  std::vector<Series> series;
-  std::size_t longest = 0;
+// A sweep's runs overlaid: one line of allocated memory per run, step by
+// step (the runs' steps share their slots whatever their micro-batches).
+std::string overlay_plot(const Group& g, const std::map<std::string, const Report*>& by_source,
+                         const std::vector<const RunFeatures*>& order) {
+  std::vector<const std::vector<Sample>*> runs;
+  std::vector<const RunFeatures*> drawn;
   double ymax = 0;
-  const Report* longest_run = nullptr;
-  for (const RunFeatures& f : g.runs) {
-    const auto it = by_source.find(f.source);
+  for (const RunFeatures* f : order) {
+    const auto it = by_source.find(f->source);
     if (it == by_source.end()) continue;
-    Series se{f.source + " (batch " + std::to_string(f.local_batch) + ", " + f.config.preset + ", " +
-                  std::to_string(f.config.steps) + " steps, rank " + std::to_string(f.id.rank) + ")",
-              kPalette[series.size() % 8], {}};
-    for (const Sample& s : it->second->samples) {
-      se.y.push_back(s.allocated_mib);
-      ymax = std::max(ymax, s.peak_allocated_mib);
-    }
-    if (it->second->samples.size() > longest) {
-      longest = it->second->samples.size();
-      longest_run = it->second;
+    runs.push_back(&it->second->samples);
+    drawn.push_back(f);
+    for (const Sample& s : it->second->samples) ymax = std::max(ymax, s.peak_allocated_mib);
+  }
+  if (runs.size() < 2) return "";
+  const StepSlots slots = step_slots(runs);
+  std::vector<Series> series;
+  const std::vector<Sample>* longest = nullptr;
+  double span = 1, longest_span = -1;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const RunFeatures& f = *drawn[k];
+    const std::vector<double> xs = positions(*runs[k], slots);
+    Series se{short_name(f.source) + " (batch " + std::to_string(f.local_batch) + ", " + f.config.preset + ", " +
+                  std::to_string(f.config.steps) + " steps" +
+                  (f.config.parallel.world_size > 1 ? ", rank " + std::to_string(f.id.rank) : std::string()) + ")",
+              kRunPalette[k % 8], {}, false, xs};
+    for (const Sample& s : *runs[k]) se.y.push_back(s.allocated_mib);
+    const double end = xs.empty() ? 0 : xs.back();
+    span = std::max(span, end);
+    if (end > longest_span) {
+      longest_span = end;
+      longest = runs[k];
     }
     series.push_back(std::move(se));
   }
-  if (series.size() < 2 || longest_run == nullptr) return "";
-  Plot p("allocated memory of every run of " + g.label, longest, ymax);
+  Plot p("allocated memory of every run of " + g.label, span, ymax);
   std::ostringstream s;
-  s << "<figure class=\"overlay\"><figcaption>every run, allocated</figcaption>\n" << p.open("overlay");
+  s << "<figure class=\"overlay\"><figcaption>every run, allocated, step by step</figcaption>\n" << p.open("overlay");
   for (const Series& se : series) s << p.line(se);
-  s << p.phases(longest_run->samples) << "</svg>\n" << Plot::legend(series) << "</figure>\n";
+  s << p.phases(*longest, positions(*longest, slots)) << "</svg>\n" << Plot::legend(series) << "</figure>\n";
   return s.str();
 }
 
@@ -362,7 +475,7 @@ constexpr const char* kStyle = R"(
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;max-width:1240px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-top:12px}
 .cause{font-weight:600}.rows{display:flex;flex-wrap:wrap;gap:16px}
-figure{margin:8px 0}figcaption{font-size:12px;color:#555}
+figure{margin:8px 0}.rows figure{max-width:580px}figcaption{font-size:12px;color:#555}
 svg.plot{background:#fff;border:1px solid #e4e4e4}
 .grid{stroke:#eee}.step{stroke:#ddd;stroke-dasharray:2 3}.tick,.phase,.axis{font-size:10px;fill:#555}
 .legend{font-size:12px}.legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
@@ -390,17 +503,24 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
       if (it == by_source.end()) continue;
       for (const Sample& s : it->second->samples) ymax = std::max({ymax, s.peak_allocated_mib, s.reserved_mib.value_or(0)});
     }
-    out << "<div class=\"rows\">\n";
-    for (const RunFeatures& f : g.runs) {
-      const auto it = by_source.find(f.source);
-      if (it != by_source.end()) out << run_plot(f.source, *it->second, ymax);
+    // The comparison first (remedies, then every run overlaid), then each
+    // run's own charts, its memory beside its census, the baseline runs
+    // (no remedy, no variant) before the runs of a change.
+    std::vector<const RunFeatures*> order;
+    for (const RunFeatures& f : g.runs) order.push_back(&f);
+    std::stable_sort(order.begin(), order.end(), [](const RunFeatures* x, const RunFeatures* y) {
+      const bool bx = x->config.remedies.empty() && x->config.variant.empty();
+      const bool by = y->config.remedies.empty() && y->config.variant.empty();
+      return bx && !by;
+    });
+    out << remedy_bars(v) << overlay_plot(g, by_source, order);
+    for (const RunFeatures* f : order) {
+      const auto it = by_source.find(f->source);
+      if (it == by_source.end()) continue;
+      out << "<div class=\"rows\">\n"
+          << run_plot(f->source, *it->second, ymax) << census_plot(f->source, *it->second, ymax) << "</div>\n";
     }
-    out << "</div>\n<div class=\"rows\">\n";
-    for (const RunFeatures& f : g.runs) {
-      const auto it = by_source.find(f.source);
-      if (it != by_source.end()) out << census_plot(f.source, *it->second, ymax);
-    }
-    out << "</div>\n" << overlay_plot(g, by_source) << remedy_bars(v) << "</section>\n";
+    out << "</section>\n";
   }
   if (!a.unreadable.empty()) {
     out << "<section class=\"unreadable\"><h2>Not analysed: " << a.unreadable.size() << " input"

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -30,7 +31,7 @@ constexpr const char* kProbe = R"(<script>
 const res=[...document.querySelectorAll('section.group')].map(g=>{const s=[...g.querySelectorAll('svg.plot')];
 return s.length+':'+s.filter(v=>{const p=[...v.querySelectorAll('path.series,path.band,rect.bar')];
 return p.length>0&&p.every(x=>{const b=x.getBBox();return b.width>0||b.height>0})}).length});
-document.title='CHECK '+res.join(',');</script>)";
+document.title='CHECK '+res.join(',')+' HEIGHT '+document.documentElement.scrollHeight;</script>)";
 
 }  // namespace
 
@@ -44,6 +45,12 @@ TEST(HtmlInBrowser, EveryGroupsPlotsAreDrawnWithoutAConsoleMessage) {
                                                  "-o", page});
     ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
     const std::string html = read_text(page);
+    if (fixture == "h200") {
+      // The committed page is the one the fixtures make (README links it).
+      EXPECT_EQ(html, read_text(std::string(MEMDIAG_SOURCE_DIR) + "/docs/html-report-h200.html"))
+          << "docs/html-report-h200.html is stale: build/bin/compare_memory_reports tests/fixtures/h200 --format html "
+             "-o docs/html-report-h200.html";
+    }
     EXPECT_EQ(html.find("<script"), std::string::npos) << "no script in the page";
     EXPECT_EQ(html.find("src=\"http"), std::string::npos) << "nothing from the network";
     const std::string profile = d.file("profile-" + fixture);
@@ -61,7 +68,12 @@ TEST(HtmlInBrowser, EveryGroupsPlotsAreDrawnWithoutAConsoleMessage) {
     ASSERT_EQ(check.exit_code, 0) << check.err;
     const auto t = check.out.find("<title>CHECK ");
     ASSERT_NE(t, std::string::npos) << check.out.substr(0, 400);
-    const std::string counts = check.out.substr(t + 13, check.out.find('<', t + 7) - t - 13);
+    const std::string title = check.out.substr(t + 13, check.out.find('<', t + 7) - t - 13);
+    const auto h = title.find(" HEIGHT ");
+    ASSERT_NE(h, std::string::npos) << title;
+    const std::string counts = title.substr(0, h);
+    const int height = std::stoi(title.substr(h + 8));
+    EXPECT_GT(height, 600) << fixture;
     std::size_t groups = 0;
     std::istringstream in(counts);
     for (std::string g; std::getline(in, g, ',');) {
@@ -71,10 +83,13 @@ TEST(HtmlInBrowser, EveryGroupsPlotsAreDrawnWithoutAConsoleMessage) {
       EXPECT_EQ(plots, drawn) << fixture << " group " << groups << ": a plot with nothing drawn";
     }
     EXPECT_GE(groups, 3u) << fixture << ": " << counts;
-    // A screenshot for people to look at, kept in the build tree.
+    // A screenshot of the whole page for people to look at, kept in the
+    // build tree (docs/html-report-h200.png is the h200 one): the window as
+    // tall as the page laid out.
     const std::string shot = std::string(MEMDIAG_BINARY_DIR) + "/html-" + fixture + ".png";
     const Proc png = run({browser, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile,
-                          "--hide-scrollbars", "--window-size=1280,2400", "--screenshot=" + shot, "file://" + page});
+                          "--hide-scrollbars", "--window-size=1280," + std::to_string(std::min(height, 32000)),
+                          "--screenshot=" + shot, "file://" + page});
     EXPECT_EQ(png.exit_code, 0) << png.err;
     EXPECT_GT(fs::exists(shot) ? fs::file_size(shot) : 0, 20000u) << shot;
   }

@@ -305,3 +305,104 @@ TEST(Render, AnOutOfMemoryRowShowsTheFailingPhasesMemoryInMib) {
   }
   EXPECT_GE(rows, 3);
 }
+
+namespace {
+
+// The x of each step's boundary line in the chart of `source` (the first
+// forward of each step after the first), in order.
+std::vector<std::string> step_lines(const std::string& html, const std::string& source) {
+  const auto at = html.find("<figure class=\"run\"><figcaption title=\"" + source + "\"");
+  EXPECT_NE(at, std::string::npos) << source;
+  const auto end = html.find("</figure>", at);
+  std::vector<std::string> xs;
+  for (auto i = html.find("<line class=\"step\" x1=\"", at); i < end; i = html.find("<line class=\"step\" x1=\"", i + 1)) {
+    const auto b = i + 23;
+    xs.push_back(html.substr(b, html.find('"', b) - b));
+  }
+  return xs;
+}
+
+}  // namespace
+
+// The HTML's plots: a run with four micro-batches a step and one without
+// line up step by step; the remedy comparison and the overlay come before
+// the runs' own charts, the baseline's before the remedy's; captions carry
+// file names (the path in a tooltip); the warm-up's workspaces are a band
+// of their own; the census is drawn in steps.
+TEST(Render, HtmlPlotsLineUpStepsAndPutTheComparisonFirst) {
+  Synth s;
+  s.case_name = "mine";
+  s.activations_mib = 80;
+  s.steps = 3;
+  Report plain = synth(s);
+  Event warm;
+  warm.kind = EventKind::kWarmup;
+  warm.phase = Phase::kSetup;
+  warm.message = "cuBLAS workspaces";
+  warm.mib = 40.0;
+  plain.events.push_back(warm);
+  for (Sample& x : plain.samples) {
+    x.tensors = TensorCensus{s.params_mib, x.phase == Phase::kBackward ? s.params_mib : 0.0, x.step ? 2 * s.params_mib : 0.0};
+  }
+  Report accumulated = plain;
+  accumulated.config.remedies = {Remedy{RemedyKind::kAccumulate, 4}};
+  std::vector<Sample> split;
+  for (const Sample& x : plain.samples) {
+    if (x.step && (x.phase == Phase::kForward || x.phase == Phase::kBackward)) continue;
+    if (x.step && x.phase == Phase::kStep) {
+      for (int k = 0; k < 4; ++k) {
+        for (Phase ph : {Phase::kForward, Phase::kBackward}) {
+          Sample m = x;
+          m.phase = ph;
+          m.micro_batch = k;
+          m.allocated_mib = plain.samples.front().allocated_mib + (ph == Phase::kForward ? 20 : 5);
+          m.peak_allocated_mib = m.allocated_mib;
+          m.loss.reset();
+          split.push_back(m);
+        }
+      }
+    }
+    split.push_back(x);
+  }
+  accumulated.samples = split;
+  // Given in this order on purpose: the remedy's report first.
+  const std::vector<std::pair<std::string, Report>> reports{{"/some/long/path/mine-accumulate4.json", accumulated},
+                                                            {"/some/long/path/mine.json", plain}};
+  const Analysis a = analyse(reports);
+  ASSERT_EQ(a.groups.size(), 1u);
+  const std::string html = render_html(a, reports);
+  const auto base_at = html.find("<figure class=\"run\"><figcaption title=\"/some/long/path/mine.json\">mine.json (");
+  const auto remedy_at = html.find("<figure class=\"run\"><figcaption title=\"/some/long/path/mine-accumulate4.json\">");
+  ASSERT_NE(base_at, std::string::npos) << html.substr(0, 2000);
+  ASSERT_NE(remedy_at, std::string::npos);
+  EXPECT_LT(base_at, remedy_at) << "the baseline's chart first";
+  const auto overlay_at = html.find("<figure class=\"overlay\">");
+  ASSERT_NE(overlay_at, std::string::npos);
+  EXPECT_LT(overlay_at, base_at) << "the comparison before the runs' own charts";
+  const auto bars_at = html.find("<figure class=\"remedies\">");
+  if (bars_at != std::string::npos) {
+    EXPECT_LT(bars_at, base_at);
+  }
+  EXPECT_EQ(html.find("<figcaption>/some/long"), std::string::npos) << "no path in a caption";
+  const auto plain_steps = step_lines(html, "/some/long/path/mine.json");
+  EXPECT_EQ(plain_steps.size(), 3u);  // steps 0, 1 and 2 begin
+  EXPECT_EQ(plain_steps, step_lines(html, "/some/long/path/mine-accumulate4.json"));
+  EXPECT_NE(html.find("<title>library workspaces (warm-up)</title>"), std::string::npos);
+  // Steps, not ramps: the census band's top edge turns at a sample's x
+  // (two points with the same x in a row).
+  const auto census = html.find("<figure class=\"census\">");
+  ASSERT_NE(census, std::string::npos);
+  const auto d = html.find(" d=\"M", census);
+  const std::string path = html.substr(d + 4, html.find('"', d + 4) - d - 4);
+  std::istringstream in(path);
+  std::vector<std::string> xs;
+  for (std::string tok; in >> tok;) {
+    if (tok == "M" || tok == "L" || tok == "Z") continue;
+    if (tok[0] == 'M' || tok[0] == 'L') tok = tok.substr(1);
+    xs.push_back(tok);
+    in >> tok;  // y
+  }
+  int vertical = 0;
+  for (std::size_t i = 1; i < xs.size(); ++i) vertical += xs[i] == xs[i - 1];
+  EXPECT_GE(vertical, 10) << path;
+}
