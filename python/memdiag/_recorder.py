@@ -36,6 +36,7 @@ AUTO_ALL_BELOW, AUTO_EVERY = 100, 100  # every=None: all of the first 100 steps,
 _active = [None]  # the recorder whose hooks are installed (one at a time per process)
 _backward_lock = threading.Lock()
 _original_backward = [None]
+_original_scaler_step = [None]
 _oom_observer_attached = set()
 
 
@@ -50,6 +51,19 @@ def _patched_backward(tensors, *args, **kwargs):
     t = time.perf_counter_ns()
     rec._after_backward()
     rec._host_ns += time.perf_counter_ns() - t
+    return result
+
+
+def _patched_scaler_step(scaler, optimizer, *args, **kwargs):
+    # GradScaler.step() skips optimizer.step() when the unscaled gradients
+    # hold an inf or a NaN: the optimizer's hooks then never fire, and
+    # without this the next forward would read as another micro-batch.
+    result = _original_scaler_step[0](scaler, optimizer, *args, **kwargs)
+    rec = _active[0]
+    if rec is not None and rec._active_here() and any(optimizer is o for o in rec.optimizers):
+        t = time.perf_counter_ns()
+        rec._after_scaler_step()
+        rec._host_ns += time.perf_counter_ns() - t
     return result
 
 
@@ -126,6 +140,7 @@ class Recorder:
         self._last = None  # the last boundary crossed
         self._recording = True  # whether the step in progress is recorded
         self._skipped_steps = 0
+        self._skipped_updates = 0  # steps whose optimizer.step() did not run
 
     # ----- the explicit API -------------------------------------------------
 
@@ -273,6 +288,10 @@ class Recorder:
             if _original_backward[0] is None:
                 _original_backward[0] = torch.autograd.backward
                 torch.autograd.backward = _patched_backward
+            scaler = _grad_scaler_class()
+            if scaler is not None and _original_scaler_step[0] is None:
+                _original_scaler_step[0] = scaler.step
+                scaler.step = _patched_scaler_step
 
     def _timed(self, hook):
         """`hook`, its time added to the recorder's own host time (what the
@@ -313,6 +332,9 @@ class Recorder:
             if _original_backward[0] is not None and _active[0] in (None, self):
                 torch.autograd.backward = _original_backward[0]
                 _original_backward[0] = None
+            if _original_scaler_step[0] is not None and _active[0] in (None, self):
+                _grad_scaler_class().step = _original_scaler_step[0]
+                _original_scaler_step[0] = None
 
     def _active_here(self):
         return _active[0] is self and threading.current_thread() is self._thread and not self._finished
@@ -373,9 +395,27 @@ class Recorder:
             self._in = CLEANUP
 
     def _after_zero_grad(self):
+        if self._last_phase() == BACKWARD and self._in == STEP:
+            # zero_grad() after backward with no step() between: the loop
+            # skipped the update (a check on the loss, a scaler of its own).
+            self._skip_step("step() was not called before zero_grad()")
         if self._last_phase() == STEP:
             self._close(CLEANUP)
             self._in = BETWEEN
+
+    def _after_scaler_step(self):
+        if self._last_phase() == BACKWARD and self._in == STEP:
+            self._skip_step("step() skipped by the gradient scaler (inf or NaN gradients)")
+
+    def _skip_step(self, why):
+        """A step whose optimizer.step() did not run: its step phase is
+        recorded where the loop went on (it made nothing), and a note says
+        why, so the next forward starts the next step."""
+        self._skipped_updates += 1
+        if self._recording:
+            self._events.append(_report.event("note", STEP, self._step, f"step {self._step}: {why}", None))
+        self._close(STEP)
+        self._in = CLEANUP
 
     # ----- phases ------------------------------------------------------------
 
@@ -653,6 +693,14 @@ def _unwrap(model):
         if model is not None and hasattr(model, attr) and isinstance(getattr(model, attr), torch.nn.Module):
             return _unwrap(getattr(model, attr))
     return model
+
+
+def _grad_scaler_class():
+    try:
+        from torch.amp.grad_scaler import GradScaler
+        return GradScaler
+    except ImportError:  # an older torch: nothing to patch
+        return None
 
 
 def _device_of(model):

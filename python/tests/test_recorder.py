@@ -170,14 +170,55 @@ class PhasesFromHooks(Tmp):
                 opt.zero_grad()
         self.assertEqual(phases(self.load("eval.json")), expected(2))
 
+    def test_a_step_the_gradient_scaler_skips_is_still_a_step(self):
+        # GradScaler.step() does not call optimizer.step() when the gradients
+        # hold an inf: the optimizer's hooks never fire. The step is recorded
+        # as a step that made nothing, with a note, and the next forward is
+        # the next step, not another micro-batch.
+        model = mlp()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+        with memdiag.record(model, opt, output=self.path("scaler.json")):
+            for step in range(3):
+                x, y = torch.randn(16, 64), torch.randint(0, 8, (16,))
+                scaler.scale(F.cross_entropy(model(x), y)).backward()
+                if step == 1:
+                    next(model.parameters()).grad.view(-1)[0] = float("inf")
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad(set_to_none=True)
+        r = self.load("scaler.json")
+        self.assertEqual(phases(r), expected(3))
+        notes = [e for e in r["events"] if e["kind"] == "note" and "skipped by the gradient scaler" in e["message"]]
+        self.assertEqual([(e["phase"], e["step"]) for e in notes], [("step", 1)])
+        self.assertEqual(scaler.get_scale(), 2.0)  # the scaler did skip it (and backed off)
+        self.check("scaler.json")
+
+    def test_a_step_the_loop_skips_before_zero_grad_is_still_a_step(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("skip.json")):
+            for step in range(3):
+                F.cross_entropy(model(torch.randn(16, 64)), torch.randint(0, 8, (16,))).backward()
+                if step != 1:
+                    opt.step()
+                opt.zero_grad(set_to_none=True)
+        r = self.load("skip.json")
+        self.assertEqual(phases(r), expected(3))
+        self.assertTrue(any(e["step"] == 1 and "not called before zero_grad" in e["message"] for e in r["events"]))
+        self.check("skip.json")
+
     def test_hooks_and_patches_are_gone_after_the_block(self):
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         backward = torch.autograd.backward
+        scaler_step = torch.amp.GradScaler.step
         with memdiag.record(model, opt, output=self.path("gone.json")):
             self.assertIsNot(torch.autograd.backward, backward)
+            self.assertIsNot(torch.amp.GradScaler.step, scaler_step)
             train(model, opt, 1)
         self.assertIs(torch.autograd.backward, backward)
+        self.assertIs(torch.amp.GradScaler.step, scaler_step)
         self.assertEqual(len(model._forward_pre_hooks), 0)
         self.assertEqual(len(model._forward_hooks), 0)
         self.assertNotIn("zero_grad", vars(opt))
