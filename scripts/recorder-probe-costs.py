@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What each of the Python recorder's calls costs on CUDA: idle (2000 calls), and
 behind a 187 ms kernel (a call that returns in microseconds does not wait for
-the device; .item() does); then the census's cost per role on the MLP cases.
+the device; .item() does); then the census's cost per role on the MLP cases;
+then each of the probe's calls timed in place, in a recorded loop.
 
     python3 scripts/recorder-probe-costs.py
 """
@@ -61,3 +62,46 @@ for name in ("alpha", "beta", "gamma"):
         for _ in range(500):
             fn()
         print(f"census {name} {role} ({len(ps)} tensors): {(time.perf_counter() - t) / 500 * 1e6:.1f} us")
+
+# The same calls in a recorded loop (beta small, no census, 100 steps): each
+# of the probe's calls timed where the recorder makes it, against the idle
+# figures above (a reading costs about 3x its idle time in the loop: which
+# call, is what this answers).
+import importlib.util
+import tempfile
+import memdiag
+spec = importlib.util.spec_from_file_location(
+    "overhead", os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorder-overhead.py"))
+overhead = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(overhead)
+spent = {"_cuda_memoryStats": [0, 0], "cudaMemGetInfo": [0, 0], "resetPeak": [0, 0]}
+
+
+def timed(name, fn):
+    def call(*a):
+        t = time.perf_counter_ns()
+        try:
+            return fn(*a)
+        finally:
+            spent[name][0] += time.perf_counter_ns() - t
+            spent[name][1] += 1
+    return call
+
+
+model, opt, loop, label = overhead.mlp_workload("beta", d, None)
+loop(3)
+stats, reset = torch._C._cuda_memoryStats, torch._C._cuda_resetPeakMemoryStats
+torch._C._cuda_memoryStats = timed("_cuda_memoryStats", stats)
+torch._C._cuda_resetPeakMemoryStats = timed("resetPeak", reset)
+rec = memdiag.record(model, opt, output=os.path.join(tempfile.mkdtemp(), "r.json"), census=False)
+with rec:
+    rec._probe._mem_get_info = timed("cudaMemGetInfo", rec._probe._mem_get_info)
+    t = time.perf_counter_ns()
+    loop(100)
+    torch.cuda.synchronize()
+    wall = time.perf_counter_ns() - t
+torch._C._cuda_memoryStats, torch._C._cuda_resetPeakMemoryStats = stats, reset
+print(f"in the loop ({label}, no census, 100 steps, {wall / 1e6 / 100:.3f} ms a step; recorder host time "
+      f"{rec._host_ns / 1e3 / 100:.0f} us a step):")
+for name, (ns, n) in spent.items():
+    print(f"  {name:20s} {ns / 1e3 / max(n, 1):8.1f} us a call, {n} calls")
