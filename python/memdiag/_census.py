@@ -18,13 +18,20 @@ class _Counter:
         self.bytes = 0
 
     def add(self, t):
-        if t is None or (self.cuda is not None and t.is_cuda is not self.cuda):
+        if t is None:
+            return
+        # A DTensor (FSDP2's sharded parameters, their gradients and state)
+        # holds this rank's shard in a local tensor: that is its memory here.
+        local = getattr(t, "_local_tensor", None)
+        if local is not None:
+            t = local
+        if self.cuda is not None and t.is_cuda is not self.cuda:
             return
         try:
             storage = t.untyped_storage()
+            key = storage.data_ptr()
         except (RuntimeError, NotImplementedError, AttributeError):  # no storage (a subclass, meta)
             return
-        key = storage.data_ptr()
         if key == 0 or key in self.seen:
             return
         self.seen.add(key)
@@ -60,12 +67,25 @@ def gradients_mib(parameters, device_type=None):
     return c.bytes / MIB
 
 
+def optimizer_states(opt):
+    """The `state` dicts an optimizer keeps: its own, and a wrapped
+    optimizer's (ZeroRedundancyOptimizer keeps this rank's shard in
+    `.optim.state` and leaves its own `state` empty)."""
+    out = [opt.state]
+    for attr in ("optim", "optimizer"):
+        inner = getattr(opt, attr, None)
+        if isinstance(inner, torch.optim.Optimizer) and inner is not opt:
+            out.append(inner.state)
+    return out
+
+
 def optimizer_state_mib(optimizers, device_type=None):
     """torch.optim's per-parameter `state` (Adam's moments, SGD's momentum;
-    a `step` counter tensor on the device counts too)."""
+    a `step` counter tensor on the device counts too), a wrapped
+    optimizer's included; each storage once."""
     c = _Counter(_cuda_flag(device_type))
-    for opt in optimizers:
-        for s in opt.state.values():
+    for state in (st for opt in optimizers for st in optimizer_states(opt)):
+        for s in state.values():
             if isinstance(s, dict):
                 for v in s.values():
                     if isinstance(v, torch.Tensor):

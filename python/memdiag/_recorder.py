@@ -521,8 +521,9 @@ class Recorder:
         if self.model is not None:
             ts.extend(self.model.buffers())
         for opt in self.optimizers:
-            for s in opt.state.values():
-                ts.extend(_census._state_tensors(s))
+            for state in _census.optimizer_states(opt):
+                for s in state.values():
+                    ts.extend(_census._state_tensors(s))
         return [t for t in ts if t.device.type == "cpu"]
 
     def _batch_from(self, args):
@@ -629,8 +630,11 @@ class Recorder:
             with torch.no_grad():
                 # One device round trip per device, not two per parameter.
                 final_sum = final_sq = 0.0
-                for dev in {p.device for p in params}:
-                    on = [p.detach().double() for p in params if p.device == dev]
+                # A sharded (DTensor) parameter: this rank's shard.
+                local = [getattr(p, "_local_tensor", None) if getattr(p, "_local_tensor", None) is not None else p
+                         for p in params]
+                for dev in {p.device for p in local}:
+                    on = [p.detach().double() for p in local if p.device == dev]
                     sums = torch.stack([torch.stack([t.sum(), t.pow(2).sum()]) for t in on]).sum(0).tolist()
                     final_sum, final_sq = final_sum + sums[0], final_sq + sums[1]
         env = self._probe.environment()
@@ -643,7 +647,7 @@ class Recorder:
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
                     "allocator_settings": _allocator_settings() if self.device.type == "cuda" else "",
-                    "parallelism": _parallelism(self.model), "variant": self.variant,
+                    "parallelism": _parallelism(self.model, self.optimizers), "variant": self.variant,
                     "step_sampling": ({"all_below": self._all_below, "every": self._every}
                                       if self._skipped_steps else None)},
             model={"parameters": sum(p.numel() for p in params),
@@ -733,17 +737,47 @@ def _allocator_settings():
     return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
 
 
-def _parallelism(model):
+def _parallelism(model, optimizers=()):
     import torch.distributed as dist
     if not (dist.is_available() and dist.is_initialized()):
         return {"mode": "none", "world_size": 1, "rank": 0, "local_rank": 0, "backend": "none",
                 "rank_zero_extra_samples": 0}
-    mode = "ddp"
-    if model is not None and type(model).__name__ == "FullyShardedDataParallel":
-        mode = "zero3"
-    return {"mode": mode, "world_size": dist.get_world_size(), "rank": dist.get_rank(),
+    return {"mode": _sharding_mode(model, optimizers), "world_size": dist.get_world_size(), "rank": dist.get_rank(),
             "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "backend": str(dist.get_backend()),
             "rank_zero_extra_samples": 0}
+
+
+def _sharding_mode(model, optimizers):
+    """What each rank keeps a shard of, read from the job's own objects:
+    FSDP (fully_shard's modules: parameters, "zero3"; the wrapper class by
+    its sharding strategy), ZeroRedundancyOptimizer ("zero1"), else the model
+    state is replicated ("ddp")."""
+    modules = list(model.modules()) if model is not None else []
+    try:
+        from torch.distributed.fsdp import FSDPModule
+        if any(isinstance(m, FSDPModule) for m in modules):
+            return "zero3"
+    except ImportError:
+        pass
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        for m in modules:
+            if isinstance(m, FullyShardedDataParallel):
+                strategy = getattr(m, "sharding_strategy", ShardingStrategy.FULL_SHARD)
+                if strategy == ShardingStrategy.NO_SHARD:
+                    return "ddp"
+                if strategy in (ShardingStrategy.SHARD_GRAD_OP, getattr(ShardingStrategy, "_HYBRID_SHARD_ZERO2", None)):
+                    return "zero2"
+                return "zero3"
+    except ImportError:
+        pass
+    try:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        if any(isinstance(o, ZeroRedundancyOptimizer) for o in optimizers):
+            return "zero1"
+    except ImportError:
+        pass
+    return "ddp"
 
 
 def _largest_module_bytes(model):

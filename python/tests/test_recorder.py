@@ -333,6 +333,63 @@ class LongJobs(Tmp):
                 memdiag.record(mlp(), None, output=self.path("x.json"), every=bad)
 
 
+_DISTRIBUTED_JOB = """
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+sys.path.insert(0, sys.argv[1])
+import memdiag
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[4])
+dist.init_process_group("gloo", rank=0, world_size=1)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+if sys.argv[3] == "zero1":
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+else:
+    from torch.distributed.fsdp import fully_shard
+    fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+with memdiag.record(model, opt, output=sys.argv[2]):
+    for _ in range(2):
+        F.cross_entropy(model(torch.randn(16, 64)), torch.randint(0, 8, (16,))).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+dist.destroy_process_group()
+"""
+
+
+class Distributed(Tmp):
+    """A job under torch.distributed (Gloo, one rank): the sharding read
+    from the job's own objects, and a wrapped optimizer's state counted."""
+
+    def job(self, kind, port):
+        out = self.path(f"{kind}.json")
+        p = subprocess.run([sys.executable, "-c", _DISTRIBUTED_JOB, os.path.join(ROOT, "python"), out, kind, str(port)],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        self.check(f"{kind}.json")
+        return self.load(f"{kind}.json")
+
+    def test_zero_redundancy_optimizer_is_zero1_and_its_shard_is_counted(self):
+        r = self.job("zero1", 29641)
+        self.assertEqual(r["config"]["parallelism"]["mode"], "zero1")
+        self.assertEqual(r["config"]["parallelism"]["backend"], "gloo")
+        self.assertEqual(phases(r), expected(2))
+        step0 = [s for s in r["samples"] if (s["phase"], s["step"]) == ("step", 0)][0]
+        # AdamW's two moments of this rank's shard (the whole model at one
+        # rank), kept in ZeroRedundancyOptimizer.optim.state.
+        params = step0["tensors"]["parameters_mib"]
+        self.assertAlmostEqual(step0["tensors"]["optimizer_state_mib"], 2 * params, delta=0.01 * params + 0.001)
+
+    def test_fully_shard_is_zero3(self):
+        r = self.job("fsdp", 29642)
+        self.assertEqual(r["config"]["parallelism"]["mode"], "zero3")
+        self.assertEqual(phases(r), expected(2))
+
+
 class ExplicitMarks(Tmp):
     def test_marks_make_the_same_phases(self):
         model = mlp()
