@@ -20,6 +20,10 @@ tag allows. A tag is an HTML comment on the line before the block:
 
 `given` copies a repository file or folder into the directory first, for a
 block that reads a file the reader is assumed to have. A skip must say why.
+In cpu mode it also checks that every --flag the documents give
+memory_diagnostics or compare_memory_reports, in blocks and inline code, is
+one the tool's --help lists.
+
 Exit 0: every block of the mode ran as written; 1: one did not (its place,
 command, exit code and output are printed); 77: nothing to run in this mode
 (no CUDA for gpu).
@@ -85,6 +89,37 @@ def blocks_of(path, name):
         else:
             i += 1
     return out
+
+
+TOOL_CALL = re.compile(r"(?:^|[\s`/(])(memory_diagnostics|compare_memory_reports)((?:[ \t]+(?:\\\n[ \t]*)?[^\s`|;&)]+)*)")
+
+
+def flag_mismatches(path, name, build):
+    """Every --flag the document gives memory_diagnostics or
+    compare_memory_reports, in code blocks and inline code, is one the
+    tool's --help lists (a renamed or removed flag in the prose fails)."""
+    helps = {}
+    for tool in ("memory_diagnostics", "compare_memory_reports"):
+        exe = os.path.join(build, "bin", tool)
+        out = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
+        helps[tool] = set(re.findall(r"--[a-z][a-z0-9-]*", out))
+    text = open(path).read()
+    code = re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S) + re.findall(r"`([^`\n]+)`", text)
+    bad = []
+    for span in code:
+        for m in TOOL_CALL.finditer(span):
+            tool, args = m.group(1), m.group(2)
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", args):
+                if flag not in helps[tool]:
+                    bad.append(f"{name}: {tool} {flag} (in `{span.strip()[:80]}`) is not in its --help")
+    # A flag on its own in the prose or a flag table (`--isolate`): one of
+    # the two tools has it.
+    either = helps["memory_diagnostics"] | helps["compare_memory_reports"]
+    for span in re.findall(r"`(--[a-z][^`\n]*)`", text):
+        flag = re.match(r"--[a-z][a-z0-9-]*", span).group(0)
+        if flag not in either:
+            bad.append(f"{name}: {flag} (in `{span[:80]}`) is in neither tool's --help")
+    return sorted(set(bad))
 
 
 def workdir(root, build):
@@ -165,6 +200,12 @@ def main():
             env[key] = v
     env.pop("MEMDIAG_REPORTS", None)
     failed, ran, skipped = [], 0, []
+    flags_bad = []
+    if args.mode == "cpu":
+        for doc in args.docs:
+            flags_bad += flag_mismatches(os.path.join(root, doc), os.path.basename(doc), build)
+        for b in flags_bad:
+            print(f"FAIL {b}")
     for doc in args.docs:
         name = os.path.basename(doc)
         d = workdir(root, build)
@@ -186,9 +227,9 @@ def main():
         print(f"skip {s}")
     print(f"{ran} blocks run ({args.mode}), {len(failed)} failed" +
           (f": {', '.join(b.where() for b in failed)}" if failed else ""))
-    if ran == 0:
+    if ran == 0 and not flags_bad:
         return 77
-    return 1 if failed else 0
+    return 1 if failed or flags_bad else 0
 
 
 if __name__ == "__main__":
