@@ -140,7 +140,6 @@ class Recorder:
         self._last = None  # the last boundary crossed
         self._recording = True  # whether the step in progress is recorded
         self._skipped_steps = 0
-        self._skipped_updates = 0  # steps whose optimizer.step() did not run
 
     # ----- the explicit API -------------------------------------------------
 
@@ -208,10 +207,11 @@ class Recorder:
         if previous not in expected:
             raise ValueError(f"memdiag: mark({phase!r}) after {previous!r} in step {max(self._step, 0)} "
                              f"(expected after {' or '.join(expected)})")
-        if loss is not None and self._recording:
-            self._losses.append(self._loss_buffer.add(loss))
         if phase == FORWARD:
             self._count_forward()  # the phase began at the previous mark
+        # After the count: a forward's loss belongs to the step it begins.
+        if loss is not None and self._recording:
+            self._losses.append(self._loss_buffer.add(loss))
         self._close(phase)
         self._in = {FORWARD: BACKWARD, BACKWARD: STEP, STEP: CLEANUP, CLEANUP: BETWEEN}[phase]
 
@@ -411,7 +411,6 @@ class Recorder:
         """A step whose optimizer.step() did not run: its step phase is
         recorded where the loop went on (it made nothing), and a note says
         why, so the next forward starts the next step."""
-        self._skipped_updates += 1
         if self._recording:
             self._events.append(_report.event("note", STEP, self._step, f"step {self._step}: {why}", None))
         self._close(STEP)

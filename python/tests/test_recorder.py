@@ -418,6 +418,23 @@ class ExplicitMarks(Tmp):
         self.assertTrue(all("loss" in s for s in r["samples"] if s["phase"] == "step"))
         self.check("marks.json")
 
+    def test_a_loss_given_with_the_forward_mark_is_its_steps(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        rec = memdiag.Recorder(model, opt, output=self.path("fwdloss.json"), hooks=False)
+        with rec:
+            for _ in range(3):
+                loss = F.cross_entropy(model(torch.randn(16, 64)), torch.randint(0, 8, (16,)))
+                rec.mark("forward", loss=loss)
+                loss.backward()
+                rec.mark("backward")
+                opt.step()
+                rec.mark("step")
+                opt.zero_grad(set_to_none=True)
+                rec.mark("cleanup")
+        r = self.load("fwdloss.json")
+        self.assertEqual(len([s for s in r["samples"] if s["phase"] == "step" and "loss" in s]), 3)
+
     def test_a_mark_out_of_order_is_refused_with_what_was_expected(self):
         rec = memdiag.Recorder(mlp(), None, output=self.path("bad.json"), hooks=False)
         rec.start()
