@@ -23,8 +23,7 @@ class LossBuffer:
         self._cuda = torch.device(device).type == "cuda"
         self._chunks = []
         self._used = 0  # slots used in the last chunk
-        self._values = []  # the losses read on the host (CPU losses, and resolved ones)
-        self._slots = []  # per added loss: ("host", index into _values) or ("pinned", chunk, slot)
+        self._kept = []  # per loss added: its value (read on the host), or (chunk, slot) of its copy
         if self._cuda:
             self._grow()
 
@@ -38,24 +37,15 @@ class LossBuffer:
         if isinstance(loss, torch.Tensor) and loss.is_cuda and self._cuda:
             if self._used == self._chunks[-1].numel():
                 self._grow()
-            chunk = len(self._chunks) - 1
-            slot = self._used
+            chunk, slot = len(self._chunks) - 1, self._used
             self._chunks[chunk][slot:slot + 1].copy_(loss.detach().reshape(1), non_blocking=True)
             self._used += 1
-            self._slots.append(("pinned", chunk, slot))
+            self._kept.append((chunk, slot))
         else:
-            value = float(loss.detach().float().item()) if isinstance(loss, torch.Tensor) else float(loss)
-            self._values.append(value)
-            self._slots.append(("host", len(self._values) - 1))
-        return len(self._slots) - 1
+            self._kept.append(float(loss.detach().float().item()) if isinstance(loss, torch.Tensor) else float(loss))
+        return len(self._kept) - 1
 
     def values(self):
         """Every loss, in the order added; call after the device has been
         waited for (the copies are done by then)."""
-        out = []
-        for s in self._slots:
-            if s[0] == "host":
-                out.append(self._values[s[1]])
-            else:
-                out.append(float(self._chunks[s[1]][s[2]].item()))
-        return out
+        return [float(self._chunks[k[0]][k[1]].item()) if isinstance(k, tuple) else k for k in self._kept]

@@ -44,13 +44,9 @@ def _patched_backward(tensors, *args, **kwargs):
     rec = _active[0]
     if rec is None or threading.current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
-    t = time.perf_counter_ns()
-    rec._before_backward(tensors)
-    rec._host_ns += time.perf_counter_ns() - t
+    rec._run_timed(rec._before_backward, tensors)
     result = _original_backward[0](tensors, *args, **kwargs)
-    t = time.perf_counter_ns()
-    rec._after_backward()
-    rec._host_ns += time.perf_counter_ns() - t
+    rec._run_timed(rec._after_backward)
     return result
 
 
@@ -61,9 +57,7 @@ def _patched_scaler_step(scaler, optimizer, *args, **kwargs):
     result = _original_scaler_step[0](scaler, optimizer, *args, **kwargs)
     rec = _active[0]
     if rec is not None and rec._active_here() and any(optimizer is o for o in rec.optimizers):
-        t = time.perf_counter_ns()
-        rec._after_scaler_step()
-        rec._host_ns += time.perf_counter_ns() - t
+        rec._run_timed(rec._after_scaler_step)
     return result
 
 
@@ -192,11 +186,7 @@ class Recorder:
         "cleanup"): for loops the hooks cannot see. A forward after a
         cleanup starts the next step; a forward after a backward is the
         next micro-batch."""
-        t = time.perf_counter_ns()
-        try:
-            self._mark(phase, loss)
-        finally:
-            self._host_ns += time.perf_counter_ns() - t
+        self._run_timed(self._mark, phase, loss)
 
     def _mark(self, phase, loss):
         if phase not in _STEP_PHASES:
@@ -293,16 +283,18 @@ class Recorder:
                 _original_scaler_step[0] = scaler.step
                 scaler.step = _patched_scaler_step
 
+    def _run_timed(self, fn, *args):
+        """fn(*args), its time added to the recorder's own host time (what
+        the report says the recorder cost the loop)."""
+        t = time.perf_counter_ns()
+        try:
+            return fn(*args)
+        finally:
+            self._host_ns += time.perf_counter_ns() - t
+
     def _timed(self, hook):
-        """`hook`, its time added to the recorder's own host time (what the
-        report says the recorder cost the loop)."""
-        def timed(*args, **kwargs):
-            t = time.perf_counter_ns()
-            try:
-                return hook(*args, **kwargs)
-            finally:
-                self._host_ns += time.perf_counter_ns() - t
-        return timed
+        """`hook` as a hook whose time counts as the recorder's."""
+        return lambda *args: self._run_timed(hook, *args)
 
     def _wrap(self, obj, method):
         original = getattr(obj, method)
@@ -312,9 +304,7 @@ class Recorder:
             result = original(*args, **kwargs)
             rec = me()
             if rec is not None and rec._active_here():
-                t = time.perf_counter_ns()
-                rec._after_zero_grad()
-                rec._host_ns += time.perf_counter_ns() - t
+                rec._run_timed(rec._after_zero_grad)
             return result
 
         setattr(obj, method, wrapped)
