@@ -12,6 +12,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -118,11 +121,24 @@ std::optional<LaunchInfo> launch_from_environment() {
   l.world_size = env_int("WORLD_SIZE", 1, 1 << 20);
   l.rank = env_int("RANK", 0, l.world_size - 1);
   l.local_rank = env("LOCAL_RANK") ? env_int("LOCAL_RANK", 0, 1 << 16) : l.rank;
+  l.local_world_size =
+      env("LOCAL_WORLD_SIZE") ? env_int("LOCAL_WORLD_SIZE", 1, l.world_size) : l.world_size;
   l.master_addr = env("MASTER_ADDR").value_or("127.0.0.1");
   l.master_port = env("MASTER_PORT") ? env_int("MASTER_PORT", 1, 65535) : 29500;
   const std::string agent = env("TORCHELASTIC_USE_AGENT_STORE").value_or("");
   l.agent_store = agent == "True" || agent == "true" || agent == "1";
   return l;
+}
+
+std::optional<std::string> share_cpu_threads(const LaunchInfo& launch) {
+  if (env("OMP_NUM_THREADS") || launch.local_world_size <= 1) return std::nullopt;
+  const int all = at::get_num_threads();
+  const int mine = std::max(1, all / launch.local_world_size);
+  if (mine >= all) return std::nullopt;
+  at::set_num_threads(mine);
+  return "CPU threads: " + std::to_string(mine) + " per rank (the " + std::to_string(all) +
+         " a lone process would use, shared among this host's " + std::to_string(launch.local_world_size) +
+         " ranks; torchrun sets OMP_NUM_THREADS=1 for the same reason; set OMP_NUM_THREADS to choose)";
 }
 
 std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const c10::Device& device,

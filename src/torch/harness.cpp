@@ -129,6 +129,7 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
       rec.restart_phase();
     }
     w.comm = session.comm.get();
+    if (session.threads_note) rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt, *session.threads_note));
     if (!plan.device.is_cuda() && has_process_scope(run.remedies)) {
       rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
                                "allocator settings " + allocator_settings_of(run.remedies) +
@@ -281,6 +282,8 @@ int run_harness(const HarnessOptions& opts) {
   if (opts.isolate) return detail::run_isolated(plan, opts, obs);
 
   Session session;
+  // Before anything computes: the pool's size is fixed at its first use.
+  if (plan.launch && !plan.device.is_cuda()) session.threads_note = share_cpu_threads(*plan.launch);
   // A run alone in this process sets its allocator settings here, before
   // the allocator makes a segment; a sweep's runs with settings run in
   // children of their own (detail::needs_own_process).

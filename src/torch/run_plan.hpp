@@ -44,6 +44,9 @@ struct Session {
   std::unique_ptr<MemoryProbe> probe;
   std::unique_ptr<Communicator> comm;
   std::optional<double> warmup_mib;
+  // What the session did to the CPU's thread pool (a data-parallel CPU
+  // job), noted in every report.
+  std::optional<std::string> threads_note;
 };
 
 // --- harness.cpp ---------------------------------------------------------------

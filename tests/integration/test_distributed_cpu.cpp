@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <thread>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -127,6 +130,44 @@ TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
   EXPECT_EQ(bad.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(bad.err.find("RANK='3'"), std::string::npos) << bad.err;
   EXPECT_FALSE(exists(d.file("b.json")));
+}
+
+// Ranks sharing a host share its cores: each takes its part of the thread
+// pool a lone process would use (measured: four ranks each spinning every
+// core's thread ran 3.6x slower), says so in its report, and leaves the
+// pool alone where OMP_NUM_THREADS chose.
+TEST(DistributedCpu, RanksOnOneHostShareItsCoresUnlessOmpNumThreadsChose) {
+  TempDir d;
+  auto threads_note = [](const Report& r) -> std::string {
+    for (const Event& e : r.events) {
+      if (e.kind == EventKind::kNote && e.message.rfind("CPU threads: ", 0) == 0) return e.message;
+    }
+    return "";
+  };
+  const std::vector<std::string> argv{kDistExe, "--device", "cpu", "-q", "--dist-timeout-s", "30", "--case", "alpha",
+                                      "--steps", "1", "--batch-size-per-device", "8"};
+  for (const Report& r : launch_and_load(argv, d, "shared", /*check_schema=*/true)) {
+    const std::string note = threads_note(r);
+    int mine = 0, all = 0;
+    if (std::thread::hardware_concurrency() >= 2) {
+      ASSERT_EQ(std::sscanf(note.c_str(), "CPU threads: %d per rank (the %d a lone process would use", &mine, &all), 2)
+          << note;
+      EXPECT_EQ(mine, std::max(1, all / 2)) << note;
+      EXPECT_LT(mine, all) << note;
+      EXPECT_NE(note.find("shared among this host's 2 ranks"), std::string::npos) << note;
+    }
+  }
+  LaunchOptions chosen;
+  chosen.env = {"OMP_NUM_THREADS=1"};
+  for (const Report& r : launch_and_load(argv, d, "chosen", /*check_schema=*/true, chosen)) {
+    EXPECT_EQ(threads_note(r), "");
+  }
+  // One rank per host (LOCAL_WORLD_SIZE=1, as torchrun sets it across hosts): the whole pool.
+  LaunchOptions apart;
+  apart.env = {"LOCAL_WORLD_SIZE=1"};
+  for (const Report& r : launch_and_load(argv, d, "apart", /*check_schema=*/true, apart)) {
+    EXPECT_EQ(threads_note(r), "");
+  }
 }
 
 TEST(DistributedCpu, ASweepWalksTheSameListOnEveryRank) {

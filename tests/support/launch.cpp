@@ -17,10 +17,11 @@ std::vector<Proc> launch_ranks(const std::vector<std::string>& argv, const TempD
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     const std::string tag = "rank" + std::to_string(r);
-    pids.push_back(spawn(argv, "/dev/null", dir.file(tag + ".out"), dir.file(tag + ".err"),
-                         {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-                          "WORLD_SIZE=" + std::to_string(o.world_size), "MASTER_ADDR=127.0.0.1",
-                          "MASTER_PORT=" + std::to_string(port), "NCCL_NVLS_ENABLE=0"}));
+    std::vector<std::string> env{"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+                                 "WORLD_SIZE=" + std::to_string(o.world_size), "MASTER_ADDR=127.0.0.1",
+                                 "MASTER_PORT=" + std::to_string(port), "NCCL_NVLS_ENABLE=0"};
+    env.insert(env.end(), o.env.begin(), o.env.end());
+    pids.push_back(spawn(argv, "/dev/null", dir.file(tag + ".out"), dir.file(tag + ".err"), env));
   }
   if (o.kill_rank >= 0 && o.kill_rank < n) {
     std::this_thread::sleep_for(std::chrono::milliseconds(o.kill_after_ms));

@@ -15,6 +15,7 @@ struct LaunchOptions {
   int start_ranks = -1;     // how many ranks to start (-1: all); fewer = peers that never join
   int kill_rank = -1;       // SIGKILL this rank ...
   int kill_after_ms = 0;    // ... this long after the start
+  std::vector<std::string> env;  // more NAME=VALUE for every rank
 };
 
 // Returns each started rank's exit code and stderr, in rank order.

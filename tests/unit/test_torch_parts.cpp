@@ -140,9 +140,16 @@ TEST(Distributed, LauncherVariables) {
   EXPECT_EQ(l->local_rank, 1);
   EXPECT_EQ(l->master_port, 1234);
   EXPECT_TRUE(l->agent_store);
+  // Without LOCAL_WORLD_SIZE every rank is taken to be on this host.
+  EXPECT_EQ(l->local_world_size, 2);
+  setenv("LOCAL_WORLD_SIZE", "1", 1);
+  EXPECT_EQ(launch_from_environment()->local_world_size, 1);
+  setenv("LOCAL_WORLD_SIZE", "3", 1);
+  EXPECT_THROW(launch_from_environment(), UsageError);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
   setenv("RANK", "2", 1);
   EXPECT_THROW(launch_from_environment(), UsageError);
-  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) unsetenv(v);
+  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) unsetenv(v);
 }
 
 namespace {

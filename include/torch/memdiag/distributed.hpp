@@ -16,13 +16,15 @@
 namespace memdiag {
 
 // What torchrun (or any launcher setting the same variables) says about this
-// process: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and
+// process: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, and
 // TORCHELASTIC_USE_AGENT_STORE when the launcher's agent already hosts the
 // store.
 struct LaunchInfo {
   int rank = 0;
   int local_rank = 0;
   int world_size = 1;
+  // Ranks on this host; WORLD_SIZE where the launcher does not say.
+  int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool agent_store = false;
@@ -31,6 +33,15 @@ struct LaunchInfo {
 // nullopt when the variables are absent (a plain single-process run).
 // Throws UsageError naming the variable when one is malformed.
 std::optional<LaunchInfo> launch_from_environment();
+
+// A CPU rank's share of this host's cores: the intra-op thread pool's
+// default (every core) divided among the ranks on the host, unless
+// OMP_NUM_THREADS chose. Each rank spinning a thread per core on a host
+// its peers share was measured on 2 cores: four ranks of alpha under
+// ZeRO-3 took 10.9 s (17.4 s of CPU) with every core's thread each, 3.0 s
+// with one. torchrun sets OMP_NUM_THREADS=1 for the same reason. Sets the
+// pool and returns what it did, for the reports; nullopt when it left it.
+std::optional<std::string> share_cpu_threads(const LaunchInfo& launch);
 
 class Communicator {
  public:
