@@ -6,9 +6,6 @@
 #include <ATen/native/Resize.h>
 #include <torch/utils.h>
 
-#include <chrono>
-#include <thread>
-
 #ifdef MEMDIAG_HAVE_CUDA
 #include <ATen/native/cuda/Resize.h>
 #endif
@@ -25,22 +22,6 @@ void resize_storage_bytes(const torch::Tensor& t, std::size_t bytes) {
 #endif
   at::native::resize_bytes_cpu(s, bytes);
 }
-
-namespace {
-
-// A collective's work object holds its tensors, and the backend's worker
-// thread (Gloo's) or watchdog (NCCL's) drops its reference a moment after
-// wait() returned. A temporary sent or received would then outlive its
-// scope by a race, and what a phase's end holds would depend on that
-// thread's timing (one unit's shard, seen under load). Waits, a second at
-// most, until this is the storage's only holder, so that dropping it frees it.
-void wait_until_only_holder(const torch::Tensor& t) {
-  if (!t.defined()) return;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (t.storage().use_count() > 1 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
-}
-
-}  // namespace
 
 ShardedUnits::ShardedUnits(const std::vector<std::vector<torch::Tensor>>& units, Communicator& comm,
                            bool shard_parameters)
@@ -122,8 +103,8 @@ void ShardedUnits::reduce_gradients(std::size_t i) {
     at += p.numel();
   }
   torch::Tensor mine = torch::empty({u.padded / comm_.world_size()}, u.full.options());
+  // Dropped as soon as it is summed: the communicator has let go of it.
   comm_.reduce_scatter_sum(mine, flat);
-  wait_until_only_holder(flat);
   flat = torch::Tensor();
   mine.div_(static_cast<double>(comm_.world_size()));
   if (u.shard.grad().defined()) {
@@ -140,7 +121,6 @@ void ShardedUnits::after_step() {
     // The slice is part of the buffer gathered into: sent from a copy.
     torch::Tensor mine = u.shard.detach().clone();
     comm_.all_gather_into(u.full, mine);
-    wait_until_only_holder(mine);
   }
 }
 

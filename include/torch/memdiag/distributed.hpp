@@ -53,7 +53,9 @@ class Communicator {
   virtual void all_reduce_sum(at::Tensor& tensor) = 0;
   // Every rank's `shard` (equal sizes), concatenated by rank into `full`.
   virtual void all_gather_into(at::Tensor& full, at::Tensor& shard) = 0;
-  // `full` summed over the ranks, this rank's slice (full / world) into `shard`.
+  // `full` summed over the ranks, this rank's slice (full / world) into
+  // `shard`. `full` is scratch: what it holds afterwards is unspecified
+  // (Gloo sums into it in place).
   virtual void reduce_scatter_sum(at::Tensor& shard, at::Tensor& full) = 0;
   virtual void barrier() = 0;
 };
