@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A new user's first hour, timed: clones this repository's HEAD into a
 # fresh directory and runs the README's two commands there, printing how
-# long each phase took: scripts/setup.sh, the build run.sh needs, the first
-# verdict (run.sh's three runs and their comparison), and, with --tests,
-# scripts/test.sh (its build of the rest, then ctest).
+# long each phase took: scripts/run.sh to its first verdict (its set-up, its
+# build, its runs and their comparison), and, with --tests, scripts/test.sh
+# (its build of the rest, then ctest).
 #
 #   scripts/first-hour.sh [--tests] [--fresh-venv]
 #
@@ -44,15 +44,23 @@ phase() {  # phase NAME COMMAND...: runs it, logs its output, prints its time
 
 start=$(seconds)
 echo "first hour from a fresh clone of $(git rev-parse --short HEAD) on $(nproc) cores, in $work"
-phase "scripts/setup.sh" scripts/setup.sh
-# run.sh runs setup.sh again (seconds, nothing to install), builds what it
-# needs, then runs and compares: timed whole, its build timed apart first.
-phase "build of run.sh's two executables" env MEMDIAG_BUILD_TARGETS="memory_diagnostics compare_memory_reports" scripts/build.sh
-phase "scripts/run.sh (runs, first verdict)" scripts/run.sh
+# run.sh whole, as a user runs it: its set-up (the download with
+# --fresh-venv), the build it needs (the report-reading half compiled while
+# LibTorch downloads), the three runs and their comparison. Its milestones
+# give the split.
+phase "scripts/run.sh (to its first verdict)" scripts/run.sh
+prev=0
+while IFS= read -r line; do
+  what="${line#memdiag: run.sh: }"
+  at="${what##* at }"; at="${at% s}"; what="${what% at *}"
+  printf '  %-32s %7.1f s (%.1f s in all)\n' "$what" "$(awk -v a="$prev" -v b="$at" 'BEGIN{print b-a}')" "$at"
+  prev="$at"
+done < <(grep '^memdiag: run.sh: ' "$log")
 printf '%-34s %7.1f s\n' "first verdict, from the clone" "$(awk -v a="$start" -v b="$(seconds)" 'BEGIN{print b-a}')"
 if [ "$tests" = 1 ]; then
-  t=$(seconds)
-  phase "build of the rest (test.sh)" scripts/build.sh
-  phase "ctest (test.sh)" bash -c 'cd build && ctest -j "$(nproc)" --output-on-failure'
-  printf '%-34s %7.1f s\n' "scripts/test.sh in all" "$(awk -v a="$t" -v b="$(seconds)" 'BEGIN{print b-a}')"
+  # test.sh whole: its set-up (nothing left to install), the build of the
+  # tests, ctest.
+  phase "scripts/test.sh" scripts/test.sh
+  ctest_s=$(sed -n 's/^Total Test time (real) = *\([0-9.]*\) sec.*/\1/p' "$log" | tail -1)
+  [ -n "$ctest_s" ] && printf '  %-32s %7.1f s\n' "of which ctest" "$ctest_s"
 fi

@@ -6,15 +6,32 @@
 # ~/.cache/memdiag/venv). On a machine where it already ran it downloads
 # nothing and takes seconds.
 #
+#   scripts/setup.sh [debian] [torch]   the steps to take (default: both)
+#
 #   MEMDIAG_SKIP_APT=1     skip the Debian step (not root, or packages managed elsewhere)
 #   MEMDIAG_WITH_TORCH=OFF skip LibTorch (build only the report-reading half)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 start=$(date +%s)
+do_debian=1
+do_torch=1
+if [ "$#" -gt 0 ]; then
+  do_debian=0
+  do_torch=0
+  for a in "$@"; do
+    case "$a" in
+      debian) do_debian=1 ;;
+      torch) do_torch=1 ;;
+      -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) die "setup.sh: unknown step '$a' (debian, torch)" ;;
+    esac
+  done
+fi
 
 # --- Debian packages --------------------------------------------------------
 need=()
+if [ "$do_debian" = 1 ]; then
 # chromium: the HTML report is checked in a real, headless browser.
 # clang and libclang-rt-dev (libFuzzer): scripts/fuzz.sh's targets.
 for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv chromium \
@@ -40,9 +57,12 @@ if [ "${#need[@]}" -gt 0 ]; then
 else
   say "Debian packages: all present"
 fi
+fi
 
 # --- LibTorch -------------------------------------------------------------
-if [ "${MEMDIAG_WITH_TORCH:-ON}" = OFF ]; then
+if [ "$do_torch" = 0 ]; then
+  :
+elif [ "${MEMDIAG_WITH_TORCH:-ON}" = OFF ]; then
   say "MEMDIAG_WITH_TORCH=OFF: not installing LibTorch"
 elif [ -n "${MEMDIAG_TORCH_PREFIX:-}" ]; then
   say "using the LibTorch at MEMDIAG_TORCH_PREFIX=$MEMDIAG_TORCH_PREFIX"
@@ -60,7 +80,7 @@ fi
 # python/'s package builds offline with the environment's setuptools (its
 # tests install it with pip --no-build-isolation): one that makes wheels
 # itself (70.1 and later; torch 2.11 asks for one below 82).
-if [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && [ -x "$MEMDIAG_VENV/bin/python" ] &&
+if [ "$do_torch" = 1 ] && [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && [ -x "$MEMDIAG_VENV/bin/python" ] &&
    ! "$MEMDIAG_VENV/bin/python" -c 'import setuptools.command.bdist_wheel' >/dev/null 2>&1; then
   say "installing setuptools>=70.1 into $MEMDIAG_VENV (builds python/'s package)"
   "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q "setuptools>=70.1,<82"
@@ -68,7 +88,7 @@ fi
 
 # The PyPI wheel is a CUDA build; its CMake package needs the CUDA toolkit to
 # configure, even to run on the CPU.
-if [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+if [ "$do_torch" = 1 ] && [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   say "warning: no nvcc found; the PyPI LibTorch's CMake package needs the CUDA toolkit"
   say "         (or point MEMDIAG_TORCH_PREFIX at a CPU LibTorch; see README)"
 fi
