@@ -1,0 +1,20 @@
+# Read by ctest after the gtest suites have listed their tests: the longest
+# tests start first on a build that has no timings of its own yet (a fresh
+# clone; ctest keeps what it measured in Testing/Temporary/CTestCostData.txt
+# and uses that from the second run on). Measured with `ctest -j2 -LE gpu`
+# on the 2-core machine; seconds, a scheduling hint only. A name that is not
+# a test of this configuration is ignored; the tests added in CMakeLists.txt
+# (Python, documents) get their COST there: ctest reads this file before them.
+foreach(_memdiag_cost
+    "Sharding.ThePerRankCapacityOfEachModeIsWhatRunsFind=67"
+    "HostileNumbers.EveryNumericFlagRefusesWhatIsNotAPlainNumberInRange=28"
+    "CiExample.TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPeak=23"
+    "EveryCase/CapacityModel.APredictionFromOneRunIsWithinTwoPercentOfTheSearch/epsilon  # GetParam() = epsilon=22"
+    "EveryCase/CapacityModel.APredictionFromOneRunIsWithinTwoPercentOfTheSearch/beta  # GetParam() = beta=22"
+    "DiagnosticsCpu.BadValuesGiveOneLineExit2AndWriteNothing=16"
+    "Sweeps.ThePlanInOneProcessEqualsSeparateProcesses=15"
+    "Gloo/ShardingAtWorld.EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays/world4  # GetParam() = world4=15")
+  string(REGEX REPLACE "=[0-9]+$" "" _memdiag_name "${_memdiag_cost}")
+  string(REGEX REPLACE "^.*=" "" _memdiag_seconds "${_memdiag_cost}")
+  set_tests_properties("${_memdiag_name}" PROPERTIES COST ${_memdiag_seconds})
+endforeach()
