@@ -50,3 +50,20 @@ open(path, "w").write(new)
 print(f"memdiag: {path}: {n} generated blocks updated", file=sys.stderr)
 PY
 done
+
+# Measurements quoted as they were written, in README.md and SOLUTION.md:
+#   <!-- quoted from: FILE -->  ...FILE in a ```text fence...  <!-- quoted end -->
+# Checked by Fixtures.QuotedMeasurementsAreTheFilesTheyName.
+for doc_name in README.md SOLUTION.md; do
+  python3 - "$MEMDIAG_ROOT/$doc_name" "$MEMDIAG_ROOT" <<'PY'
+import os, re, sys
+path, root = sys.argv[1], sys.argv[2]
+text = open(path).read()
+pattern = re.compile(r"(<!-- quoted from: (?P<file>[^\n]*?) -->\n)(?P<body>.*?)(<!-- quoted end -->)", re.S)
+def quote(m):
+    return m.group(1) + "```text\n" + open(os.path.join(root, m.group("file"))).read() + "```\n" + m.group(4)
+new, n = pattern.subn(quote, text)
+open(path, "w").write(new)
+print(f"memdiag: {path}: {n} quoted measurements updated", file=sys.stderr)
+PY
+done

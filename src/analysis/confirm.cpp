@@ -79,7 +79,11 @@ class Planner {
   bool runnable() const { return p_.id.producer == kProducerDiagnostics; }
 
   ConfirmingRun made(SweepKind kind, RunSpec r, const std::string& suffix) {
-    ConfirmingRun c{kind, std::move(r), runnable(), p_.id.producer};
+    ConfirmingRun c;
+    c.confirms = kind;
+    c.run = std::move(r);
+    c.runnable = runnable();
+    c.producer = p_.id.producer;
     if (c.runnable) c.run.output = output(suffix);
     return c;
   }
@@ -95,6 +99,43 @@ class Planner {
   std::string dir_;
 };
 
+// The expected cost of a confirming run, from the report it confirms (see
+// ConfirmingRun). The steps' time scales with the batch above the report's
+// (activations' work grows with the samples); below it a step's fixed work
+// (the optimizer, the launches) does not shrink, so the report's own time
+// bounds it.
+void estimate_cost(ConfirmingRun& c, const Group& g, const RunFeatures& p) {
+  const int steps = p.config.steps > 0 ? p.config.steps : static_cast<int>(p.steps.size());
+  const double batch = static_cast<double>(std::max<std::int64_t>(p.local_batch, 1));
+  const std::optional<double> ms = p.ms_per_step;
+  switch (c.confirms) {
+    case SweepKind::kBatch: {
+      const auto b = static_cast<double>(c.run.batch_size_per_device.value_or(0));
+      if (b <= 0) return;
+      if (const std::optional<CapacityFit> fit = fit_capacity(batch_points(g, p))) {
+        // Allocated, as the report's peak is: what the allocator reserved
+        // beyond its tensors at the largest run's peak does not carry to
+        // another batch.
+        c.expected_peak_mib = needed_mib(*fit, static_cast<std::int64_t>(b)) - fit->reserve_overhead_mib;
+      }
+      if (ms && steps > 0) {
+        c.expected_seconds = *ms * steps * std::max(1.0, b / batch) / 1000.0;
+        c.seconds_at_most = b < batch;
+      }
+      return;
+    }
+    case SweepKind::kSteps: {
+      const int n = c.run.steps.value_or(0);
+      if (n <= 0) return;
+      c.expected_peak_mib = p.peak_allocated_mib + std::max(0.0, p.growth_per_step_mib.value_or(0)) * std::max(0, n - steps);
+      if (ms) c.expected_seconds = *ms * n / 1000.0;
+      return;
+    }
+    case SweepKind::kSequence:    // never suggested: a sweep of lengths is the user's
+    case SweepKind::kParameters: return;  // another model: the report does not say
+  }
+}
+
 }  // namespace
 
 std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool confirmed, const Group& g,
@@ -104,6 +145,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
   if (d.rule == DecisionRule::kNoCompletedStep) return out;
   if (d.rule == DecisionRule::kOneStepAmbiguous) {
     out.push_back(plan.steps(3));
+    estimate_cost(out.back(), g, p);
     return out;
   }
   if (confirmed) return out;
@@ -126,6 +168,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
     case Cause::kAllocatorCache:
     case Cause::kFragmentation: break;
   }
+  for (ConfirmingRun& c : out) estimate_cost(c, g, p);
   return out;
 }
 

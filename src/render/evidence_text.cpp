@@ -161,6 +161,32 @@ std::string describe(const ConfirmingRun& c) {
   return {};
 }
 
+namespace {
+
+std::string seconds_text(double s) {
+  if (s < 0.01) return "under 0.01 s";
+  return format_fixed(s, s < 1 ? 2 : s < 100 ? 1 : 0) + " s";
+}
+
+}  // namespace
+
+std::string describe_cost(const ConfirmingRun& c) {
+  std::vector<std::string> parts;
+  if (c.expected_peak_mib) parts.push_back("peak about " + mib(*c.expected_peak_mib) + " allocated");
+  if (c.expected_seconds) {
+    const int steps = c.run.steps.value_or(0);
+    parts.push_back((steps > 0 ? "its " + steps_word(steps) : std::string("its steps")) +
+                    (c.seconds_at_most ? " at most " : " about ") + seconds_text(*c.expected_seconds));
+  }
+  if (parts.empty()) {
+    return c.confirms == SweepKind::kParameters ? "expected: not known from this report (another model's size)"
+                                                : std::string();
+  }
+  std::string s = "expected: " + parts.front();
+  for (std::size_t i = 1; i < parts.size(); ++i) s += ", " + parts[i];
+  return s + (c.expected_seconds ? ", plus the process's start" : "");
+}
+
 std::string describe(const RunStop& s) {
   switch (s.kind) {
     case EventKind::kOom:

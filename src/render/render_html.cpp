@@ -452,7 +452,10 @@ std::string section_html(const detail::Section& s) {
   if (!s.not_helpful.empty()) out << "<h3>would not help</h3>\n" << list_html(s.not_helpful, "not-helpful");
   if (!s.commands.empty()) {
     out << "<h3>to confirm, run</h3>\n<pre class=\"confirm\">";
-    for (const std::string& c : s.commands) out << "$ " << xml_escape(c) << "\n";
+    for (std::size_t k = 0; k < s.commands.size(); ++k) {
+      if (!s.command_costs[k].empty()) out << "# " << xml_escape(s.command_costs[k]) << "\n";
+      out << "$ " << xml_escape(s.commands[k]) << "\n";
+    }
     out << "</pre>\n";
   }
   if (!s.changes.empty()) out << "<h3>" << xml_escape(detail::changes_heading(s)) << "</h3>\n" << list_html(s.changes, "changes");

@@ -348,17 +348,21 @@ json group_json(const Group& g, const Verdict& v) {
   add_records(v.warnings, warnings, warning_data);
   json confirm = json::array(), confirming = json::array();
   for (const ConfirmingRun& c : v.confirm) {
+    json cost = {{"peak_mib", c.expected_peak_mib ? json(*c.expected_peak_mib) : json(nullptr)},
+                 {"seconds", c.expected_seconds ? json(*c.expected_seconds) : json(nullptr)},
+                 {"seconds_at_most", c.seconds_at_most},
+                 {"text", describe_cost(c)}};
     if (!c.runnable) {
       confirming.push_back({{"confirms", to_string(c.confirms)}, {"runnable", false}, {"argv", nullptr},
                             {"command", nullptr}, {"output", nullptr}, {"change", describe(c)},
-                            {"producer", c.producer}});
+                            {"producer", c.producer}, {"expected", cost}});
       continue;
     }
     const std::vector<std::string> argv = to_argv(c.run);
     confirm.push_back(shell_command(argv));
     confirming.push_back({{"confirms", to_string(c.confirms)}, {"runnable", true}, {"argv", argv},
                           {"command", shell_command(argv)}, {"output", c.run.output}, {"change", describe(c)},
-                          {"producer", c.producer}});
+                          {"producer", c.producer}, {"expected", cost}});
   }
   json not_helpful = json::array();
   for (const char* n : cause_not_helpful(v.dominant)) not_helpful.push_back(n);

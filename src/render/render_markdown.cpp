@@ -62,7 +62,11 @@ std::string render_markdown(const Analysis& a) {
     if (!s.commands.empty()) {
       const std::string fence = fence_for(s.commands);
       out += "\nTo confirm:\n\n" + fence + "\n";
-      for (const std::string& c : s.commands) out += c + "\n";
+      for (std::size_t k = 0; k < s.commands.size(); ++k) {
+        // A comment line: the block still runs as pasted.
+        if (!s.command_costs[k].empty()) out += "# " + s.command_costs[k] + "\n";
+        out += s.commands[k] + "\n";
+      }
       out += fence + "\n";
     }
     if (!s.changes.empty()) {

@@ -27,7 +27,10 @@ std::string render_text(const Analysis& a) {
     }
     if (!s.commands.empty()) {
       out += "to confirm, run:\n";
-      for (const std::string& c : s.commands) out += "  $ " + c + "\n";
+      for (std::size_t k = 0; k < s.commands.size(); ++k) {
+        out += "  $ " + s.commands[k] + "\n";
+        if (!s.command_costs[k].empty()) out += "    " + s.command_costs[k] + "\n";
+      }
     }
     if (!s.changes.empty()) {
       out += detail::changes_heading(s) + "\n";

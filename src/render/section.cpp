@@ -22,7 +22,7 @@ void make_printable(Section& s) {
                          &s.not_measured}) {
     make_printable(*f);
   }
-  for (std::vector<std::string>* v : {&s.evidence, &s.warnings, &s.not_helpful, &s.commands, &s.changes, &s.capacity}) {
+  for (std::vector<std::string>* v : {&s.evidence, &s.warnings, &s.not_helpful, &s.commands, &s.command_costs, &s.changes, &s.capacity}) {
     make_printable(*v);
   }
   if (s.remedies) make_printable(*s.remedies);
@@ -53,10 +53,12 @@ Section section_of(const Group& g, const Verdict& v) {
   }
   for (const char* n : cause_not_helpful(v.dominant)) s.not_helpful.emplace_back(n);
   for (const ConfirmingRun& c : v.confirm) {
+    const std::string cost = describe_cost(c);
     if (c.runnable) {
       s.commands.push_back(shell_command(to_argv(c.run)));
+      s.command_costs.push_back(cost);
     } else {
-      s.changes.push_back(describe(c));
+      s.changes.push_back(describe(c) + (cost.empty() ? "" : " (" + cost + ")"));
       s.changes_producer = c.producer;
     }
   }

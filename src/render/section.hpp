@@ -24,6 +24,7 @@ struct Section {
   std::string response;
   std::vector<std::string> not_helpful;
   std::vector<std::string> commands;  // shell-quoted confirming runs
+  std::vector<std::string> command_costs;  // each one's expected cost in words, "" where unknown
   // Confirming runs memory_diagnostics cannot make (another producer's
   // report): the changes to make to the job, and who wrote the report.
   std::vector<std::string> changes;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -43,6 +44,23 @@ int run_suggestions(const std::string& dir) {
       EXPECT_EQ(r.exit_code, to_int(ExitCode::kOk)) << c["command"] << "\n" << r.err;
       EXPECT_TRUE(fs::exists(output)) << c["command"];
       for (const auto& [path, text] : before) EXPECT_EQ(read_text(path), text) << c["command"] << " changed " << path;
+      // The cost it said to expect: its peak as the run measures it (the
+      // CPU's counts are exact, so the model's error is all there is), and
+      // a time for its steps wherever the report it confirms was timed.
+      const auto& expected = c["expected"];
+      if (fs::exists(output) && !expected["peak_mib"].is_null()) {
+        double peak = 0;
+        const nlohmann::json report = nlohmann::json::parse(read_text(output));
+        for (const auto& smp : report["samples"]) {
+          peak = std::max(peak, smp["peak_allocated_mib"].get<double>());
+        }
+        const double want = expected["peak_mib"].get<double>();
+        EXPECT_NEAR(peak, want, std::max(1.0, 0.10 * want)) << c["command"] << ": " << expected["text"];
+      }
+      if (c["confirms"] != "parameters") {
+        EXPECT_FALSE(expected["seconds"].is_null()) << c["command"];
+        EXPECT_NE(expected["text"].get<std::string>().find("expected: "), std::string::npos) << c["command"];
+      }
       ++ran;
     }
   }

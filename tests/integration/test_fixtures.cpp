@@ -181,6 +181,34 @@ TEST(Fixtures, GeneratedBlocksShowWhatTheirCommandsPrint) {
   EXPECT_GE(n, 2);
 }
 
+// Measurements quoted in README.md and SOLUTION.md, each the committed file
+// its marker names (the file says which command wrote it):
+//   <!-- quoted from: docs/measurements/... -->
+//   ```text
+//   the file
+//   ```
+//   <!-- quoted end -->
+TEST(Fixtures, QuotedMeasurementsAreTheFilesTheyName) {
+  const std::string open = "<!-- quoted from: ", close = "<!-- quoted end -->";
+  int n = 0;
+  for (const char* name : {"README.md", "SOLUTION.md"}) {
+    const std::string doc = read_text(std::string(MEMDIAG_SOURCE_DIR) + "/" + name);
+    for (auto b = doc.find(open); b != std::string::npos; b = doc.find(open, b + 1)) {
+      const auto eol = doc.find(" -->\n", b);
+      const auto e = doc.find(close, b);
+      ASSERT_NE(eol, std::string::npos) << name;
+      ASSERT_NE(e, std::string::npos) << name << ": a quoted block without its end";
+      const std::string file = doc.substr(b + open.size(), eol - b - open.size());
+      const fs::path path = fs::path(MEMDIAG_SOURCE_DIR) / file;
+      ASSERT_TRUE(fs::exists(path)) << name << " quotes " << file << ", which is not there";
+      EXPECT_EQ(doc.substr(eol + 5, e - eol - 5), "```text\n" + read_text(path.string()) + "```\n")
+          << name << ": the quote of " << file << " is out of date; run scripts/update-solution.sh";
+      ++n;
+    }
+  }
+  EXPECT_GE(n, 1);
+}
+
 // The H200's out-of-memory reports, one per phase (scripts/oom-procedure.sh):
 // each verdict from the one report, by the rule for out-of-memory runs.
 TEST(Fixtures, H200OutOfMemoryInEachPhaseNamesItsCause) {

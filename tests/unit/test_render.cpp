@@ -137,7 +137,8 @@ TEST(Render, AnotherProducersConfirmingRunsAreChangesInEveryFormat) {
   const std::string heading =
       "to confirm, record the job again (memdiag::Recorder wrote the report; memory_diagnostics cannot run it):";
   const std::string text = render_text(a);
-  EXPECT_NE(text.find(heading + "\n  - with batch 1 per device\n  - with batch 4 per device\n"), std::string::npos) << text;
+  EXPECT_NE(text.find(heading + "\n  - with batch 1 per device (expected: peak about "), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  - with batch 4 per device (expected: peak about "), std::string::npos) << text;
   EXPECT_EQ(text.find("memory_diagnostics --case"), std::string::npos) << text;
   EXPECT_NE(render_markdown(a).find("- with batch 4 per device"), std::string::npos);
   EXPECT_NE(html_text(render_html(a, {})).find("with batch 1 per device"), std::string::npos);
@@ -146,6 +147,16 @@ TEST(Render, AnotherProducersConfirmingRunsAreChangesInEveryFormat) {
   EXPECT_EQ(runs[0]["runnable"], false);
   EXPECT_TRUE(runs[0]["argv"].is_null());
   EXPECT_EQ(runs[0]["change"], "with batch 1 per device");
+  // What each is expected to cost, from the report's own figures: smaller
+  // batches, smaller peaks, all below the report's; the steps no longer
+  // than the report's (a bound, said as one).
+  const double peak = a.groups[0].runs[0].peak_allocated_mib;
+  const double at1 = runs[0]["expected"]["peak_mib"], at4 = runs[1]["expected"]["peak_mib"];
+  EXPECT_LT(at1, at4);
+  EXPECT_LT(at4, peak);
+  EXPECT_GT(at1, a.groups[0].runs[0].parameter_mib);
+  EXPECT_TRUE(runs[0]["expected"]["seconds_at_most"].get<bool>());
+  EXPECT_NE(runs[0]["expected"]["text"].get<std::string>().find("at most"), std::string::npos);
 }
 
 TEST(Render, JsonMatchesGolden) {

@@ -371,6 +371,15 @@ struct ConfirmingRun {
   RunSpec run;
   bool runnable = true;
   std::string producer;  // who wrote the report it confirms
+  // What it is expected to cost, from the report it confirms: its peak
+  // allocated (the capacity model at another batch; the growth per step over more
+  // steps) and its steps' time at the report's time per step (scaled by
+  // the batch; at most the report's own for a smaller batch). Absent where
+  // the report cannot say (a model of another size). The process's start
+  // (loading LibTorch, starting the device) comes on top.
+  std::optional<double> expected_peak_mib;
+  std::optional<double> expected_seconds;
+  bool seconds_at_most = false;
 };
 
 struct Verdict {

@@ -63,6 +63,9 @@ std::string describe_rank_run(const RunPoint& p);
 std::string describe(const RunStop& s);
 // A confirming run as a change to the job: "with batch 1", "with 10 steps".
 std::string describe(const ConfirmingRun& c);
+// "expected: peak about 120.4 MiB, its 4 steps about 0.41 s": empty when
+// the report confirmed cannot say.
+std::string describe_cost(const ConfirmingRun& c);
 std::string describe(const CapacityPrediction& c);
 std::string describe(const SequenceCapacity& c);
 // "step()", "backward at its start (activations held)": a capacity line's phase.
