@@ -59,6 +59,9 @@ std::vector<std::pair<double, CapacityPrediction::Budget>> capacity_budgets(cons
       // What the allocator can have: the device less what sits outside it
       // (the CUDA context, libraries, other processes) as measured.
       budgets.emplace_back(*p.device_total_mib - *p.device_minus_reserved_mib, CapacityPrediction::Budget::kDevice);
+    } else if (p.capacity_point.status == RunStatus::kOom && p.capacity_point.budget_mib) {
+      // The limit the run ran out under, as the allocator's refusal gave it.
+      budgets.emplace_back(*p.capacity_point.budget_mib, CapacityPrediction::Budget::kMemoryLimit);
     }
   }
   return budgets;
@@ -82,7 +85,23 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     std::optional<CapacityFit> own;
     if (search != nullptr) own = fit_capacity(capacity_points(*search->capacity_search, search->source));
     const std::optional<CapacityFit>& used = own ? own : fit;
-    if (!used) continue;
+    if (!used) {
+      // Nothing completed: the run that ran out bounds the answer.
+      const CapacityPoint& oom = p.capacity_point;
+      if (oom.status == RunStatus::kOom && oom.needed_mib && oom.budget_mib && budget <= *oom.budget_mib + 0.5 &&
+          p.local_batch > 0) {
+        c.answer.budget_mib = budget;
+        c.answer.max_batch = p.local_batch - 1;
+        c.answer.capped_by_oom = p.local_batch;
+        c.answer.extrapolation = 0;
+        if (oom.failed_phase) c.answer.binding.phase = *oom.failed_phase;
+        c.needs_more_than_mib = oom.needed_mib;
+        c.failed_phase = oom.failed_phase;
+        c.primary_needs_mib = *oom.needed_mib;
+        out.push_back(std::move(c));
+      }
+      continue;
+    }
     c.from_search = own.has_value();
     c.answer = predict_max_batch(*used, budget, !c.from_search);
     c.primary_needs_mib = needed_mib(*used, p.local_batch);

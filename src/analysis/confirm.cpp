@@ -57,6 +57,26 @@ class Planner {
   }
   // Another preset of the case at batch 1 (the state is per parameter, not
   // per sample, and batch 1 keeps the larger model quick), if there is one.
+  // The largest batch that fits the run's own budget, searched: what an
+  // out-of-memory run cannot say. One process, so not for a launcher's
+  // job; on the CPU only under a simulated limit (nothing else to search).
+  std::optional<ConfirmingRun> largest_batch() {
+    if (base_.world_size > 1 || (base_.device == "cpu" && !base_.memory_limit_mib)) return std::nullopt;
+    RunSpec r = base_;
+    r.find_max_batch = true;
+    return made(SweepKind::kBatch, r, "max-batch");
+  }
+
+  // The same run with the allocator's expandable segments: for an
+  // out-of-memory run whose memory was there but in pieces, the cure
+  // measured rather than a smaller batch.
+  ConfirmingRun expandable_segments() {
+    RunSpec r = base_;
+    r.batch_size_per_device = static_cast<int>(p_.config.batch_size_per_device);
+    r.remedies = {Remedy{RemedyKind::kExpandableSegments, 0}};
+    return made(SweepKind::kBatch, r, "expandable-segments");
+  }
+
   std::optional<ConfirmingRun> other_preset() {
     if (!runnable()) {
       // A job of one's own has no presets: a model of another size.
@@ -142,6 +162,16 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
                                            const RunFeatures& p, const std::set<std::string>& taken) {
   Planner plan(g, p, taken);
   std::vector<ConfirmingRun> out;
+  if (d.rule == DecisionRule::kOutOfMemory) {
+    // Memory that was there in pieces (or cached): the allocator setting
+    // that reuses it; otherwise what fits, searched.
+    if (cause == Cause::kFragmentation || cause == Cause::kAllocatorCache) {
+      out.push_back(plan.expandable_segments());
+    } else if (auto r = plan.largest_batch()) {
+      out.push_back(*r);
+    }
+    return out;
+  }
   if (d.rule == DecisionRule::kNoCompletedStep) return out;
   if (d.rule == DecisionRule::kOneStepAmbiguous) {
     out.push_back(plan.steps(3));

@@ -38,11 +38,17 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   }
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));
   v.warnings = detail::collect_warnings(p, v.distributed);
-  if (v.decision.rule != DecisionRule::kOutOfMemory) {
-    v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
-  }
+  v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   v.math_attention = p.model_attention == "math";
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
+  if (v.decision.rule == DecisionRule::kOutOfMemory &&
+      (v.dominant == Cause::kFragmentation || v.dominant == Cause::kAllocatorCache)) {
+    // The memory was there: a run that ran out in pieces bounds nothing
+    // about the batch.
+    v.capacity.erase(std::remove_if(v.capacity.begin(), v.capacity.end(),
+                                    [](const CapacityPrediction& c) { return c.needs_more_than_mib.has_value(); }),
+                     v.capacity.end());
+  }
   v.sequence_capacity = detail::predict_sequence_capacity(g, p, budgets_mib);
   v.sharded_capacity = detail::predict_sharded_capacity(g, p, budgets_mib, world_sizes);
   v.remedies = detail::remedy_rows(group, v.dominant);

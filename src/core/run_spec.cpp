@@ -30,6 +30,7 @@ std::vector<std::string> to_argv(const RunSpec& r, const std::string& program) {
   if (r.sequence_length) a.insert(a.end(), {"--sequence-length", std::to_string(*r.sequence_length)});
   if (r.seed) a.insert(a.end(), {"--seed", std::to_string(*r.seed)});
   if (r.memory_limit_mib) a.insert(a.end(), {"--memory-limit-mib", number(*r.memory_limit_mib)});
+  if (r.find_max_batch) a.push_back("--find-max-batch");
   if (r.rank_zero_extra_samples > 0) {
     a.insert(a.end(), {"--rank-zero-extra-samples", std::to_string(r.rank_zero_extra_samples)});
   }

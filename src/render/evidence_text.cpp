@@ -153,7 +153,18 @@ std::string describe_rank_run(const RunPoint& p) {
 
 std::string describe(const ConfirmingRun& c) {
   switch (c.confirms) {
-    case SweepKind::kBatch: return "with batch " + std::to_string(c.run.batch_size_per_device.value_or(0)) + " per device";
+    case SweepKind::kBatch:
+      if (!c.run.remedies.empty()) {
+        return c.runnable ? "the same run with the allocator's " + remedies_label(c.run.remedies) +
+                                " (it reuses memory stranded between blocks)"
+                          : "the same job with PYTORCH_ALLOC_CONF=" + allocator_settings_of(c.run.remedies);
+      }
+      if (c.run.find_max_batch) {
+        return c.runnable ? "the largest batch that fits the same memory, searched (doubling, then bisecting, confirmed "
+                            "in fresh processes)"
+                          : "the largest batch that fits the same memory (halve the batch until a run completes)";
+      }
+      return "with batch " + std::to_string(c.run.batch_size_per_device.value_or(0)) + " per device";
     case SweepKind::kSteps: return "with " + steps_word(c.run.steps.value_or(0));
     case SweepKind::kSequence: return "with a sequence length of " + std::to_string(c.run.sequence_length.value_or(0));
     case SweepKind::kParameters: return "with a model of another size (batch 1 keeps it quick)";

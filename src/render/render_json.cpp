@@ -274,6 +274,7 @@ json capacity_json(const Verdict& v) {
                         {"primary_needs_mib", c.primary_needs_mib},
                         {"preset", c.preset},
                         {"steps", c.steps},
+                        {"needs_more_than_mib", opt(c.needs_more_than_mib)},
                         {"searched", c.searched ? json{{"max_batch", c.searched->max_batch},
                                                        {"first_failing_batch", opt(c.searched->first_failing_batch)},
                                                        {"confirmed", opt(c.searched->confirmed)},

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -57,7 +58,8 @@ int run_suggestions(const std::string& dir) {
         const double want = expected["peak_mib"].get<double>();
         EXPECT_NEAR(peak, want, std::max(1.0, 0.10 * want)) << c["command"] << ": " << expected["text"];
       }
-      if (c["confirms"] != "parameters") {
+      const bool search = std::find(argv.begin(), argv.end(), "--find-max-batch") != argv.end();
+      if (c["confirms"] != "parameters" && !search) {
         EXPECT_FALSE(expected["seconds"].is_null()) << c["command"];
         EXPECT_NE(expected["text"].get<std::string>().find("expected: "), std::string::npos) << c["command"];
       }
@@ -116,4 +118,38 @@ TEST(ConfirmingRuns, ACaseFromAFileIsRerunFromThatFile) {
     }
   }
   EXPECT_EQ(run_suggestions(reports.path()), 3);  // batch 1 and 4 for my-model, preset wide for adam-model
+}
+
+// A run that ran out says what it can of what would fit (below its batch;
+// its batch needs more than it had at the failure) and suggests the search
+// that measures the rest; the search runs as printed and finds a batch
+// below the one that ran out. Built-in alpha and the tests' own case.
+TEST(ConfirmingRuns, AnOutOfMemoryRunBoundsWhatFitsAndTheSearchItSuggestsFindsIt) {
+  const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
+  for (const auto& [case_ref, batch, limit] :
+       {std::tuple<std::string, int, int>{"alpha", 8192, 60}, std::tuple<std::string, int, int>{own, 16384, 100}}) {
+    SCOPED_TRACE(case_ref);
+    TempDir d;
+    const Proc oom = run({MEMDIAG_DIAGNOSTICS_EXE, "--case", case_ref, "--device", "cpu", "-q", "--steps", "2",
+                          "--batch-size-per-device", std::to_string(batch), "--memory-limit-mib", std::to_string(limit),
+                          "-o", d.file("oom.json")});
+    ASSERT_EQ(oom.exit_code, to_int(ExitCode::kOom)) << oom.err;
+    const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file("oom.json"), "--format", "json"});
+    ASSERT_EQ(cmp.exit_code, to_int(ExitCode::kOk)) << cmp.err;
+    const auto g = nlohmann::json::parse(cmp.out)["groups"][0];
+    ASSERT_EQ(g["capacity"].size(), 1u) << g.dump(1);
+    const auto& cap = g["capacity"][0];
+    EXPECT_EQ(cap["max_batch"], batch - 1);
+    EXPECT_EQ(cap["capped_by_oom"], batch);
+    EXPECT_GT(cap["needs_more_than_mib"].get<double>(), limit);
+    EXPECT_NE(cap["text"].get<std::string>().find("needs more than"), std::string::npos) << cap["text"];
+    ASSERT_EQ(g["confirming_runs"].size(), 1u) << g.dump(1);
+    const auto argv = g["confirming_runs"][0]["argv"].get<std::vector<std::string>>();
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--find-max-batch"), argv.end());
+    EXPECT_EQ(run_suggestions(d.path()), 1);
+    const nlohmann::json found = nlohmann::json::parse(read_text(g["confirming_runs"][0]["output"]));
+    const auto max_batch = found["capacity"]["max_batch"].get<int>();
+    EXPECT_GT(max_batch, 0);
+    EXPECT_LT(max_batch, batch);
+  }
 }

@@ -410,7 +410,14 @@ TEST(OutOfMemoryVerdict, CachedFreeMemoryThatCouldHoldTheRequestIsFragmentation)
   ASSERT_TRUE(e);
   EXPECT_NEAR(*e->cached_free_mib, 60, 1e-9);
   EXPECT_NEAR(*e->other_mib, 790, 1e-9);
-  EXPECT_TRUE(v.confirm.empty());
+  // The memory was there: the run suggested is the same one with the
+  // allocator's expandable segments, and nothing is said of a smaller batch.
+  ASSERT_EQ(v.confirm.size(), 1u);
+  EXPECT_FALSE(v.confirm[0].run.find_max_batch);
+  EXPECT_EQ(v.confirm[0].run.batch_size_per_device, oom_report(Phase::kForward, 2, d).config.batch_size_per_device);
+  ASSERT_EQ(v.confirm[0].run.remedies.size(), 1u);
+  EXPECT_EQ(v.confirm[0].run.remedies[0].kind, RemedyKind::kExpandableSegments);
+  EXPECT_TRUE(v.capacity.empty());
 }
 
 TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivations) {
@@ -422,6 +429,19 @@ TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivati
   d.tensors = TensorCensus{10, 0, 0};
   const Verdict v = analyse({{"f.json", oom_report(Phase::kForward, 2, d)}}).verdicts.at(0);
   EXPECT_EQ(v.dominant, Cause::kActivations);
+  // No sweep point confirms an out-of-memory run: the search for what fits
+  // under the same limit is the one run suggested ...
+  ASSERT_EQ(v.confirm.size(), 1u);
+  EXPECT_TRUE(v.confirm[0].run.find_max_batch);
+  EXPECT_FALSE(v.confirm[0].run.batch_size_per_device);
+  EXPECT_EQ(v.confirm[0].run.memory_limit_mib, oom_report(Phase::kForward, 2, d).config.memory_limit_mib);
+  // ... and what fits, bounded by the run: below its batch; its batch needs
+  // more than the 920 MiB in use and requested.
+  ASSERT_EQ(v.capacity.size(), 1u);
+  EXPECT_EQ(v.capacity[0].answer.capped_by_oom, v.capacity[0].primary_batch);
+  EXPECT_EQ(v.capacity[0].answer.max_batch, v.capacity[0].primary_batch - 1);
+  ASSERT_TRUE(v.capacity[0].needs_more_than_mib);
+  EXPECT_NEAR(*v.capacity[0].needs_more_than_mib, 920, 1e-9);
 }
 
 TEST(OutOfMemoryVerdict, AnOomRunIsThePrimaryOfItsGroup) {

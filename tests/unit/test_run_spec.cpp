@@ -18,6 +18,11 @@ TEST(RunSpec, ArgvSpellsOnlyWhatIsSet) {
   EXPECT_EQ(shell_command(to_argv(r, "bin/memory_diagnostics")),
             "bin/memory_diagnostics --case alpha --device cpu --preset small --batch-size-per-device 1 --seed 7 "
             "--memory-limit-mib 512.5 --output out/alpha-batch1.json");
+  // The search for what fits: its flag after the limit it searches under.
+  r.batch_size_per_device.reset();
+  r.find_max_batch = true;
+  EXPECT_EQ(shell_command(to_argv(r)), "memory_diagnostics --case alpha --device cpu --preset small --seed 7 "
+                                       "--memory-limit-mib 512.5 --find-max-batch --output out/alpha-batch1.json");
 }
 
 TEST(RunSpec, DataParallelRunsUnderTorchrun) {

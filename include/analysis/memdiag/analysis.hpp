@@ -306,6 +306,13 @@ struct CapacityPrediction {
     std::string source;  // the report it is from
   };
   std::optional<Searched> searched;
+  // No run completed to fit: what the run that ran out under this budget
+  // (or a smaller one) bounds. The largest batch is below its batch
+  // (answer.max_batch, capped_by_oom), and its batch needs more than it had
+  // in use at the failure plus the request refused (phases after the
+  // failing one never ran).
+  std::optional<double> needs_more_than_mib;
+  std::optional<Phase> failed_phase;
 };
 const char* to_string(CapacityPrediction::Budget b);
 

@@ -37,6 +37,8 @@ struct RunSpec {
   // ZeRO-2/3's units and prefetch (the mode's defaults: 1, none).
   int unit_modules = 1;
   bool prefetch_next = false;
+  // --find-max-batch: the largest batch that fits, searched (batch left out).
+  bool find_max_batch = false;
 };
 
 // The argument vector, program first: "memory_diagnostics --case ... --output
