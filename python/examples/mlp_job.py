@@ -64,6 +64,8 @@ def main(argv=None):
     ap.add_argument("--checkpoint", type=int, default=0, metavar="SEGMENTS",
                     help="activation checkpointing over this many segments (torch.utils.checkpoint)")
     ap.add_argument("--accumulate", type=int, default=1, metavar="K", help="gradient accumulation over K micro-batches")
+    ap.add_argument("--autocast-bf16", action="store_true",
+                    help="the forward under torch.autocast(bfloat16), the loss in fp32 (memory_diagnostics' autocast-bf16)")
     ap.add_argument("--memory-limit-mib", type=float, default=None,
                     help="CUDA: torch.cuda.set_per_process_memory_fraction for this budget")
     ap.add_argument("--variant", default=None, help="a label for a change measured against the run without one")
@@ -91,7 +93,8 @@ def main(argv=None):
     opt = optimizer_for(case, model)
     kept = []  # gamma's defect: graph-connected losses kept across steps
     changes = ([f"checkpoint={args.checkpoint}"] if args.checkpoint else []) + \
-              ([f"accumulate={args.accumulate}"] if args.accumulate > 1 else [])
+              ([f"accumulate={args.accumulate}"] if args.accumulate > 1 else []) + \
+              (["autocast-bf16"] if args.autocast_bf16 else [])
     variant = args.variant or ("+".join(changes) if changes else None)
 
     with memdiag.record(model, opt, output=args.output, name=case["name"], preset=preset, batch_size=batch,
@@ -101,9 +104,10 @@ def main(argv=None):
             x = torch.randn(batch, m["input_dim"], device=device)
             y = torch.randint(0, m["output_dim"], (batch,), device=device)
             for xs, ys in zip(x.chunk(args.accumulate), y.chunk(args.accumulate)):
-                logits = checkpoint_sequential(model, args.checkpoint, xs, use_reentrant=False) \
-                    if args.checkpoint else model(xs)
-                loss = F.cross_entropy(logits, ys) * (xs.size(0) / batch)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast_bf16):
+                    logits = checkpoint_sequential(model, args.checkpoint, xs, use_reentrant=False) \
+                        if args.checkpoint else model(xs)
+                loss = F.cross_entropy(logits.float(), ys) * (xs.size(0) / batch)
                 loss.backward(retain_graph=graph.get("retain_graph", False))
                 if graph.get("keep_graph_connected_loss", False):
                     kept.append(loss)

@@ -136,6 +136,14 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
                                    ": not applicable on the CPU (no caching allocator); the run trains and measures "
                                    "as the baseline does"));
     }
+    if (find_remedy(run.remedies, RemedyKind::kAutocastBf16)) {
+      // Measured against the same loop in Python (docs/measurements/cpu/autocast-python.txt).
+      rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
+                               "autocast-bf16: LibTorch's Linear multiplies by a transposed view of its weight, "
+                               "which autocast does not cache; Python's nn.Linear casts the weight itself, cached "
+                               "until the autocast block ends, so the same job in Python peaks higher in forward by "
+                               "about one layer's bf16 weight (README: Where memdiag's workloads differ from Python)"));
+    }
     status = run_workload(w, *session.probe, rec, opts.stop);
   } catch (const std::exception& e) {
     const std::string msg = first_line(e.what());
