@@ -22,7 +22,14 @@ tag allows. A tag is an HTML comment on the line before the block:
 block that reads a file the reader is assumed to have. A skip must say why.
 In cpu mode it also checks that every --flag the documents give
 memory_diagnostics or compare_memory_reports, in blocks and inline code, is
-one the tool's --help lists.
+one the tool's --help lists, and runs the inline commands of the two tools
+(`compare_memory_reports tests/fixtures/h200` in a sentence), after the
+document's blocks, in the same directory, with build/bin/ on PATH (a bare
+name is the installed tool): each must exit 0. An inline command with a
+placeholder (DIR, N, CASE.json, ..., [flags]), one without the input the
+tool needs (`compare_memory_reports -o`), or one naming an input neither the
+repository nor an earlier command made (`compare_memory_reports run.json`,
+a reader's own) is an example, not run; each is listed.
 
 Exit 0: every block of the mode ran as written; 1: one did not (its place,
 command, exit code and output are printed); 77: nothing to run in this mode
@@ -122,6 +129,59 @@ def flag_mismatches(path, name, build):
     return sorted(set(bad))
 
 
+INLINE_TOOL = re.compile(r"^(?:build/bin/)?(memory_diagnostics|compare_memory_reports)(?:\s|$)")
+PLACEHOLDER = re.compile(r"(?<![\w./-])[A-Z][A-Z0-9_]*(?:\.json)?(?![\w-])|\.\.\.|[|\[\]<>]")
+
+
+def inline_commands(path):
+    """The inline code spans of the prose (outside fenced blocks) that call
+    one of the two tools, in document order."""
+    text = re.sub(r"```.*?```", "", open(path).read(), flags=re.S)
+    spans = [s.strip() for s in re.findall(r"`([^`\n]+)`", text)]
+    # A tool's name alone names it; it is no command.
+    return [s for s in spans if INLINE_TOOL.match(s) and len(s.split()) > 1]
+
+
+def inline_kind(cmd, d):
+    """"run", or why it is an example."""
+    if PLACEHOLDER.search(cmd):
+        return "a template (placeholders)"
+    words = cmd.split()
+    tool = INLINE_TOOL.match(cmd).group(1)
+    if tool == "memory_diagnostics":
+        if not any(w in ("--case", "--plan") for w in words):
+            return "a fragment (no --case or --plan)"
+        return "run"
+    # The comparer's inputs: its words that are not flags or their values.
+    takes_value = {"-o", "--output", "--format", "--budget-mib", "--world-size", "--expect", "--fail-on",
+                   "--baseline", "--max-increase", "--max-increase-mib"}
+    inputs, skip = [], False
+    for w in words[1:]:
+        if skip:
+            skip = False
+        elif w in takes_value:
+            skip = True
+        elif not w.startswith("-"):
+            inputs.append(w)
+    if not inputs:
+        return "a fragment (no report to read)"
+    missing = [w for w in inputs if not os.path.exists(os.path.join(d, w))]
+    if missing:
+        return f"an example (names {missing[0]}, which neither the repository nor an earlier command makes)"
+    return "run"
+
+
+def run_inline(cmd, d, env, build, timeout):
+    e = dict(env)
+    e["PATH"] = os.pathsep.join([os.path.join(build, "bin"), env["PATH"]])
+    t = time.monotonic()
+    try:
+        p = subprocess.run(["bash", "-c", cmd], cwd=d, env=e, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, f"timed out after {timeout} s", time.monotonic() - t
+    return p.returncode == 0, (p.stdout[-2000:] + p.stderr[-2000:]), time.monotonic() - t
+
+
 def workdir(root, build):
     d = tempfile.mkdtemp(prefix="memdiag-doc-")
     for entry in os.listdir(root):
@@ -200,6 +260,7 @@ def main():
             env[key] = v
     env.pop("MEMDIAG_REPORTS", None)
     failed, ran, skipped = [], 0, []
+    inline_ran, inline_failed, examples = 0, [], []
     flags_bad = []
     if args.mode == "cpu":
         for doc in args.docs:
@@ -221,15 +282,32 @@ def main():
                 if not ok:
                     failed.append(b)
                     print("     " + output.replace("\n", "\n     "))
+            if args.mode == "cpu":
+                for cmd in inline_commands(os.path.join(root, doc)):
+                    kind = inline_kind(cmd, d)
+                    if kind != "run":
+                        examples.append(f"{name}: `{cmd}`: {kind}")
+                        continue
+                    ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
+                    inline_ran += 1
+                    print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
+                    if not ok:
+                        inline_failed.append(f"{name}: `{cmd}`")
+                        print("     " + output.replace("\n", "\n     "))
         finally:
             shutil.rmtree(d, ignore_errors=True)
     for s in skipped if args.mode == "cpu" else []:
         print(f"skip {s}")
+    for x in examples:
+        print(f"example {x}")
     print(f"{ran} blocks run ({args.mode}), {len(failed)} failed" +
           (f": {', '.join(b.where() for b in failed)}" if failed else ""))
+    if args.mode == "cpu":
+        print(f"{inline_ran} inline commands run, {len(inline_failed)} failed" +
+              (f": {', '.join(inline_failed)}" if inline_failed else "") + f"; {len(examples)} examples not run")
     if ran == 0 and not flags_bad:
         return 77
-    return 1 if failed or flags_bad else 0
+    return 1 if failed or flags_bad or inline_failed else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The doc-command checker itself, on documents of the test's own: it must
 fail a block whose command fails, a command exiting with a code its tag
-does not allow, a flag the tools do not have, and a skip without a reason;
-and pass what is right. Run by ctest (DocCommands.TheCheckerFailsWhatIsWrong).
+does not allow, a flag the tools do not have, an inline command that fails,
+and a skip without a reason; leave templates unrun; and pass what is right. Run by ctest (DocCommands.TheCheckerFailsWhatIsWrong).
 
     python3 tests/docs/test_doc_commands.py BUILD_DIR
 """
@@ -50,6 +50,22 @@ class Checker(unittest.TestCase):
         self.assertIn("--batch-size", out)
         rc, out = check("The flag `--no-such-thing` does it.\n\n```sh\ntrue\n```\n")
         self.assertEqual(rc, 1, out)
+
+    def test_inline_commands_run_in_order_and_a_failing_one_fails(self):
+        ok = ("Run `memory_diagnostics --case alpha --device cpu --steps 1 -q -o a.json`, then "
+              "`compare_memory_reports a.json`.\n\n```sh\ntrue\n```\n")
+        rc, out = check(ok)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("2 inline commands run, 0 failed", out)
+        rc, out = check("Then `compare_memory_reports . --format nonsense` prints it.\n\n```sh\ntrue\n```\n")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("1 inline commands run, 1 failed", out)
+
+    def test_inline_templates_and_a_readers_own_files_are_examples_not_run(self):
+        rc, out = check("`compare_memory_reports DIR --budget-mib N`, `compare_memory_reports mine.json`, "
+                        "`compare_memory_reports -o`.\n\n```sh\ntrue\n```\n")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("0 inline commands run, 0 failed; 3 examples not run", out)
 
     def test_a_skip_must_say_why(self):
         rc, out = check("<!-- doc-test: skip -->\n```sh\ntrue\n```\n")
