@@ -64,6 +64,8 @@ def main(argv=None):
     ap.add_argument("--checkpoint", type=int, default=0, metavar="SEGMENTS",
                     help="activation checkpointing over this many segments (torch.utils.checkpoint)")
     ap.add_argument("--accumulate", type=int, default=1, metavar="K", help="gradient accumulation over K micro-batches")
+    ap.add_argument("--bf16", action="store_true",
+                    help="weights, gradients, optimizer state and inputs in bfloat16, the loss in fp32 (memory_diagnostics' bf16)")
     ap.add_argument("--autocast-bf16", action="store_true",
                     help="the forward under torch.autocast(bfloat16), the loss in fp32 (memory_diagnostics' autocast-bf16)")
     ap.add_argument("--memory-limit-mib", type=float, default=None,
@@ -89,19 +91,20 @@ def main(argv=None):
     # needs none of it.
     memdiag.warm_up(device)
     model, m = build(case, preset)
-    model.to(device)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    model.to(device, dtype)
     opt = optimizer_for(case, model)
     kept = []  # gamma's defect: graph-connected losses kept across steps
     changes = ([f"checkpoint={args.checkpoint}"] if args.checkpoint else []) + \
               ([f"accumulate={args.accumulate}"] if args.accumulate > 1 else []) + \
-              (["autocast-bf16"] if args.autocast_bf16 else [])
+              (["autocast-bf16"] if args.autocast_bf16 else []) + (["bf16"] if args.bf16 else [])
     variant = args.variant or ("+".join(changes) if changes else None)
 
     with memdiag.record(model, opt, output=args.output, name=case["name"], preset=preset, batch_size=batch,
                         steps=steps, seed=args.seed, variant=variant, census=not args.no_census,
                         description=case.get("description", "")):
         for step in range(steps):
-            x = torch.randn(batch, m["input_dim"], device=device)
+            x = torch.randn(batch, m["input_dim"], device=device, dtype=dtype)
             y = torch.randint(0, m["output_dim"], (batch,), device=device)
             for xs, ys in zip(x.chunk(args.accumulate), y.chunk(args.accumulate)):
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast_bf16):

@@ -136,8 +136,23 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
                                    ": not applicable on the CPU (no caching allocator); the run trains and measures "
                                    "as the baseline does"));
     }
+    // Where a Python job of the same loop would read otherwise, measured
+    // (docs/measurements/cpu/python-differences.txt, README: Where memdiag's
+    // workloads differ from Python).
+    const bool adam = run.spec.optimizer.type != OptimizerType::kSgd && !find_remedy(run.remedies, RemedyKind::kSgd);
+    if (adam) {
+      rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
+                               "Adam/AdamW: LibTorch makes each parameter's state inside its update loop, torch.optim "
+                               "(foreach=False) makes all of it first, so the same job in Python peaks a little "
+                               "higher in its first step() (README: Where memdiag's workloads differ from Python)"));
+    }
+    if (adam && find_remedy(run.remedies, RemedyKind::kBf16)) {
+      rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
+                               "bf16 with Adam/AdamW: LibTorch's update arithmetic in bf16 differs from "
+                               "torch.optim's, so the losses drift from a Python run of the same job from the second "
+                               "step on; the memory does not (README: Where memdiag's workloads differ from Python)"));
+    }
     if (find_remedy(run.remedies, RemedyKind::kAutocastBf16)) {
-      // Measured against the same loop in Python (docs/measurements/cpu/autocast-python.txt).
       rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
                                "autocast-bf16: LibTorch's Linear multiplies by a transposed view of its weight, "
                                "which autocast does not cache; Python's nn.Linear casts the weight itself, cached "

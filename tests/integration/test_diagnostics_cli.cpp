@@ -553,3 +553,32 @@ TEST(DiagnosticsCpu, TheSequenceLengthIsASweepAxisOfTransformerCases) {
   }
   EXPECT_FALSE(exists(d.file("bad.json")));
 }
+
+// Where the same loop in Python reads otherwise (README: Where memdiag's
+// workloads differ from Python), each report says so: Adam's first step,
+// bf16 with Adam, autocast's weight copies; and only those runs.
+TEST(DiagnosticsCpu, ReportsSayWhereAPythonJobWouldReadOtherwise) {
+  TempDir d;
+  auto notes = [](const Report& r) {
+    std::string all;
+    for (const Event& e : r.events) {
+      if (e.kind == EventKind::kNote) all += e.message + "\n";
+    }
+    return all;
+  };
+  const std::string sgd = notes(run_case(d, "sgd", {"--case", "alpha", "--steps", "1"}));
+  EXPECT_EQ(sgd.find("Python"), std::string::npos) << sgd;
+  const std::string adam = notes(run_case(d, "adam", {"--case", "beta", "--steps", "1", "--batch-size-per-device", "2"}));
+  EXPECT_NE(adam.find("Adam/AdamW: LibTorch makes each parameter's state inside its update loop"), std::string::npos)
+      << adam;
+  EXPECT_EQ(adam.find("bf16"), std::string::npos) << adam;
+  const std::string bf16 = notes(run_case(d, "bf16", {"--case", "beta", "--steps", "1", "--batch-size-per-device", "2",
+                                                      "--remedy", "bf16"}));
+  EXPECT_NE(bf16.find("bf16 with Adam/AdamW"), std::string::npos) << bf16;
+  // SGD instead of AdamW: neither Adam note.
+  const std::string to_sgd = notes(run_case(d, "to-sgd", {"--case", "beta", "--steps", "1", "--batch-size-per-device", "2",
+                                                          "--remedy", "bf16+sgd"}));
+  EXPECT_EQ(to_sgd.find("Adam"), std::string::npos) << to_sgd;
+  const std::string cast = notes(run_case(d, "cast", {"--case", "alpha", "--steps", "1", "--remedy", "autocast-bf16"}));
+  EXPECT_NE(cast.find("autocast-bf16: LibTorch's Linear multiplies by a transposed view"), std::string::npos) << cast;
+}
