@@ -55,13 +55,14 @@ class Planner {
     r.steps = n;
     return made(SweepKind::kSteps, r, "steps" + std::to_string(n));
   }
-  // Another preset of the case at batch 1 (the state is per parameter, not
-  // per sample, and batch 1 keeps the larger model quick), if there is one.
   // The largest batch that fits the run's own budget, searched: what an
   // out-of-memory run cannot say. One process, so not for a launcher's
   // job; on the CPU only under a simulated limit (nothing else to search).
   std::optional<ConfirmingRun> largest_batch() {
     if (base_.world_size > 1 || (base_.device == "cpu" && !base_.memory_limit_mib)) return std::nullopt;
+    // Out of memory before any batch: no batch fits, nothing to search.
+    const std::optional<Phase> failed = p_.capacity_point.failed_phase;
+    if (failed && (*failed == Phase::kModelReady || *failed == Phase::kOptimizerReady)) return std::nullopt;
     RunSpec r = base_;
     r.find_max_batch = true;
     return made(SweepKind::kBatch, r, "max-batch");
@@ -77,6 +78,8 @@ class Planner {
     return made(SweepKind::kBatch, r, "expandable-segments");
   }
 
+  // Another preset of the case at batch 1 (the state is per parameter, not
+  // per sample, and batch 1 keeps the larger model quick), if there is one.
   std::optional<ConfirmingRun> other_preset() {
     if (!runnable()) {
       // A job of one's own has no presets: a model of another size.

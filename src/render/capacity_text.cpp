@@ -126,11 +126,14 @@ std::string describe(const CapacityPrediction& c) {
   if (c.needs_more_than_mib) {
     // Bounds only: no run completed to fit.
     const std::string failed = c.failed_phase ? std::string(to_string(*c.failed_phase)) : std::string("a phase");
+    if (a.max_batch == 0) {
+      return "within " + budget_words(c) + " not even one sample fits: " + failed + " ran out before any batch, " +
+             "needing more than " + mib(*c.needs_more_than_mib) + " (in use at the failure and the request refused)";
+    }
     return "within " + budget_words(c) + " the largest batch is below " + std::to_string(c.primary_batch) +
            ", which ran out there; batch " + std::to_string(c.primary_batch) + " needs more than " +
            mib(*c.needs_more_than_mib) + " (in use at the failure and the request refused; what " + failed +
-           " had left to make and the phases after it never ran); no run completed to fit a line to: the search "
-           "below measures it";
+           " had left to make and the phases after it never ran); no run completed to fit a line to";
   }
   if (a.max_batch == 0) {
     return "within " + budget_words(c) + " not even one sample fits: " + describe_phase_line(b) + " needs " +

@@ -444,6 +444,21 @@ TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivati
   EXPECT_NEAR(*v.capacity[0].needs_more_than_mib, 920, 1e-9);
 }
 
+TEST(OutOfMemoryVerdict, WeightsThatDoNotFitLeaveNoBatchAndNothingToSearch) {
+  OomDetails d;
+  d.request_mib = 64;
+  d.allocated_mib = 150;
+  d.reserved_mib = 150;
+  d.limit_mib = 200;
+  d.tensors = TensorCensus{150, 0, 0};
+  const Verdict v = analyse({{"w.json", oom_report(Phase::kModelReady, 0, d)}}).verdicts.at(0);
+  EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);
+  ASSERT_EQ(v.capacity.size(), 1u);
+  EXPECT_EQ(v.capacity[0].answer.max_batch, 0);
+  EXPECT_NEAR(*v.capacity[0].needs_more_than_mib, 214, 1e-9);
+  EXPECT_TRUE(v.confirm.empty());
+}
+
 TEST(OutOfMemoryVerdict, AnOomRunIsThePrimaryOfItsGroup) {
   OomDetails d;
   d.request_mib = 4;
