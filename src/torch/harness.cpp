@@ -150,7 +150,8 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
       rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
                                "bf16 with Adam/AdamW: LibTorch's update arithmetic in bf16 differs from "
                                "torch.optim's, so the losses drift from a Python run of the same job from the second "
-                               "step on; the memory does not (README: Where memdiag's workloads differ from Python)"));
+                               "step on; the memory is the same but for step()'s peak, within a fraction of a MiB (README: Where "
+                               "memdiag's workloads differ from Python)"));
     }
     if (find_remedy(run.remedies, RemedyKind::kAutocastBf16)) {
       rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
