@@ -7,7 +7,10 @@
 
 #include "memdiag/output_names.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <utility>
 
 namespace memdiag::detail {
 namespace {
@@ -88,7 +91,7 @@ class Planner {
       r.batch_size_per_device = 1;
       return made(SweepKind::kParameters, r, "");
     }
-    for (const std::string& name : presets_of(p_)) {
+    for (const std::string& name : cheapest_first()) {
       if (name == p_.config.preset) continue;
       RunSpec r = base_;
       r.preset = name;
@@ -100,6 +103,25 @@ class Planner {
 
  private:
   bool runnable() const { return p_.id.producer == kProducerDiagnostics; }
+
+  // The other presets, the smallest model first where the report gives
+  // each preset's parameters (a preset the same size as the run's would not
+  // show the state following the parameters, so it goes last); else as the
+  // report lists them.
+  std::vector<std::string> cheapest_first() const {
+    std::vector<std::string> names = presets_of(p_);
+    const auto& count = p_.case_preset_parameters;
+    const auto own = count.find(p_.config.preset);
+    if (own == count.end()) return names;
+    auto key = [&](const std::string& n) {
+      const auto it = count.find(n);
+      const std::int64_t c = it == count.end() ? std::numeric_limits<std::int64_t>::max() : it->second;
+      return std::make_pair(c == own->second, c);
+    };
+    std::stable_sort(names.begin(), names.end(),
+                     [&](const std::string& a, const std::string& b) { return key(a) < key(b); });
+    return names;
+  }
 
   ConfirmingRun made(SweepKind kind, RunSpec r, const std::string& suffix) {
     ConfirmingRun c;

@@ -199,6 +199,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.case_source = r.case_info.source;
   f.case_builtin = r.case_info.builtin;
   f.case_presets = r.case_info.presets;
+  f.case_preset_parameters = r.case_info.preset_parameters;
   f.config = r.config;
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);

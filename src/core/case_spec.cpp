@@ -271,6 +271,24 @@ std::vector<CaseSpec> list_cases(const std::vector<std::string>& dirs) {
   return out;
 }
 
+std::int64_t parameter_count(const ModelSpec& m) {
+  auto linear = [](std::int64_t in, std::int64_t out, bool bias) { return in * out + (bias ? out : 0); };
+  if (m.kind == ModelKind::kTransformer) {
+    const std::int64_t d = m.width, f = m.ffn_width, v = m.vocab;
+    // norm1, qkv, proj, norm2, up, down.
+    const std::int64_t block = 2 * d + linear(d, 3 * d, true) + linear(d, d, true) + 2 * d + linear(d, f, true) +
+                               linear(f, d, true);
+    return v * d + static_cast<std::int64_t>(m.sequence_length) * d + m.layers * block + 2 * d +
+           (m.tied_embeddings ? 0 : linear(d, v, false));
+  }
+  std::int64_t n = 0, width = m.input_dim;
+  for (int i = 0; i < m.depth; ++i) {
+    n += linear(width, m.hidden_dim, true);
+    width = m.hidden_dim;
+  }
+  return n + linear(width, m.output_dim, true);
+}
+
 std::string resolved_case_detail(const CaseSpec& c, const std::string& preset, const std::string& probe) {
   const PresetSpec& p = c.preset(preset);
   const OptimizerSpec& o = c.optimizer;

@@ -47,6 +47,7 @@ json to_json(const CaseInfo& c) {
   j["source"] = c.source;
   j["builtin"] = c.builtin;
   j["presets"] = c.presets;
+  if (!c.preset_parameters.empty()) j["preset_parameters"] = c.preset_parameters;
   return j;
 }
 

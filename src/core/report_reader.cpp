@@ -120,8 +120,15 @@ CaseInfo read_case(const JsonNode& jcase) {
     presets.expect_array();
     for (std::size_t i = 0; i < presets.size(); ++i) c.presets.push_back(presets.at(i).as_string());
   }
+  if (jcase.given("preset_parameters")) {
+    const JsonNode counts = jcase.field("preset_parameters");
+    counts.expect_object();
+    for (const auto& item : counts.raw().items()) {
+      c.preset_parameters[item.key()] = counts.field(item.key().c_str()).as_integer(0, std::int64_t{1} << 53);
+    }
+  }
   json rest = jcase.raw();
-  for (const char* k : {"name", "description", "source", "builtin", "presets"}) rest.erase(k);
+  for (const char* k : {"name", "description", "source", "builtin", "presets", "preset_parameters"}) rest.erase(k);
   c.detail_json = rest.dump();
   return c;
 }

@@ -56,7 +56,10 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
   r.case_info.description = run.spec.description;
   r.case_info.source = run.spec.source;
   r.case_info.builtin = run.spec.builtin;
-  for (const auto& kv : run.spec.presets) r.case_info.presets.push_back(kv.first);
+  for (const auto& kv : run.spec.presets) {
+    r.case_info.presets.push_back(kv.first);
+    r.case_info.preset_parameters[kv.first] = parameter_count(kv.second.model);
+  }
   r.case_info.detail_json = resolved_case_detail(run.spec, run.preset, probe.name());
   r.config = detail::config_of(run, plan, opts);
   // What the allocator runs under (the environment's settings too), read

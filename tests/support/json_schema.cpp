@@ -140,6 +140,10 @@ void walk(const J& root, const J& node, const std::string& path, std::vector<Sch
           std::vector<std::string>* open) {
   const J& s = resolve(root, node);
   if (s.contains("items")) walk(root, s["items"], path + "[]", out, open);
+  // A map (keys of the writer's choosing, values of one schema): open.
+  if (open != nullptr && s.contains("additionalProperties") && s["additionalProperties"].is_object()) {
+    open->push_back(path);
+  }
   if (!s.contains("properties")) return;
   if (open != nullptr && !(s.contains("additionalProperties") && s["additionalProperties"] == false)) {
     open->push_back(path);

@@ -82,6 +82,7 @@ Report full_report() {
   r.case_info.source = "/cases/synthetic.json";
   r.case_info.builtin = false;
   r.case_info.presets = {"small", "medium"};
+  r.case_info.preset_parameters = {{"small", 1000}, {"medium", 4000}};
   r.model.attention = "math";
   r.config.sequence_length = 256;
   r.model.vocab = 512;

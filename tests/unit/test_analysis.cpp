@@ -371,6 +371,19 @@ TEST(ConfirmingRuns, OptimizerStateAsksForAnotherPresetOnlyWhenTheCaseHasOne) {
   r.case_info.presets = {"small"};
   v = analyse({{"a.json", r}}).verdicts.at(0);
   EXPECT_TRUE(v.confirm.empty());
+  // With each preset's parameters given, the smallest other model, whatever
+  // the order the names come in; one the run's own size goes last (it
+  // would not show the state following the parameters).
+  r.config.preset = "small";
+  r.case_info.presets = {"large", "medium", "same", "small"};
+  r.case_info.preset_parameters = {{"large", 4000000}, {"medium", 1000000}, {"same", 250000}, {"small", 250000}};
+  v = analyse({{"a.json", r}}).verdicts.at(0);
+  ASSERT_EQ(v.confirm.size(), 1u);
+  EXPECT_EQ(v.confirm[0].run.preset, "medium");
+  r.config.preset = "large";
+  v = analyse({{"a.json", r}}).verdicts.at(0);
+  ASSERT_EQ(v.confirm.size(), 1u);
+  EXPECT_EQ(v.confirm[0].run.preset, "same");  // the smallest of the others
 }
 
 TEST(ConfirmingRuns, CaseNamesBecomeSafeFileNames) {

@@ -1,10 +1,12 @@
 #include "memdiag/case_spec.hpp"
 
 #include "process.hpp"
+#include "test_paths.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -178,4 +180,49 @@ TEST(CaseSpec, ATransformerIsDescribedAsDataAndCheckedByPath) {
   EXPECT_NE(with("sequence_length", 0).find("$.presets.small.model.sequence_length"), std::string::npos);
   EXPECT_NE(with("vocab", 1 << 30).find("parameters"), std::string::npos);
   EXPECT_NE(with("type", "cnn").find("$.presets.small.model.type"), std::string::npos);
+}
+
+// parameter_count from a preset's dimensions equals what the built model
+// held, for every committed report of a built-in case (CPU and H200, MLPs
+// and the transformer at several lengths) and for the tests' own cases.
+TEST(CaseSpec, ParameterCountFromDimensionsIsWhatTheBuiltModelHeld) {
+  namespace fs = std::filesystem;
+  const std::vector<std::string> dirs{std::string(MEMDIAG_SOURCE_DIR) + "/cases"};
+  int checked = 0;
+  for (const auto& dir : fs::directory_iterator(std::string(MEMDIAG_SOURCE_DIR) + "/tests/fixtures")) {
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      if (e.path().extension() != ".json") continue;
+      const Report r = memdiag::testkit::load_report(e.path().string());
+      if (!r.case_info.builtin || r.model.parameters <= 0 || r.config.preset.empty()) continue;
+      CaseSpec c;
+      try {
+        c = resolve_case(r.case_info.name, dirs);
+      } catch (const std::exception&) {
+        continue;  // a case the project no longer ships
+      }
+      if (c.presets.count(r.config.preset) == 0) continue;
+      ModelSpec m = c.preset(r.config.preset).model;
+      if (r.config.sequence_length) m.sequence_length = *r.config.sequence_length;
+      EXPECT_EQ(parameter_count(m), r.model.parameters) << e.path();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 20);
+  // The tests' own: an MLP by its layers, and the untied transformer with
+  // dropout against its H200 reports at three lengths.
+  const CaseSpec own = load_case_file(std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json");
+  EXPECT_EQ(parameter_count(own.preset("small").model),
+            (1024LL * 768 + 768) + 2 * (768LL * 768 + 768) + (768LL * 10 + 10));
+  const CaseSpec tr = load_case_file(std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own-transformer.json");
+  int lengths = 0;
+  for (const auto& e :
+       fs::directory_iterator(std::string(MEMDIAG_SOURCE_DIR) + "/docs/measurements/h200/sequence-capacity/own-math")) {
+    if (e.path().extension() != ".json") continue;
+    const Report r = memdiag::testkit::load_report(e.path().string());
+    ModelSpec m = tr.preset(r.config.preset).model;
+    m.sequence_length = r.config.sequence_length.value_or(m.sequence_length);
+    EXPECT_EQ(parameter_count(m), r.model.parameters) << e.path();
+    ++lengths;
+  }
+  EXPECT_GE(lengths, 3);
 }

@@ -43,6 +43,7 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.report->events[1].phase, Phase::kBackward);
   EXPECT_EQ(back.report->events[1].step, 2);
   EXPECT_EQ(back.report->case_info.presets, (std::vector<std::string>{"small", "medium"}));
+  EXPECT_EQ(back.report->case_info.preset_parameters, (std::map<std::string, std::int64_t>{{"small", 1000}, {"medium", 4000}}));
   EXPECT_FALSE(back.report->case_info.builtin);
   ASSERT_TRUE(back.report->capacity);
   EXPECT_EQ(back.report->capacity->tries.size(), 4u);

@@ -57,6 +57,7 @@ struct RunFeatures {
   std::string case_source;   // the case file, for commands that re-run the case
   bool case_builtin = true;  // re-run by name rather than by path
   std::vector<std::string> case_presets;  // empty when the report does not say
+  std::map<std::string, std::int64_t> case_preset_parameters;  // each preset's parameters, where the report says
   RunConfig config;
   RunStatus status = RunStatus::kComplete;
   std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)

@@ -101,6 +101,12 @@ struct CaseSpec {
   const PresetSpec& preset(const std::string& name) const;
 };
 
+// How many parameters the model has as memory_diagnostics builds it (the
+// MLP's Linear layers; the transformer's embeddings, blocks, final norm and
+// untied head), from its dimensions alone: the report lists each preset's,
+// so a suggestion can pick the cheapest other model without building one.
+std::int64_t parameter_count(const ModelSpec& m);
+
 // Throws InputError ("<source>: <json path>: <problem>").
 CaseSpec parse_case_text(const std::string& text, const std::string& source);
 CaseSpec load_case_file(const std::string& path);

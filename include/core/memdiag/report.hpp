@@ -10,6 +10,7 @@
 #include "memdiag/remedy.hpp"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -155,6 +156,9 @@ struct CaseInfo {
   std::string source;    // the case file that was read; empty when unknown
   bool builtin = false;  // asked for by name (--case alpha), not by path
   std::vector<std::string> presets;  // the presets the case offers; empty when unknown
+  // Each preset's parameter count (parameter_count), for suggestions only:
+  // the analysis orders other presets by it and never decides by it.
+  std::map<std::string, std::int64_t> preset_parameters;
   // Everything else about the resolved case (optimizer, graph lifetime,
   // model, probe) as JSON object text. Opaque on purpose: the analysis never
   // reads it, so a verdict cannot depend on a case's declared behaviour.
