@@ -127,7 +127,7 @@ TEST(ConfirmingRuns, ACaseFromAFileIsRerunFromThatFile) {
 TEST(ConfirmingRuns, AnOutOfMemoryRunBoundsWhatFitsAndTheSearchItSuggestsFindsIt) {
   const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
   for (const auto& [case_ref, batch, limit] :
-       {std::tuple<std::string, int, int>{"alpha", 8192, 60}, std::tuple<std::string, int, int>{own, 16384, 100}}) {
+       {std::tuple<std::string, int, int>{"alpha", 8192, 30}, std::tuple<std::string, int, int>{own, 4096, 50}}) {
     SCOPED_TRACE(case_ref);
     TempDir d;
     const Proc oom = run({MEMDIAG_DIAGNOSTICS_EXE, "--case", case_ref, "--device", "cpu", "-q", "--steps", "2",
