@@ -149,7 +149,7 @@ class Planner {
 // (activations' work grows with the samples); below it a step's fixed work
 // (the optimizer, the launches) does not shrink, so the report's own time
 // bounds it.
-void estimate_cost(ConfirmingRun& c, const Group& g, const RunFeatures& p) {
+void estimate_cost(ConfirmingRun& c, const std::optional<CapacityFit>& fit, const RunFeatures& p) {
   const int steps = p.config.steps > 0 ? p.config.steps : static_cast<int>(p.steps.size());
   const double batch = static_cast<double>(std::max<std::int64_t>(p.local_batch, 1));
   const std::optional<double> ms = p.ms_per_step;
@@ -157,7 +157,7 @@ void estimate_cost(ConfirmingRun& c, const Group& g, const RunFeatures& p) {
     case SweepKind::kBatch: {
       const auto b = static_cast<double>(c.run.batch_size_per_device.value_or(0));
       if (b <= 0) return;
-      if (const std::optional<CapacityFit> fit = fit_capacity(batch_points(g, p))) {
+      if (fit) {
         // Allocated, as the report's peak is: what the allocator reserved
         // beyond its tensors at the largest run's peak does not carry to
         // another batch.
@@ -200,7 +200,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
   if (d.rule == DecisionRule::kNoCompletedStep) return out;
   if (d.rule == DecisionRule::kOneStepAmbiguous) {
     out.push_back(plan.steps(3));
-    estimate_cost(out.back(), g, p);
+    estimate_cost(out.back(), std::nullopt, p);
     return out;
   }
   if (confirmed) return out;
@@ -223,7 +223,9 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
     case Cause::kAllocatorCache:
     case Cause::kFragmentation: break;
   }
-  for (ConfirmingRun& c : out) estimate_cost(c, g, p);
+  // One fit for all of them: the group's runs of the configuration.
+  const std::optional<CapacityFit> fit = out.empty() ? std::nullopt : fit_capacity(batch_points(g, p));
+  for (ConfirmingRun& c : out) estimate_cost(c, fit, p);
   return out;
 }
 
