@@ -36,6 +36,7 @@ from torch.utils.checkpoint import checkpoint_sequential
 from memdiag_warmup import warm_up
 
 MIB = 1024.0 * 1024.0
+REENTRANT = [False]  # --checkpoint reentrant: torch.utils.checkpoint's reentrant variant
 
 
 class Embed(nn.Module):
@@ -148,7 +149,7 @@ def run(report, device, record=False):
     for step in range(cfg["steps"]):
         ids = torch.randint(0, vocab, (batch, length + 1), device=device)
         xs, ys = ids[:, :length], ids[:, 1:]
-        logits = checkpoint_sequential(model, segments, xs, use_reentrant=False) if segments else model(xs)
+        logits = checkpoint_sequential(model, segments, xs, use_reentrant=REENTRANT[0]) if segments else model(xs)
         loss = F.cross_entropy(logits.float().reshape(-1, vocab), ys.reshape(-1))
         mark(samples, device, "forward", step)
         loss.backward()
@@ -239,19 +240,21 @@ def trace_diff(snapshot_path, report_path, device):
     # Where the two sequences of requests first part, in order (equal
     # multisets in a phase can still come in another order, and the order
     # decides which cached block serves a request).
-    seq_a = [e for label, _ in MARKS for e in by_phase_ours.get(label, [])]
-    seq_b = theirs[:MARKS[-1][1]] if MARKS else []
-    for i, (x, y) in enumerate(zip(seq_a, seq_b)):
-        if (x["action"], x["size"]) != (y["action"], y["size"]):
-            label = next(lab for lab, end in MARKS if end > i)
-            print(f"the sequences part at request {i} (in {label}):")
-            for j in range(max(0, i - 3), min(len(seq_b), i + 4)):
-                ya = seq_a[j] if j < len(seq_a) else None
-                print(f"    {j:6d} memdiag {ya['action'] if ya else '-':14s} {ya['size'] if ya else 0:>10d} | "
-                      f"python {seq_b[j]['action']:14s} {seq_b[j]['size']:>10d}  {where(seq_b[j])}")
-            break
-    else:
-        print("the sequences of requests are the same, in order")
+    # Each phase's requests in order, side by side, where they first part.
+    parted = 0
+    for label, _ in MARKS:
+        seq_a = by_phase_ours.get(label, [])
+        seq_b = by_phase_theirs.get(label, [])
+        for i, (x, y) in enumerate(zip(seq_a, seq_b)):
+            if (x["action"], x["size"]) != (y["action"], y["size"]):
+                parted += 1
+                print(f"{label}: the sequences part at its request {i}:")
+                for j in range(max(0, i - 2), min(len(seq_a), len(seq_b), i + 4)):
+                    print(f"    {j:6d} memdiag {seq_a[j]['action']:14s} {seq_a[j]['size']:>10d} | "
+                          f"python {seq_b[j]['action']:14s} {seq_b[j]['size']:>10d}  {where(seq_b[j])}")
+                break
+    if not parted:
+        print("the sequences of requests are the same, in order, in every phase")
     # The Python side's blocks that its history never saw made (or saw
     # freed): their sizes and where they were made.
     print("python: active blocks the history does not account for, at each mark:")
@@ -285,22 +288,27 @@ def main():
     ap.add_argument("--tolerance", type=float, default=1.0, help="MiB (default 1)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--single", help=argparse.SUPPRESS)
+    ap.add_argument("--checkpoint", choices=("non-reentrant", "reentrant"), default="non-reentrant",
+                    help="torch.utils.checkpoint's variant for checkpoint=N reports (default non-reentrant, as "
+                         "PyTorch recommends; memory_diagnostics recomputes a segment and differentiates it "
+                         "again, as the reentrant one does)")
     ap.add_argument("--trace-diff", metavar="SNAPSHOT", help="memdiag's --memory-snapshot of the report REPORT_DIR names")
     args = ap.parse_args()
     device = torch.device(args.device)
+    REENTRANT[0] = args.checkpoint == "reentrant"
     if args.trace_diff:
         return trace_diff(args.trace_diff, args.reports, device)
     if args.single:
         print(json.dumps(run(json.load(open(args.single)), device)))
         return 0
     bad = False
-    print(f"torch {torch.__version__} on {torch.cuda.get_device_name(device)}")
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name(device)}; checkpoint: {args.checkpoint}")
     print(f"{'report':44s} {'phases':>7s} {'max |d alloc| MiB':>18s} {'max |d reserved| MiB':>21s}")
     for name in sorted(f for f in os.listdir(args.reports) if f.endswith(".json")):
         path = os.path.join(args.reports, name)
         report = json.load(open(path))
         out = subprocess.run([sys.executable, os.path.abspath(__file__), args.reports, "--device", args.device,
-                              "--single", path], check=True, capture_output=True, text=True).stdout
+                              "--checkpoint", args.checkpoint, "--single", path], check=True, capture_output=True, text=True).stdout
         theirs = json.loads(out.strip().splitlines()[-1])
         if theirs is None:
             print(f"{name:44s} skipped (not a transformer report this script rebuilds)")

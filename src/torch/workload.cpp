@@ -109,7 +109,11 @@ class AddmmInBackward : public torch::autograd::Function<AddmmInBackward> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::Tensor x = ctx->get_saved_variables()[0];
-    (void)torch::addmm(torch::zeros({x.size(0)}, x.options()), x, torch::ones_like(x).t());
+    // Made in Python's order (the compiler may make a call's arguments
+    // right to left): the bias, then the ones.
+    const torch::Tensor bias = torch::zeros({x.size(0)}, x.options());
+    const torch::Tensor ones = torch::ones_like(x);
+    (void)torch::addmm(bias, x, ones.t());
     return {grads[0]};
   }
 };
@@ -122,8 +126,19 @@ void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, R
     torch::Tensor x = torch::randn({64, 64}, opts).requires_grad_(true);
     torch::Tensor w = torch::randn({64, 64}, opts).requires_grad_(true);
     torch::Tensor bias = torch::randn({64}, opts).requires_grad_(true);
-    torch::addmm(bias, x, w.t()).sum().backward();
-    AddmmInBackward::apply(torch::ones({64, 64}, opts).requires_grad_(true)).sum().backward();
+    // One statement each for the product's sum and its backward: a C++
+    // temporary lives to the end of its statement, and Python (the Python
+    // recorder's warm-up, the cross-checks') frees the product before
+    // backward runs. The same requests in the same order leave the same
+    // cached blocks.
+    {
+      const torch::Tensor s = torch::addmm(bias, x, w.t()).sum();
+      s.backward();
+    }
+    {
+      const torch::Tensor s = AddmmInBackward::apply(torch::ones({64, 64}, opts).requires_grad_(true)).sum();
+      s.backward();
+    }
   }
   const double after = probe.read().allocated_mib;
   std::string message =
