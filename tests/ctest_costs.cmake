@@ -13,7 +13,8 @@ foreach(_memdiag_cost
     "EveryCase/CapacityModel.APredictionFromOneRunIsWithinTwoPercentOfTheSearch/beta  # GetParam() = beta=22"
     "DiagnosticsCpu.BadValuesGiveOneLineExit2AndWriteNothing=16"
     "Sweeps.ThePlanInOneProcessEqualsSeparateProcesses=15"
-    "Gloo/ShardingAtWorld.EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays/world4  # GetParam() = world4=15")
+    "Gloo/ShardingAtWorld.EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays/world4  # GetParam() = world4=15"
+    "Sharding.AModelWhoseWeightsExceedTheDeviceTrainsUnderZeroThree=15")
   string(REGEX REPLACE "=[0-9]+$" "" _memdiag_name "${_memdiag_cost}")
   string(REGEX REPLACE "^.*=" "" _memdiag_seconds "${_memdiag_cost}")
   set_tests_properties("${_memdiag_name}" PROPERTIES COST ${_memdiag_seconds})

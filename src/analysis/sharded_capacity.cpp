@@ -15,8 +15,9 @@
 //   reduce-scatter, in backward;
 // - ZeRO-3: also one unit's gathered weights in backward, two units in
 //   forward (the gathered buffer and the collective's staging), and at
-//   model_ready the whole model, which each rank builds before sharding it,
-//   plus one unit's buffer and the slices kept so far.
+//   model_ready the slices kept so far and the unit being made: the model
+//   is built in host memory and goes to the device a unit at a time, so
+//   its whole weights never need to fit one device.
 // A unit is taken as the largest module that holds parameters
 // (model.largest_module_bytes); without it the answer says so.
 #include "internal.hpp"
@@ -38,8 +39,7 @@ CapacityFit for_mode(const CapacityFit& single, ParallelMode mode, int n, double
     if (l.tensors) {
       TensorCensus t = *l.tensors;
       const bool ready = l.phase == Phase::kSetup || l.phase == Phase::kModelReady || l.phase == Phase::kOptimizerReady;
-      // At model_ready ZeRO-3 still holds the whole model it built.
-      if (d.shards_parameters && !(l.phase == Phase::kModelReady)) t.parameters_mib *= share;
+      if (d.shards_parameters) t.parameters_mib *= share;
       if (d.shards_gradients) t.gradients_mib *= share;
       if (d.shards_optimizer_state) t.optimizer_state_mib *= share;
       add += fixed_mib(t) - fixed_mib(*l.tensors);
@@ -50,11 +50,15 @@ CapacityFit for_mode(const CapacityFit& single, ParallelMode mode, int n, double
       // Units in flight, as measured over Gloo on the CPU (beta, world 2
       // and 4: backward's peak to the MiB): a unit's full gradients and
       // their flat copy in backward; under ZeRO-3 also its gathered weights
-      // (and in forward the gather's own staging copy); at model_ready the
-      // unit being flattened and the slices already kept.
+      // (and in forward the gather's own staging copy); at model_ready,
+      // under ZeRO-3, the unit being made beside the slices already kept
+      // (ZeRO-2 makes each unit's buffer straight from the host's copy).
       // Backward's start (the last unit's gradients being made) holds one
       // unit of gradients; its end, where each unit is flattened and
-      // reduce-scattered, two.
+      // reduce-scattered, two. A deep stack of small units (48 of 1 MiB)
+      // holds the flat copy too while almost every activation is still
+      // live: one unit more than this counts (tests/cases/too-large.json:
+      // 115 predicted at 36 MiB over four ranks, 112 the largest to train).
       const double grads_in_flight = l.piece == PhaseLine::Piece::kStart ? 1 : 2;
       if (d.shards_gradients && l.phase == Phase::kBackward) add += grads_in_flight * *unit;
       if (d.shards_parameters && l.phase == Phase::kBackward) add += *unit;
@@ -65,7 +69,7 @@ CapacityFit for_mode(const CapacityFit& single, ParallelMode mode, int n, double
         add += state_per_parameter * *unit;
       }
       if (d.shards_parameters && l.phase == Phase::kForward) add += 2 * *unit;
-      if (l.phase == Phase::kModelReady && d.shards_gradients) add += *unit + (d.shards_parameters ? p_mib * share : 0);
+      if (l.phase == Phase::kModelReady && d.shards_parameters) add += *unit;
     }
     l.fixed_mib = std::max(0.0, l.fixed_mib + add);
   }
@@ -94,6 +98,8 @@ std::vector<ShardedCapacity> predict_sharded_capacity(const Group& g, const RunF
         c.answer = predict_max_batch(for_mode(*fit, mode, n, p.parameter_mib, unit), budget, /*apply_bounds=*/false);
         c.model_state_mib = model_state_per_rank(mode, p.parameter_mib, k, n);
         c.unit_mib = unit;
+        c.parameter_mib = p.parameter_mib;
+        c.weights_fit_budget = p.parameter_mib <= budget;
         out.push_back(std::move(c));
       }
     }

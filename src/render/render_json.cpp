@@ -320,7 +320,9 @@ json sharded_capacity_json(const Verdict& v) {
                    {"max_batch", c.answer.max_batch},
                    {"binding", line_json(c.answer.binding)},
                    {"model_state_mib", c.model_state_mib},
-                   {"unit_mib", opt(c.unit_mib)}});
+                   {"unit_mib", opt(c.unit_mib)},
+                   {"parameter_mib", c.parameter_mib},
+                   {"weights_fit_budget", c.weights_fit_budget}});
   }
   return out;
 }

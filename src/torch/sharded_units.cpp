@@ -24,36 +24,43 @@ void resize_storage_bytes(const torch::Tensor& t, std::size_t bytes) {
 }
 
 ShardedUnits::ShardedUnits(const std::vector<std::vector<torch::Tensor>>& units, Communicator& comm,
-                           bool shard_parameters)
+                           bool shard_parameters, const torch::TensorOptions& target)
     : comm_(comm), shard_parameters_(shard_parameters) {
   torch::NoGradGuard no_grad;
   const std::int64_t world = comm.world_size();
+  const auto options = target.requires_grad(false);
   for (const std::vector<torch::Tensor>& params : units) {
     Unit u;
     u.params = params;
-    for (const torch::Tensor& p : params) u.numel += p.numel();
-    u.padded = (u.numel + world - 1) / world * world;
-    const auto options = params.front().options().requires_grad(false);
-    u.full = torch::zeros({u.padded}, options);
-    std::int64_t at = 0;
-    for (torch::Tensor p : u.params) {
+    for (const torch::Tensor& p : params) {
       if (p.scalar_type() != params.front().scalar_type()) throw Error("a sharded unit's parameters differ in dtype");
-      torch::Tensor view = u.full.narrow(0, at, p.numel());
-      view.copy_(p.reshape({-1}));
+      u.numel += p.numel();
+    }
+    u.padded = (u.numel + world - 1) / world * world;
+    u.full = torch::empty({u.padded}, options);
+    u.full.narrow(0, u.numel, u.padded - u.numel).zero_();
+    std::int64_t at = 0;
+    for (const torch::Tensor& p : u.params) {
+      u.full.narrow(0, at, p.numel()).copy_(p.reshape({-1}));
+      at += p.numel();
+    }
+    // Every rank starts from rank 0's weights.
+    std::vector<torch::Tensor> whole{u.full};
+    comm.broadcast(whole, 0);
+    at = 0;
+    for (torch::Tensor p : u.params) {
       // The parameter (the same variable the module and autograd hold) now
-      // reads and writes the unit's buffer.
-      p.set_data(view.view(p.sizes()));
+      // reads and writes the unit's buffer; its host copy goes.
+      p.set_data(u.full.narrow(0, at, p.numel()).view(p.sizes()));
       at += p.numel();
     }
     const std::int64_t slice = u.padded / world;
     torch::Tensor mine = u.full.narrow(0, comm.rank() * slice, slice);
     // ZeRO-2 steps the slice in place in the whole weights; ZeRO-3 keeps it
-    // apart and frees the rest.
+    // apart and frees the rest before the next unit is made.
     u.shard = (shard_parameters ? mine.clone() : mine.detach()).requires_grad_(true);
     units_.push_back(std::move(u));
-  }
-  if (shard_parameters_) {
-    for (std::size_t i = 0; i < units_.size(); ++i) release(i);
+    if (shard_parameters_) release(units_.size() - 1);
   }
 }
 

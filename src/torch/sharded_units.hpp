@@ -24,8 +24,15 @@ namespace memdiag {
 
 class ShardedUnits {
  public:
-  // units: each unit's parameters, in the order forward runs them.
-  ShardedUnits(const std::vector<std::vector<torch::Tensor>>& units, Communicator& comm, bool shard_parameters);
+  // units: each unit's parameters, in the order forward runs them, where
+  // the model was built (the host). Each unit in turn is copied into a
+  // flat buffer made with `target` (the run's device and dtype), rank 0's
+  // copy broadcast, and, under ZeRO-3, freed before the next unit, so a
+  // rank never holds more than its slices and one unit's weights: a model
+  // whose weights do not fit one device can still train sharded, as FSDP
+  // materialises a model built on the host or the meta device.
+  ShardedUnits(const std::vector<std::vector<torch::Tensor>>& units, Communicator& comm, bool shard_parameters,
+               const torch::TensorOptions& target);
 
   std::size_t size() const { return units_.size(); }
   // The optimizer's parameters: this rank's flat slice of each unit.

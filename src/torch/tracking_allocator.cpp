@@ -33,12 +33,23 @@ void raise_peak(std::int64_t now) {
   }
 }
 
+// Allocations made on a thread inside a HostStaging scope: the host's.
+thread_local int t_staging = 0;
+
+// The header holds the size and whether it was counted, so one deleter
+// (also the raw deleter, which gets no context) frees both kinds.
+struct Header {
+  std::size_t bytes;
+  bool counted;
+};
+static_assert(sizeof(Header) <= kHeader, "the header fits its slot");
+
 void tracked_free(void* data) {
   if (data == nullptr) return;
   char* base = static_cast<char*>(data) - kHeader;
-  std::size_t n;
-  std::memcpy(&n, base, sizeof n);
-  g_current.fetch_sub(static_cast<std::int64_t>(n), std::memory_order_relaxed);
+  Header h;
+  std::memcpy(&h, base, sizeof h);
+  if (h.counted) g_current.fetch_sub(static_cast<std::int64_t>(h.bytes), std::memory_order_relaxed);
   std::free(base);
 }
 
@@ -48,6 +59,15 @@ class Allocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) override {
     if (n == 0) return {nullptr, nullptr, &tracked_free, c10::Device(c10::DeviceType::CPU)};
+    if (t_staging > 0) {
+      void* base = nullptr;
+      TORCH_CHECK_WITH(OutOfMemoryError, posix_memalign(&base, kAlign, n + kHeader) == 0 && base != nullptr,
+                       "host out of memory: tried to allocate ", n, " bytes");
+      const Header h{n, false};
+      std::memcpy(base, &h, sizeof h);
+      void* data = static_cast<char*>(base) + kHeader;
+      return {data, data, &tracked_free, c10::Device(c10::DeviceType::CPU)};
+    }
     const auto want = static_cast<std::int64_t>(n);
     const std::int64_t limit = g_limit.load(std::memory_order_relaxed);
     const std::int64_t now = g_current.fetch_add(want, std::memory_order_relaxed) + want;
@@ -72,7 +92,8 @@ class Allocator final : public c10::Allocator {
                   "out-of-memory");
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory: tried to allocate ", n, " bytes");
     }
-    std::memcpy(base, &n, sizeof n);
+    const Header h{n, true};
+    std::memcpy(base, &h, sizeof h);
     raise_peak(now);
     void* data = static_cast<char*>(base) + kHeader;
     // Context must equal data: LibTorch's raw_allocate asserts it.
@@ -87,6 +108,9 @@ class Allocator final : public c10::Allocator {
 };
 
 }  // namespace
+
+HostStaging::HostStaging() { ++t_staging; }
+HostStaging::~HostStaging() { --t_staging; }
 
 CpuTrackingAllocator& CpuTrackingAllocator::install() {
   // Leaked on purpose: tensors freed during static destruction still need

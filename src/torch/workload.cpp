@@ -2,6 +2,7 @@
 
 #include "memdiag/probes.hpp"
 #include "memdiag/tensor_census.hpp"
+#include "memdiag/tracking_allocator.hpp"
 #include "memdiag/autocast_guard.hpp"
 #include "memdiag/checkpoint.hpp"
 #include "memdiag/memory_snapshot.hpp"
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace memdiag {
@@ -165,7 +167,14 @@ class Training {
 
   void model_ready() {
     enter(Phase::kModelReady);
-    model_ = build_model(mspec_);
+    // ZeRO-2/3 take the model to the device a unit at a time from where it
+    // was built (host memory: on the CPU outside the simulated device).
+    const bool by_unit = o_.comm != nullptr && definition(o_.mode).shards_gradients;
+    {
+      std::optional<HostStaging> host;
+      if (by_unit) host.emplace();
+      model_ = build_model(mspec_);
+    }
     // The model's size as built, read from its tensors (before the move, so
     // a report of weights that did not fit the device still has it) rather
     // than from a formula that restates the architecture.
@@ -187,14 +196,19 @@ class Training {
       info.vocab = mspec_.vocab;
       info.layers = mspec_.layers;
     }
-    model_->to(o_.device, model_dtype(mspec_));
+    if (by_unit) {
+      shard_units();
+      torch::NoGradGuard no_grad;
+      for (torch::Tensor b : model_->buffers()) b.set_data(b.to(o_.device));
+    } else {
+      model_->to(o_.device, model_dtype(mspec_));
+    }
     params_ = model_->parameters();
-    if (o_.comm != nullptr) {
-      // Every rank starts from rank 0's weights.
+    if (o_.comm != nullptr && !by_unit) {
+      // Every rank starts from rank 0's weights (the units broadcast theirs).
       torch::NoGradGuard no_grad;
       o_.comm->broadcast(params_, 0);
     }
-    if (o_.comm != nullptr && definition(o_.mode).shards_gradients) shard_units();
     rec_.mark(Phase::kModelReady, census());
   }
 
@@ -379,7 +393,8 @@ class Training {
       for (torch::Tensor& p : params) units.back().push_back(p);
       unit_of_child_.push_back(units.size() - 1);
     }
-    units_ = std::make_unique<ShardedUnits>(units, *o_.comm, definition(o_.mode).shards_parameters);
+    units_ = std::make_unique<ShardedUnits>(units, *o_.comm, definition(o_.mode).shards_parameters,
+                                            torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_)));
     reduced_.assign(units_->size(), false);
     // A head tied to the token embedding reads the first unit's weight:
     // that unit is gathered with the last one, in forward and backward.

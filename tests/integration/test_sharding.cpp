@@ -6,6 +6,7 @@
 // sharding hold per rank.
 #include "launch.hpp"
 #include "memdiag/exit_code.hpp"
+#include "memdiag/format.hpp"
 #include "memdiag/parallelism.hpp"
 #include "process.hpp"
 
@@ -322,4 +323,55 @@ TEST(Sharding, ThePerRankCapacityOfEachModeIsWhatRunsFind) {
   EXPECT_GE(beta.at("zero3"), 8);
   EXPECT_EQ(run_at(d, 4, "beta", "ddp", 1, 300), to_int(ExitCode::kOom));
   EXPECT_EQ(run_at(d, 4, "beta", "zero3", 8, 300), 0);
+}
+
+// A model whose whole weights exceed the device (the tests' own 48-layer MLP:
+// 48.13 MiB of weights, a 36 MiB limit per rank) trains under ZeRO-3 over
+// four ranks, because each unit goes from the host to the device on its own
+// and only a rank's slices stay; the what-if from a single-rank run says
+// so, every mode that keeps the weights whole fits nothing, and a
+// replicated rank runs out at model_ready.
+TEST(Sharding, AModelWhoseWeightsExceedTheDeviceTrainsUnderZeroThree) {
+  using namespace sharding_test;
+  TempDir d;
+  const std::string big = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/too-large.json";
+  const int budget = 36;
+  ASSERT_EQ(run({kExe, "--device", "cpu", "-q", "--case", big, "--steps", "2", "-o", d.file("one.json")}).exit_code, 0);
+  const Report one = load_report(d.file("one.json"));
+  const double p = one.model.parameter_bytes / (1024.0 * 1024.0);
+  const double unit = *one.model.largest_module_bytes / (1024.0 * 1024.0);
+  ASSERT_GT(p, budget);
+  const std::map<std::string, std::int64_t> batch = predicted({d.file("one.json")}, budget, 4);
+  EXPECT_EQ(batch.at("ddp"), 0);
+  EXPECT_EQ(batch.at("zero1"), 0);
+  EXPECT_EQ(batch.at("zero2"), 0);
+  const std::int64_t b = batch.at("zero3");
+  ASSERT_GT(b, 0);
+  const Proc text = run({MEMDIAG_COMPARE_EXE, "--budget-mib", std::to_string(budget), "--world-size", "4", d.file("one.json")});
+  EXPECT_NE(text.out.find("the whole weights (" + format_mib(p) + " MiB) exceed the budget"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("zero3 over 4 ranks holds"), std::string::npos) << text.out;
+
+  // A batch 3% below the prediction trains as the replicated run does,
+  // within the limit (the what-if counts one unit of gradients at
+  // backward's start, where 48 small units hold a unit's flat copy too:
+  // predicted 115, the largest that trains 112), and 5% above it runs out.
+  const std::int64_t fits = static_cast<std::int64_t>(std::floor(b * 0.97));
+  const std::vector<std::string> args = {"--case", big, "--steps", "2", "--batch-size-per-device", std::to_string(fits)};
+  std::vector<std::string> limited = args;
+  limited.insert(limited.end(), {"--shard=parameters", "--memory-limit-mib", std::to_string(budget)});
+  const std::vector<Report> fsdp = run_world(d, 4, "zero3", limited);
+  const std::vector<Report> rep = run_world(d, 4, "ddp", args);
+  expect_same_training(fsdp, rep);
+  for (const Report& r : fsdp) {
+    // Never the whole model on a rank: its slices and the unit being made.
+    EXPECT_LE(sample_at(r, Phase::kModelReady).peak_allocated_mib, p / 4 + unit + 0.5) << "rank " << r.config.parallel.rank;
+    for (const Sample& s : r.samples) EXPECT_LE(s.peak_allocated_mib, budget);
+  }
+  EXPECT_EQ(run_at(d, 4, big, "zero3", static_cast<std::int64_t>(std::ceil(b * 1.05)) + 1, budget), to_int(ExitCode::kOom));
+  // A replicated rank cannot even hold the weights.
+  EXPECT_EQ(run_at(d, 4, big, "ddp", 1, budget), to_int(ExitCode::kOom));
+  const Report ddp = load_report(d.file("ddp-n4-b1-0.json"));
+  bool at_model_ready = false;
+  for (const Event& e : ddp.events) at_model_ready = at_model_ready || (e.kind == EventKind::kOom && e.phase == Phase::kModelReady);
+  EXPECT_TRUE(at_model_ready);
 }

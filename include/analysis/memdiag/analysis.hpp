@@ -365,6 +365,10 @@ struct ShardedCapacity {
   CapacityAnswer answer;         // max_batch is per rank
   double model_state_mib = 0;    // model_state_per_rank for the mode
   std::optional<double> unit_mib;  // the largest module, as in flight (absent: not recorded)
+  double parameter_mib = 0;        // the whole model's weights
+  // Whether the whole weights fit the budget: where they do not, only a
+  // mode that shards the weights (ZeRO-3) can hold the model at all.
+  bool weights_fit_budget = true;
 };
 
 // A run that would settle what the reports given cannot: a batch, preset or

@@ -7,6 +7,19 @@
 
 namespace memdiag {
 
+// While one lives, CPU tensors this thread allocates are the host's and not
+// the simulated device's: counted nowhere and never refused by the limit
+// (freed like any other). On the CPU the tracking allocator stands for the
+// device, so this is where a model is built before it is copied onto the
+// device a unit at a time, as on CUDA, where it is built in host memory.
+class HostStaging {
+ public:
+  HostStaging();
+  ~HostStaging();
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+};
+
 class CpuTrackingAllocator {
  public:
   // Registers the allocator with c10 (once per process; later calls return the
