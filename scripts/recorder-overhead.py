@@ -9,12 +9,15 @@ In one process per workload: the model is built once and warmed up; then
 rounds of loops of --steps steps each, plain and recorded in several ways,
 each timed from the first forward to a device synchronisation after the last
 step (inside the recording block: starting and ending a recording, paid once
-per job, is timed apart as start+end). Printed: the medians and their
-overhead against the plain loop for the default settings (the recorder never
-waits for the device), without the tensor census, with a wait at each step's
+per job, is timed apart as start+end). Printed: the medians, and each mode's
+overhead as the median over rounds of its time against the plain loop of the
+same round, every step recorded (the recorder never waits for the device),
+without the tensor census, with a wait at each step's
 end (sync="step"), without NVML's per-process query, bare (neither census
 nor NVML), and sampling one step in 10 (every=10); the recorder's own host
-time per step as its report gives it, with and without the census. Where a
+time per step as its report gives it, with and without the census; then, for
+the MLPs, a job of --long-steps steps at the recorder's defaults (every step
+of the first 100, then one in 100) and bare, against a plain loop as long. Where a
 loop is bound by the device that host time hides behind the device's work;
 where it is bound by launches, it is what the loop pays.
 """
@@ -107,7 +110,10 @@ def one(name, args):
         "bare": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), False, "none", False),
         "every 10": lambda n: _recorded(model, opt, loop, n, os.path.join(out, "r.json"), True, every=10),
     }
+    long_steps = args.long_steps if name != "resnet50" else 0
     times = {k: [] for k in modes}
+    ratios = {k: [] for k in modes}
+    long_ratios = {"defaults": [], "bare": []}
     fixed, host = [], {"recorded": [], "no census": []}
     for _ in range(args.rounds):
         for k, fn in modes.items():
@@ -116,18 +122,39 @@ def one(name, args):
                 fixed.append(_recorded.fixed_ms)
             if k in host:
                 host[k].append(_recorded.host_us)
+        # Each mode against the plain loop of its own round: the host's
+        # speed drifts between rounds by more than the overheads measured.
+        for k in modes:
+            ratios[k].append(times[k][-1] / times["plain"][-1])
+        if long_steps:
+            # A long job at the recorder's defaults (every step of the first
+            # 100, then one in 100), and bare, each against a plain loop of
+            # the same length.
+            plain = timed(device, loop, long_steps)
+            long_ratios["defaults"].append(_recorded(model, opt, loop, long_steps, os.path.join(out, "r.json"), True,
+                                                     every=None) / plain)
+            long_ratios["bare"].append(_recorded(model, opt, loop, long_steps, os.path.join(out, "r.json"), False,
+                                                 "none", False, every=None) / plain)
     med = {k: statistics.median(v) for k, v in times.items()}
+
+    def over(k):
+        return (statistics.median(ratios[k]) - 1) * 100
+
+    def over_long(k):
+        return (statistics.median(long_ratios[k]) - 1) * 100 if long_ratios[k] else float("nan")
+
     return {"workload": label, **{k: med[k] for k in med},
-            "overhead": (med["recorded"] / med["plain"] - 1) * 100,
-            "overhead_no_census": (med["no census"] / med["plain"] - 1) * 100,
-            "overhead_sync_phase": (med["sync per phase"] / med["plain"] - 1) * 100,
-            "overhead_no_nvml": (med["no NVML"] / med["plain"] - 1) * 100,
-            "overhead_bare": (med["bare"] / med["plain"] - 1) * 100,
-            "overhead_every10": (med["every 10"] / med["plain"] - 1) * 100, "start_end_ms": statistics.median(fixed),
+            "overhead": over("recorded"), "overhead_no_census": over("no census"),
+            "overhead_sync_phase": over("sync per phase"), "overhead_no_nvml": over("no NVML"),
+            "overhead_bare": over("bare"), "overhead_every10": over("every 10"),
+            "overhead_long_defaults": over_long("defaults"), "overhead_long_bare": over_long("bare"),
+            "start_end_ms": statistics.median(fixed),
             "host_us": statistics.median(host["recorded"]), "host_us_no_census": statistics.median(host["no census"])}
 
 
 def _recorded(model, opt, loop, steps, path, census, sync="none", process_memory=True, every=1):
+    # every=1: every step recorded (the short loops' modes); None: the
+    # recorder's default.
     """ms per step of the loop inside the block: starting and ending a
     recording (the warm-up, the report's writing) is paid once per job and
     timed apart (the 'start+end' column)."""
@@ -151,6 +178,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--preset", default=None, help="the MLP cases' preset (default: each case's)")
     ap.add_argument("--cases", default="alpha,beta,gamma,resnet50")
+    ap.add_argument("--long-steps", type=int, default=1000,
+                    help="a long job's steps at the recorder's defaults and bare, per round (the MLPs; 0: none)")
     ap.add_argument("--single", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.single:
@@ -160,10 +189,10 @@ def main():
     print(f"torch {torch.__version__} on {name}; {args.steps} steps x {args.rounds} rounds, medians")
     print(f"{'workload':28s} {'plain ms/step':>13s} {'recorded':>9s} {'overhead':>9s} {'no census':>10s} {'overhead':>9s} "
           f"{'sync/step':>10s} {'overhead':>9s} {'no NVML':>9s} {'bare':>9s} {'start+end ms':>12s} "
-          f"{'host us/step':>12s} {'(no census)':>11s} {'every 10':>9s}")
+          f"{'host us/step':>12s} {'(no census)':>11s} {'every 10':>9s} {'long: defaults':>14s} {'bare':>7s}")
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device,
-               "--steps", str(args.steps), "--rounds", str(args.rounds)] + (["--preset", args.preset] if args.preset else [])
+               "--steps", str(args.steps), "--rounds", str(args.rounds), "--long-steps", str(args.long_steps)] + (["--preset", args.preset] if args.preset else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(f"{case:28s} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
@@ -172,7 +201,8 @@ def main():
         print(f"{r['workload']:28s} {r['plain']:13.3f} {r['recorded']:9.3f} {r['overhead']:8.1f}% "
               f"{r['no census']:10.3f} {r['overhead_no_census']:8.1f}% {r['sync per phase']:10.3f} "
               f"{r['overhead_sync_phase']:8.1f}% {r['overhead_no_nvml']:8.1f}% {r['overhead_bare']:8.1f}% {r['start_end_ms']:12.1f} "
-              f"{r['host_us']:12.0f} {r['host_us_no_census']:11.0f} {r['overhead_every10']:8.1f}%")
+              f"{r['host_us']:12.0f} {r['host_us_no_census']:11.0f} {r['overhead_every10']:8.1f}% "
+              f"{r['overhead_long_defaults']:13.1f}% {r['overhead_long_bare']:6.1f}%")
     return 0
 
 
