@@ -22,6 +22,28 @@
 namespace memdiag {
 namespace {
 
+// A Linear layer as Python's nn.Linear runs it: ATen's linear, which for a
+// contiguous [batch, length, width] input flattens it and makes one addmm
+// (ViewBackward, AddmmBackward in the graph). torch::nn::Linear's forward
+// (the C++ API's functional linear) makes a matmul and adds the bias in
+// place instead (MmBackward, UnsafeViewBackward, AddBackward): the same
+// sums, but another graph, whose backward the engine runs in another order
+// and whose gradients land in other cached blocks (2-7 MiB of allocated
+// apart from Python on the H200 from step 0's step() on, with the math
+// kernel).
+torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) {
+  return torch::linear(x, l->weight, l->bias);
+}
+
+// A Python float in an operation: a 0-dim CPU tensor marked as a wrapped
+// number (it takes the other operand's dtype), so `t * scale` is
+// mul.Tensor (MulBackward0) as in Python, not mul.Scalar.
+torch::Tensor python_scalar(double v) {
+  torch::Tensor t = torch::scalar_tensor(v, torch::kDouble);
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
 // Tokens [batch, length] (int64) -> hidden states [batch, length, width].
 struct EmbedImpl : torch::nn::Module {
   EmbedImpl(const ModelSpec& m, int length)
@@ -76,7 +98,7 @@ struct BlockImpl : torch::nn::Module {
   torch::Tensor attention(const torch::Tensor& x) {
     const std::int64_t b = x.size(0), t = x.size(1), w = x.size(2), d = w / heads;
     // [b, t, 3, heads, d] -> three of [b, heads, t, d]
-    const auto parts = qkv(x).view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
+    const auto parts = linear(qkv, x).view({b, t, 3, heads, d}).permute({2, 0, 3, 1, 4}).unbind(0);
     const torch::Tensor &q = parts[0], &k = parts[1], &v = parts[2];
     const double p = is_training() ? dropout_p : 0.0;
     // Locals of the function, as in a Python forward: the masked scores
@@ -89,7 +111,7 @@ struct BlockImpl : torch::nn::Module {
       case AttentionKernel::kMath: {
         // Spelt out: the scores' softmax, [b, heads, t, t], is kept for
         // backward.
-        scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(d)));
+        scores = torch::matmul(q, k.transpose(-2, -1)) * python_scalar(1.0 / std::sqrt(static_cast<double>(d)));
         future = torch::ones({t, t}, x.options().dtype(torch::kBool)).triu(1);
         scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
         probs = torch::softmax(scores, -1);
@@ -101,12 +123,12 @@ struct BlockImpl : torch::nn::Module {
         out = at::scaled_dot_product_attention(q, k, v, {}, p, /*is_causal=*/true);
         break;
     }
-    return dropout(proj(out.transpose(1, 2).reshape({b, t, w})));
+    return dropout(linear(proj, out.transpose(1, 2).reshape({b, t, w})));
   }
 
   torch::Tensor forward(torch::Tensor x) {
     x = x + attention(norm1(x));
-    return x + dropout(down(torch::gelu(up(norm2(x)))));
+    return x + dropout(linear(down, torch::gelu(linear(up, norm2(x)))));
   }
 
   std::int64_t heads;
@@ -131,7 +153,7 @@ struct HeadImpl : torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {
     const torch::Tensor h = norm(x);
-    return out ? out(h) : torch::matmul(h, tied_weight.t());
+    return out ? linear(out, h) : torch::matmul(h, tied_weight.t());
   }
   torch::nn::LayerNorm norm;
   torch::nn::Linear out{nullptr};
