@@ -58,6 +58,29 @@ TEST(TrackingAllocator, LimitRaisesTheSameErrorAsCuda) {
   EXPECT_NO_THROW(torch::empty({2 << 20}, torch::kByte));
 }
 
+// What HostStaging allocates is the host's: not counted, not refused by the
+// limit, and freed without touching the count (also after the scope, and
+// with the raw deleter's path); what is allocated after it counts again.
+TEST(TrackingAllocator, HostStagingIsOutsideTheSimulatedDevice) {
+  CpuTrackingAllocator& a = CpuTrackingAllocator::install();
+  const std::int64_t before = a.current_bytes();
+  a.set_limit(before + (1 << 20));
+  torch::Tensor host;
+  {
+    HostStaging staging;
+    host = torch::empty({4 << 20}, torch::kByte);  // beyond the limit, and not refused
+    EXPECT_EQ(a.current_bytes(), before);
+  }
+  torch::Tensor device = torch::empty({1 << 19}, torch::kByte);
+  EXPECT_EQ(a.current_bytes() - before, 1 << 19);
+  EXPECT_THROW(torch::empty({1 << 20}, torch::kByte), c10::OutOfMemoryError);
+  host = torch::Tensor();  // freed outside the scope: the count does not move
+  EXPECT_EQ(a.current_bytes() - before, 1 << 19);
+  device = torch::Tensor();
+  EXPECT_EQ(a.current_bytes(), before);
+  a.set_limit(std::nullopt);
+}
+
 TEST(CpuProbe, ReportsNullForWhatTheCpuDoesNotHave) {
   auto probe = make_cpu_probe();
   const ProbeReading r = probe->read();
