@@ -479,7 +479,7 @@ class Recorder:
             params = self._params_cache = self._parameters()
         last = self._last_census
         if last is None or phase is None:
-            self._state_entries = tuple(len(st) for opt in self.optimizers for st in _census.optimizer_states(opt))
+            self._state_entries = self._optimizer_state_entries()
             c = {"parameters_mib": _census.parameters_mib(params, kind),
                  "gradients_mib": _census.gradients_mib(params, kind),
                  "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
@@ -491,13 +491,17 @@ class Recorder:
                 # A parameter's state is made once, at its first update, and
                 # then updated in place: recounted only where parameters with
                 # state came or went (a count is 32 us for beta's 10 on the H200).
-                entries = tuple(len(st) for opt in self.optimizers for st in _census.optimizer_states(opt))
+                entries = self._optimizer_state_entries()
                 if entries != self._state_entries:
                     c["optimizer_state_mib"] = _census.optimizer_state_mib(self.optimizers, kind)
                     self._state_entries = entries
         if phase is not None:
             self._last_census = c
         return dict(c)
+
+    def _optimizer_state_entries(self):
+        """How many parameters have state, per optimizer state dict."""
+        return tuple(len(st) for opt in self.optimizers for st in _census.optimizer_states(opt))
 
     def _parameters(self):
         seen, out = set(), []

@@ -92,9 +92,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
           p.local_batch > 0) {
         c.answer.budget_mib = budget;
         // Before the first batch (the model, the optimizer) no batch fits.
-        const bool before_batch =
-            oom.failed_phase && (*oom.failed_phase == Phase::kModelReady || *oom.failed_phase == Phase::kOptimizerReady);
-        c.answer.max_batch = before_batch ? 0 : p.local_batch - 1;
+        c.answer.max_batch = oom.failed_phase && is_setup_phase(*oom.failed_phase) ? 0 : p.local_batch - 1;
         c.answer.capped_by_oom = p.local_batch;
         c.answer.extrapolation = 0;
         if (oom.failed_phase) c.answer.binding.phase = *oom.failed_phase;

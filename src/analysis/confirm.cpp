@@ -65,7 +65,7 @@ class Planner {
     if (base_.world_size > 1 || (base_.device == "cpu" && !base_.memory_limit_mib)) return std::nullopt;
     // Out of memory before any batch: no batch fits, nothing to search.
     const std::optional<Phase> failed = p_.capacity_point.failed_phase;
-    if (failed && (*failed == Phase::kModelReady || *failed == Phase::kOptimizerReady)) return std::nullopt;
+    if (failed && is_setup_phase(*failed)) return std::nullopt;
     RunSpec r = base_;
     r.find_max_batch = true;
     return made(SweepKind::kBatch, r, "max-batch");

@@ -175,25 +175,20 @@ std::string describe(const SequenceCapacity& c) {
          "; a run at --sequence-length " + std::to_string(c.max_sequence_length) + " checks it)";
 }
 
-std::string describe_weights_beyond_budget(const std::vector<ShardedCapacity>& cs) {
-  if (cs.empty() || cs.front().weights_fit_budget) return {};
-  const ShardedCapacity& first = cs.front();
-  std::string cannot, can;
-  for (const ShardedCapacity& c : cs) {
-    if (!definition(c.mode).shards_parameters) {
+std::string describe_weights_beyond_budget(const ShardedCapacity& sharded, const std::vector<ShardedCapacity>& all) {
+  std::string cannot;
+  for (const ShardedCapacity& c : all) {
+    if (c.budget_mib == sharded.budget_mib && c.world_size == sharded.world_size && !definition(c.mode).shards_parameters) {
       cannot += std::string(cannot.empty() ? "" : ", ") + to_string(c.mode);
-    } else {
-      can += std::string(can.empty() ? "" : "; ") + to_string(c.mode) + " over " + std::to_string(c.world_size) + " ranks holds " +
-             format_mib(c.parameter_mib / c.world_size) + " MiB of them per rank and " +
-             (c.answer.max_batch > 0 ? "fits batch " + std::to_string(c.answer.max_batch) + " per rank"
-                                     : "still fits no batch");
     }
   }
-  return "the whole weights (" + format_mib(first.parameter_mib) + " MiB) exceed the budget of " +
-         format_mib(first.budget_mib) + " MiB: a mode that keeps them whole on every rank (" + cannot +
-         ") cannot hold this model" + (can.empty() ? "" : "; " + can) +
+  return "the whole weights (" + format_mib(sharded.parameter_mib) + " MiB) exceed the budget of " +
+         format_mib(sharded.budget_mib) + " MiB: a mode that keeps them whole on every rank (" + cannot +
+         ") cannot hold this model; " + to_string(sharded.mode) + " over " + std::to_string(sharded.world_size) +
+         " ranks holds " + format_mib(sharded.parameter_mib / sharded.world_size) + " MiB of them per rank and " +
+         (sharded.answer.max_batch > 0 ? "fits batch " + std::to_string(sharded.answer.max_batch) + " per rank"
+                                       : "still fits no batch") +
          " (the model is built in host memory and goes to each device a unit at a time)";
 }
 
 }  // namespace memdiag
-

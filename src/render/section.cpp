@@ -72,17 +72,10 @@ Section section_of(const Group& g, const Verdict& v) {
   for (const SequenceCapacity& c : v.sequence_capacity) s.capacity.push_back(describe(c));
   s.searches = searches_table(g);
   s.sharded_capacity = sharded_capacity_table(v);
-  // Per budget and world size, where the whole weights exceed the budget.
-  for (std::size_t i = 0; i < v.sharded_capacity.size();) {
-    std::size_t j = i;
-    std::vector<ShardedCapacity> same;
-    while (j < v.sharded_capacity.size() && v.sharded_capacity[j].budget_mib == v.sharded_capacity[i].budget_mib &&
-           v.sharded_capacity[j].world_size == v.sharded_capacity[i].world_size) {
-      same.push_back(v.sharded_capacity[j++]);
+  for (const ShardedCapacity& c : v.sharded_capacity) {
+    if (!c.weights_fit_budget && definition(c.mode).shards_parameters) {
+      s.capacity.push_back(describe_weights_beyond_budget(c, v.sharded_capacity));
     }
-    const std::string line = describe_weights_beyond_budget(same);
-    if (!line.empty()) s.capacity.push_back(line);
-    i = j;
   }
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));

@@ -199,7 +199,10 @@ class Training {
     if (by_unit) {
       shard_units();
       torch::NoGradGuard no_grad;
-      for (torch::Tensor b : model_->buffers()) b.set_data(b.to(o_.device));
+      // As Module::to: floating buffers take the model's dtype too.
+      for (torch::Tensor b : model_->buffers()) {
+        b.set_data(b.is_floating_point() ? b.to(o_.device, model_dtype(mspec_)) : b.to(o_.device));
+      }
     } else {
       model_->to(o_.device, model_dtype(mspec_));
     }

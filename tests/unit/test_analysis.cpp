@@ -395,6 +395,18 @@ TEST(ConfirmingRuns, CaseNamesBecomeSafeFileNames) {
 }
 
 namespace {
+// The allocator's state at a failure: the request, what was in use and
+// reserved, the limit, and the tensors by role.
+OomDetails failure(double request, double allocated, double reserved, double limit, TensorCensus tensors) {
+  OomDetails d;
+  d.request_mib = request;
+  d.allocated_mib = allocated;
+  d.reserved_mib = reserved;
+  d.limit_mib = limit;
+  d.tensors = tensors;
+  return d;
+}
+
 Report oom_report(Phase phase, int step, OomDetails d) {
   Synth s;
   s.activations_mib = 50;
@@ -409,13 +421,8 @@ Report oom_report(Phase phase, int step, OomDetails d) {
 }  // namespace
 
 TEST(OutOfMemoryVerdict, CachedFreeMemoryThatCouldHoldTheRequestIsFragmentation) {
-  OomDetails d;
-  d.request_mib = 40;
-  d.allocated_mib = 800;
-  d.reserved_mib = 860;  // 60 MiB cached but free, in pieces
+  OomDetails d = failure(40, 800, 860, 900, TensorCensus{10, 0, 0});  // 60 MiB cached but free, in pieces
   d.largest_free_block_mib = 20;
-  d.limit_mib = 900;
-  d.tensors = TensorCensus{10, 0, 0};
   const Verdict v = analyse({{"f.json", oom_report(Phase::kForward, 2, d)}}).verdicts.at(0);
   EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);
   EXPECT_EQ(v.dominant, Cause::kAllocatorCache);
@@ -434,12 +441,7 @@ TEST(OutOfMemoryVerdict, CachedFreeMemoryThatCouldHoldTheRequestIsFragmentation)
 }
 
 TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivations) {
-  OomDetails d;
-  d.request_mib = 40;
-  d.allocated_mib = 880;
-  d.reserved_mib = 890;
-  d.limit_mib = 900;
-  d.tensors = TensorCensus{10, 0, 0};
+  const OomDetails d = failure(40, 880, 890, 900, TensorCensus{10, 0, 0});
   const Verdict v = analyse({{"f.json", oom_report(Phase::kForward, 2, d)}}).verdicts.at(0);
   EXPECT_EQ(v.dominant, Cause::kActivations);
   // No sweep point confirms an out-of-memory run: the search for what fits
@@ -458,12 +460,7 @@ TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivati
 }
 
 TEST(OutOfMemoryVerdict, WeightsThatDoNotFitLeaveNoBatchAndNothingToSearch) {
-  OomDetails d;
-  d.request_mib = 64;
-  d.allocated_mib = 150;
-  d.reserved_mib = 150;
-  d.limit_mib = 200;
-  d.tensors = TensorCensus{150, 0, 0};
+  const OomDetails d = failure(64, 150, 150, 200, TensorCensus{150, 0, 0});
   const Verdict v = analyse({{"w.json", oom_report(Phase::kModelReady, 0, d)}}).verdicts.at(0);
   EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);
   ASSERT_EQ(v.capacity.size(), 1u);

@@ -68,10 +68,10 @@ std::string describe(const ConfirmingRun& c);
 std::string describe_cost(const ConfirmingRun& c);
 std::string describe(const CapacityPrediction& c);
 std::string describe(const SequenceCapacity& c);
-// One budget and world size of the --world-size what-if whose whole weights
-// exceed the budget: which modes cannot hold the model and what the one
-// that shards the weights holds and fits. Empty where the weights fit.
-std::string describe_weights_beyond_budget(const std::vector<ShardedCapacity>& same_budget_and_world);
+// A --world-size answer for a mode that shards the weights, where the whole
+// weights exceed its budget: the modes (among `all`, at the same budget and
+// world size) that cannot hold the model, and what this one holds and fits.
+std::string describe_weights_beyond_budget(const ShardedCapacity& sharded, const std::vector<ShardedCapacity>& all);
 // "step()", "backward at its start (activations held)": a capacity line's phase.
 std::string describe_phase_line(const PhaseLine& l);
 // "288.6 MiB (weights 64.16, gradients 64.16, optimizer state 128.3, its temporaries 32.0)".
