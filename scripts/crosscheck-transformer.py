@@ -6,7 +6,7 @@
 
 
 For each report in REPORT_DIR made by memory_diagnostics from a transformer
-case (remedies among none, efficient-attention and checkpoint=N), builds the
+case (remedies among none, efficient-attention, checkpoint=N and autocast-bf16), builds the
 model from torch.nn modules (Embedding, LayerNorm, Linear, GELU) with the
 attention spelt out or through torch.nn.functional.scaled_dot_product_attention,
 trains it as memory_diagnostics does (next-token prediction over random
@@ -123,7 +123,7 @@ def run(report, device, record=False):
         return None
     cfg = report["config"]
     remedies = {r.partition("=")[0]: r.partition("=")[2] for r in cfg.get("remedies", [])}
-    if set(remedies) - {"efficient-attention", "checkpoint"} or m["dtype"] != "float32" or \
+    if set(remedies) - {"efficient-attention", "checkpoint", "autocast-bf16"} or m["dtype"] != "float32" or \
             report["case"]["optimizer"]["type"] != "adamw":
         return None
     kernel = "sdpa" if "efficient-attention" in remedies else m["attention"]
@@ -149,7 +149,10 @@ def run(report, device, record=False):
     for step in range(cfg["steps"]):
         ids = torch.randint(0, vocab, (batch, length + 1), device=device)
         xs, ys = ids[:, :length], ids[:, 1:]
-        logits = checkpoint_sequential(model, segments, xs, use_reentrant=REENTRANT[0]) if segments else model(xs)
+        # memdiag's autocast scope holds the model's forward; the loss is
+        # taken outside it, on the logits made float.
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled="autocast-bf16" in remedies):
+            logits = checkpoint_sequential(model, segments, xs, use_reentrant=REENTRANT[0]) if segments else model(xs)
         loss = F.cross_entropy(logits.float().reshape(-1, vocab), ys.reshape(-1))
         mark(samples, device, "forward", step)
         loss.backward()
@@ -293,6 +296,7 @@ def main():
                          "PyTorch recommends; memory_diagnostics recomputes a segment and differentiates it "
                          "again, as the reentrant one does)")
     ap.add_argument("--trace-diff", metavar="SNAPSHOT", help="memdiag's --memory-snapshot of the report REPORT_DIR names")
+    ap.add_argument("--phases", action="store_true", help="print every phase where the two differ")
     args = ap.parse_args()
     device = torch.device(args.device)
     REENTRANT[0] = args.checkpoint == "reentrant"
@@ -319,6 +323,14 @@ def main():
         d_res = max(abs((a["reserved_mib"] or 0) - b["reserved_mib"]) for a, b in zip(ours, theirs))
         bad = bad or not same or d_alloc > args.tolerance
         print(f"{name:44s} {('same' if same else 'DIFFER'):>7s} {d_alloc:18.4f} {d_res:21.4f}")
+        if args.phases:
+            # Every phase where the two differ, memdiag | Python.
+            for a, b in zip(ours, theirs):
+                da, dr = a["allocated_mib"] - b["allocated_mib"], (a["reserved_mib"] or 0) - b["reserved_mib"]
+                if abs(da) > 1e-9 or abs(dr) > 1e-9:
+                    step = "" if a["step"] is None else f" step={a['step']}"
+                    print(f"    {a['phase'] + step:20s} allocated {a['allocated_mib']:10.3f} | {b['allocated_mib']:10.3f}"
+                          f"   reserved {a['reserved_mib'] or 0:10.1f} | {b['reserved_mib']:10.1f}")
     print("every phase within %.1f MiB: %s" % (args.tolerance, "no" if bad else "yes"))
     return 1 if bad else 0
 

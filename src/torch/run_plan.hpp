@@ -39,11 +39,10 @@ struct ResolvedPlan {
 };
 
 // Everything that outlives one run of a sweep in this process: the probe
-// (and so the allocator's workspaces), the process group, the warm-up's figure.
+// (the allocator), the process group.
 struct Session {
   std::unique_ptr<MemoryProbe> probe;
   std::unique_ptr<Communicator> comm;
-  std::optional<double> warmup_mib;
   // What the session did to the CPU's thread pool (a data-parallel CPU
   // job), noted in every report.
   std::optional<std::string> threads_note;

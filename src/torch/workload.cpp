@@ -143,12 +143,10 @@ void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, R
     }
   }
   const double after = probe.read().allocated_mib;
-  std::string message =
-      "kernel library workspaces made before the first sample (cuBLAS: one per thread; persistent, included in "
-      "every later figure)";
-  if (o.known_warmup_mib) message += "; made by the first run of this process";
-  rec.add_event(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt, message,
-                      o.known_warmup_mib.value_or(after - before)));
+  rec.add_event(make_event(EventKind::kWarmup, Phase::kSetup, std::nullopt,
+                           "kernel library workspaces made before the first sample (cuBLAS: one per thread; "
+                           "persistent, included in every later figure)",
+                           after - before));
   rec.restart_phase();
 }
 

@@ -581,4 +581,8 @@ TEST(DiagnosticsCpu, ReportsSayWhereAPythonJobWouldReadOtherwise) {
   EXPECT_EQ(to_sgd.find("Adam"), std::string::npos) << to_sgd;
   const std::string cast = notes(run_case(d, "cast", {"--case", "alpha", "--steps", "1", "--remedy", "autocast-bf16"}));
   EXPECT_NE(cast.find("autocast-bf16: LibTorch's Linear multiplies by a transposed view"), std::string::npos) << cast;
+  // The transformer's layers go through ATen's linear, as Python's: no such note.
+  const std::string tcast = notes(run_case(d, "tcast", {"--case", "delta", "--steps", "1", "--batch-size-per-device", "1",
+                                                        "--sequence-length", "16", "--remedy", "autocast-bf16"}));
+  EXPECT_EQ(tcast.find("transposed view"), std::string::npos) << tcast;
 }

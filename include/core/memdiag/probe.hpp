@@ -28,9 +28,10 @@ class MemoryProbe {
   // so the figures describe the phase that just ended, not part of it.
   virtual ProbeReading read() = 0;
   virtual void reset_peak() = 0;
-  // Between the runs of a sweep in one process: hands every cached but free
-  // block back, and resets the peak and the accumulated statistics, so the
-  // next run starts from what a fresh process holds after its warm-up.
+  // Between the runs of a sweep in one process: frees the kernel libraries'
+  // workspaces, hands every cached but free block back, and resets the peak
+  // and the accumulated statistics, so the next run's warm-up starts from
+  // what a fresh process holds.
   virtual void reset_between_runs() = 0;
   // After an out-of-memory error: what the allocator recorded when the
   // failing request was refused (then forgotten). Empty when it recorded

@@ -28,12 +28,9 @@ struct WorkloadOptions {
   std::uint64_t seed = 0;
   // Make the per-thread cuBLAS workspaces before the first sample, and report
   // their size as an event; otherwise step 0 carries them (~64 MiB on H200).
+  // A sweep's later runs make them again: the probe's reset_between_runs
+  // frees them with the cache.
   bool warm_up_kernels = true;
-  // In the second and later runs of a sweep in one process the workspaces
-  // already exist: the warm-up still runs (its temporaries leave the same
-  // cached block a fresh process has) and the event reports the first run's
-  // figure, since those workspaces are in every figure of this run too.
-  std::optional<double> known_warmup_mib;
   // Data parallel (null: one process). Gradients are averaged through flat
   // buckets made at the first backward and kept, as DDP does.
   Communicator* comm = nullptr;
