@@ -43,9 +43,10 @@ written, status "interrupted"; a second signal ends the process at once).
 
 Sweeps: --case, --preset, --batch-size-per-device and --steps each take a
 comma-separated list; every combination runs, in the order given, in this one
-process, and each report equals what a separate run would write (the
-allocator's cache is emptied and its statistics reset between runs; --isolate
-uses a child process per run instead). A line per run goes to stderr as it
+process, each from what a fresh process holds (workspaces freed, the
+allocator's cache emptied and its statistics reset between runs; on CUDA a
+later run's blocks can still sit at other addresses, a few MiB apart: --isolate
+runs each in a child process of its own). A line per run goes to stderr as it
 ends, then a summary table; exit 3 if any ran out of memory, 1 if any failed,
 130 on Ctrl-C (reports already written stay).
 
