@@ -125,7 +125,7 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
       ->option_text("N")
       ->group(predict);
 
-  app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written)")
+  app.add_option("--output,-o", opts.output, "Write the output to FILE (replaced whole, never half-written; missing directories are made)")
       ->option_text("FILE")
       ->group(print);
   app.add_option("--baseline", opts.baseline,

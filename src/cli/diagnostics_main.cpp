@@ -231,7 +231,7 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
 
   const char* output = "Reports and output";
   app.add_option("--output,-o", opts.output,
-                 std::string("The report file (default: <case>.json); in a sweep a template with ") +
+                 std::string("The report file (default: <case>.json; missing directories are made); in a sweep a template with ") +
                      memdiag::output_placeholders())
       ->type_name("FILE")->group(output);
   app.add_option("--output-dir", opts.output_dir,

@@ -32,6 +32,30 @@ std::string base_of(const std::string& path) {
 
 std::string why() { return std::strerror(errno); }
 
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The directory a missing one would be made in: the nearest ancestor that
+// exists (which may be something other than a directory).
+std::string nearest_existing(std::string dir) {
+  struct stat st {};
+  while (::stat(dir.c_str(), &st) != 0 && errno == ENOENT && dir != "/" && dir != ".") dir = parent_of(dir);
+  return dir;
+}
+
+// mkdir -p: a report named into a directory that does not exist yet
+// (-o 'reports/alpha-b{batch}.json' in a fresh checkout) gets it, as
+// --output-dir does. Made only when a file is written, after every check.
+void make_parents(const std::string& dir, const std::string& path) {
+  if (dir.empty() || is_dir(dir)) return;
+  make_parents(parent_of(dir), path);
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw IoError(path + ": cannot make directory " + dir + " (" + why() + ")");
+  }
+}
+
 // Writes everything or throws; short writes are retried.
 void write_all(int fd, const std::string& text, const std::string& path) {
   std::size_t done = 0;
@@ -173,6 +197,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
     ::close(fd);
     return;
   }
+  make_parents(parent_of(t.path), path);
   const std::string tmp = temp_beside(t.path);
   // Registered before it exists: a second signal while it is written
   // removes it rather than leaving a torn temporary behind.
@@ -208,9 +233,17 @@ std::string check_writable(const std::string& path) {
   if (!why_not.empty()) return why_not;
   if (t.fd >= 0) return {};
   if (t.stream) return ::access(t.path.c_str(), W_OK) == 0 ? std::string() : "cannot write to it (" + why() + ")";
-  const std::string dir = parent_of(t.path);
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "directory " + dir + " does not exist";
+  std::string dir = parent_of(t.path);
+  if (!is_dir(dir)) {
+    // Made when the file is written; what must hold now is that the
+    // nearest directory that exists lets them be made.
+    const std::string base = nearest_existing(dir);
+    if (!is_dir(base)) return base + " is not a directory";
+    if (::access(base.c_str(), W_OK | X_OK) != 0) {
+      return "directory " + dir + " does not exist and cannot be made in " + base + " (" + why() + ")";
+    }
+    return {};
+  }
   const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
   if (name_max > 0 && static_cast<long>(base_of(t.path).size()) > name_max) {
     return "file name longer than " + std::to_string(name_max) + " bytes";

@@ -413,3 +413,26 @@ TEST(HostileSignals, SigtermDuringConfirmationEndsInterruptedAndUnconfirmed) {
   ASSERT_TRUE(r.capacity.has_value());
   EXPECT_FALSE(r.capacity->confirmed.has_value()) << "a confirmation stopped by a signal says nothing";
 }
+
+// A report named into directories that do not exist yet gets them, as
+// --output-dir does (the --help example `-o 'reports/alpha-b{batch}.json'`
+// failed in a fresh directory); a path under a file is refused before any run.
+TEST(HostileFiles, AnOutputIntoMissingDirectoriesMakesThemAndOneUnderAFileIsRefused) {
+  TempDir d;
+  const Proc r = run_in(d.path(), {kDiag, "--case", "alpha", "--batch-size-per-device", "1,2", "--steps", "1", "--device",
+                                   "cpu", "--quiet", "-o", "reports/nested/alpha-b{batch}.json"});
+  ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(d.file("reports/nested/alpha-b1.json")));
+  EXPECT_TRUE(fs::is_regular_file(d.file("reports/nested/alpha-b2.json")));
+  EXPECT_EQ(count_files(d.file("reports/nested"), ".tmp"), 0u);
+  const Proc c = run_in(d.path(), {kCompare, "reports/nested", "--format", "html", "--output", "out/page/report.html"});
+  EXPECT_EQ(c.exit_code, to_int(ExitCode::kOk)) << c.err;
+  EXPECT_TRUE(fs::is_regular_file(d.file("out/page/report.html")));
+  write_text(d.file("plain"), "not a directory\n");
+  const Proc bad = run_in(d.path(), {kDiag, "--case", "alpha", "--steps", "1", "--device", "cpu", "--quiet", "-o",
+                                     "plain/sub/alpha.json"});
+  EXPECT_EQ(bad.exit_code, to_int(ExitCode::kUsage)) << bad.err;
+  EXPECT_NE(bad.err.find("ot a directory"), std::string::npos) << bad.err;  // "Not a directory" (ENOTDIR)
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_EQ(read_text(d.file("plain")), "not a directory\n");
+}
