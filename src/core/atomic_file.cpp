@@ -239,9 +239,12 @@ std::string check_writable(const std::string& path) {
     // nearest directory that exists lets them be made.
     const std::string base = nearest_existing(dir);
     if (!is_dir(base)) return base + " is not a directory";
-    if (::access(base.c_str(), W_OK | X_OK) != 0) {
+    // Proven by doing it, as below (root's access() says yes to /proc).
+    const std::string probe = base + "/.memdiag-" + std::to_string(::getpid()) + ".dir";
+    if (::mkdir(probe.c_str(), 0700) != 0) {
       return "directory " + dir + " does not exist and cannot be made in " + base + " (" + why() + ")";
     }
+    ::rmdir(probe.c_str());
     return {};
   }
   const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);

@@ -158,7 +158,8 @@ TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
     EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
     EXPECT_FALSE(exists(out)) << c.names;
   }
-  const Proc unwritable = diag({"--case", "alpha", "--output", d.file("no/such/dir/r.json")});
+  write_text(d.file("plain"), "a file\n");
+  const Proc unwritable = diag({"--case", "alpha", "--output", d.file("plain/such/dir/r.json")});
   EXPECT_EQ(unwritable.exit_code, to_int(ExitCode::kUsage));
   EXPECT_NE(unwritable.err.find("--output"), std::string::npos);
   const Proc is_dir = diag({"--case", "alpha", "--output", d.path()});
@@ -357,7 +358,7 @@ TEST(OutputPaths, NamesThatCannotBeWrittenAreRefusedBeforeRunningAndLongLegalOne
   ASSERT_EQ(quick_run(long_name).exit_code, 0);
   EXPECT_TRUE(std::filesystem::exists(long_name));
   for (const std::string& bad : {d.file(std::string(300, 'y') + ".json"), std::string("/proc/memdiag.json"),
-                                 d.file("no-such-dir/r.json")}) {
+                                 std::string("/proc/no-such-dir/r.json")}) {
     const Proc r = quick_run(bad);
     EXPECT_EQ(r.exit_code, to_int(ExitCode::kUsage)) << bad << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -90,7 +90,11 @@ TEST(ReportJson, WriteIsAtomicAndLeavesNoTemporary) {
   int files = 0;
   for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, 1);
-  EXPECT_THROW(write_report(dir.file("missing/r.json"), full_report()), IoError);
+  // Missing directories are made; one under a file cannot be.
+  write_report(dir.file("missing/nested/r.json"), full_report());
+  EXPECT_FALSE(read_report_file(dir.file("missing/nested/r.json")).error);
+  write_report(dir.file("plain"), full_report());
+  EXPECT_THROW(write_report(dir.file("plain/r.json"), full_report()), IoError);
 }
 
 // Hostile input, class 9: duplicated phases and gaps in the steps used to be
