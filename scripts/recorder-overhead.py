@@ -202,7 +202,8 @@ def main():
               f"{r['no census']:10.3f} {r['overhead_no_census']:8.1f}% {r['sync per phase']:10.3f} "
               f"{r['overhead_sync_phase']:8.1f}% {r['overhead_no_nvml']:8.1f}% {r['overhead_bare']:8.1f}% {r['start_end_ms']:12.1f} "
               f"{r['host_us']:12.0f} {r['host_us_no_census']:11.0f} {r['overhead_every10']:8.1f}% "
-              f"{r['overhead_long_defaults']:13.1f}% {r['overhead_long_bare']:6.1f}%")
+              + (f"{r['overhead_long_defaults']:13.1f}% {r['overhead_long_bare']:6.1f}%"
+                 if r["overhead_long_defaults"] == r["overhead_long_defaults"] else f"{'-':>14s} {'-':>7s}"))
     return 0
 
 
