@@ -19,5 +19,19 @@ step(${CMAKE_COMMAND} -S "${PROJECT_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR
      "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 step("${WORK_DIR}/build/consumer" "${REPORT}")
-message("${step_output}")
+set(consumer_output "${step_output}")
+# The installed tools run from the prefix as a user would call them: the
+# comparer reads the report, and memory_diagnostics (where LibTorch was built)
+# finds LibTorch through its RUNPATH and its cases under share/memdiag.
+step("${prefix}/bin/compare_memory_reports" "${REPORT}")
+if(EXISTS "${prefix}/bin/memory_diagnostics")
+  step("${prefix}/bin/memory_diagnostics" --list-cases)
+  if(NOT step_output MATCHES "share/memdiag/cases/alpha.json")
+    message(FATAL_ERROR "consumer: the installed memory_diagnostics lists no installed cases:\n${step_output}")
+  endif()
+  step("${prefix}/bin/memory_diagnostics" --case alpha --steps 1 --batch-size-per-device 2 --device cpu --quiet
+       -o "${WORK_DIR}/installed-run/alpha.json")
+  step("${prefix}/bin/compare_memory_reports" "${WORK_DIR}/installed-run/alpha.json")
+endif()
+message("${consumer_output}")
 file(REMOVE_RECURSE "${WORK_DIR}")
