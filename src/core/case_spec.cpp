@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <vector>
 #include <sstream>
 
 namespace memdiag {
@@ -149,6 +150,17 @@ OptimizerSpec parse_optimizer(const JsonNode& o) {
   o.only({"type", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"});
   OptimizerSpec s;
   s.type = o.field("type").as_enum<OptimizerType>();
+  // A field of the other kind of optimizer would be read and never used
+  // (momentum under adam): refused, naming what this type takes.
+  const bool sgd = s.type == OptimizerType::kSgd;
+  const std::vector<std::string> others = sgd ? std::vector<std::string>{"beta1", "beta2", "eps"}
+                                              : std::vector<std::string>{"momentum"};
+  for (const std::string& f : others) {
+    if (o.given(f.c_str())) {
+      o.field(f.c_str()).fail(std::string("not a setting of ") + to_string(s.type) + " (it takes " +
+                      (sgd ? "lr, momentum, weight_decay" : "lr, beta1, beta2, eps, weight_decay") + ")");
+    }
+  }
   s.lr = o.number("lr", s.lr, 0.0, 10.0);
   s.momentum = o.number("momentum", s.momentum, 0.0, 1.0);
   // AdamW's usual default; the others default to none.

@@ -87,6 +87,19 @@ TEST(CaseSpec, ErrorsNameFileAndJsonPath) {
   j["presets"]["my preset"]["steps"] = -1;
   EXPECT_EQ(case_error(j), "my.json: $.presets[\"my preset\"].steps: value -1 is out of range [1, 10000000]");
   EXPECT_EQ(case_error(json::array()), "my.json: $: expected an object, got array");
+  // Another optimizer's setting would be read and never used.
+  for (const char* type : {"adam", "adamw"}) {
+    j = minimal();
+    j["optimizer"]["type"] = type;
+    j["optimizer"]["momentum"] = 0.9;
+    EXPECT_EQ(case_error(j), std::string("my.json: $.optimizer.momentum: not a setting of ") + type +
+                                 " (it takes lr, beta1, beta2, eps, weight_decay)");
+  }
+  j = minimal();
+  j["optimizer"] = {{"type", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"eps", 1e-6}};
+  EXPECT_EQ(case_error(j), "my.json: $.optimizer.eps: not a setting of sgd (it takes lr, momentum, weight_decay)");
+  j["optimizer"].erase("eps");
+  EXPECT_NO_THROW(parse_case_text(j.dump(), "my.json"));
 }
 
 TEST(CaseSpec, FilesAndLookup) {
