@@ -124,9 +124,11 @@ class CudaProbe final : public MemoryProbe {
     c10::cuda::device_synchronize();
     // The cuBLAS/cuBLASLt workspaces go too, so that the next run's warm-up
     // makes them again in the order a fresh process does. Kept, with only
-    // the cache emptied, they left the next run's blocks in other places:
-    // on the H200 a sweep's later transformer runs read 3-8 MiB apart from
-    // the same configuration in a fresh process (Python's or memdiag's).
+    // the cache emptied, they left the next run's blocks in other places: on
+    // the H200 delta's fused run at 512 after a math run read 8 MiB apart
+    // from a fresh process, and equal with this. (A later run's new segments
+    // can still sit at other addresses than a fresh process's, which moves a
+    // few MiB in Python's own process too: README, "Isolation".)
     at::cuda::clearCublasWorkspaces();
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(device_);
