@@ -31,6 +31,13 @@ tool needs (`compare_memory_reports -o`), or one naming an input neither the
 repository nor an earlier command made (`compare_memory_reports run.json`,
 a reader's own) is an example, not run; each is listed.
 
+The inline commands of the scripts (`scripts/bench-compare.sh 1000`,
+`python3 -c ...`) run the same way where they run on the CPU (no device
+named, or `--device cpu`); the others are listed with why they are not run
+here: a template, the script's bare name, the suite's own commands (the
+README's two, run by CI and scripts/first-hour.sh), a script that rewrites
+the documents, or a procedure for a CUDA device.
+
 Exit 0: every block of the mode ran as written; 1: one did not (its place,
 command, exit code and output are printed); 77: nothing to run in this mode
 (no CUDA for gpu).
@@ -140,6 +147,38 @@ def inline_commands(path):
     spans = [s.strip() for s in re.findall(r"`([^`\n]+)`", text)]
     # A tool's name alone names it; it is no command.
     return [s for s in spans if INLINE_TOOL.match(s) and len(s.split()) > 1]
+
+
+SCRIPT_CALL = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:python3\s+(?:-c\s|(?:\./)?(?:scripts|python)/)|(?:\./)?scripts/)")
+SUITE_OWN = re.compile(r"^(?:[A-Z_]+=\S+\s+)*scripts/(?:run|test|setup|build)\.sh$")
+# Scripts whose work is a CUDA device's unless told --device cpu.
+NEEDS_CUDA = ("reference-procedure.sh", "bench-sweep.sh", "library_model.py", "crosscheck-", "recorder-overhead.py",
+              "sharding-procedure.sh", "oom-procedure.sh", "fragmentation-procedure.sh", "transformer-procedure.sh",
+              "sequence-capacity-check.sh")
+
+
+def script_commands(path):
+    """The inline code spans of the prose that call one of the repository's
+    scripts (or python3 -c), in document order."""
+    text = re.sub(r"```.*?```", "", open(path).read(), flags=re.S)
+    spans = [s.strip() for s in re.findall(r"`([^`\n]+)`", text)]
+    return [s for s in spans if SCRIPT_CALL.match(s)]
+
+
+def script_kind(cmd):
+    """"run", or why the command is not run by this check."""
+    words = cmd.split()
+    if SUITE_OWN.match(cmd):
+        return "the suite's own command (the README's, run by CI and scripts/first-hour.sh)"
+    if PLACEHOLDER.search(cmd):
+        return "a template (placeholders)"
+    if "update-solution.sh" in cmd:
+        return "rewrites the documents (Fixtures.* check what it writes)"
+    if len([w for w in words if "=" not in w or w.startswith("-")]) == 1 or (words[0] == "python3" and len(words) == 2):
+        return "the script's name"
+    if any(n in cmd for n in NEEDS_CUDA) and "--device cpu" not in cmd:
+        return "a procedure for a CUDA device"
+    return "run"
 
 
 def inline_kind(cmd, d):
@@ -285,6 +324,17 @@ def main():
             if args.mode == "cpu":
                 for cmd in inline_commands(os.path.join(root, doc)):
                     kind = inline_kind(cmd, d)
+                    if kind != "run":
+                        examples.append(f"{name}: `{cmd}`: {kind}")
+                        continue
+                    ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
+                    inline_ran += 1
+                    print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
+                    if not ok:
+                        inline_failed.append(f"{name}: `{cmd}`")
+                        print("     " + output.replace("\n", "\n     "))
+                for cmd in dict.fromkeys(script_commands(os.path.join(root, doc))):
+                    kind = script_kind(cmd)
                     if kind != "run":
                         examples.append(f"{name}: `{cmd}`: {kind}")
                         continue

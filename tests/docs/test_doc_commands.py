@@ -67,6 +67,18 @@ class Checker(unittest.TestCase):
         self.assertEqual(rc, 0, out)
         self.assertIn("0 inline commands run, 0 failed; 3 examples not run", out)
 
+    def test_inline_script_commands_run_on_the_cpu_and_the_rest_are_listed(self):
+        rc, out = check("Check with `python3 -c 'print(42)'`; `scripts/run.sh` is the main job, "
+                        "`scripts/fuzz.sh SECONDS` fuzzes, `scripts/bench-sweep.sh batches` times the H200.\n\n"
+                        "```sh\ntrue\n```\n")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("1 inline commands run, 0 failed; 3 examples not run", out)
+        self.assertIn("the suite's own command", out)
+        self.assertIn("a procedure for a CUDA device", out)
+        rc, out = check("Then `python3 -c 'import sys; sys.exit(3)'` says no.\n\n```sh\ntrue\n```\n")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("1 inline commands run, 1 failed", out)
+
     def test_a_skip_must_say_why(self):
         rc, out = check("<!-- doc-test: skip -->\n```sh\ntrue\n```\n")
         self.assertNotEqual(rc, 0, out)
