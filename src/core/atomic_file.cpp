@@ -233,7 +233,7 @@ std::string check_writable(const std::string& path) {
   if (!why_not.empty()) return why_not;
   if (t.fd >= 0) return {};
   if (t.stream) return ::access(t.path.c_str(), W_OK) == 0 ? std::string() : "cannot write to it (" + why() + ")";
-  std::string dir = parent_of(t.path);
+  const std::string dir = parent_of(t.path);
   if (!is_dir(dir)) {
     // Made when the file is written; what must hold now is that the
     // nearest directory that exists lets them be made.

@@ -322,19 +322,14 @@ def main():
                     failed.append(b)
                     print("     " + output.replace("\n", "\n     "))
             if args.mode == "cpu":
-                for cmd in inline_commands(os.path.join(root, doc)):
-                    kind = inline_kind(cmd, d)
-                    if kind != "run":
-                        examples.append(f"{name}: `{cmd}`: {kind}")
-                        continue
-                    ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
-                    inline_ran += 1
-                    print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
-                    if not ok:
-                        inline_failed.append(f"{name}: `{cmd}`")
-                        print("     " + output.replace("\n", "\n     "))
-                for cmd in dict.fromkeys(script_commands(os.path.join(root, doc))):
-                    kind = script_kind(cmd)
+                path = os.path.join(root, doc)
+                # The tools' inline commands, then the scripts': each is run,
+                # or listed with why not. Judged when its turn comes: an
+                # earlier command may make the input a later one reads.
+                listed = [(c, lambda c: inline_kind(c, d)) for c in inline_commands(path)]
+                listed += [(c, script_kind) for c in dict.fromkeys(script_commands(path))]
+                for cmd, kind_of in listed:
+                    kind = kind_of(cmd)
                     if kind != "run":
                         examples.append(f"{name}: `{cmd}`: {kind}")
                         continue
