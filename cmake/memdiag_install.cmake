@@ -18,10 +18,13 @@ if(MEMDIAG_WITH_TORCH)
   install(EXPORT memdiagTorchTargets NAMESPACE memdiag:: DESTINATION ${MEMDIAG_CMAKE_DIR})
   # The built-in cases, where memory_diagnostics looks for them beside itself.
   # LibTorch is not on the loader's path (it lives in a Python environment):
-  # the installed executable keeps the directories it was linked against as
+  # the installed runner keeps the directories it was linked against as
   # its RUNPATH, where the build tree's copy had them as a build RPATH.
-  set_target_properties(memory_diagnostics PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+  set_target_properties(memory_diagnostics_run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS memory_diagnostics RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # Where the front looks for it (memdiag/install_layout.hpp): fixed, not
+  # CMAKE_INSTALL_LIBEXECDIR, which a packager may move.
+  install(TARGETS memory_diagnostics_run RUNTIME DESTINATION libexec/memdiag)
   install(DIRECTORY cases/ DESTINATION ${CMAKE_INSTALL_DATADIR}/memdiag/cases FILES_MATCHING PATTERN "*.json")
 endif()
 

@@ -2,19 +2,13 @@
 // words. The executable is flags in, run_diagnostics out.
 #pragma once
 
-#include "memdiag/harness.hpp"
+#include "diagnostics_flags.hpp"
 
 #include <iosfwd>
 #include <string>
 #include <vector>
 
 namespace memdiag {
-
-struct DiagnosticsOptions {
-  HarnessOptions harness;
-  bool quiet = false;       // no table, progress lines or summary
-  bool list_cases = false;  // --list-cases instead of a run
-};
 
 // Lists the cases, or runs the harness with a ConsoleObserver on out and
 // err and the process's stop request. Returns the exit code; 1 also when

@@ -2,9 +2,12 @@
 
 #include "memdiag/exit_cleanup.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <ctime>
+#include <string>
 
 #include <sys/wait.h>
 
@@ -15,6 +18,17 @@ namespace memdiag::cli {
 namespace {
 
 StopRequest g_stop;
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+// Which stop signals the front blocked, for the runner to unblock.
+constexpr const char* kHeldVariable = "MEMDIAG_HELD_SIGNALS";
+
+void ignore_sigpipe() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGPIPE, &ignore, nullptr);
+}
 
 // Sleeps ms milliseconds (nanosleep is async-signal-safe).
 void pause_ms(long ms) {
@@ -64,11 +78,38 @@ void install_stop_signals() {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking wait returns and sees the request
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  ::sigaction(SIGPIPE, &ignore, nullptr);
+  for (int sig : kStopSignals) ::sigaction(sig, &sa, nullptr);
+  ignore_sigpipe();
+  // A front that held signals across its exec of this process: they are
+  // released now that the handlers are in, and one sent meanwhile arrives.
+  if (const char* held = std::getenv(kHeldVariable)) {
+    sigset_t release;
+    sigemptyset(&release);
+    const std::string list = held;
+    for (std::size_t from = 0; from <= list.size();) {
+      const std::size_t comma = std::min(list.find(',', from), list.size());
+      for (int sig : kStopSignals) {
+        if (list.compare(from, comma - from, std::to_string(sig)) == 0) sigaddset(&release, sig);
+      }
+      from = comma + 1;
+    }
+    ::unsetenv(kHeldVariable);
+    ::sigprocmask(SIG_UNBLOCK, &release, nullptr);
+  }
+}
+
+void hold_stop_signals() {
+  sigset_t stop, before;
+  sigemptyset(&stop);
+  for (int sig : kStopSignals) sigaddset(&stop, sig);
+  ::sigprocmask(SIG_BLOCK, &stop, &before);
+  // Only those this process blocked: one its parent blocked stays blocked.
+  std::string held;
+  for (int sig : kStopSignals) {
+    if (sigismember(&before, sig) == 0) held += (held.empty() ? "" : ",") + std::to_string(sig);
+  }
+  ::setenv(kHeldVariable, held.c_str(), 1);
+  ignore_sigpipe();
 }
 
 }  // namespace memdiag::cli

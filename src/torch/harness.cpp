@@ -25,23 +25,6 @@
 namespace memdiag {
 namespace fs = std::filesystem;
 
-std::string self_executable(const std::string& argv0) {
-  std::error_code ec;
-  const fs::path exe = fs::canonical("/proc/self/exe", ec);
-  return ec ? argv0 : exe.string();
-}
-
-std::vector<std::string> default_case_dirs(const std::string& argv0) {
-  std::vector<std::string> dirs;
-  if (const char* env = std::getenv("MEMDIAG_CASES_DIR"); env && *env) dirs.emplace_back(env);
-  std::error_code ec;
-  const fs::path exe = fs::canonical("/proc/self/exe", ec);
-  const fs::path base = ec ? fs::path(argv0).parent_path() : exe.parent_path();
-  dirs.push_back((base / ".." / "share" / "memdiag" / "cases").lexically_normal().string());
-  if (*MEMDIAG_SOURCE_CASES_DIR) dirs.emplace_back(MEMDIAG_SOURCE_CASES_DIR);
-  return dirs;
-}
-
 namespace {
 
 using detail::PlannedRun;

@@ -587,3 +587,36 @@ TEST(DiagnosticsCpu, ReportsSayWhereAPythonJobWouldReadOtherwise) {
                                                         "--sequence-length", "16", "--remedy", "autocast-bf16"}));
   EXPECT_EQ(tcast.find("transposed view"), std::string::npos) << tcast;
 }
+
+// The front answers what needs no LibTorch by itself and execs the runner
+// only for a run: a copy of it with no runner beside it still gives --help,
+// --list-cases and usage errors, and names the runner it could not start.
+TEST(Front, AnswersHelpListsAndUsageErrorsWithoutLibTorchAndNamesAMissingRunner) {
+  const Proc ldd = run({"/usr/bin/ldd", kDiagExe});
+  ASSERT_EQ(ldd.exit_code, 0) << ldd.err;
+  EXPECT_EQ(ldd.out.find("libtorch"), std::string::npos) << ldd.out;
+  EXPECT_EQ(ldd.out.find("libc10"), std::string::npos) << ldd.out;
+
+  TempDir d;
+  std::filesystem::create_directories(d.file("bin"));
+  const std::string front = d.file("bin/memory_diagnostics");
+  std::filesystem::copy_file(kDiagExe, front);
+  std::filesystem::permissions(front, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+
+  const Proc help = run({front, "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("Remedies"), std::string::npos);
+  const Proc list = run({front, "--list-cases"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("alpha"), std::string::npos) << list.out;
+  const Proc usage = run({front, "--steps", "0", "-o", d.file("r.json")});
+  EXPECT_EQ(usage.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_EQ(count_lines(usage.err), 1) << usage.err;
+  EXPECT_NE(usage.err.find("--steps"), std::string::npos) << usage.err;
+
+  const Proc a_run = run({front, "--case", "alpha", "--steps", "1", "--device", "cpu", "-o", d.file("r.json")});
+  EXPECT_EQ(a_run.exit_code, to_int(ExitCode::kFailed));
+  EXPECT_EQ(count_lines(a_run.err), 1) << a_run.err;
+  EXPECT_NE(a_run.err.find(d.file("libexec/memdiag/memory_diagnostics-run")), std::string::npos) << a_run.err;
+  EXPECT_FALSE(exists(d.file("r.json")));
+}

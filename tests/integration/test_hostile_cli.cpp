@@ -48,6 +48,12 @@ bool catches(pid_t pid, int sig) {
   return at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) & (1ULL << (sig - 1)));
 }
 
+bool blocks(pid_t pid, int sig) {
+  const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+  const auto at = status.find("SigBlk:");
+  return at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) & (1ULL << (sig - 1)));
+}
+
 void wait_until(const std::function<bool()>& done, int max_ms = 60000) {
   for (int waited = 0; waited < max_ms && !done(); waited += 20) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
@@ -215,6 +221,24 @@ TEST(HostileSignals, ASignalWhileALargePlanResolvesIsHonoured) {
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
   EXPECT_LE(count_files(d.file("out")), 1u);
+}
+
+// The front holds the stop signals through its exec of the runner: one
+// sent while LibTorch loads (no handler yet) waits for the runner's
+// handlers and ends the run interrupted, instead of killing the process.
+TEST(HostileSignals, ASignalBeforeTheRunnerHasItsHandlersEndsTheRunInterrupted) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    TempDir d;
+    const pid_t pid = spawn({kDiag, "--case", "alpha", "--steps", "100000", "--device", "cpu", "-o", d.file("r.json")},
+                            "/dev/null", d.file("stdout"), d.file("stderr"));
+    wait_until([&] { return blocks(pid, sig) || catches(pid, sig); });
+    const bool before_handlers = !catches(pid, sig);
+    ::kill(pid, sig);
+    EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+    // Sent before the runner's handlers were in (loading LibTorch takes
+    // half a second; the front, milliseconds), as this test means to.
+    EXPECT_TRUE(before_handlers);
+  }
 }
 
 TEST(HostileSignals, FindMaxBatchInterruptedInItsFirstTryWritesThatTry) {
