@@ -30,6 +30,10 @@ std::string runner_of(const std::string& front_exe) {
   return (root_of(front_exe) / kRunnerInRoot).lexically_normal().string();
 }
 
+std::string cpu_runner_of(const std::string& front_exe) {
+  return (root_of(front_exe) / kCpuRunnerInRoot).lexically_normal().string();
+}
+
 std::vector<std::string> default_case_dirs(const std::string& exe, const std::string& source_cases_dir) {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("MEMDIAG_CASES_DIR"); env && *env) dirs.emplace_back(env);

@@ -1,5 +1,4 @@
 #include "memdiag/harness.hpp"
-#include "build_config.hpp"
 #include "run_plan.hpp"
 
 #include "memdiag/allocator_settings.hpp"
@@ -20,10 +19,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 
 namespace memdiag {
-namespace fs = std::filesystem;
 
 namespace {
 

@@ -17,7 +17,7 @@ namespace {
 
 std::mutex g_mutex;
 bool g_active = false;
-bool g_at_oom = false;
+[[maybe_unused]] bool g_at_oom = false;  // read and set with CUDA only
 std::optional<std::string> g_oom_pickle;
 
 }  // namespace

@@ -36,7 +36,7 @@ The inline commands of the scripts (`scripts/bench-compare.sh 1000`,
 named, or `--device cpu`); the others are listed with why they are not run
 here: a template, the script's bare name, the suite's own commands (the
 README's two, run by CI and scripts/first-hour.sh), a script that rewrites
-the documents, or a procedure for a CUDA device.
+the documents, or a procedure for a CUDA device, which the gpu mode runs.
 
 Exit 0: every block of the mode ran as written; 1: one did not (its place,
 command, exit code and output are printed); 77: nothing to run in this mode
@@ -151,6 +151,7 @@ def inline_commands(path):
 
 SCRIPT_CALL = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:python3\s+(?:-c\s|(?:\./)?(?:scripts|python)/)|(?:\./)?scripts/)")
 SUITE_OWN = re.compile(r"^(?:[A-Z_]+=\S+\s+)*scripts/(?:run|test|setup|build)\.sh$")
+CUDA_PROCEDURE = "a procedure for a CUDA device"
 # Scripts whose work is a CUDA device's unless told --device cpu.
 NEEDS_CUDA = ("reference-procedure.sh", "bench-sweep.sh", "library_model.py", "crosscheck-", "recorder-overhead.py",
               "sharding-procedure.sh", "oom-procedure.sh", "fragmentation-procedure.sh", "transformer-procedure.sh",
@@ -177,7 +178,7 @@ def script_kind(cmd):
     if len([w for w in words if "=" not in w or w.startswith("-")]) == 1 or (words[0] == "python3" and len(words) == 2):
         return "the script's name"
     if any(n in cmd for n in NEEDS_CUDA) and "--device cpu" not in cmd:
-        return "a procedure for a CUDA device"
+        return CUDA_PROCEDURE
     return "run"
 
 
@@ -321,6 +322,19 @@ def main():
                 if not ok:
                     failed.append(b)
                     print("     " + output.replace("\n", "\n     "))
+            if args.mode == "gpu":
+                # The scripts' inline commands that are procedures for a
+                # CUDA device (the cpu mode lists them), run as written.
+                path = os.path.join(root, doc)
+                for cmd in dict.fromkeys(script_commands(path)):
+                    if script_kind(cmd) != CUDA_PROCEDURE:
+                        continue
+                    ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
+                    inline_ran += 1
+                    print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
+                    if not ok:
+                        inline_failed.append(f"{name}: `{cmd}`")
+                        print("     " + output.replace("\n", "\n     "))
             if args.mode == "cpu":
                 path = os.path.join(root, doc)
                 # The tools' inline commands, then the scripts': each is run,
@@ -347,10 +361,9 @@ def main():
         print(f"example {x}")
     print(f"{ran} blocks run ({args.mode}), {len(failed)} failed" +
           (f": {', '.join(b.where() for b in failed)}" if failed else ""))
-    if args.mode == "cpu":
-        print(f"{inline_ran} inline commands run, {len(inline_failed)} failed" +
-              (f": {', '.join(inline_failed)}" if inline_failed else "") + f"; {len(examples)} examples not run")
-    if ran == 0 and not flags_bad:
+    print(f"{inline_ran} inline commands run, {len(inline_failed)} failed" +
+          (f": {', '.join(inline_failed)}" if inline_failed else "") + f"; {len(examples)} examples not run")
+    if ran == 0 and inline_ran == 0 and not flags_bad:
         return 77
     return 1 if failed or flags_bad or inline_failed else 0
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -619,4 +620,73 @@ TEST(Front, AnswersHelpListsAndUsageErrorsWithoutLibTorchAndNamesAMissingRunner)
   EXPECT_EQ(count_lines(a_run.err), 1) << a_run.err;
   EXPECT_NE(a_run.err.find(d.file("libexec/memdiag/memory_diagnostics-run")), std::string::npos) << a_run.err;
   EXPECT_FALSE(exists(d.file("r.json")));
+}
+
+namespace {
+
+std::string runner_path(const char* name) {
+  return (std::filesystem::path(kDiagExe).parent_path().parent_path() / "libexec" / "memdiag" / name).string();
+}
+
+bool cuda_driver_loadable() { return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr; }
+
+}  // namespace
+
+// A run that cannot use CUDA goes to the runner without LibTorch's CUDA
+// half (0.2 s less to start): --device cpu always, auto where no CUDA
+// driver can be loaded; the process running is that runner, and
+// libtorch_cuda is not in it.
+TEST(Front, ARunThatCannotUseCudaRunsWithoutLibTorchsCudaHalf) {
+  if (!exists(runner_path("memory_diagnostics-run-cpu"))) GTEST_SKIP() << "LibTorch without CUDA: one runner only";
+  for (const std::string device : {"cpu", "auto"}) {
+    TempDir d;
+    const pid_t pid = spawn({kDiagExe, "--case", "alpha", "--steps", "100000", "--device", device, "-o", d.file("r.json")},
+                            "/dev/null", d.file("stdout"), d.file("stderr"));
+    // Its handlers are in once LibTorch is loaded.
+    for (int waited = 0; waited < 60000; waited += 20) {
+      const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+      const auto at = status.find("SigCgt:");
+      if (at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) & (1ULL << (SIGTERM - 1)))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe").string();
+    const std::string maps = read_text("/proc/" + std::to_string(pid) + "/maps");
+    ::kill(pid, SIGTERM);
+    EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+    EXPECT_NE(maps.find("libtorch_cpu.so"), std::string::npos) << device;
+    if (device == "auto" && cuda_driver_loadable()) {
+      EXPECT_EQ(exe, std::filesystem::canonical(runner_path("memory_diagnostics-run")).string()) << device;
+    } else {
+      EXPECT_EQ(exe, std::filesystem::canonical(runner_path("memory_diagnostics-run-cpu")).string()) << device;
+      EXPECT_EQ(maps.find("libtorch_cuda.so"), std::string::npos) << device;
+    }
+  }
+}
+
+// The two runners are one code base compiled twice: on the CPU they write
+// the same report (every figure and loss of every phase) for the built-in
+// cases and a case file of the tests' own.
+TEST(Front, BothRunnersWriteTheSameReportOfACpuRun) {
+  if (!exists(runner_path("memory_diagnostics-run-cpu"))) GTEST_SKIP() << "LibTorch without CUDA: one runner only";
+  TempDir d;
+  const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
+  for (const std::string& c : {std::string("alpha"), std::string("beta"), std::string("gamma"), std::string("delta"), own}) {
+    std::vector<Report> reports;
+    for (const char* runner : {"memory_diagnostics-run", "memory_diagnostics-run-cpu"}) {
+      const std::string out = d.file(std::string(runner) + ".json");
+      const Proc r = run({runner_path(runner), "--case", c, "--preset", "small", "--steps", "2", "--device", "cpu",
+                          "--quiet", "--overwrite", "-o", out});
+      ASSERT_EQ(r.exit_code, 0) << runner << " " << c << ": " << r.err;
+      reports.push_back(load_report(out));
+    }
+    ASSERT_EQ(reports[0].samples.size(), reports[1].samples.size()) << c;
+    for (std::size_t i = 0; i < reports[0].samples.size(); ++i) {
+      const Sample& a = reports[0].samples[i];
+      const Sample& b = reports[1].samples[i];
+      EXPECT_EQ(a.phase, b.phase) << c << " sample " << i;
+      EXPECT_EQ(a.allocated_mib, b.allocated_mib) << c << " sample " << i;
+      EXPECT_EQ(a.peak_allocated_mib, b.peak_allocated_mib) << c << " sample " << i;
+      EXPECT_EQ(a.loss, b.loss) << c << " sample " << i;
+    }
+  }
 }

@@ -5,6 +5,9 @@
 //                                                    usage errors (no LibTorch: instant)
 //   <root>/libexec/memdiag/memory_diagnostics-run    the runner (LibTorch), which the front
 //                                                    execs, same argv, for a run
+//   <root>/libexec/memdiag/memory_diagnostics-run-cpu  the same runner without LibTorch's CUDA
+//                                                    half, for a run that cannot use CUDA
+//                                                    (absent where LibTorch has no CUDA)
 //   <root>/share/memdiag/cases                       the built-in cases
 #pragma once
 
@@ -19,8 +22,11 @@ inline constexpr const char* kRunnerInRoot = "libexec/memdiag/memory_diagnostics
 // This executable's path (/proc/self/exe, else argv0).
 std::string self_executable(const std::string& argv0);
 
-// The runner beside a front at front_exe.
+inline constexpr const char* kCpuRunnerInRoot = "libexec/memdiag/memory_diagnostics-run-cpu";
+
+// The runners beside a front at front_exe.
 std::string runner_of(const std::string& front_exe);
+std::string cpu_runner_of(const std::string& front_exe);
 
 // Where built-in cases are looked for, first to last: $MEMDIAG_CASES_DIR,
 // <root>/share/memdiag/cases of the executable at exe (the front or the
