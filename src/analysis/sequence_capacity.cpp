@@ -130,8 +130,12 @@ std::optional<Model> model_of(const std::vector<LengthPoint>& pts, const RunFeat
     // square part is measured.
     m.backward_quadratic = hi.backward_extra / (hi.length * hi.length);
   } else if (primary.model_attention == "math" && primary.model_layers && *primary.model_layers > 0 && m.b > 0) {
-    // Not yet seen: one layer's gradients of its scores and of their
-    // softmax, two of the length x length tensors that layer holds.
+    // Not yet seen: assumed as two of the length x length tensors a layer
+    // holds. Measured (docs/measurements/h200/backward-scores.txt), the
+    // math kernel's backward makes three score-sized tensors at once while
+    // the head's vocab-sized ones are freed: net 2.15 of them at 2048 and
+    // 2.30 at 2493 for delta medium, so two can promise a few tokens too
+    // many; the exact form needs a layer's score size, which reports lack.
     m.backward_quadratic = 2 * m.b / static_cast<double>(*primary.model_layers);
     m.quadratic_assumed = true;
   }
