@@ -228,15 +228,19 @@ TEST(HostileSignals, ASignalWhileALargePlanResolvesIsHonoured) {
 // handlers and ends the run interrupted, instead of killing the process.
 TEST(HostileSignals, ASignalBeforeTheRunnerHasItsHandlersEndsTheRunInterrupted) {
   for (int sig : {SIGTERM, SIGINT}) {
-    TempDir d;
-    const pid_t pid = spawn({kDiag, "--case", "alpha", "--steps", "100000", "--device", "cpu", "-o", d.file("r.json")},
-                            "/dev/null", d.file("stdout"), d.file("stderr"));
-    wait_until([&] { return blocks(pid, sig) || catches(pid, sig); });
-    const bool before_handlers = !catches(pid, sig);
-    ::kill(pid, sig);
-    EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
-    // Sent before the runner's handlers were in (loading LibTorch takes
-    // half a second; the front, milliseconds), as this test means to.
+    // Sent before the runner's handlers are in (loading LibTorch takes half
+    // a second; the front, milliseconds), as this test means to: a try in
+    // which a busy machine let the handlers in first is made again.
+    bool before_handlers = false;
+    for (int attempt = 0; attempt < 5 && !before_handlers; ++attempt) {
+      TempDir d;
+      const pid_t pid = spawn({kDiag, "--case", "alpha", "--steps", "100000", "--device", "cpu", "-o", d.file("r.json")},
+                              "/dev/null", d.file("stdout"), d.file("stderr"));
+      wait_until([&] { return blocks(pid, sig) || catches(pid, sig); });
+      before_handlers = !catches(pid, sig);
+      ::kill(pid, sig);
+      EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
+    }
     EXPECT_TRUE(before_handlers);
   }
 }
