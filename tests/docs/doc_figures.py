@@ -35,17 +35,16 @@ NUMBER = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d])")
 
 
 def number_in(number, text, numbers, percent=False):
-    """The figure as written, or (one with decimals) a number of the source
+    """The figure as a whole number of the source (65 as "65" or "65.0",
+    never as the start of "65.13"), or a more precise number of the source
     that rounds to it: prose may round what a tool printed. A percentage may
     be a fraction in the source (5% as 0.05)."""
     plain = number.replace(",", "")
-    if re.search(r"(?<![\d.])" + re.escape(plain) + r"(?![\d])", text):
+    if re.search(r"(?<![\d.])" + re.escape(plain) + r"(?:\.0+)?(?![\d.]*\d)", text):
         return True
     if percent and any(n != "0" and Decimal(n) * 100 == Decimal(plain) for n in numbers if "." in n):
         return True
-    if "." not in plain:
-        return False
-    places = len(plain.split(".")[1])
+    places = len(plain.split(".")[1]) if "." in plain else 0
     target = Decimal(plain)
     q = Decimal(1).scaleb(-places)
     for n in numbers:

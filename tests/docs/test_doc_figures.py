@@ -47,6 +47,14 @@ class Checker(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("140.5 MiB", out)
 
+    def test_a_figure_is_a_whole_number_of_its_source_not_the_start_of_one(self):
+        rc, out = check("# T\n\nThe run peaked at 141 MiB (docs/measurements/run.txt).\n", LOG)
+        self.assertEqual(rc, 1, out)  # 140.4 rounds to 140, not 141
+        rc, out = check("# T\n\nThe run peaked at 140 MiB (docs/measurements/run.txt).\n", LOG)
+        self.assertEqual(rc, 0, out)
+        rc, out = check("# T\n\nIt took 59 s (docs/measurements/run.txt).\n", LOG)
+        self.assertEqual(rc, 1, out)  # 59392 starts with 59 but is not 59
+
     def test_a_citation_reaches_its_paragraph_only(self):
         rc, out = check("# T\n\nSee docs/measurements/run.txt.\n\nThe search took 5.2 s.\n", LOG)
         self.assertEqual(rc, 1, out)
