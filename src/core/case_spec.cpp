@@ -146,19 +146,32 @@ ModelSpec parse_model(const JsonNode& m) {
   return s;
 }
 
+// The settings each kind of optimizer takes besides its type, in the order
+// a message names them.
+std::vector<std::string> settings_of(OptimizerType t) {
+  switch (t) {
+    case OptimizerType::kSgd:
+      return {"lr", "momentum", "weight_decay"};
+    case OptimizerType::kAdam:
+    case OptimizerType::kAdamW:
+      return {"lr", "beta1", "beta2", "eps", "weight_decay"};
+  }
+  return {};
+}
+
 OptimizerSpec parse_optimizer(const JsonNode& o) {
   o.only({"type", "lr", "momentum", "weight_decay", "beta1", "beta2", "eps"});
   OptimizerSpec s;
   s.type = o.field("type").as_enum<OptimizerType>();
-  // A field of the other kind of optimizer would be read and never used
+  // A field of another kind of optimizer would be read and never used
   // (momentum under adam): refused, naming what this type takes.
-  const bool sgd = s.type == OptimizerType::kSgd;
-  const std::vector<std::string> others = sgd ? std::vector<std::string>{"beta1", "beta2", "eps"}
-                                              : std::vector<std::string>{"momentum"};
-  for (const std::string& f : others) {
-    if (o.given(f.c_str())) {
-      o.field(f.c_str()).fail(std::string("not a setting of ") + to_string(s.type) + " (it takes " +
-                      (sgd ? "lr, momentum, weight_decay" : "lr, beta1, beta2, eps, weight_decay") + ")");
+  const std::vector<std::string> takes = settings_of(s.type);
+  for (OptimizerType other : {OptimizerType::kSgd, OptimizerType::kAdam, OptimizerType::kAdamW}) {
+    for (const std::string& f : settings_of(other)) {
+      if (!o.given(f.c_str()) || std::find(takes.begin(), takes.end(), f) != takes.end()) continue;
+      std::string list;
+      for (const std::string& t : takes) list += (list.empty() ? "" : ", ") + t;
+      o.field(f.c_str()).fail(std::string("not a setting of ") + to_string(s.type) + " (it takes " + list + ")");
     }
   }
   s.lr = o.number("lr", s.lr, 0.0, 10.0);
