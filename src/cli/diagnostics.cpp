@@ -8,8 +8,6 @@
 #include "memdiag/exit_code.hpp"
 #include "memdiag/format.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <ostream>
 
 namespace memdiag {
@@ -27,13 +25,7 @@ int run_diagnostics(DiagnosticsOptions o, std::ostream& out, std::ostream& err) 
     o.harness.stop = &cli::stop_request();
     code = run_harness(o.harness);
   }
-  // What was printed must have arrived: a failed write to stdout is a
-  // failure, not a cut-off success.
-  if (!(out << std::flush)) {
-    err << kProgram << ": cannot write the output (" << std::strerror(errno ? errno : EIO) << ")\n";
-    if (code == to_int(ExitCode::kOk)) code = to_int(ExitCode::kFailed);
-  }
-  return code;
+  return flush_output(out, err, code);
 }
 
 }  // namespace memdiag

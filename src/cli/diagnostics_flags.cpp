@@ -12,6 +12,8 @@
 #include "memdiag/sweep_plan.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <iomanip>
 #include <ostream>
 
@@ -339,6 +341,14 @@ std::optional<int> parse_diagnostics_flags(int argc, char** argv, DiagnosticsOpt
   }
   opts.case_dirs = flags.extra_dirs;
   return std::nullopt;
+}
+
+int flush_output(std::ostream& out, std::ostream& err, int code) {
+  if (!(out << std::flush)) {
+    err << "memory_diagnostics: cannot write the output (" << std::strerror(errno ? errno : EIO) << ")\n";
+    if (code == to_int(ExitCode::kOk)) code = to_int(ExitCode::kFailed);
+  }
+  return code;
 }
 
 int print_case_list(const std::vector<std::string>& case_dirs, std::ostream& out, std::ostream& err) {

@@ -25,6 +25,11 @@ struct DiagnosticsOptions {
 std::optional<int> parse_diagnostics_flags(int argc, char** argv, DiagnosticsOptions& diag, std::ostream& out,
                                            std::ostream& err);
 
+// What was printed must have arrived: a failed write to out (a full disk, a
+// closed pipe) is said on err and turns success into failure (1); any other
+// code stays. Returns the exit code.
+int flush_output(std::ostream& out, std::ostream& err, int code);
+
 // --list-cases: each case found in case_dirs with its presets; 2 when a
 // case file cannot be read.
 int print_case_list(const std::vector<std::string>& case_dirs, std::ostream& out, std::ostream& err);

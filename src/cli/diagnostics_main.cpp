@@ -53,12 +53,7 @@ int main(int argc, char** argv) {
   if (diag.list_cases) {
     std::vector<std::string> dirs = diag.harness.case_dirs;
     for (const std::string& d : memdiag::default_case_dirs(self, MEMDIAG_SOURCE_CASES_DIR)) dirs.push_back(d);
-    int code = memdiag::print_case_list(dirs, std::cout, std::cerr);
-    if (!(std::cout << std::flush)) {
-      std::cerr << "memory_diagnostics: cannot write the output (" << std::strerror(errno ? errno : EIO) << ")\n";
-      code = memdiag::to_int(memdiag::ExitCode::kFailed);
-    }
-    return code;
+    return memdiag::flush_output(std::cout, std::cerr, memdiag::print_case_list(dirs, std::cout, std::cerr));
   }
   const std::string runner = runner_for(self, diag.harness.device);
   std::vector<char*> args(argv, argv + argc);

@@ -322,37 +322,32 @@ def main():
                 if not ok:
                     failed.append(b)
                     print("     " + output.replace("\n", "\n     "))
-            if args.mode == "gpu":
-                # The scripts' inline commands that are procedures for a
-                # CUDA device (the cpu mode lists them), run as written.
-                path = os.path.join(root, doc)
-                for cmd in dict.fromkeys(script_commands(path)):
-                    if script_kind(cmd) != CUDA_PROCEDURE:
-                        continue
-                    ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
-                    inline_ran += 1
-                    print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
-                    if not ok:
-                        inline_failed.append(f"{name}: `{cmd}`")
-                        print("     " + output.replace("\n", "\n     "))
+            path = os.path.join(root, doc)
             if args.mode == "cpu":
-                path = os.path.join(root, doc)
                 # The tools' inline commands, then the scripts': each is run,
                 # or listed with why not. Judged when its turn comes: an
                 # earlier command may make the input a later one reads.
                 listed = [(c, lambda c: inline_kind(c, d)) for c in inline_commands(path)]
                 listed += [(c, script_kind) for c in dict.fromkeys(script_commands(path))]
-                for cmd, kind_of in listed:
-                    kind = kind_of(cmd)
-                    if kind != "run":
-                        examples.append(f"{name}: `{cmd}`: {kind}")
-                        continue
-                    ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
-                    inline_ran += 1
-                    print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
-                    if not ok:
-                        inline_failed.append(f"{name}: `{cmd}`")
-                        print("     " + output.replace("\n", "\n     "))
+            else:
+                # The scripts' procedures for a CUDA device, which the cpu
+                # mode lists, run as written; nothing else (None: not this
+                # mode's to list either).
+                listed = [(c, lambda c: "run" if script_kind(c) == CUDA_PROCEDURE else None)
+                          for c in dict.fromkeys(script_commands(path))]
+            for cmd, kind_of in listed:
+                kind = kind_of(cmd)
+                if kind is None:
+                    continue
+                if kind != "run":
+                    examples.append(f"{name}: `{cmd}`: {kind}")
+                    continue
+                ok, output, secs = run_inline(cmd, d, env, build, args.timeout)
+                inline_ran += 1
+                print(f"{'ok  ' if ok else 'FAIL'} {name + ' inline':16s} {secs:6.1f} s  {cmd[:90]}")
+                if not ok:
+                    inline_failed.append(f"{name}: `{cmd}`")
+                    print("     " + output.replace("\n", "\n     "))
         finally:
             shutil.rmtree(d, ignore_errors=True)
     for s in skipped if args.mode == "cpu" else []:

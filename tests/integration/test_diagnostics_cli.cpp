@@ -643,10 +643,7 @@ TEST(Front, ARunThatCannotUseCudaRunsWithoutLibTorchsCudaHalf) {
     const pid_t pid = spawn({kDiagExe, "--case", "alpha", "--steps", "100000", "--device", device, "-o", d.file("r.json")},
                             "/dev/null", d.file("stdout"), d.file("stderr"));
     // Its handlers are in once LibTorch is loaded.
-    for (int waited = 0; waited < 60000; waited += 20) {
-      const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
-      const auto at = status.find("SigCgt:");
-      if (at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) & (1ULL << (SIGTERM - 1)))) break;
+    for (int waited = 0; waited < 60000 && !catches_signal(pid, SIGTERM); waited += 20) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe").string();

@@ -42,18 +42,6 @@ std::size_t count_files(const std::string& dir, const std::string& containing = 
   return n;
 }
 
-bool catches(pid_t pid, int sig) {
-  const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
-  const auto at = status.find("SigCgt:");
-  return at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) & (1ULL << (sig - 1)));
-}
-
-bool blocks(pid_t pid, int sig) {
-  const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
-  const auto at = status.find("SigBlk:");
-  return at != std::string::npos && (std::stoull(status.substr(at + 7), nullptr, 16) & (1ULL << (sig - 1)));
-}
-
 void wait_until(const std::function<bool()>& done, int max_ms = 60000) {
   for (int waited = 0; waited < max_ms && !done(); waited += 20) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
@@ -217,7 +205,7 @@ TEST(HostileSignals, ASignalWhileALargePlanResolvesIsHonoured) {
   write_text(d.file("plan.json"), plan + "]}");
   const pid_t pid = spawn({kDiag, "--plan", d.file("plan.json"), "--device", "cpu", "--output-dir", d.file("out")},
                           "/dev/null", d.file("stdout"), d.file("stderr"));
-  wait_until([&] { return catches(pid, SIGTERM); });
+  wait_until([&] { return catches_signal(pid, SIGTERM); });
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
   EXPECT_LE(count_files(d.file("out")), 1u);
@@ -236,8 +224,8 @@ TEST(HostileSignals, ASignalBeforeTheRunnerHasItsHandlersEndsTheRunInterrupted) 
       TempDir d;
       const pid_t pid = spawn({kDiag, "--case", "alpha", "--steps", "100000", "--device", "cpu", "-o", d.file("r.json")},
                               "/dev/null", d.file("stdout"), d.file("stderr"));
-      wait_until([&] { return blocks(pid, sig) || catches(pid, sig); });
-      before_handlers = !catches(pid, sig);
+      wait_until([&] { return blocks_signal(pid, sig) || catches_signal(pid, sig); });
+      before_handlers = !catches_signal(pid, sig);
       ::kill(pid, sig);
       EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));
     }
@@ -250,7 +238,7 @@ TEST(HostileSignals, FindMaxBatchInterruptedInItsFirstTryWritesThatTry) {
   const pid_t pid = spawn({kDiag, "--find-max-batch", "--memory-limit-mib", "200", "--steps", "100000", "--device",
                            "cpu", "-o", d.file("r.json")},
                           "/dev/null", d.file("stdout"), d.file("stderr"), {"TMPDIR=" + d.path()});
-  wait_until([&] { return catches(pid, SIGINT); });
+  wait_until([&] { return catches_signal(pid, SIGINT); });
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // into the first try's steps
   ::kill(pid, SIGINT);
   EXPECT_EQ(wait_exit_code(pid), to_int(ExitCode::kInterrupted)) << read_text(d.file("stderr"));

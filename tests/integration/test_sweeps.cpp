@@ -187,16 +187,9 @@ std::vector<pid_t> processes_mentioning(const std::string& text) {
   return out;
 }
 
-// Whether one of pids has a handler installed for sig (/proc's SigCgt mask).
+// Whether one of pids has a handler installed for sig.
 bool catches(const std::vector<pid_t>& pids, int sig) {
-  for (const pid_t pid : pids) {
-    const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
-    const auto at = status.find("SigCgt:");
-    if (at == std::string::npos) continue;
-    const unsigned long long mask = std::stoull(status.substr(at + 7), nullptr, 16);
-    if (mask & (1ULL << (sig - 1))) return true;
-  }
-  return false;
+  return std::any_of(pids.begin(), pids.end(), [sig](pid_t pid) { return catches_signal(pid, sig); });
 }
 
 }  // namespace

@@ -70,6 +70,23 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
+namespace {
+
+bool in_signal_mask(pid_t pid, const char* field, int sig) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field, 0) == 0) {
+      return (std::stoull(line.substr(std::strlen(field)), nullptr, 16) & (1ULL << (sig - 1))) != 0;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool catches_signal(pid_t pid, int sig) { return in_signal_mask(pid, "SigCgt:", sig); }
+bool blocks_signal(pid_t pid, int sig) { return in_signal_mask(pid, "SigBlk:", sig); }
+
 int wait_exit_code(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);

@@ -27,6 +27,10 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& in, const s
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port();
 int wait_exit_code(pid_t pid);  // 128 + signal when killed
+// Whether process pid has a handler installed for sig, or has it blocked
+// (/proc's SigCgt and SigBlk masks); false once it is gone.
+bool catches_signal(pid_t pid, int sig);
+bool blocks_signal(pid_t pid, int sig);
 
 // Runs argv[0] with the rest as arguments (no shell), capturing both streams.
 Proc run(const std::vector<std::string>& argv, const std::string& stdin_text = {});
