@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import _census, _losses, _probe, _report
+from . import _census, _inputs, _losses, _probe, _report
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -78,9 +78,17 @@ class Recorder:
         self.model = model
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
-        self.output = os.fspath(output)
+        # "{rank}" in it, or a rank suffix by default under a launcher:
+        # resolved when recording starts and again when the report is written
+        # (a process group made inside the block).
+        self._output_template = os.fspath(output)
+        self.output = self._output_template
         self.name = name or (type(_unwrap(model)).__name__ if model is not None else "python-job")
         self.description = description
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or
+                                       not 1 <= batch_size <= (1 << 30)):
+            raise ValueError(f"memdiag: batch_size={batch_size!r}: a whole number of samples per step, 1 to 2^30 "
+                             "(default: read off the model's inputs)")
         self.batch_size = batch_size
         self.steps_asked = steps
         self.seed = torch.initial_seed() if seed is None else int(seed)
@@ -109,7 +117,12 @@ class Recorder:
         self._micro = 0
         self._phase_started = 0.0
         self._inferred_batch = 0
-        self._forward_depth = 0
+        self._step0_forwards_sized = True  # every forward of step 0 said its samples
+        self._forward_inputs = (None, None)  # this micro-batch's forward: (samples, tokens)
+        # Per call of the model's forward, whether it counted (a forward
+        # under torch.no_grad(), an evaluation, is no step's): its post-hook
+        # pops what its pre-hook pushed.
+        self._forward_stack = []
         self._oom = None
         self._finished = False
         self._status = None
@@ -141,6 +154,7 @@ class Recorder:
     def start(self):
         if _active[0] is not None:
             raise RuntimeError("memdiag: another recorder is already recording in this process")
+        self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())
         self._start_time = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         if self.device.type == "cuda":
             self._probe = _probe.CudaProbe(self.device)
@@ -200,6 +214,7 @@ class Recorder:
                              f"(expected after {' or '.join(expected)})")
         if phase == FORWARD:
             self._count_forward()  # the phase began at the previous mark
+            self._forward_inputs = (None, None)  # mark() is not told what the forward was given
         # After the count: a forward's loss belongs to the step it begins.
         if loss is not None and self._recording:
             self._losses.append(self._loss_buffer.add(loss))
@@ -266,7 +281,8 @@ class Recorder:
     def _install_hooks(self):
         timed = self._timed
         if self.model is not None:
-            self._handles.append(self.model.register_forward_pre_hook(timed(self._forward_pre)))
+            # with_kwargs: Hugging Face models are called with keywords only.
+            self._handles.append(self.model.register_forward_pre_hook(timed(self._forward_pre), with_kwargs=True))
             # always_call: a forward that raises (and that the loop catches,
             # say to retry a smaller batch) still leaves the nesting count right.
             self._handles.append(self.model.register_forward_hook(timed(self._forward_post), always_call=True))
@@ -330,12 +346,16 @@ class Recorder:
     def _active_here(self):
         return _active[0] is self and threading.current_thread() is self._thread and not self._finished
 
-    def _forward_pre(self, module, args):
+    def _forward_pre(self, module, args, kwargs):
         if not self._active_here():
             return
-        self._forward_depth += 1
-        if self._forward_depth > 1:
-            return  # a re-entrant call (checkpointing re-runs inner modules, not this one)
+        # A forward under torch.no_grad() or inference_mode (an evaluation
+        # between training steps) makes no step and no phase: counting it
+        # would start a step that never reaches backward.
+        counted = torch.is_grad_enabled() and not any(self._forward_stack)
+        self._forward_stack.append(counted)
+        if not counted:
+            return
         if self._last_phase() == STEP:
             self._close(CLEANUP)
             self._in = BETWEEN
@@ -344,13 +364,15 @@ class Recorder:
             self._count_forward()
             self._begin_phase()  # time between steps (loading data) is no phase's
             self._in = FORWARD
-            self._batch_from(args)
+            self._forward_inputs = _inputs.sizes(args, kwargs)
+            self._batch_from(self._forward_inputs[0])
         # A second forward before backward (an evaluation pass, two inputs)
         # stays in the same forward phase.
 
-    def _forward_post(self, module, args, output):
-        if self._active_here():
-            self._forward_depth = max(0, self._forward_depth - 1)
+    def _forward_post(self, module, args, *rest):
+        # rest: (output,) or (kwargs, output) as registered; unused.
+        if self._active_here() and self._forward_stack:
+            self._forward_stack.pop()
 
     def _before_backward(self, tensors):
         if not self._active_here():
@@ -361,6 +383,8 @@ class Recorder:
             # previous phase's end to here.
             if self._in == BETWEEN or (self._in == STEP and self._last_phase() == BACKWARD):
                 self._count_forward()
+                self._forward_inputs = (None, None)  # unseen: what it was given is unknown
+                self._batch_from(None)
             else:
                 return
         self._close(FORWARD)
@@ -460,6 +484,12 @@ class Recorder:
         sample["elapsed_ms"] = max(0.0, _probe.now_ms() - self._phase_started)
         if phase in (FORWARD, BACKWARD):
             sample["micro_batch"] = self._micro
+        if phase == FORWARD:
+            samples, tokens = self._forward_inputs
+            if samples is not None:
+                sample["samples"] = samples
+                if tokens is not None:
+                    sample["tokens"] = tokens
         if phase == STEP and self._losses:
             # Read when recording ends (_resolve_losses): no wait here.
             sample["_loss_handles"] = list(self._losses)
@@ -531,18 +561,14 @@ class Recorder:
                     ts.extend(_census._state_tensors(s))
         return [t for t in ts if t.device.type == "cpu"]
 
-    def _batch_from(self, args):
+    def _batch_from(self, samples):
+        """Step 0's batch: its micro-batches' samples added up."""
         if self._step != 0:
             return
-        for a in args:
-            if isinstance(a, torch.Tensor) and a.dim() > 0:
-                self._inferred_batch += int(a.size(0))
-                return
-            if isinstance(a, dict):
-                for v in a.values():
-                    if isinstance(v, torch.Tensor) and v.dim() > 0:
-                        self._inferred_batch += int(v.size(0))
-                        return
+        if samples is None:
+            self._step0_forwards_sized = False
+        else:
+            self._inferred_batch += samples
 
     # ----- the end -----------------------------------------------------------
 
@@ -604,6 +630,19 @@ class Recorder:
                              f"{steps} step{'s' if steps != 1 else ''}: hooks, readings"
                              f"{', census' if self.census else ''})", None)
 
+    def _batch_notes(self):
+        """Where the report's batch came from, when it was not read off
+        every forward of step 0."""
+        inferred = self._inferred_batch if self._step0_forwards_sized else 0
+        if self.batch_size is not None:
+            seen = f"; step 0's inputs showed {inferred}" if inferred and inferred != self.batch_size else ""
+            return [_report.event("note", "", None, f"batch_size {self.batch_size}: given to the recorder{seen}", None)]
+        if self._step >= 0 and not inferred:
+            return [_report.event("note", "", None, "the batch could not be read off the model's inputs (no tensor "
+                                  "with a batch dimension among them): 1 is assumed; give batch_size= to the recorder",
+                                  None)]
+        return []
+
     def _resolve_losses(self):
         """Each step's loss from the copies made without waiting: the
         device is waited for once, here. A device that cannot be waited for
@@ -642,12 +681,14 @@ class Recorder:
                     on = [p.detach().double() for p in local if p.device == dev]
                     sums = torch.stack([torch.stack([t.sum(), t.pow(2).sum()]) for t in on]).sum(0).tolist()
                     final_sum, final_sq = final_sum + sums[0], final_sq + sums[1]
+        self._events.extend(self._batch_notes())
         env = self._probe.environment()
         env.update({"torch_version": torch.__version__, "host": socket.gethostname(), "start_time": self._start_time})
         report = _report.build(
             case={"name": self.name, "description": self.description, "builtin": False,
                   "model": _describe_model(self.model), "optimizer": [_describe_optimizer(o) for o in self.optimizers]},
-            config={"batch_size_per_device": int(self.batch_size or self._inferred_batch or 1),
+            config={"batch_size_per_device": int(self.batch_size or
+                                                 (self._inferred_batch if self._step0_forwards_sized else 0) or 1),
                     "preset": self.preset, "steps": int(self.steps_asked if self.steps_asked is not None else steps_done),
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
@@ -660,6 +701,8 @@ class Recorder:
                    "largest_module_bytes": _largest_module_bytes(self.model),
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
             environment=env, samples=self._samples, events=self._events, status=self._status)
+        with contextlib.suppress(ValueError):
+            self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())
         _report.write_atomic(self.output, report)
 
 
@@ -673,9 +716,16 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
+    output may hold "{rank}"; under a launcher (a process group, or
+    torchrun's RANK and WORLD_SIZE) without it, each rank's report gets
+    "-rankK" before the extension, as memory_diagnostics names them.
+
     Options: name (the case; default the model's class), batch_size
-    (default: the first forward's first tensor's size(0), summed over the
-    micro-batches of step 0), steps, seed, preset, variant (a label for a
+    (default: read off the forward's arguments, positional or keyword,
+    through dicts, mappings, tuples, lists and dataclasses: the first
+    tensor's size(0), summed over the micro-batches of step 0; each step's
+    own samples, and tokens for token-id inputs, are in the report; a
+    batch_size given wins, and the report says so), steps, seed, preset, variant (a label for a
     change recorded against the run without one), census (the tensor census
     by role at each phase; False for the lowest overhead), warmup (make the
     cuBLAS workspaces before the first sample, as memory_diagnostics does),

@@ -68,6 +68,43 @@ def build(case, config, model, environment, samples, events, status):
     }
 
 
+def output_for_rank(output, rank, world_size):
+    """The report path of one rank, as memory_diagnostics names them
+    (output_for_rank in src/core/output_names.cpp): "{rank}" replaced by the
+    rank; without it, a world of more than one gets "-rankK" before the
+    extension (ddp.json -> ddp-rank1.json), so ranks never write one file."""
+    if "{rank}" in output:
+        return output.replace("{rank}", str(rank))
+    if world_size <= 1:
+        return output
+    folder, name = os.path.split(output)
+    stem, dot, ext = name.rpartition(".")
+    if not dot or not stem:
+        stem, ext = name, ""
+    return os.path.join(folder, f"{stem}-rank{rank}" + (f".{ext}" if ext else ""))
+
+
+def rank_and_world():
+    """This process's rank and world: the process group's where one is
+    initialised, else a launcher's RANK and WORLD_SIZE (torchrun sets both
+    before the job's first line), else rank 0 of 1."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is None and world is None:
+        return 0, 1
+    try:
+        r, w = int(rank), int(world)
+    except (TypeError, ValueError):
+        raise ValueError(f"memdiag: RANK={rank!r} WORLD_SIZE={world!r}: a launcher sets both, whole numbers with "
+                         "0 <= RANK < WORLD_SIZE") from None
+    if not 0 <= r < w:
+        raise ValueError(f"memdiag: RANK={rank!r} WORLD_SIZE={world!r}: a launcher sets both, whole numbers with "
+                         "0 <= RANK < WORLD_SIZE")
+    return r, w
+
+
 def write_atomic(path, report):
     """Writes to a temporary file beside `path` and renames it over: a
     reader never sees half a report, and a failed write leaves the old one."""

@@ -120,6 +120,12 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
 std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views) {
   std::vector<Warning> out;
   for (const RunStop& s : primary.stops) out.push_back(warning::RunStopped{primary.source, s});
+  {
+    warning::InputsVaried w{primary.source, std::nullopt, std::nullopt, primary.local_batch};
+    if (primary.step_samples && primary.step_samples->varied()) w.samples = primary.step_samples;
+    if (primary.step_tokens && primary.step_tokens->varied()) w.tokens = primary.step_tokens;
+    if (w.samples || w.tokens) out.push_back(w);
+  }
   for (const DistributedView& d : views) {
     if (d.imbalanced) out.push_back(warning::RankImbalance{d.run, d.imbalance, d.max_rank, d.max_peak_mib});
   }

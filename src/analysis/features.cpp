@@ -61,7 +61,13 @@ void read_samples(const Report& r, RunFeatures& f) {
       const std::optional<double> inc =
           prev ? std::optional<double>(s.allocated_mib - prev->allocated_mib) : std::nullopt;
       switch (s.phase) {
-        case Phase::kForward: st.forward_increment_mib = inc; break;
+        case Phase::kForward:
+          st.forward_increment_mib = inc;
+          st.forward_samples = s.samples;
+          st.forward_tokens = s.tokens;
+          if (s.samples) st.samples = st.samples.value_or(0) + *s.samples;
+          if (s.tokens) st.tokens = st.tokens.value_or(0) + *s.tokens;
+          break;
         case Phase::kBackward: st.backward_increment_mib = inc; break;
         case Phase::kStep: st.step_increment_mib = inc; break;
         case Phase::kCleanup: st.cleanup_allocated_mib = s.allocated_mib; break;
@@ -138,9 +144,36 @@ void forward_increment(RunFeatures& f) {
   } else if (!all.empty()) {
     f.forward_increment_mib = all.front();
   }
-  if (f.forward_increment_mib && f.local_batch > 0) {
+  // Each increment over what its own forward was given: a schedule or
+  // variable buckets make the configured batch wrong for most steps (a ramp
+  // read against its full batch is 25-37% low per sample).
+  std::vector<double> per_sample_steady, per_sample_all;
+  for (const StepFigures& st : f.steps) {
+    if (!st.forward_increment_mib || !st.forward_samples) continue;
+    const double v = *st.forward_increment_mib / static_cast<double>(*st.forward_samples);
+    per_sample_all.push_back(v);
+    if (st.step >= 1) per_sample_steady.push_back(v);
+  }
+  if (!per_sample_steady.empty() && per_sample_steady.size() == steady.size()) {
+    f.forward_per_sample_mib = median(per_sample_steady);
+  } else if (steady.empty() && !per_sample_all.empty()) {
+    f.forward_per_sample_mib = per_sample_all.front();
+  } else if (f.forward_increment_mib && f.local_batch > 0) {
     f.forward_per_sample_mib = *f.forward_increment_mib / static_cast<double>(f.local_batch);
   }
+}
+
+std::optional<SizeRange> range_of(const std::vector<StepFigures>& steps, std::optional<std::int64_t> StepFigures::*field) {
+  std::optional<SizeRange> r;
+  for (const StepFigures& st : steps) {
+    const std::optional<std::int64_t>& v = st.*field;
+    if (!v) continue;
+    if (!r) r = SizeRange{*v, *v, 0};
+    r->least = std::min(r->least, *v);
+    r->most = std::max(r->most, *v);
+    ++r->steps;
+  }
+  return r;
 }
 
 // The post-cleanup trajectory: what the first step left, the growth per step,
@@ -242,6 +275,8 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
     f.timed_steps = static_cast<int>(n);
   }
   forward_increment(f);
+  f.step_samples = range_of(f.steps, &StepFigures::samples);
+  f.step_tokens = range_of(f.steps, &StepFigures::tokens);
   post_cleanup_trend(f);
   return f;
 }

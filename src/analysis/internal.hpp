@@ -43,6 +43,18 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
 // --- oom.cpp ------------------------------------------------------------------
 // What made the failing phase of a run that ran out of memory exceed its
 // budget, read from the run's oom event, census and completed steps.
+// The free memory under the budget at an out-of-memory failure, by where it
+// lay: cached but free (reserved - allocated) and never reserved (the budget
+// minus reserved, at most what the device had free); whether one place (the
+// largest cached piece, or the unreserved rest as a new segment) could hold
+// the request.
+struct FreeUnderBudget {
+  double cached_mib = 0;
+  double unreserved_mib = 0;
+  double total_mib = 0;
+  bool one_place_holds_it = false;
+};
+std::optional<FreeUnderBudget> free_under_budget(const OomAt& oom, const std::string& allocator_settings);
 Cause oom_cause(const RunFeatures& oom_run);
 evidence::OutOfMemory oom_evidence(const RunFeatures& oom_run, Cause cause);
 

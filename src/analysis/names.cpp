@@ -54,6 +54,7 @@ const char* warning_code(const Warning& w) {
   return std::visit(Overload{
                         [](const warning::RunStopped&) { return "run_stopped"; },
                         [](const warning::RankImbalance&) { return "rank_imbalance"; },
+                        [](const warning::InputsVaried&) { return "inputs_varied"; },
                     },
                     w);
 }

@@ -3,7 +3,55 @@
 // trend of the steps that completed.
 #include "internal.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace memdiag::detail {
+
+namespace {
+
+// What the allocator asks the device for to serve a request that no cached
+// block fits (CUDACachingAllocator.cpp's get_allocation_size): 2 MiB for a
+// request of at most 1 MiB, 20 MiB below 10 MiB, else the request rounded up
+// to 2 MiB. The unreserved rest of the budget must hold that, not the request.
+double segment_for(double request_mib) {
+  if (request_mib <= 1.0) return 2.0;
+  if (request_mib < 10.0) return 20.0;
+  return 2.0 * std::ceil(request_mib / 2.0 - 1e-9);
+}
+
+bool expandable_segments_on(const std::string& settings) {
+  // PyTorch reads the last value given for a key.
+  const std::size_t at = settings.rfind("expandable_segments");
+  if (at == std::string::npos) return false;
+  const std::size_t colon = settings.find(':', at);
+  if (colon == std::string::npos) return false;
+  std::size_t v = colon + 1;
+  while (v < settings.size() && settings[v] == ' ') ++v;
+  return settings.compare(v, 4, "True") == 0;
+}
+
+}  // namespace
+
+std::optional<FreeUnderBudget> free_under_budget(const OomAt& o, const std::string& allocator_settings) {
+  const OomDetails& d = o.details;
+  if (!d.reserved_mib || !d.allocated_mib || !d.request_mib) return std::nullopt;
+  FreeUnderBudget f;
+  f.cached_mib = std::max(0.0, *d.reserved_mib - *d.allocated_mib);
+  // The budget the allocator checks a new segment against: its limit, else
+  // the run's, else the device's; and never more than the device had free.
+  std::optional<double> room;
+  if (o.budget_mib) room = std::max(0.0, *o.budget_mib - *d.reserved_mib);
+  if (d.device_free_mib) room = room ? std::min(*room, *d.device_free_mib) : *d.device_free_mib;
+  f.unreserved_mib = room.value_or(0.0);
+  f.total_mib = f.cached_mib + f.unreserved_mib;
+  // A largest free block the allocator did not give: no cached piece held
+  // the request (it failed after looking), but none can be said to either.
+  const bool a_piece_holds = d.largest_free_block_mib && *d.largest_free_block_mib >= *d.request_mib;
+  const bool the_rest_holds = f.unreserved_mib >= segment_for(*d.request_mib);
+  f.one_place_holds_it = a_piece_holds || the_rest_holds || expandable_segments_on(allocator_settings);
+  return f;
+}
 
 Cause oom_cause(const RunFeatures& p) {
   const OomAt& o = *p.oom;
@@ -11,23 +59,32 @@ Cause oom_cause(const RunFeatures& p) {
   // The steps before it left more behind each time: it would have run out
   // at some step whatever the phase, however the last request was placed.
   if (p.growth_significant) return Cause::kRetainedGraph;
-  // The allocator reserved enough free memory for the request, yet no
-  // block fit it. By the time it gives up it has released every segment
-  // with no live block, so what is left free sits in split segments that
-  // still hold one: fragmentation, when those stranded pieces make up the
-  // free memory; a cache that is merely large otherwise (or where the
-  // allocator did not say what was stranded). Only where the phase had
-  // completed before within the budget, or the free reserve is a real share
-  // of what was in use: a phase failing on its first occurrence with a few
-  // MiB stranded (GPT-2's forward at 6000 MiB: 55 MiB of 5924) ran out
-  // because of what it was making, and would have run out a request later.
+  // Free memory under the budget that no single place could give: the
+  // allocator's state at the failure read against the limit, not the
+  // reserve alone. By the time it gives up it has released every cached
+  // segment without a live block and retried, so what is left free is in
+  // two kinds of place: pieces of split segments that still hold a live
+  // block (cached but free), and the part of the limit never reserved. The
+  // request fails when neither the largest cached piece nor that unreserved
+  // rest holds it; when the two together would have, the memory existed,
+  // stranded (epsilon medium at 2650 MiB on the H200: 128 MiB asked, 117.1
+  // free in 6 pieces, the largest 52, and 82 never reserved). Only where the
+  // phase had completed before within the budget, or the free memory is a
+  // real share of what was in use: a phase failing on its first occurrence
+  // with a few MiB free (GPT-2's forward at 6000 MiB: 75.5 MiB of 5924) ran
+  // out because of what it was making, and would have run out a request
+  // later. Under expandable segments nothing is stranded this way: at a
+  // failure the allocator unmaps every free page, and a segment grows where
+  // it is needed, so a request that fails there did not fit the budget.
   const bool phase_ran_before = o.phase && p.peak_by_phase.count(*o.phase) > 0;
-  if (d.reserved_mib && d.allocated_mib && d.request_mib && *d.reserved_mib - *d.allocated_mib >= *d.request_mib &&
-      (phase_ran_before ||
-       *d.reserved_mib - *d.allocated_mib >= thresholds::kReservedFreeShareOfUse * *d.allocated_mib)) {
-    const double free_mib = *d.reserved_mib - *d.allocated_mib;
-    if (d.inactive_split_mib && *d.inactive_split_mib >= *d.request_mib &&
-        *d.inactive_split_mib >= thresholds::kStrandedShareOfFree * free_mib) {
+  if (const std::optional<FreeUnderBudget> free = free_under_budget(o, p.config.allocator_settings);
+      free && free->total_mib >= *d.request_mib && !free->one_place_holds_it &&
+      (phase_ran_before || free->total_mib >= thresholds::kReservedFreeShareOfUse * *d.allocated_mib)) {
+    // Fragmentation when the cached free memory is in pieces of segments
+    // that still hold a live block; a cache merely large otherwise (or where
+    // the allocator did not say what was stranded).
+    if (d.inactive_split_mib && *d.inactive_split_mib > 0 &&
+        *d.inactive_split_mib >= thresholds::kStrandedShareOfFree * free->cached_mib) {
       return Cause::kFragmentation;
     }
     return Cause::kAllocatorCache;
@@ -65,6 +122,9 @@ evidence::OutOfMemory oom_evidence(const RunFeatures& p, Cause cause) {
   e.other_mib = o.other_mib;
   e.parameter_mib = p.parameter_mib;
   if (o.details.reserved_mib && o.details.allocated_mib) e.cached_free_mib = *o.details.reserved_mib - *o.details.allocated_mib;
+  if (const std::optional<FreeUnderBudget> free = free_under_budget(o, p.config.allocator_settings)) {
+    e.unreserved_mib = free->unreserved_mib;
+  }
   e.largest_free_block_mib = o.details.largest_free_block_mib;
   e.inactive_split_mib = o.details.inactive_split_mib;
   e.inactive_split_blocks = o.details.inactive_split_blocks;

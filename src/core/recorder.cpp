@@ -47,6 +47,12 @@ const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census, st
   return report_.samples.back();
 }
 
+void Recorder::note_inputs(std::int64_t samples, std::optional<std::int64_t> tokens) {
+  if (report_.samples.empty()) return;
+  report_.samples.back().samples = samples;
+  report_.samples.back().tokens = tokens;
+}
+
 void Recorder::add_event(Event event) { report_.events.push_back(std::move(event)); }
 
 void Recorder::add_event(EventKind kind, const std::string& message, std::optional<double> mib) {

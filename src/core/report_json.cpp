@@ -33,6 +33,8 @@ json to_json(const Sample& s) {
   };
   if (s.alloc_retries) j["alloc_retries"] = *s.alloc_retries;
   if (s.micro_batch) j["micro_batch"] = *s.micro_batch;
+  if (s.samples) j["samples"] = *s.samples;
+  if (s.tokens) j["tokens"] = *s.tokens;
   if (s.loss) j["loss"] = *s.loss;
   j["tensors"] = s.tensors ? census_json(*s.tensors) : json(nullptr);
   return j;

@@ -72,6 +72,14 @@ Sample read_sample(const JsonNode& n) {
   s.alloc_retries = n.opt_integer("alloc_retries", 0, limits::kMaxExactInteger);
   s.elapsed_ms = n.field("elapsed_ms").as_number(0, limits::kMaxElapsedMs);
   if (auto mb = n.opt_integer("micro_batch", 0, limits::kMaxBatch)) s.micro_batch = static_cast<int>(*mb);
+  s.samples = n.opt_integer("samples", 1, limits::kMaxBatch);
+  s.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
+  for (const char* key : {"samples", "tokens"}) {
+    if (n.given(key) && s.phase != Phase::kForward) {
+      n.field(key).fail(std::string("only a forward sample says what it was given, not '") + to_string(s.phase) + "'");
+    }
+  }
+  if (s.tokens && s.samples && *s.tokens < *s.samples) n.field("tokens").fail("fewer tokens than samples");
   if (n.given("loss")) s.loss = n.field("loss").as_number(-1e30, 1e30);
   if (n.given("tensors")) s.tensors = read_census(n.field("tensors"));
   if (s.step.has_value() == is_setup_phase(s.phase)) {

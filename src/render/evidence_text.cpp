@@ -113,13 +113,17 @@ std::string oom_line(const evidence::OutOfMemory& x) {
       break;
     case Cause::kFragmentation: {
       // The issue's own sentence: the request against what was stranded.
-      s += "; the request of " + mib(x.request_mib.value_or(0)) + " failed with " +
-           mib(x.cached_free_mib.value_or(0)) + " reserved but unallocated, " + mib(x.inactive_split_mib.value_or(0)) +
-           " of it stranded in split segments";
+      // The request against each place free memory lay: the cached pieces
+      // and the budget never reserved, neither holding it alone.
+      const double cached = x.cached_free_mib.value_or(0), unreserved = x.unreserved_mib.value_or(0);
+      s += "; the request of " + mib(x.request_mib.value_or(0)) + " failed with " + mib(cached + unreserved) +
+           " free under the budget: " + mib(cached) + " reserved but unallocated, " +
+           mib(x.inactive_split_mib.value_or(0)) + " of it stranded in split segments";
       if (x.inactive_split_blocks) {
         s += " in " + std::to_string(*x.inactive_split_blocks) + " block" + (*x.inactive_split_blocks == 1 ? "" : "s");
       }
       if (x.largest_free_block_mib) s += ", the largest " + mib(*x.largest_free_block_mib);
+      if (x.unreserved_mib) s += ", and " + mib(unreserved) + " of the budget never reserved";
       if (x.num_alloc_retries) {
         s += "; the allocator had freed its cache and retried " + std::to_string(*x.num_alloc_retries) + " time" +
              (*x.num_alloc_retries == 1 ? "" : "s");
@@ -286,6 +290,20 @@ std::string describe(const Warning& w) {
                           return describe_rank_run(x.run) + ": ranks imbalanced, peak differs by " +
                                  format_fixed(100 * x.imbalance, 0) + "%; rank " + std::to_string(x.max_rank) +
                                  " is the capacity constraint at " + mib(x.max_peak_mib);
+                        },
+                        [](const warning::InputsVaried& x) {
+                          std::string s = x.source + ": what the steps were given varied:";
+                          const auto range = [](const SizeRange& r, const char* unit) {
+                            return " " + std::to_string(r.least) + " to " + std::to_string(r.most) + " " + unit +
+                                   " a step (x" + format_fixed(static_cast<double>(r.most) / static_cast<double>(r.least), 2) +
+                                   " over " + std::to_string(r.steps) + " steps)";
+                          };
+                          if (x.samples) s += range(*x.samples, "samples");
+                          if (x.tokens) s += std::string(x.samples ? ";" : "") + range(*x.tokens, "tokens");
+                          s += "; figures per sample are each step's own";
+                          if (x.samples) s += ", and the configured batch (" + std::to_string(x.configured_batch) +
+                                              ") is not every step's";
+                          return s;
                         },
                     },
                     w);

@@ -107,6 +107,7 @@ json figures(const Evidence& e) {
                     {"other_mib", opt(x.other_mib)},
                     {"parameter_mib", x.parameter_mib},
                     {"cached_free_mib", opt(x.cached_free_mib)},
+                    {"unreserved_mib", opt(x.unreserved_mib)},
                     {"largest_free_block_mib", opt(x.largest_free_block_mib)},
                     {"inactive_split_mib", opt(x.inactive_split_mib)},
                     {"inactive_split_blocks", opt(x.inactive_split_blocks)},
@@ -126,6 +127,14 @@ json figures(const Warning& w) {
                         [](const warning::RankImbalance& x) -> json {
                           return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
                                   {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}};
+                        },
+                        [](const warning::InputsVaried& x) -> json {
+                          const auto range = [](const std::optional<SizeRange>& r) -> json {
+                            if (!r) return nullptr;
+                            return {{"least", r->least}, {"most", r->most}, {"steps", r->steps}};
+                          };
+                          return {{"source", x.source}, {"samples", range(x.samples)}, {"tokens", range(x.tokens)},
+                                  {"configured_batch", x.configured_batch}};
                         },
                     },
                     w);

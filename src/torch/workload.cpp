@@ -270,6 +270,9 @@ class Training {
                                      logits_.to(torch::kFloat).reshape({-1, logits_.size(-1)}), y_.reshape({-1}))
                                : torch::nn::functional::cross_entropy(logits_.to(torch::kFloat), y_);
     rec_.mark(Phase::kForward, census(), micro_batch(mb));
+    // A transformer's input is [batch, length] token ids; an MLP's, features.
+    const bool token_ids = x_.dim() == 2 && !x_.is_floating_point();
+    rec_.note_inputs(x_.size(0), token_ids ? std::optional<std::int64_t>(x_.numel()) : std::nullopt);
   }
 
   void backward(int mb) {

@@ -96,6 +96,8 @@ Report full_report() {
   sample(r, Phase::kStep, 0).process_device_mib = 700;
   sample(r, Phase::kStep, 0).loss = 2.5;
   sample(r, Phase::kForward, 1).micro_batch = 0;
+  sample(r, Phase::kForward, 1).samples = 8;
+  sample(r, Phase::kForward, 1).tokens = 2048;
   sample(r, Phase::kBackward, 1).micro_batch = 0;
   r.events.back().oom = OomDetails{};
   OomDetails& o = *r.events.back().oom;

@@ -421,7 +421,9 @@ Report oom_report(Phase phase, int step, OomDetails d) {
 }  // namespace
 
 TEST(OutOfMemoryVerdict, CachedFreeMemoryThatCouldHoldTheRequestIsFragmentation) {
-  OomDetails d = failure(40, 800, 860, 900, TensorCensus{10, 0, 0});  // 60 MiB cached but free, in pieces
+  // 60 MiB cached but free, in pieces, and 10 of the limit never reserved:
+  // neither place holds the request alone.
+  OomDetails d = failure(40, 800, 860, 870, TensorCensus{10, 0, 0});
   d.largest_free_block_mib = 20;
   const Verdict v = analyse({{"f.json", oom_report(Phase::kForward, 2, d)}}).verdicts.at(0);
   EXPECT_EQ(v.decision.rule, DecisionRule::kOutOfMemory);

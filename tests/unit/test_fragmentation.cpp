@@ -149,6 +149,86 @@ TEST(Fragmentation, AMerelyLargeCacheAtTheFailureIsNotFragmentation) {
   EXPECT_NE(a.dominant, Cause::kAllocatorCache);
 }
 
+// The allocator's state at a failure read against the limit: free memory
+// split between cached pieces and the part of the limit never reserved is
+// fragmentation when neither holds the request alone and the two together
+// would have. Epsilon medium at 2650 MiB on the H200 (issue 37): 128 MiB
+// asked, 2450.9 allocated, 2568 reserved (117.1 free in 6 pieces, the
+// largest 52) and 82 never reserved; expandable segments completed there.
+Report oom_against_limit(double request, double allocated, double reserved, double largest, double limit,
+                         const std::string& settings = "") {
+  Synth s;
+  s.case_name = "a-ramp";
+  s.steps = 6;
+  s.activations_mib = 400;
+  Report r = synth(s);
+  r.config.memory_limit_mib = limit;
+  r.config.allocator_settings = settings;
+  Event e = make_event(EventKind::kOom, Phase::kBackward, 5, "CUDA out of memory. Tried to allocate ...");
+  OomDetails d;
+  d.request_mib = request;
+  d.limit_mib = limit;
+  d.device_free_mib = 139000;
+  d.allocated_mib = allocated;
+  d.reserved_mib = reserved;
+  d.inactive_split_mib = reserved - allocated;
+  d.inactive_split_blocks = 6;
+  d.largest_free_block_mib = largest;
+  d.num_alloc_retries = 4;
+  e.oom = d;
+  r.events.push_back(e);
+  r.status = RunStatus::kOom;
+  return r;
+}
+
+TEST(Fragmentation, FreeMemorySplitBetweenTheCacheAndTheUnreservedLimitIsFragmentation) {
+  const Verdict v = verdict_of({{"r.json", oom_against_limit(128, 2450.9, 2568, 52, 2650)}});
+  EXPECT_EQ(v.dominant, Cause::kFragmentation);
+  const auto* o = find_evidence<evidence::OutOfMemory>(v);
+  ASSERT_TRUE(o);
+  ASSERT_TRUE(o->unreserved_mib && o->cached_free_mib);
+  EXPECT_NEAR(*o->unreserved_mib, 82.0, 1e-9);
+  EXPECT_NEAR(*o->cached_free_mib, 117.1, 1e-9);
+  // At each limit of the window the same state with the limit's rest: the
+  // verdict turns on whether the two places together hold the request.
+  for (double limit = 2580; limit <= 2690; limit += 10) {
+    const double unreserved = limit - 2568;
+    const bool together = 117.1 + unreserved >= 128 && unreserved < 128;
+    const Verdict at = verdict_of({{"r.json", oom_against_limit(128, 2450.9, 2568, 52, limit)}});
+    EXPECT_EQ(at.dominant == Cause::kFragmentation, together) << limit;
+  }
+}
+
+TEST(Fragmentation, TooLittleFreeUnderTheLimitOrOnePlaceThatHoldsItIsNotFragmentation) {
+  // 117.1 cached + 7 unreserved: less than the request in all.
+  EXPECT_NE(verdict_of({{"r.json", oom_against_limit(128, 2450.9, 2568, 52, 2575)}}).dominant, Cause::kFragmentation);
+  // The unreserved rest alone would hold a new segment for it.
+  EXPECT_NE(verdict_of({{"r.json", oom_against_limit(128, 2450.9, 2568, 52, 2700)}}).dominant, Cause::kFragmentation);
+  // A cached piece that holds it.
+  EXPECT_NE(verdict_of({{"r.json", oom_against_limit(50, 2450.9, 2568, 52, 2600)}}).dominant, Cause::kFragmentation);
+  // Under expandable segments every free page was unmapped at the failure:
+  // the same figures there mean the budget was too small, not stranded.
+  for (const char* settings : {"expandable_segments:True", "max_split_size_mb:64,expandable_segments: True"}) {
+    EXPECT_NE(verdict_of({{"r.json", oom_against_limit(128, 2450.9, 2568, 52, 2650, settings)}}).dominant,
+              Cause::kFragmentation)
+        << settings;
+  }
+  // The last value of a key wins, as PyTorch reads it.
+  EXPECT_EQ(verdict_of({{"r.json", oom_against_limit(128, 2450.9, 2568, 52, 2650,
+                                                      "expandable_segments:True,expandable_segments:False")}})
+                .dominant,
+            Cause::kFragmentation);
+}
+
+TEST(Fragmentation, ASmallRequestNeedsAWholeSmallSegmentFromTheUnreservedRest) {
+  // 5 MiB asked: a new segment would be 20 MiB, and 15 are left unreserved;
+  // 30 MiB cached in pieces of at most 4.
+  const Verdict v = verdict_of({{"r.json", oom_against_limit(5, 2000, 2030, 4, 2045)}});
+  EXPECT_EQ(v.dominant, Cause::kFragmentation);
+  // 25 MiB unreserved hold that segment: the allocator would have served it.
+  EXPECT_NE(verdict_of({{"r.json", oom_against_limit(5, 2000, 2030, 4, 2055)}}).dominant, Cause::kFragmentation);
+}
+
 // A phase that fails on its first occurrence with a few MiB stranded ran out
 // because of what it was making: the free pieces would have served this
 // request and not the phase. Found on the H200 with the Python recorder:

@@ -191,6 +191,9 @@ struct OutOfMemory {
   std::optional<double> other_mib;  // activations, the batch, temporaries
   double parameter_mib = 0;
   std::optional<double> cached_free_mib;  // reserved - allocated at the failure
+  // The budget never reserved at the failure (limit - reserved, at most the
+  // device's free memory): with cached_free_mib, all that was free under it.
+  std::optional<double> unreserved_mib;
   std::optional<double> largest_free_block_mib;
   // The part of cached_free_mib stranded in segments that still hold a
   // live block, in how many pieces, and the allocator's retries so far.
@@ -240,8 +243,17 @@ struct RankImbalance {
   int max_rank = 0;
   double max_peak_mib = 0;
 };
+// The size of what the steps were given changed from step to step (a
+// schedule of batch sizes, variable-length buckets): figures per sample are
+// each step's own, and the configured batch is not every step's.
+struct InputsVaried {
+  std::string source;
+  std::optional<SizeRange> samples;  // set where the samples varied
+  std::optional<SizeRange> tokens;   // set where the tokens varied
+  std::int64_t configured_batch = 0;
+};
 }  // namespace warning
-using Warning = std::variant<warning::RunStopped, warning::RankImbalance>;
+using Warning = std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried>;
 const char* warning_code(const Warning& w);
 
 // A variant measured against the baseline: a run of the group that differs

@@ -24,6 +24,19 @@ struct StepFigures {
   std::optional<double> cleanup_allocated_mib;
   double peak_mib = 0;  // highest peak of any phase of the step
   std::optional<double> max_inactive_split_mib;  // CUDA: the most stranded in split blocks at its samples
+  // What the forward whose increment is kept (the step's last) was given,
+  // and the step's whole batch (its micro-batches added up), where the
+  // report says: samples, and tokens for sequence inputs.
+  std::optional<std::int64_t> forward_samples, forward_tokens;
+  std::optional<std::int64_t> samples, tokens;
+};
+
+// The least and the most a recorded step was given, where the report says.
+struct SizeRange {
+  std::int64_t least = 0;
+  std::int64_t most = 0;
+  int steps = 0;  // steps that said
+  bool varied() const { return most > least; }
 };
 
 // Where and how a run ran out of memory, from its oom event.
@@ -80,7 +93,12 @@ struct RunFeatures {
   // Forward increment in steady state: the median over steps >= 1, or step 0
   // alone when only one step ran.
   std::optional<double> forward_increment_mib;
+  // Per sample: the steady steps' increments each over its own forward's
+  // samples where the report gives them (a job whose batch varies), else
+  // over the configured batch.
   std::optional<double> forward_per_sample_mib;
+  // Each step's samples and tokens over the recorded steps.
+  std::optional<SizeRange> step_samples, step_tokens;
   // cleanup[0] - optimizer_ready: what the first step left behind.
   std::optional<double> first_step_persistent_mib;
   // Least-squares slope of the post-cleanup allocation over steps (>= 2 steps)

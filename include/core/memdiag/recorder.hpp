@@ -44,6 +44,9 @@ class Recorder {
   const Sample& mark(Phase phase, std::optional<TensorCensus> census = std::nullopt,
                      std::optional<int> micro_batch = std::nullopt, std::optional<double> loss = std::nullopt);
 
+  // What the last sample's forward was given (its samples and, for a
+  // sequence model, tokens): set after mark(kForward, ...).
+  void note_inputs(std::int64_t samples, std::optional<std::int64_t> tokens);
   void add_event(Event event);
   // An event of the current step, in no particular phase.
   void add_event(EventKind kind, const std::string& message, std::optional<double> mib = std::nullopt);

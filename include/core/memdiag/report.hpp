@@ -66,6 +66,13 @@ struct Sample {
   // Gradient accumulation records a forward and a backward sample per
   // micro-batch, numbered from 0; absent otherwise.
   std::optional<int> micro_batch;
+  // On a forward sample: what that forward was given, read off its inputs.
+  // samples: the batch dimension (a step's micro-batches add up to its
+  // batch); tokens: for sequence inputs, samples x sequence length. Per
+  // step, so a job whose shapes vary says by how much (a schedule of batch
+  // sizes, variable-length buckets); absent where the writer could not tell.
+  std::optional<std::int64_t> samples;
+  std::optional<std::int64_t> tokens;
   // On a step's "step" sample: the mean loss over the step's whole batch
   // (with accumulation, the micro-batches' losses weighted by their size).
   std::optional<double> loss;

@@ -1,0 +1,63 @@
+"""What one forward was given, read off the call's arguments whatever their
+shape: positional or keyword (Hugging Face models are called as
+model(input_ids=..., labels=...), which a forward pre-hook without
+with_kwargs never sees), dicts and mappings (a tokenizer's BatchEncoding is a
+UserDict, not a dict), tuples, lists, named tuples and dataclasses of
+tensors.
+
+samples: the first tensor's first dimension, in call order (positional
+arguments, then keywords as written): the batch. tokens: for sequence
+inputs, the first integer tensor of two dimensions with that batch (token
+ids, batch x length), its element count; padding included, since what the
+model makes scales with the padded shape.
+"""
+import dataclasses
+from collections.abc import Mapping
+
+import torch
+
+# A forward's arguments are walked this deep and this far at most: a
+# pathological structure costs the loop nothing more.
+_MAX_DEPTH = 6
+_MAX_ITEMS = 256
+
+
+def sizes(args, kwargs):
+    """(samples, tokens) of one forward call; None where it cannot be told."""
+    first = None
+    ids = None
+    for t in _tensors((args, kwargs or {}), 0, [0]):
+        if t.dim() == 0:
+            continue
+        if first is None:
+            first = t
+        if ids is None and _token_ids(t):
+            ids = t
+        if ids is not None:
+            break
+    if first is None:
+        return None, None
+    samples = int(first.size(0))
+    tokens = int(ids.numel()) if ids is not None and int(ids.size(0)) == samples and ids.numel() > 0 else None
+    return (samples if samples > 0 else None), tokens
+
+
+def _token_ids(t):
+    return t.dim() == 2 and not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool
+
+
+def _tensors(x, depth, seen):
+    if seen[0] >= _MAX_ITEMS or depth > _MAX_DEPTH:
+        return
+    seen[0] += 1
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, Mapping):
+        for v in list(x.values()):
+            yield from _tensors(v, depth + 1, seen)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            yield from _tensors(v, depth + 1, seen)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            yield from _tensors(getattr(x, f.name, None), depth + 1, seen)

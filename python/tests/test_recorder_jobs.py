@@ -1,0 +1,238 @@
+"""The recorder on jobs shaped as users write them, on the CPU: models called
+with keyword inputs and mappings, inputs whose size changes every step,
+evaluation forwards between steps, and data-parallel jobs under torchrun
+(every rank its own report).
+
+    MEMDIAG_BIN=build/bin python3 python/tests/run.py test_recorder_jobs
+"""
+import collections
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+if os.environ.get("MEMDIAG_TEST_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+import memdiag  # noqa: E402
+from memdiag import _inputs  # noqa: E402
+
+BIN = os.environ.get("MEMDIAG_BIN", "")
+VOCAB = 97
+
+
+def comparer():
+    if not BIN:
+        raise unittest.SkipTest("compare_memory_reports not found: set MEMDIAG_BIN to the folder holding it (build/bin)")
+    return os.path.join(BIN, "compare_memory_reports")
+
+
+class KeywordLM(torch.nn.Module):
+    """A language model with Hugging Face's calling convention: keywords
+    only, the loss computed inside when labels are given."""
+
+    def __init__(self, width=32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, width)
+        self.mix = torch.nn.Linear(width, width)
+        self.head = torch.nn.Linear(width, VOCAB)
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None):
+        h = torch.tanh(self.mix(self.embed(input_ids)))
+        logits = self.head(h)
+        if labels is None:
+            return logits
+        return F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+
+
+class Encoding(collections.UserDict):
+    """A tokenizer's output is a UserDict (transformers' BatchEncoding), not
+    a dict."""
+
+
+@dataclasses.dataclass
+class Batch:
+    images: torch.Tensor
+    labels: torch.Tensor
+
+
+def forwards(report):
+    return [s for s in report["samples"] if s["phase"] == "forward"]
+
+
+def notes(report):
+    return [e["message"] for e in report["events"] if e["kind"] == "note"]
+
+
+class Inputs(unittest.TestCase):
+    def test_every_shape_of_call_gives_its_samples_and_tokens(self):
+        ids = torch.randint(0, VOCAB, (16, 128))
+        cases = [
+            ((), {"input_ids": ids, "labels": ids}, (16, 2048)),
+            ((Encoding({"input_ids": ids, "attention_mask": torch.ones_like(ids)}),), {}, (16, 2048)),
+            (({"pixel_values": torch.zeros(4, 3, 8, 8)},), {}, (4, None)),
+            ((Batch(torch.zeros(6, 3, 8, 8), torch.zeros(6)),), {}, (6, None)),
+            (([torch.zeros(5, 2), torch.zeros(5)],), {}, (5, None)),
+            ((collections.namedtuple("P", "x y")(torch.zeros(3, 7), ids),), {}, (3, None)),  # ids of another batch
+            ((torch.tensor(2.0),), {"scale": 3}, (None, None)),
+            ((torch.zeros(8, 10),), {}, (8, None)),  # features, not token ids
+        ]
+        for args, kwargs, want in cases:
+            self.assertEqual(_inputs.sizes(args, kwargs), want, (args, kwargs))
+
+    def test_a_keyword_only_model_is_recorded_at_its_batch_with_each_steps_tokens(self):
+        torch.manual_seed(0)
+        model = KeywordLM()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "kw.json")
+            with memdiag.record(model, opt, output=out, census=False):
+                for k in range(4):
+                    ids = torch.randint(0, VOCAB, (16, 32 * (k + 1)))
+                    loss = model(**Encoding({"input_ids": ids, "labels": ids}))
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    with torch.no_grad():  # an evaluation between steps: no step of its own
+                        model(input_ids=ids)
+            r = json.load(open(out))
+        self.assertEqual(r["config"]["batch_size_per_device"], 16)
+        self.assertEqual(r["config"]["steps"], 4)
+        self.assertEqual([(s["step"], s.get("samples"), s.get("tokens")) for s in forwards(r)],
+                         [(k, 16, 16 * 32 * (k + 1)) for k in range(4)])
+        self.assertEqual(len(r["samples"]), 2 + 4 * 4)
+
+    def test_a_batch_size_given_wins_and_the_report_says_so(self):
+        model = KeywordLM()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "given.json")
+            with memdiag.record(model, opt, output=out, census=False, batch_size=32):
+                for _ in range(2):
+                    ids = torch.randint(0, VOCAB, (8, 16))
+                    model(input_ids=ids, labels=ids).backward()
+                    opt.step()
+                    opt.zero_grad()
+            r = json.load(open(out))
+        self.assertEqual(r["config"]["batch_size_per_device"], 32)
+        self.assertIn("batch_size 32: given to the recorder; step 0's inputs showed 8", notes(r))
+        for bad in (0, -3, 2.5, True, "8"):
+            with self.assertRaisesRegex(ValueError, r"^memdiag: batch_size="):
+                memdiag.record(model, opt, output="unused.json", batch_size=bad)
+
+    def test_a_batch_it_cannot_see_is_said_instead_of_guessed_silently(self):
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        w = torch.randn(3, 4)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "none.json")
+            with memdiag.record(model, opt, output=out, census=False, hooks=False) as rec:
+                for _ in range(2):
+                    loss = model(w).sum()
+                    rec.mark("forward")
+                    loss.backward()
+                    rec.mark("backward")
+                    opt.step()
+                    rec.mark("step")
+                    opt.zero_grad()
+                    rec.mark("cleanup")
+            r = json.load(open(out))
+        self.assertEqual(r["config"]["batch_size_per_device"], 1)
+        self.assertTrue(any(n.startswith("the batch could not be read off the model's inputs") for n in notes(r)))
+
+    def test_steps_whose_size_varies_are_read_each_at_its_own_size(self):
+        # Token-budget buckets: few long sequences or many short ones, the
+        # same tokens a step, in random order.
+        buckets = [(4, 64), (32, 8), (8, 32), (16, 16), (2, 128), (4, 64)]
+        torch.manual_seed(0)
+        model = KeywordLM(width=64)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "buckets.json")
+            with memdiag.record(model, opt, output=out, census=False):
+                for n, length in buckets:
+                    ids = torch.randint(0, VOCAB, (n, length))
+                    model(input_ids=ids, labels=ids).backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            r = json.load(open(out))
+            self.assertEqual([s.get("samples") for s in forwards(r)], [n for n, _ in buckets])
+            self.assertEqual({s.get("tokens") for s in forwards(r)}, {256})
+            v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                          text=True).stdout)
+        warnings = [w for w in v["groups"][0]["warning_data"] if w["code"] == "inputs_varied"]
+        self.assertEqual(len(warnings), 1, v["groups"][0]["warnings"])
+        w = warnings[0]
+        self.assertIn("2 to 32 samples a step (x16.00 over 6 steps)", w["text"])
+        self.assertEqual((w["samples"]["least"], w["samples"]["most"]), (2, 32))
+        self.assertIsNone(w["tokens"])  # the same tokens every step
+        self.assertEqual(w["configured_batch"], 4)
+
+
+class Launchers(unittest.TestCase):
+    """torchrun starts every rank with RANK and WORLD_SIZE; each rank writes
+    its own report, and the comparer reads them as one rank set."""
+
+    def torchrun(self, d, nproc, output, extra=0):
+        job = os.path.join(HERE, "jobs", "ddp_job.py")
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        port = str(29500 + (os.getpid() + nproc) % 400)
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--master-port", port,
+               job, os.path.join(d, output), "--extra", str(extra), "--steps", "2"]
+        done = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=300)
+        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+
+    def check_rank_set(self, d, names, world, extra):
+        reports = []
+        for rank, name in enumerate(names):
+            path = os.path.join(d, name)
+            self.assertTrue(os.path.exists(path), f"{name} missing: {sorted(os.listdir(d))}")
+            r = json.load(open(path))
+            self.assertEqual((r["config"]["parallelism"]["rank"], r["config"]["parallelism"]["world_size"]),
+                             (rank, world))
+            self.assertEqual(r["config"]["parallelism"]["mode"], "ddp")
+            self.assertEqual({s["samples"] for s in forwards(r)}, {16 + (extra if rank == 0 else 0)})
+            reports.append(path)
+        v = json.loads(subprocess.run([comparer(), "--format", "json"] + reports, check=True, capture_output=True,
+                                      text=True).stdout)
+        self.assertEqual(len(v["groups"]), 1, "the ranks are one rank set")
+        self.assertEqual(len(v["groups"][0]["runs"]), world)
+
+    def test_two_ranks_write_two_reports_by_default(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.torchrun(d, 2, "ddp.json", extra=64)
+            self.assertFalse(os.path.exists(os.path.join(d, "ddp.json")))
+            self.check_rank_set(d, ["ddp-rank0.json", "ddp-rank1.json"], 2, 64)
+
+    def test_four_ranks_fill_a_rank_template(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.torchrun(d, 4, "ddp-{rank}.json")
+            self.check_rank_set(d, [f"ddp-{k}.json" for k in range(4)], 4, 0)
+
+    def test_a_launcher_environment_that_cannot_be_is_refused(self):
+        model = torch.nn.Linear(2, 2)
+        for env in ({"RANK": "1"}, {"RANK": "2", "WORLD_SIZE": "2"}, {"RANK": "x", "WORLD_SIZE": "2"}):
+            saved = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
+            try:
+                for k in ("RANK", "WORLD_SIZE"):
+                    os.environ.pop(k, None)
+                os.environ.update(env)
+                with self.assertRaisesRegex(ValueError, r"^memdiag: RANK="):
+                    memdiag.record(model, None, output="unused.json").start()
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+
+
+if __name__ == "__main__":
+    unittest.main()
