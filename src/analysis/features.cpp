@@ -63,12 +63,16 @@ void read_samples(const Report& r, RunFeatures& f) {
       switch (s.phase) {
         case Phase::kForward:
           st.forward_increment_mib = inc;
+          st.forward_allocated_mib = s.allocated_mib;
           st.forward_samples = s.samples;
           st.forward_tokens = s.tokens;
           if (s.samples) st.samples = st.samples.value_or(0) + *s.samples;
           if (s.tokens) st.tokens = st.tokens.value_or(0) + *s.tokens;
           break;
-        case Phase::kBackward: st.backward_increment_mib = inc; break;
+        case Phase::kBackward:
+          st.backward_increment_mib = inc;
+          st.backward_peak_mib = std::max(st.backward_peak_mib.value_or(0), s.peak_allocated_mib);
+          break;
         case Phase::kStep: st.step_increment_mib = inc; break;
         case Phase::kCleanup: st.cleanup_allocated_mib = s.allocated_mib; break;
         case Phase::kSetup:

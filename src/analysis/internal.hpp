@@ -55,6 +55,13 @@ struct FreeUnderBudget {
   bool one_place_holds_it = false;
 };
 std::optional<FreeUnderBudget> free_under_budget(const OomAt& oom, const std::string& allocator_settings);
+// What the failing step needs at its peak, from the completed steps.
+struct StepNeed {
+  double mib = 0;
+  bool measured = false;  // a completed step at least as large reached it
+  int from_steps = 0;
+};
+std::optional<StepNeed> failing_step_need(const RunFeatures& oom_run);
 Cause oom_cause(const RunFeatures& oom_run);
 evidence::OutOfMemory oom_evidence(const RunFeatures& oom_run, Cause cause);
 

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <utility>
+#include <vector>
 
 namespace memdiag::detail {
 
@@ -31,7 +34,91 @@ bool expandable_segments_on(const std::string& settings) {
   return settings.compare(v, 4, "True") == 0;
 }
 
+// y = a + b x by least squares; none unless the x take two values.
+std::optional<std::pair<double, double>> line_through(const std::vector<std::pair<double, double>>& xy) {
+  if (xy.size() < 2) return std::nullopt;
+  double sx = 0, sy = 0;
+  for (const auto& [x, y] : xy) sx += x, sy += y;
+  const double n = static_cast<double>(xy.size()), mx = sx / n, my = sy / n;
+  double num = 0, den = 0;
+  for (const auto& [x, y] : xy) num += (x - mx) * (y - my), den += (x - mx) * (x - mx);
+  if (den <= 0) return std::nullopt;
+  const double b = num / den;
+  return std::pair{my - b * mx, b};
+}
+
 }  // namespace
+
+std::optional<StepNeed> failing_step_need(const RunFeatures& p) {
+  const OomAt& o = *p.oom;
+  if (!o.step) return std::nullopt;
+  const StepFigures* failing = nullptr;
+  std::vector<const StepFigures*> done;
+  for (const StepFigures& st : p.steps) {
+    if (st.step == *o.step) failing = &st;
+    if (st.step < *o.step && st.cleanup_allocated_mib && st.forward_allocated_mib && st.backward_peak_mib) {
+      done.push_back(&st);
+    }
+  }
+  if (done.empty()) return std::nullopt;
+  // The size the memory follows: tokens where only they vary (variable
+  // lengths at a fixed batch), else samples.
+  const auto size_of = [&](const StepFigures* st, bool tokens) -> std::optional<double> {
+    const std::optional<std::int64_t> v = st != nullptr ? (tokens ? st->forward_tokens : st->forward_samples)
+                                                        : (tokens ? o.details.tokens : o.details.samples);
+    return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+  };
+  const auto failing_size = [&](bool tokens) {
+    // The failure's own record first: a forward that failed has no sample.
+    const std::optional<double> own = size_of(nullptr, tokens);
+    return own ? own : failing != nullptr ? size_of(failing, tokens) : std::nullopt;
+  };
+  const auto varies = [&](bool tokens) {
+    std::set<double> seen;
+    for (const StepFigures* st : done) {
+      const std::optional<double> v = size_of(st, tokens);
+      if (!v) return false;
+      seen.insert(*v);
+    }
+    if (const std::optional<double> f = failing_size(tokens)) seen.insert(*f);
+    return seen.size() > 1;
+  };
+  const bool tokens = !varies(false) && varies(true);
+  const std::optional<double> n = failing_size(tokens);
+  StepNeed need;
+  need.from_steps = static_cast<int>(done.size());
+  if (!varies(tokens)) {
+    // Every step the same size (or sizes unknown): the completed steps'
+    // peaks are the failing step's.
+    for (const StepFigures* st : done) need.mib = std::max(need.mib, st->peak_mib);
+    need.measured = true;
+    return need;
+  }
+  if (!n) return std::nullopt;  // sizes that vary, and the failing one's unknown
+  // A completed step at least as large fit: its peak bounds the need.
+  std::optional<double> bound;
+  std::vector<std::pair<double, double>> ends, transients;
+  for (const StepFigures* st : done) {
+    const double x = *size_of(st, tokens);
+    if (x >= *n) bound = std::min(bound.value_or(st->peak_mib), st->peak_mib);
+    ends.emplace_back(x, *st->forward_allocated_mib);
+    transients.emplace_back(x, *st->backward_peak_mib - *st->forward_allocated_mib);
+  }
+  if (bound) {
+    need.mib = *bound;
+    need.measured = true;
+    return need;
+  }
+  // Larger than any completed step: forward's end (measured where the
+  // failing step's forward completed) plus backward's transient over it,
+  // each a line along the size.
+  const auto end_line = line_through(ends), transient_line = line_through(transients);
+  if (!end_line || !transient_line) return std::nullopt;
+  const bool forward_done = failing != nullptr && failing->forward_allocated_mib && o.phase != Phase::kForward;
+  const double end = forward_done ? *failing->forward_allocated_mib : end_line->first + end_line->second * *n;
+  need.mib = end + std::max(0.0, transient_line->first + transient_line->second * *n);
+  return need;
+}
 
 std::optional<FreeUnderBudget> free_under_budget(const OomAt& o, const std::string& allocator_settings) {
   const OomDetails& d = o.details;
@@ -76,10 +163,24 @@ Cause oom_cause(const RunFeatures& p) {
   // later. Under expandable segments nothing is stranded this way: at a
   // failure the allocator unmaps every free page, and a segment grows where
   // it is needed, so a request that fails there did not fit the budget.
+  //
+  // The free memory must also be enough for the whole step, not this one
+  // request: a step larger than any completed (a ramp, a longer bucket)
+  // fails where expandable segments fail too when its need exceeds the
+  // budget (epsilon medium at 2590 MiB: 64 MiB asked with 170 free, but the
+  // step needs 2580 at its peak). Where the completed steps say what the
+  // failing one needs, that need decides; where they cannot, the phase must
+  // have completed before or the free memory be a real share of the use.
   const bool phase_ran_before = o.phase && p.peak_by_phase.count(*o.phase) > 0;
+  const std::optional<StepNeed> need = failing_step_need(p);
+  const auto fits = [&](const FreeUnderBudget& free) {
+    if (need && o.budget_mib) {
+      return need->measured ? need->mib <= *o.budget_mib : need->mib + thresholds::kGranuleMarginMib <= *o.budget_mib;
+    }
+    return phase_ran_before || free.total_mib >= thresholds::kReservedFreeShareOfUse * *d.allocated_mib;
+  };
   if (const std::optional<FreeUnderBudget> free = free_under_budget(o, p.config.allocator_settings);
-      free && free->total_mib >= *d.request_mib && !free->one_place_holds_it &&
-      (phase_ran_before || free->total_mib >= thresholds::kReservedFreeShareOfUse * *d.allocated_mib)) {
+      free && free->total_mib >= *d.request_mib && !free->one_place_holds_it && fits(*free)) {
     // Fragmentation when the cached free memory is in pieces of segments
     // that still hold a live block; a cache merely large otherwise (or where
     // the allocator did not say what was stranded).
@@ -124,6 +225,11 @@ evidence::OutOfMemory oom_evidence(const RunFeatures& p, Cause cause) {
   if (o.details.reserved_mib && o.details.allocated_mib) e.cached_free_mib = *o.details.reserved_mib - *o.details.allocated_mib;
   if (const std::optional<FreeUnderBudget> free = free_under_budget(o, p.config.allocator_settings)) {
     e.unreserved_mib = free->unreserved_mib;
+  }
+  if (const std::optional<StepNeed> need = failing_step_need(p)) {
+    e.step_need_mib = need->mib;
+    e.step_need_measured = need->measured;
+    e.step_need_from_steps = need->from_steps;
   }
   e.largest_free_block_mib = o.details.largest_free_block_mib;
   e.inactive_split_mib = o.details.inactive_split_mib;

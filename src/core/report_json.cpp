@@ -122,7 +122,7 @@ json model_json(const ModelInfo& m) {
 }
 
 json to_json(const OomDetails& o) {
-  return {{"request_mib", opt(o.request_mib)},
+  json j = {{"request_mib", opt(o.request_mib)},
           {"limit_mib", opt(o.limit_mib)},
           {"device_free_mib", opt(o.device_free_mib)},
           {"allocated_mib", opt(o.allocated_mib)},
@@ -133,6 +133,9 @@ json to_json(const OomDetails& o) {
           {"num_alloc_retries", opt(o.num_alloc_retries)},
           {"num_ooms", opt(o.num_ooms)},
           {"tensors", o.tensors ? census_json(*o.tensors) : json(nullptr)}};
+  if (o.samples) j["samples"] = *o.samples;
+  if (o.tokens) j["tokens"] = *o.tokens;
+  return j;
 }
 
 json to_json(const Event& ev) {

@@ -43,6 +43,9 @@ OomDetails read_oom(const JsonNode& n) {
   o.num_alloc_retries = n.opt_integer("num_alloc_retries", 0, limits::kMaxExactInteger);
   o.num_ooms = n.opt_integer("num_ooms", 0, limits::kMaxExactInteger);
   if (n.given("tensors")) o.tensors = read_census(n.field("tensors"));
+  o.samples = n.opt_integer("samples", 1, limits::kMaxBatch);
+  o.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
+  if (o.tokens && o.samples && *o.tokens < *o.samples) n.field("tokens").fail("fewer tokens than samples");
   return o;
 }
 

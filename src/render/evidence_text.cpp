@@ -66,6 +66,16 @@ std::string sweep_line(const Sweep& s) {
                          departure + ")");
 }
 
+// "the step needs about 2580.3 MiB at its peak (extrapolated from 5 completed
+// steps along their size)".
+std::string step_need_words(const evidence::OutOfMemory& x) {
+  return "the step needs about " + mib(*x.step_need_mib) + " at its peak against " + mib(*x.budget_mib) + " (" +
+         (x.step_need_measured ? "reached by a completed step at least as large"
+                               : "extrapolated from " + std::to_string(x.step_need_from_steps) +
+                                     " completed step" + (x.step_need_from_steps == 1 ? "" : "s") + " along their size") +
+         ")";
+}
+
 std::string oom_line(const evidence::OutOfMemory& x) {
   std::string where = "an unknown phase";
   if (x.phase) {
@@ -124,6 +134,7 @@ std::string oom_line(const evidence::OutOfMemory& x) {
       }
       if (x.largest_free_block_mib) s += ", the largest " + mib(*x.largest_free_block_mib);
       if (x.unreserved_mib) s += ", and " + mib(unreserved) + " of the budget never reserved";
+      if (x.step_need_mib && x.budget_mib) s += "; " + step_need_words(x) + ", within the budget";
       if (x.num_alloc_retries) {
         s += "; the allocator had freed its cache and retried " + std::to_string(*x.num_alloc_retries) + " time" +
              (*x.num_alloc_retries == 1 ? "" : "s");
@@ -131,7 +142,24 @@ std::string oom_line(const evidence::OutOfMemory& x) {
       s += ": the memory existed, in pieces no request fitted";
       break;
     }
-    case Cause::kActivations: s += "; forward was saving activations for backward"; break;
+    case Cause::kActivations:
+      s += x.phase == Phase::kBackward ? "; backward was making gradients while forward's activations were held"
+                                       : "; forward was saving activations for backward";
+      // Free memory that would have held this request, named beside the
+      // consumer: the step as a whole did not fit.
+      if (x.step_need_mib && x.budget_mib && x.request_mib && x.cached_free_mib && x.unreserved_mib &&
+          *x.cached_free_mib + *x.unreserved_mib >= *x.request_mib &&
+          *x.step_need_mib + (x.step_need_measured ? 0.0 : thresholds::kGranuleMarginMib) > *x.budget_mib) {
+        const double slack = *x.budget_mib - *x.step_need_mib;
+        s += "; " + mib(*x.cached_free_mib + *x.unreserved_mib) + " was free under the budget (" +
+             mib(*x.cached_free_mib) + " cached in pieces, " + mib(*x.unreserved_mib) +
+             " never reserved), enough for this request, but " + step_need_words(x) +
+             (slack < 0 ? ", more than the budget: no allocator setting makes it fit"
+                        : ", " + mib(slack) + " under it, less than the " +
+                              mib(thresholds::kGranuleMarginMib) +
+                              " an allocator leaves partly used: no allocator setting can be counted on to make it fit");
+      }
+      break;
     case Cause::kInconclusive: break;
   }
   return s;

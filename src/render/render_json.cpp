@@ -108,6 +108,8 @@ json figures(const Evidence& e) {
                     {"parameter_mib", x.parameter_mib},
                     {"cached_free_mib", opt(x.cached_free_mib)},
                     {"unreserved_mib", opt(x.unreserved_mib)},
+                    {"step_need_mib", opt(x.step_need_mib)},
+                    {"step_need_measured", x.step_need_mib ? json(x.step_need_measured) : json(nullptr)},
                     {"largest_free_block_mib", opt(x.largest_free_block_mib)},
                     {"inactive_split_mib", opt(x.inactive_split_mib)},
                     {"inactive_split_blocks", opt(x.inactive_split_blocks)},

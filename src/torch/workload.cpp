@@ -162,6 +162,14 @@ class Training {
       : o_(o), e_(e), rec_(rec), phase_(phase), mspec_(e.model) {}
 
   int micro_batches() const { return e_.micro_batches; }
+  // What the micro-batch in progress is given: its samples, and tokens for
+  // a transformer (set before its forward allocates anything, so a failure
+  // in that forward still says it).
+  std::pair<std::int64_t, std::optional<std::int64_t>> inputs() const {
+    const std::int64_t n = slice(mb_).second;
+    if (mspec_.kind != ModelKind::kTransformer) return {n, std::nullopt};
+    return {n, n * static_cast<std::int64_t>(mspec_.sequence_length)};
+  }
 
   void model_ready() {
     enter(Phase::kModelReady);
@@ -235,6 +243,7 @@ class Training {
   // micro-batch split trains on the same samples.
   void forward(int mb) {
     enter(Phase::kForward);
+    mb_ = mb;
     if (mb == 0) {
       // This step's samples: the case's schedule may vary them by step.
       local_batch_ = o_.spec.batch_samples(o_.batch_size, rec_.current_step().value_or(0)) +
@@ -483,6 +492,7 @@ class Training {
   std::vector<bool> reduced_;               // units whose gradients this backward has reduce-scattered
   bool tied_first_unit_ = false;            // the last unit reads the first unit's weight (a tied head)
   std::int64_t local_batch_ = 0;
+  int mb_ = 0;  // the micro-batch in progress
   torch::Tensor x_all_, y_all_;             // the step's batch
   torch::Tensor x_, y_, logits_, loss_;     // the (micro-)batch in progress
   double step_loss_ = 0;                    // the step's mean loss, as a logger reads it
@@ -501,6 +511,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     ~EndAnnotation() { end_phase_annotation(); }
   } end_annotation;
   std::optional<TensorCensus> at_failure;  // the census when a phase ran out of memory
+  std::optional<std::pair<std::int64_t, std::optional<std::int64_t>>> inputs_at_failure;
   try {
     if (o.warm_up_kernels) warm_up(o, e, probe, rec);
     if (e.empty_cache && !o.device.is_cuda()) {
@@ -515,6 +526,7 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
         work();
       } catch (const c10::OutOfMemoryError&) {
         if (phase != Phase::kModelReady) at_failure = t.census();
+        if (phase == Phase::kForward || phase == Phase::kBackward) inputs_at_failure = t.inputs();
         throw;
       }
       return !interrupted(interrupt);
@@ -538,6 +550,10 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
     Event event = make_event(EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib);
     event.oom = probe.take_oom_details().value_or(OomDetails{});
     event.oom->tensors = at_failure;
+    if (inputs_at_failure) {
+      event.oom->samples = inputs_at_failure->first;
+      event.oom->tokens = inputs_at_failure->second;
+    }
     rec.add_event(std::move(event));
     return RunStatus::kOom;
   }

@@ -110,6 +110,8 @@ Report full_report() {
   o.inactive_split_blocks = 3;
   o.largest_free_block_mib = 20;
   o.num_alloc_retries = 1;
+  o.samples = 8;
+  o.tokens = 2048;
   o.num_ooms = 1;
   o.tensors = TensorCensus{10, 10, 20};
   r.config.remedies = {Remedy{RemedyKind::kCheckpoint, 2}};

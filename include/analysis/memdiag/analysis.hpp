@@ -194,6 +194,13 @@ struct OutOfMemory {
   // The budget never reserved at the failure (limit - reserved, at most the
   // device's free memory): with cached_free_mib, all that was free under it.
   std::optional<double> unreserved_mib;
+  // What the failing step needs at its peak (forward's end plus backward's
+  // transient): measured where a completed step was at least as large,
+  // else extrapolated along the completed steps' sizes. Fragmentation is
+  // named only where it fits the budget.
+  std::optional<double> step_need_mib;
+  bool step_need_measured = false;
+  int step_need_from_steps = 0;  // completed steps it was read from
   std::optional<double> largest_free_block_mib;
   // The part of cached_free_mib stranded in segments that still hold a
   // live block, in how many pieces, and the allocator's retries so far.
@@ -506,6 +513,12 @@ inline constexpr double kStrandedShareOfFree = 0.5;
 // whatever the phase still needed). A phase failing on its first occurrence
 // with a few MiB stranded ran out because of what the phase was making.
 inline constexpr double kReservedFreeShareOfUse = 0.1;
+// A failing step larger than any completed one is stranded memory's only
+// when its extrapolated need leaves at least this much of the budget: half
+// of the 20 MiB granule in which expandable segments map the large pool,
+// what an allocator that packs perfectly still leaves, on average, partly
+// used at a segment's end.
+inline constexpr double kGranuleMarginMib = 10.0;
 // A language model's logits are named beside the forward increment when
 // they are at least this share of it.
 inline constexpr double kLargeLogitsShare = 0.05;

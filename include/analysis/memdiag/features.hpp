@@ -29,6 +29,10 @@ struct StepFigures {
   // report says: samples, and tokens for sequence inputs.
   std::optional<std::int64_t> forward_samples, forward_tokens;
   std::optional<std::int64_t> samples, tokens;
+  // Allocated at the end of the step's (last) forward, and the highest
+  // peak of its backward samples: what a step of its size needs at once.
+  std::optional<double> forward_allocated_mib;
+  std::optional<double> backward_peak_mib;
 };
 
 // The least and the most a recorded step was given, where the report says.

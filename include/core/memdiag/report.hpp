@@ -98,6 +98,11 @@ struct OomDetails {
   std::optional<std::int64_t> num_alloc_retries;
   std::optional<std::int64_t> num_ooms;
   std::optional<TensorCensus> tensors;   // the run's parameters, gradients and optimizer state then
+  // What the failing forward or backward's micro-batch was given (as a
+  // forward sample says it): the size of a step that may be larger than any
+  // completed, so the analysis can ask whether that step fits the budget.
+  std::optional<std::int64_t> samples;
+  std::optional<std::int64_t> tokens;
 };
 
 struct Event {
