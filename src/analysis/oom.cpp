@@ -87,14 +87,16 @@ std::optional<StepNeed> failing_step_need(const RunFeatures& p) {
   const std::optional<double> n = failing_size(tokens);
   StepNeed need;
   need.from_steps = static_cast<int>(done.size());
+  // A report that does not say the failing step's size cannot say what
+  // it needs (a schedule may make it larger than any completed).
+  if (!n) return std::nullopt;
   if (!varies(tokens)) {
-    // Every step the same size (or sizes unknown): the completed steps'
-    // peaks are the failing step's.
+    // Every step the same size: the completed steps' peaks are the failing
+    // step's.
     for (const StepFigures* st : done) need.mib = std::max(need.mib, st->peak_mib);
     need.measured = true;
     return need;
   }
-  if (!n) return std::nullopt;  // sizes that vary, and the failing one's unknown
   // A completed step at least as large fit: its peak bounds the need.
   std::optional<double> bound;
   std::vector<std::pair<double, double>> ends, transients;
