@@ -12,6 +12,8 @@
 # DIR/none-L.json, DIR/expandable-L.json: the reports; DIR/scan.txt: one
 # line per limit (limit, default outcome and verdict, expandable outcome,
 # whether the verdict agrees with the referee). Exit 1 when one disagrees.
+# MEMDIAG_SCAN_JUDGE_ONLY=1: no runs; the reports already in DIR judged
+# again by this build's comparer (after a change to the rule).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 [ "$#" -ge 4 ] || die "usage: scripts/oom-verdict-scan.sh DIR LOW HIGH STEP [memory_diagnostics flags]"
@@ -20,12 +22,13 @@ shift 4
 flags=("$@")
 [ "${#flags[@]}" -gt 0 ] || flags=(--case epsilon --preset medium)
 bin="$MEMDIAG_BUILD_DIR/bin"
-[ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
+[ -x "$bin/compare_memory_reports" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
 mkdir -p "$dir"
 out="$dir/scan.txt"
-echo "# scripts/oom-verdict-scan.sh $dir $low $high $step ${flags[*]}" > "$out"
+echo "# scripts/oom-verdict-scan.sh $dir $low $high $step ${flags[*]}${MEMDIAG_SCAN_JUDGE_ONLY:+ (MEMDIAG_SCAN_JUDGE_ONLY=1: the reports judged again)}" > "$out"
 printf '%-7s %-9s %-16s %-11s %s\n' limit default verdict expandable agrees >> "$out"
 
+status_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$1"; }
 outcome() { case "$1" in 0) echo complete ;; 3) echo oom ;; *) die "exit $1" ;; esac; }
 verdict() {
   "$bin/compare_memory_reports" --format json "$1" |
@@ -34,11 +37,15 @@ verdict() {
 
 bad=0
 for ((l = low; l <= high; l += step)); do
-  rc=0; "$bin/memory_diagnostics" -q "${flags[@]}" --memory-limit-mib "$l" -o "$dir/none-$l.json" || rc=$?
-  d=$(outcome "$rc")
-  rc=0; "$bin/memory_diagnostics" -q "${flags[@]}" --memory-limit-mib "$l" --remedy expandable-segments \
-          -o "$dir/expandable-$l.json" || rc=$?
-  e=$(outcome "$rc")
+  if [ "${MEMDIAG_SCAN_JUDGE_ONLY:-0}" = 1 ]; then
+    d=$(status_of "$dir/none-$l.json"); e=$(status_of "$dir/expandable-$l.json")
+  else
+    rc=0; "$bin/memory_diagnostics" -q "${flags[@]}" --memory-limit-mib "$l" -o "$dir/none-$l.json" || rc=$?
+    d=$(outcome "$rc")
+    rc=0; "$bin/memory_diagnostics" -q "${flags[@]}" --memory-limit-mib "$l" --remedy expandable-segments \
+            -o "$dir/expandable-$l.json" || rc=$?
+    e=$(outcome "$rc")
+  fi
   v=$(verdict "$dir/none-$l.json")
   agrees=yes
   if [ "$d" = oom ] && [ "$e" = complete ] && [ "$v" != fragmentation ]; then agrees=no; fi

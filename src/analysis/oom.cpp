@@ -47,6 +47,16 @@ std::optional<std::pair<double, double>> line_through(const std::vector<std::pai
   return std::pair{my - b * mx, b};
 }
 
+// Allocated when a step began: the previous step's cleanup, or the
+// optimizer's set-up before the first.
+std::optional<double> start_of(const RunFeatures& p, int step) {
+  if (step == 0) return p.baseline_mib;
+  for (const StepFigures& st : p.steps) {
+    if (st.step == step - 1) return st.cleanup_allocated_mib;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<StepNeed> failing_step_need(const RunFeatures& p) {
@@ -115,7 +125,20 @@ std::optional<StepNeed> failing_step_need(const RunFeatures& p) {
   // failing step's forward completed) plus backward's transient over it,
   // each a line along the size.
   const auto end_line = line_through(ends), transient_line = line_through(transients);
-  if (!end_line || !transient_line) return std::nullopt;
+  if (!end_line || !transient_line) {
+    // One size completed: what it made above what it started from, scaled
+    // with the size (proportional, which leaves no fixed part to what a
+    // step makes: it errs high, so a step is called stranded only when even
+    // that estimate fits), on what the failing step started from.
+    const StepFigures* ref = done.back();
+    for (const StepFigures* st : done) {
+      if (*size_of(st, tokens) > *size_of(ref, tokens)) ref = st;
+    }
+    const std::optional<double> ref_start = start_of(p, ref->step), now = start_of(p, *o.step);
+    if (!ref_start || !now) return std::nullopt;
+    need.mib = *now + std::max(0.0, ref->peak_mib - *ref_start) * *n / *size_of(ref, tokens);
+    return need;
+  }
   const bool forward_done = failing != nullptr && failing->forward_allocated_mib && o.phase != Phase::kForward;
   const double end = forward_done ? *failing->forward_allocated_mib : end_line->first + end_line->second * *n;
   need.mib = end + std::max(0.0, transient_line->first + transient_line->second * *n);
