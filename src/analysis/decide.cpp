@@ -41,9 +41,25 @@ const RunFeatures& pick_primary(const Group& g) {
   return *best;
 }
 
-Decision decide(const RunFeatures& p, const std::vector<Component>& components) {
+Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
   Decision d;
   d.status = p.status;
+  // Steps of varying size leave a reserve that follows the largest of them
+  // and blocks cut for other shapes: the cache and the stranded pieces
+  // grow with the variation, whatever the job's consumer. In a run that
+  // completed they are the consequence (a limit would expose them), so the
+  // consumer is named (a variable-length LM read allocator_cache without a
+  // limit, inconclusive at 10000 MiB and activations at 9000, issue 36).
+  const bool sizes_varied = (p.step_samples && p.step_samples->varied()) || (p.step_tokens && p.step_tokens->varied());
+  std::vector<Component> components;
+  for (const Component& c : all) {
+    const bool overhead = c.cause == Cause::kAllocatorCache || c.cause == Cause::kFragmentation;
+    if (overhead && sizes_varied && !p.oom && c.mib > 0) {
+      d.set_aside.push_back(c);
+    } else {
+      components.push_back(c);
+    }
+  }
   if (!components.empty()) d.top = components.front();
   if (components.size() > 1) d.runner_up = components[1];
   const double top = d.top ? d.top->mib : 0.0;

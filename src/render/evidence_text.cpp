@@ -337,7 +337,8 @@ std::string describe(const Warning& w) {
                     w);
 }
 
-std::string describe(const Decision& d, const std::string& primary_source) {
+namespace {
+std::string rule_words(const Decision& d, const std::string& primary_source) {
   switch (d.rule) {
     case DecisionRule::kNoCompletedStep:
       return "no completed step was recorded in " + primary_source + " (status " + to_string(d.status) +
@@ -361,6 +362,19 @@ std::string describe(const Decision& d, const std::string& primary_source) {
     case DecisionRule::kOutOfMemory: return {};
   }
   return {};
+}
+}  // namespace
+
+std::string describe(const Decision& d, const std::string& primary_source) {
+  const std::string rule = rule_words(d, primary_source);
+  if (d.set_aside.empty()) return rule;
+  std::string s = (rule.empty() ? "" : rule + "; ") + "set aside from the decision, since the steps' sizes varied (the reserve follows the largest step, "
+                  "and blocks cut for one shape strand memory for the next): ";
+  for (std::size_t i = 0; i < d.set_aside.size(); ++i) {
+    s += (i ? ", " : "") + std::string(to_string(d.set_aside[i].cause)) + " " + mib(d.set_aside[i].mib);
+  }
+  return s + "; how much an allocator setting reclaims is measured by a run with it (--remedy expandable-segments "
+             "or max-split=N; PYTORCH_ALLOC_CONF for a job of one's own)";
 }
 
 }  // namespace memdiag

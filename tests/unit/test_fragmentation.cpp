@@ -402,3 +402,32 @@ TEST(SequenceSweep, ALanguageModelsLogitsAreNamedWhenTheyAreALargeShare) {
   // No vocabulary (an MLP): nothing to name.
   EXPECT_FALSE(forward_of(1000, 0).logits_mib);
 }
+
+// A complete run whose steps' sizes varied: the cache the varying shapes
+// left is set aside and the consumer named (issue 37: the same job read
+// allocator_cache without a limit and activations under one); with one size
+// a cache that large is the cause.
+TEST(Fragmentation, ACacheLeftByVaryingSizesIsSetAsideForTheConsumer) {
+  Synth s;
+  s.steps = 6;
+  s.activations_mib = 300;
+  s.cache_mib = 600;
+  Report constant = synth(s);
+  EXPECT_EQ(verdict_of({{"c.json", constant}}).dominant, Cause::kAllocatorCache);
+  Report varied = constant;
+  int k = 0;
+  for (Sample& x : varied.samples) {
+    if (x.phase == Phase::kForward) x.samples = 4 + 4 * (k++ % 3);
+  }
+  const Verdict v = verdict_of({{"v.json", varied}});
+  EXPECT_EQ(v.dominant, Cause::kActivations);
+  ASSERT_EQ(v.decision.set_aside.size(), 1u);
+  EXPECT_EQ(v.decision.set_aside[0].cause, Cause::kAllocatorCache);
+  EXPECT_NEAR(v.decision.set_aside[0].mib, 600, 1e-6);
+  // A run that ran out is read from its failure, not set aside.
+  Report failed = oom_run(s, 64, 1000, 1300, 290);
+  for (Sample& x : failed.samples) {
+    if (x.phase == Phase::kForward) x.samples = 4 + 4 * (k++ % 3);
+  }
+  EXPECT_TRUE(verdict_of({{"f.json", failed}}).decision.set_aside.empty());
+}

@@ -121,6 +121,11 @@ struct Decision {
   double threshold = 0;          // the figure the rule compared against
   RunStatus status = RunStatus::kComplete;     // kNoCompletedStep: how the run ended
   std::optional<double> first_step_persistent_mib;  // kOneStepAmbiguous
+  // A complete run whose steps' sizes varied: the allocator's cache and
+  // stranded memory are what the varying shapes left reserved, not a
+  // consumer of memory; they are set aside from the decision (and named
+  // beside the consumer), with the MiB each held.
+  std::vector<Component> set_aside;
 };
 
 // Evidence: what the numbers show, one typed record per kind of sentence.
