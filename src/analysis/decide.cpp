@@ -27,6 +27,33 @@ std::vector<Component> components_of(const RunFeatures& f) {
 }
 
 namespace detail {
+namespace {
+
+// Post-cleanup memory that rises with the steps' own size (a loop that
+// holds the last batch's tensors through cleanup, on a ramp) is not kept
+// step on step: it falls when a step is smaller. Told apart where the
+// sizes do not rise with the steps: the growth is a leak only if it goes
+// on where the size goes down.
+bool grows_with_size(const RunFeatures& p) {
+  if (!(p.step_samples && p.step_samples->varied()) && !(p.step_tokens && p.step_tokens->varied())) return false;
+  const bool tokens = !(p.step_samples && p.step_samples->varied());
+  std::optional<double> last_size, last_cleanup;
+  int down_steps = 0, grew_anyway = 0;
+  for (const StepFigures& st : p.steps) {
+    const std::optional<std::int64_t> n = tokens ? st.tokens : st.samples;
+    if (!n || !st.cleanup_allocated_mib) continue;
+    if (last_size && static_cast<double>(*n) < *last_size) {
+      ++down_steps;
+      if (*st.cleanup_allocated_mib > *last_cleanup + thresholds::kGrowthFloorMib) ++grew_anyway;
+    }
+    last_size = static_cast<double>(*n);
+    last_cleanup = *st.cleanup_allocated_mib;
+  }
+  // A ramp never goes down: its growth cannot be told from the size's.
+  return down_steps == 0 || grew_anyway == 0;
+}
+
+}  // namespace
 
 const RunFeatures& pick_primary(const Group& g) {
   // A run that ran out of memory first: it is the question. Then the run
@@ -92,6 +119,21 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
   } else {
     d.rule = DecisionRule::kDominant;
     d.threshold = thresholds::kDominanceRatio;
+  }
+  const bool retained_decides = d.rule == DecisionRule::kDominant && d.top && d.top->cause == Cause::kRetainedGraph;
+  if ((d.rule == DecisionRule::kDominant || d.rule == DecisionRule::kTooClose) && !retained_decides &&
+      p.growth_significant && p.steps.size() >= 3 && p.retained_growth_mib &&
+      *p.retained_growth_mib >= thresholds::kMinimumSignalMib && !grows_with_size(p)) {
+    // Memory kept on every step is unbounded: it runs out at some step,
+    // however much larger a steady consumer is now (BERT's logits kept in a
+    // list read inconclusive over 6 steps beside its activations).
+    d.rule = DecisionRule::kGrowsEveryStep;
+    d.runner_up = d.top->cause == Cause::kRetainedGraph ? d.runner_up : d.top;  // the steady cost beside it
+    for (const Component& c : components) {
+      if (c.cause == Cause::kRetainedGraph) d.top = c;
+    }
+    d.margin = d.runner_up && d.runner_up->mib > 0 ? std::optional<double>(d.top->mib / d.runner_up->mib) : std::nullopt;
+    d.threshold = thresholds::kGrowthPositiveShare;
   }
   return d;
 }

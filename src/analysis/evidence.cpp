@@ -2,6 +2,8 @@
 // the decided cause, and the warnings a reader must not miss.
 #include "internal.hpp"
 
+#include <cmath>
+
 namespace memdiag::detail {
 namespace {
 
@@ -64,8 +66,15 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
     }
     case Cause::kRetainedGraph: {
       const double slope = p.growth_per_step_mib.value_or(0);
-      out.push_back(evidence::RetainedGrowth{slope, p.growth_positive_share.value_or(0),
-                                             p.retained_growth_mib.value_or(0), point_of(p)});
+      evidence::RetainedGrowth g{slope, p.growth_positive_share.value_or(0), p.retained_growth_mib.value_or(0),
+                                 point_of(p), std::nullopt, std::nullopt};
+      // At this rate: each later step peaks higher by what a step keeps.
+      g.budget_mib = p.config.memory_limit_mib ? p.config.memory_limit_mib : p.device_total_mib;
+      if (g.budget_mib && slope > 0 && !p.steps.empty() && p.peak_allocated_mib < *g.budget_mib) {
+        const double steps_left = std::ceil((*g.budget_mib - p.peak_allocated_mib) / slope);
+        g.fills_at_step = static_cast<std::int64_t>(std::min(steps_left + p.steps.back().step, 1e15));
+      }
+      out.push_back(g);
       if (fwd > 0) out.push_back(evidence::RetainedShareOfForward{slope, fwd});
       add_sweep(out, sweeps, SweepKind::kSteps, &sweep);
       confirmed = sweep != nullptr && sweep->increasing;

@@ -33,7 +33,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
                                                        static_cast<int>(p.steps.size()), false});
     }
   } else {
-    v.dominant = v.decision.rule == DecisionRule::kDominant ? v.decision.top->cause : Cause::kInconclusive;
+    const bool decided = v.decision.rule == DecisionRule::kDominant || v.decision.rule == DecisionRule::kGrowsEveryStep;
+    v.dominant = decided ? v.decision.top->cause : Cause::kInconclusive;
     v.evidence = detail::cause_evidence(v.dominant, p, v.sweeps, v.confirmed);
   }
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));

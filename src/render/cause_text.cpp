@@ -6,11 +6,19 @@
 namespace memdiag {
 namespace {
 
+// A "would not help" and whether it rests on a stable post-cleanup
+// allocation (then said only where the evidence shows one).
+struct NotHelpful {
+  NotHelpful(const char* t, bool stable = false) : text(t), needs_stable(stable) {}  // NOLINT: lists of strings
+  const char* text;
+  bool needs_stable;
+};
+
 struct CauseText {
   const char* label;
   const char* basis;
   const char* response;
-  std::vector<const char*> not_helpful;
+  std::vector<NotHelpful> not_helpful;
 };
 
 const CauseText& text_of(Cause c) {
@@ -21,7 +29,8 @@ const CauseText& text_of(Cause c) {
       "memory-efficient kernel.",
       {"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
        "Optimizer-state sharding or a lighter optimizer: the optimizer's state is not what grows with the batch.",
-       "Fixing graph lifetime: the post-cleanup allocation is stable, nothing is being retained across steps."}};
+       {"Fixing graph lifetime: the post-cleanup allocation is stable, nothing is being retained across steps.",
+        true}}};
   static const CauseText optimizer_state{
       "optimizer state (persistent per-parameter buffers)", "persistent increase made once, at the first step",
       "Shard optimizer state across data-parallel ranks (ZeRO-1 / FSDP), use a lower-memory optimizer (SGD with "
@@ -87,6 +96,18 @@ const char* cause_label(Cause c) { return text_of(c).label; }
 const char* cause_basis(Cause c) { return text_of(c).basis; }
 const char* cause_response(Cause c) { return text_of(c).response; }
 
-const std::vector<const char*>& cause_not_helpful(Cause c) { return text_of(c).not_helpful; }
+
+std::vector<std::string> not_helpful_for(const Verdict& v) {
+  bool grew = false;
+  for (const Evidence& e : v.evidence) {
+    if (const auto* t = std::get_if<evidence::PostCleanupTrend>(&e)) grew = grew || t->growing;
+    if (std::holds_alternative<evidence::RetainedGrowth>(e)) grew = true;
+  }
+  std::vector<std::string> out;
+  for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
+    if (!(grew && n.needs_stable)) out.emplace_back(n.text);
+  }
+  return out;
+}
 
 }  // namespace memdiag

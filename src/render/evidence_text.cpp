@@ -273,9 +273,14 @@ std::string describe(const Evidence& e) {
                    "(about 1x the parameters) besides the optimizer's state";
           },
           [](const evidence::RetainedGrowth& x) {
-            return "post-cleanup allocation grows " + mib(x.per_step_mib) + " every step (" +
-                   format_fixed(100 * x.positive_share, 0) + "% of steps up), " + mib(x.total_mib) + " over " +
-                   std::to_string(x.at.steps) + " steps" + at(x.at);
+            std::string s = "post-cleanup allocation grows " + mib(x.per_step_mib) + " every step (" +
+                            format_fixed(100 * x.positive_share, 0) + "% of steps up), " + mib(x.total_mib) + " over " +
+                            std::to_string(x.at.steps) + " steps" + at(x.at);
+            if (x.fills_at_step && x.budget_mib) {
+              s += "; at this rate the run's peak passes " + mib(*x.budget_mib) + " by step " +
+                   std::to_string(*x.fills_at_step);
+            }
+            return s;
           },
           [](const evidence::RetainedShareOfForward& x) {
             return "each step keeps " + format_fixed(100 * x.per_step_mib / x.forward_mib, 0) +
@@ -358,6 +363,13 @@ std::string rule_words(const Decision& d, const std::string& primary_source) {
       return part(*d.top) + " and " + part(*d.runner_up) + " are within " +
              format_fixed(100 * (d.threshold - 1), 0) + "% of each other";
     }
+    case DecisionRule::kGrowsEveryStep:
+      return "memory kept on every step is unbounded: " + std::string(to_string(d.top->cause)) + " (" +
+             mib(d.top->mib) + " so far) is named" +
+             (d.runner_up ? " beside " + std::string(to_string(d.runner_up->cause)) + " (" + mib(d.runner_up->mib) +
+                                (d.runner_up->mib > d.top->mib ? "), larger now" : "), within the margin")
+                          : std::string()) +
+             ", since it grows until the run runs out";
     case DecisionRule::kDominant:
     case DecisionRule::kOutOfMemory: return {};
   }

@@ -63,7 +63,8 @@ json figures(const Evidence& e) {
           [](const evidence::DataParallelBuckets& x) -> json { return {{"world_size", x.world_size}}; },
           [](const evidence::RetainedGrowth& x) -> json {
             return {{"per_step_mib", x.per_step_mib}, {"positive_share", x.positive_share},
-                    {"total_mib", x.total_mib}, {"at", point_json(x.at)}};
+                    {"total_mib", x.total_mib}, {"at", point_json(x.at)},
+                    {"fills_at_step", opt(x.fills_at_step)}, {"budget_mib", opt(x.budget_mib)}};
           },
           [](const evidence::RetainedShareOfForward& x) -> json {
             return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib}};
@@ -379,7 +380,7 @@ json group_json(const Group& g, const Verdict& v) {
                           {"producer", c.producer}, {"expected", cost}});
   }
   json not_helpful = json::array();
-  for (const char* n : cause_not_helpful(v.dominant)) not_helpful.push_back(n);
+  for (const std::string& n : not_helpful_for(v)) not_helpful.push_back(n);
   json runs = json::array();
   for (const RunFeatures& r : g.runs) runs.push_back(run_json(r));
   const std::string best = describe_best_remedy(v);

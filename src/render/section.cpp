@@ -51,7 +51,7 @@ Section section_of(const Group& g, const Verdict& v) {
                  "backward): use PyTorch's fused scaled-dot-product attention first (--remedy efficient-attention). "
                  "Then: " + s.response;
   }
-  for (const char* n : cause_not_helpful(v.dominant)) s.not_helpful.emplace_back(n);
+  s.not_helpful = not_helpful_for(v);
   for (const ConfirmingRun& c : v.confirm) {
     const std::string cost = describe_cost(c);
     if (c.runnable) {

@@ -606,3 +606,63 @@ TEST(Remedies, TheBestKeepsTheTrainingAndTheLowestPeakSaysWhatItCosts) {
   EXPECT_NE(text.find("it changes what the model learns"), std::string::npos) << text;
   EXPECT_EQ(text.find("lowest peak overall"), std::string::npos) << text;
 }
+
+// Memory kept on every step is named even beside a larger steady cost: it
+// is unbounded (BERT's logits kept in a list read inconclusive over 6 steps
+// beside its activations, issue 36), and the verdict says when it fills the
+// budget at that rate.
+TEST(Verdict, GrowthOnEveryStepIsNamedBesideALargerSteadyCost) {
+  Synth s;
+  s.steps = 6;
+  s.activations_mib = 300;
+  s.retained_per_step_mib = 20;  // 120 MiB over the run: under the activations
+  Report r = synth(s);
+  r.config.memory_limit_mib = 1000;
+  const Verdict v = analyse({{"r.json", r}}).verdicts.at(0);
+  EXPECT_EQ(v.decision.rule, DecisionRule::kGrowsEveryStep);
+  EXPECT_EQ(v.dominant, Cause::kRetainedGraph);
+  ASSERT_TRUE(v.decision.runner_up);
+  EXPECT_EQ(v.decision.runner_up->cause, Cause::kActivations);
+  const auto* g = find<evidence::RetainedGrowth>(v);
+  ASSERT_TRUE(g);
+  ASSERT_TRUE(g->fills_at_step && g->budget_mib);
+  EXPECT_EQ(*g->budget_mib, 1000);
+  // The peak rises by what a step keeps: the step at which it passes 1000.
+  double peak = 0;
+  for (const Sample& x : r.samples) peak = std::max(peak, x.peak_allocated_mib);
+  EXPECT_EQ(*g->fills_at_step, 5 + static_cast<std::int64_t>(std::ceil((1000 - peak) / g->per_step_mib)));
+  // Steady (no growth): the activations, as before.
+  s.retained_per_step_mib = 0;
+  EXPECT_EQ(analyse({{"r.json", synth(s)}}).verdicts.at(0).dominant, Cause::kActivations);
+}
+
+// Post-cleanup memory that follows the steps' own size (a loop holding its
+// last batch through cleanup) is not a leak: it falls where a step is
+// smaller. Growth that goes on where the size goes down is.
+TEST(Verdict, MemoryThatFollowsTheStepsSizeIsNotGrowthOnEveryStep) {
+  Synth s;
+  s.steps = 6;
+  s.activations_mib = 300;
+  const std::vector<int> buckets = {4, 6, 8, 7, 10, 12};  // mostly up: 4 of 5 changes rise
+  Report follows = synth(s);
+  Report leaks = synth(s);
+  for (Report* r : {&follows, &leaks}) {
+    for (Sample& x : r->samples) {
+      if (!x.step) continue;
+      const int n = buckets[static_cast<std::size_t>(*x.step)];
+      if (x.phase == Phase::kForward) x.samples = n;
+      // The held batch: 2 MiB a sample after cleanup; a leak: 20 MiB a step.
+      const double held = r == &follows ? 2.0 * n : 20.0 * (*x.step + 1);
+      x.allocated_mib += held;
+      x.peak_allocated_mib += held;
+    }
+  }
+  const Analysis f = analyse({{"f.json", follows}});
+  ASSERT_TRUE(f.groups.at(0).runs.at(0).growth_significant);  // it does rise, with the size
+  EXPECT_NE(f.verdicts.at(0).decision.rule, DecisionRule::kGrowsEveryStep);
+  // Its "would not help" does not call the allocation stable where it rose
+  // (a ramp read "grows" in its evidence and "is stable" below it).
+  ASSERT_EQ(f.verdicts.at(0).dominant, Cause::kActivations);
+  for (const std::string& n : not_helpful_for(f.verdicts.at(0))) EXPECT_EQ(n.find("is stable"), std::string::npos) << n;
+  EXPECT_EQ(analyse({{"l.json", leaks}}).verdicts.at(0).dominant, Cause::kRetainedGraph);
+}

@@ -109,6 +109,7 @@ enum class DecisionRule {
   kOneStepAmbiguous,  // one step cannot tell state made once from a graph kept every step
   kTooClose,          // top and runner-up within kDominanceRatio
   kDominant,          // top exceeds the runner-up by kDominanceRatio or more
+  kGrowsEveryStep,    // post-cleanup memory grows step on step: unbounded, whatever is larger now
   kOutOfMemory,       // the run ran out of memory: the cause is what made the failing phase exceed the budget
 };
 const char* to_string(DecisionRule r);
@@ -164,6 +165,11 @@ struct RetainedGrowth {
   double positive_share = 0;
   double total_mib = 0;
   RunPoint at;
+  // At this rate: the step at which the run's peak would pass the budget
+  // (its memory limit, else the device), and that budget; absent where the
+  // report gives neither.
+  std::optional<std::int64_t> fills_at_step;
+  std::optional<double> budget_mib;
 };
 struct RetainedShareOfForward {
   double per_step_mib = 0;

@@ -50,7 +50,9 @@ const char* cause_label(Cause c);
 const char* cause_basis(Cause c);
 // What to do about a cause, and the remedies that would not help.
 const char* cause_response(Cause c);
-const std::vector<const char*>& cause_not_helpful(Cause c);
+// The verdict's "would not help", less what its own evidence contradicts
+// (a claim that the post-cleanup allocation is stable where it grew).
+std::vector<std::string> not_helpful_for(const Verdict& v);
 
 std::string describe(const Evidence& e);
 std::string describe(const Warning& w);
