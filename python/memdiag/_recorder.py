@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import _census, _inputs, _losses, _probe, _report
+from . import _census, _inputs, _kept, _losses, _probe, _report
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -45,6 +45,8 @@ def _patched_backward(tensors, *args, **kwargs):
     if rec is None or threading.current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
     rec._run_timed(rec._before_backward, tensors)
+    if rec._kept is not None:
+        rec._run_timed(rec._kept.backward_called, args, kwargs)
     result = _original_backward[0](tensors, *args, **kwargs)
     rec._run_timed(rec._after_backward)
     return result
@@ -74,7 +76,7 @@ class Recorder:
     def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
-                 process_memory=True, every=None):
+                 process_memory=True, every=None, kept=True):
         self.model = model
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
@@ -123,6 +125,9 @@ class Recorder:
         # under torch.no_grad(), an evaluation, is no step's): its post-hook
         # pops what its pre-hook pushed.
         self._forward_stack = []
+        # What the loop keeps across steps, named (live tensors walked at a
+        # few cleanups); None: not looked for.
+        self._kept = _kept.KeptTracker() if kept else None
         self._oom = None
         self._finished = False
         self._status = None
@@ -364,15 +369,18 @@ class Recorder:
             self._count_forward()
             self._begin_phase()  # time between steps (loading data) is no phase's
             self._in = FORWARD
+            if self._kept is not None:
+                self._kept.forward_called()
             self._forward_inputs = _inputs.sizes(args, kwargs)
             self._batch_from(self._forward_inputs[0])
         # A second forward before backward (an evaluation pass, two inputs)
         # stays in the same forward phase.
 
-    def _forward_post(self, module, args, *rest):
-        # rest: (output,) or (kwargs, output) as registered; unused.
+    def _forward_post(self, module, args, output):
         if self._active_here() and self._forward_stack:
-            self._forward_stack.pop()
+            counted = self._forward_stack.pop()
+            if counted and not self._forward_stack and self._kept is not None:
+                self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
     def _before_backward(self, tensors):
         if not self._active_here():
@@ -461,6 +469,8 @@ class Recorder:
         self._last = phase
         if setup or self._recording:
             self._sample(phase, None if setup else self._step)
+        if phase == CLEANUP and self._kept is not None and self._recording:
+            self._kept.at_cleanup(self._step, self._state_tensors())
         self._begin_phase()
 
     def _sample(self, phase, step):
@@ -546,6 +556,22 @@ class Recorder:
                 seen.add(id(p))
                 unique.append(p)
         return unique
+
+    def _state_tensors(self):
+        """Every tensor that is the model's state, on any device: what the
+        loop is meant to keep between steps."""
+        ts = []
+        for p in self._parameters():
+            ts.append(p)
+            if p.grad is not None:
+                ts.append(p.grad)
+        if self.model is not None:
+            ts.extend(self.model.buffers())
+        for opt in self.optimizers:
+            for state in _census.optimizer_states(opt):
+                for s in state.values():
+                    ts.extend(_census._state_tensors(s))
+        return ts
 
     def _model_state_tensors(self):
         ts = []
@@ -682,6 +708,10 @@ class Recorder:
                     sums = torch.stack([torch.stack([t.sum(), t.pow(2).sum()]) for t in on]).sum(0).tolist()
                     final_sum, final_sq = final_sum + sums[0], final_sq + sums[1]
         self._events.extend(self._batch_notes())
+        if self._kept is not None:
+            kept = self._kept.records()
+            if kept:
+                self._events.append(_kept_event(kept, self._kept.walk_ms))
         env = self._probe.environment()
         env.update({"torch_version": torch.__version__, "host": socket.gethostname(), "start_time": self._start_time})
         report = _report.build(
@@ -742,7 +772,11 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     it is asked only when the device's used memory moved), every (record
     steps 0 and 1, then one step in `every`; default: every one of the first
     100 steps, then one in 100, so that a long job's report stays readable;
-    1: every step)."""
+    1: every step), kept (default True: the live tensors are walked at the
+    cleanups of steps 1 to 4, and what the loop keeps every step is named in
+    the report: the tensors' shape, dtype, the model output they are and the
+    line that called the model; a graph that outlives its step;
+    backward(retain_graph=True); False: not looked for)."""
     return Recorder(model, optimizer, output, **options)
 
 
@@ -752,6 +786,23 @@ def _unwrap(model):
         if model is not None and hasattr(model, attr) and isinstance(getattr(model, attr), torch.nn.Module):
             return _unwrap(getattr(model, attr))
     return model
+
+
+def _kept_event(records, walk_ms):
+    def one(r):
+        if r["what"] == "graph":
+            return (f"a graph that outlives its step: a live tensor's autograd graph grew to {r['graph_nodes']} nodes "
+                    f"from {r['graph_nodes_before']} at the cleanup before")
+        if r["what"] == "retain_graph":
+            return f"backward(retain_graph=True) at {r['where'] or 'an unknown line'}"
+        shape = " x ".join(str(d) for d in r["shape"]) or "a scalar"
+        made = f" ({r['made_by']}, called at {r['where']})" if r.get("made_by") else ""
+        return f"{r['per_step']} tensor(s) of {shape} {r['dtype']}{made}, {r['mib_per_step']:.1f} MiB a step"
+    e = _report.event("kept", "", None, "kept across steps: " + "; ".join(one(r) for r in records) +
+                      f" (live tensors walked at the cleanups of steps {', '.join(map(str, _kept.WALKED_STEPS))}: "
+                      f"{walk_ms:.0f} ms)", None)
+    e["kept"] = records
+    return e
 
 
 def _grad_scaler_class():

@@ -176,6 +176,80 @@ class Inputs(unittest.TestCase):
         self.assertEqual(w["configured_batch"], 4)
 
 
+class DictLM(KeywordLM):
+    """Returns what a Hugging Face model returns: a mapping with the loss
+    and the logits."""
+
+    def forward(self, input_ids=None, labels=None):
+        logits = self.head(torch.tanh(self.mix(self.embed(input_ids))))
+        return {"loss": F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1)), "logits": logits}
+
+
+class Kept(unittest.TestCase):
+    """What a loop keeps across steps is named: outputs kept in a list, a
+    running sum of losses never detached, backward(retain_graph=True)."""
+
+    def record(self, bug, steps=6):
+        torch.manual_seed(0)
+        model = DictLM(width=64)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        kept, total = [], 0.0
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, f"{bug}.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(steps):
+                ids = torch.randint(0, VOCAB, (32, 64))
+                result = model(input_ids=ids, labels=ids)
+                loss = result["loss"]
+                loss.backward(retain_graph=bug == "retain")
+                if bug == "outputs":
+                    kept.append(result["logits"])  # "for metrics", not detached
+                if bug == "sum":
+                    total = total + loss  # graph-connected
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        return out, json.load(open(out))
+
+    def kept_records(self, report):
+        return [r for e in report["events"] if e["kind"] == "kept" for r in e["kept"]]
+
+    def test_outputs_kept_in_a_list_are_named_with_their_shape_and_the_line_that_made_them(self):
+        out, r = self.record("outputs")
+        records = self.kept_records(r)
+        self.assertEqual(len(records), 1, records)
+        k = records[0]
+        self.assertEqual((k["what"], k["shape"], k["dtype"], k["per_step"]), ("tensor", [32, 64, VOCAB], "float32", 1))
+        self.assertEqual(k["made_by"], "logits of DictLM")
+        self.assertAlmostEqual(k["mib_per_step"], 32 * 64 * VOCAB * 4 / (1 << 20), places=6)
+        self.assertRegex(k["where"], r"test_recorder_jobs\.py:\d+$")
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "retained_graph")
+        self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"), v["response"])
+        self.assertTrue(any("the logits of DictLM (32 x 64 x 97 float32" in e for e in v["evidence"]), v["evidence"])
+        self.assertFalse(any("is stable" in n for n in v["not_helpful"]), v["not_helpful"])
+
+    def test_a_running_sum_of_losses_is_named_a_graph_that_outlives_its_step(self):
+        out, r = self.record("sum")
+        whats = [k["what"] for k in self.kept_records(r)]
+        self.assertIn("graph", whats)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertIn("total += loss.item()", v["response"])
+        self.assertFalse(any("nothing is being retained" in n for n in v["not_helpful"]), v["not_helpful"])
+
+    def test_retain_graph_is_named_where_it_was_asked(self):
+        _, r = self.record("retain")
+        records = self.kept_records(r)
+        self.assertIn("retain_graph", [k["what"] for k in records])
+        where = [k["where"] for k in records if k["what"] == "retain_graph"][0]
+        self.assertRegex(where, r"test_recorder_jobs\.py:\d+$")
+
+    def test_a_clean_loop_keeps_nothing(self):
+        _, r = self.record("none")
+        self.assertEqual(self.kept_records(r), [])
+
+
 class Launchers(unittest.TestCase):
     """torchrun starts every rank with RANK and WORLD_SIZE; each rank writes
     its own report, and the comparer reads them as one rank set."""

@@ -123,6 +123,10 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
     for (Evidence& e : cause_evidence(Cause::kFragmentation, p, {}, unused)) out.push_back(std::move(e));
   }
   if (p.device_minus_reserved_mib) out.push_back(evidence::OutsideAllocator{*p.device_minus_reserved_mib});
+  // What was kept is said whatever the cause: a graph kept through a
+  // running sum grows memory too little to decide anything, yet it is the
+  // bug (PyTorch warns of it).
+  if (!p.kept.empty()) out.push_back(evidence::KeptAcrossSteps{p.kept});
   return out;
 }
 

@@ -130,6 +130,7 @@ void read_events(const Report& r, RunFeatures& f) {
       case EventKind::kInterrupted:
       case EventKind::kError: f.stops.push_back(RunStop{e.kind, e.phase, e.step, e.message}); break;
       case EventKind::kNote: break;
+      case EventKind::kKept: f.kept.insert(f.kept.end(), e.kept.begin(), e.kept.end()); break;
     }
   }
 }

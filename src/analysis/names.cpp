@@ -47,6 +47,7 @@ const char* evidence_code(const Evidence& e) {
                         [](const evidence::StrandedSplits&) { return "stranded_splits"; },
                         [](const evidence::OutsideAllocator&) { return "outside_allocator"; },
                         [](const evidence::OutOfMemory&) { return "out_of_memory"; },
+                        [](const evidence::KeptAcrossSteps&) { return "kept_across_steps"; },
                     },
                     e);
 }

@@ -35,6 +35,15 @@ bool is_setup_phase(Phase p) {
   return false;
 }
 
+const char* to_string(KeptRecord::What w) {
+  switch (w) {
+    case KeptRecord::What::kTensor: return "tensor";
+    case KeptRecord::What::kGraph: return "graph";
+    case KeptRecord::What::kRetainGraph: return "retain_graph";
+  }
+  return nullptr;
+}
+
 const char* to_string(EventKind k) {
   switch (k) {
     case EventKind::kWarmup: return "warmup";
@@ -42,6 +51,7 @@ const char* to_string(EventKind k) {
     case EventKind::kInterrupted: return "interrupted";
     case EventKind::kError: return "error";
     case EventKind::kNote: return "note";
+    case EventKind::kKept: return "kept";
   }
   return nullptr;  // past the last value: all_values() stops here
 }

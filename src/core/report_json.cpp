@@ -146,6 +146,26 @@ json to_json(const Event& ev) {
             {"message", ev.message},
             {"mib", opt(ev.mib)}};
   if (ev.oom) j["oom"] = to_json(*ev.oom);
+  if (!ev.kept.empty()) {
+    json list = json::array();
+    for (const KeptRecord& k : ev.kept) {
+      json r = {{"what", to_string(k.what)}};
+      if (k.what == KeptRecord::What::kTensor) {
+        r["shape"] = k.shape;
+        r["dtype"] = k.dtype;
+        r["device"] = k.device;
+        r["grad_fn"] = opt(k.grad_fn);
+        r["made_by"] = opt(k.made_by);
+        r["per_step"] = k.per_step;
+        r["mib_per_step"] = k.mib_per_step;
+      }
+      if (k.where) r["where"] = *k.where;
+      if (k.graph_nodes) r["graph_nodes"] = *k.graph_nodes;
+      if (k.graph_nodes_before) r["graph_nodes_before"] = *k.graph_nodes_before;
+      list.push_back(std::move(r));
+    }
+    j["kept"] = std::move(list);
+  }
   return j;
 }
 

@@ -95,6 +95,29 @@ Sample read_sample(const JsonNode& n) {
   return s;
 }
 
+KeptRecord read_kept(const JsonNode& n) {
+  n.expect_object();
+  n.only({"what", "shape", "dtype", "device", "grad_fn", "made_by", "where", "per_step", "mib_per_step",
+          "graph_nodes", "graph_nodes_before"});
+  KeptRecord k;
+  k.what = n.field("what").as_enum<KeptRecord::What>();
+  if (n.given("shape")) {
+    const JsonNode shape = n.field("shape");
+    shape.expect_array();
+    for (std::size_t i = 0; i < shape.size() && i < 16; ++i) k.shape.push_back(shape.at(i).as_integer(0, limits::kMaxExactInteger));
+  }
+  k.dtype = n.opt_str("dtype").value_or("");
+  k.device = n.opt_str("device").value_or("");
+  k.grad_fn = n.opt_str("grad_fn");
+  k.made_by = n.opt_str("made_by");
+  k.where = n.opt_str("where");
+  k.per_step = n.opt_integer("per_step", 0, limits::kMaxExactInteger).value_or(0);
+  k.mib_per_step = n.opt_mib("mib_per_step").value_or(0);
+  k.graph_nodes = n.opt_integer("graph_nodes", 0, limits::kMaxExactInteger);
+  k.graph_nodes_before = n.opt_integer("graph_nodes_before", 0, limits::kMaxExactInteger);
+  return k;
+}
+
 Event read_event(const JsonNode& n) {
   n.expect_object();
   Event ev;
@@ -107,6 +130,11 @@ Event read_event(const JsonNode& n) {
   ev.message = n.opt_str("message").value_or("");
   ev.mib = n.opt_mib("mib");
   if (n.given("oom")) ev.oom = read_oom(n.field("oom"));
+  if (n.given("kept")) {
+    const JsonNode list = n.field("kept");
+    list.expect_array();
+    for (std::size_t i = 0; i < list.size() && i < 64; ++i) ev.kept.push_back(read_kept(list.at(i)));
+  }
   return ev;
 }
 

@@ -3,6 +3,10 @@
 // help. Knowledge keyed on the verdict, never on a case's name.
 #include "memdiag/render.hpp"
 
+#include <cctype>
+#include <set>
+#include <string>
+
 namespace memdiag {
 namespace {
 
@@ -97,11 +101,47 @@ const char* cause_basis(Cause c) { return text_of(c).basis; }
 const char* cause_response(Cause c) { return text_of(c).response; }
 
 
+std::string response_for(const Verdict& v) {
+  const evidence::KeptAcrossSteps* kept = nullptr;
+  for (const Evidence& e : v.evidence) {
+    if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) kept = k;
+  }
+  if (kept == nullptr) return cause_response(v.dominant);
+  // The fix for what was kept, each kind once, in the order found.
+  std::string fix;
+  std::set<std::string> said;
+  for (const KeptRecord& k : kept->kept) {
+    std::string s;
+    switch (k.what) {
+      case KeptRecord::What::kTensor:
+        s = k.grad_fn || k.made_by
+                ? "keep what the metrics need, not the outputs: store x.detach().cpu() or the metric's value "
+                  "(.item()) instead of the tensor, which keeps its storage (and, attached, its graph) alive"
+                : "stop collecting tensors in a list that lives across steps, or move them to the host (.cpu())";
+        break;
+      case KeptRecord::What::kGraph:
+        s = "accumulate losses as numbers (total += loss.item()) or detached (loss.detach()): a running sum of "
+            "graph-connected losses keeps every step's graph";
+        break;
+      case KeptRecord::What::kRetainGraph:
+        s = "call backward() without retain_graph=True unless a second backward over the same graph follows";
+        break;
+    }
+    if (said.insert(s).second) fix += (fix.empty() ? "" : "; ") + s;
+  }
+  fix[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(fix[0])));
+  if (v.dominant == Cause::kRetainedGraph) return fix + ".";
+  return std::string(cause_response(v.dominant)) + " Besides, the loop keeps memory across steps: " +
+         static_cast<char>(std::tolower(static_cast<unsigned char>(fix[0]))) + fix.substr(1) + ".";
+}
+
 std::vector<std::string> not_helpful_for(const Verdict& v) {
   bool grew = false;
   for (const Evidence& e : v.evidence) {
     if (const auto* t = std::get_if<evidence::PostCleanupTrend>(&e)) grew = grew || t->growing;
-    if (std::holds_alternative<evidence::RetainedGrowth>(e)) grew = true;
+    if (std::holds_alternative<evidence::RetainedGrowth>(e) || std::holds_alternative<evidence::KeptAcrossSteps>(e)) {
+      grew = true;  // something is kept across steps: the stability claim does not hold
+    }
   }
   std::vector<std::string> out;
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {

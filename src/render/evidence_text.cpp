@@ -76,6 +76,37 @@ std::string step_need_words(const evidence::OutOfMemory& x) {
          ")";
 }
 
+// "kept from step to step: the logits of BertForMaskedLM (16 x 128 x 30522
+// float32, 238.5 MiB each step, made at job.py:42)".
+std::string kept_line(const evidence::KeptAcrossSteps& x) {
+  std::string s = "kept from step to step (the recorder's walk of the live tensors at consecutive cleanups): ";
+  for (std::size_t i = 0; i < x.kept.size(); ++i) {
+    const KeptRecord& k = x.kept[i];
+    s += i ? "; " : "";
+    switch (k.what) {
+      case KeptRecord::What::kTensor: {
+        std::string shape;
+        for (std::int64_t d : k.shape) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+        s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
+             " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype + ", " + mib(k.mib_per_step) +
+             " each step" + (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
+             (k.where ? ", from the call at " + *k.where : std::string()) + ")";
+        break;
+      }
+      case KeptRecord::What::kGraph:
+        s += "an autograd graph that outlives its step (a live tensor's graph grew from " +
+             std::to_string(k.graph_nodes_before.value_or(0)) + " to " + std::to_string(k.graph_nodes.value_or(0)) +
+             " nodes between cleanups: a running sum of losses that were never detached keeps every step's graph)";
+        break;
+      case KeptRecord::What::kRetainGraph:
+        s += "backward(retain_graph=True)" + (k.where ? " at " + *k.where : std::string()) +
+             ": each step's saved tensors outlive its backward";
+        break;
+    }
+  }
+  return s;
+}
+
 std::string oom_line(const evidence::OutOfMemory& x) {
   std::string where = "an unknown phase";
   if (x.phase) {
@@ -238,7 +269,8 @@ std::string describe(const RunStop& s) {
     case EventKind::kInterrupted: return "interrupted";
     case EventKind::kError: return "failed: " + s.message;
     case EventKind::kWarmup:
-    case EventKind::kNote: break;
+    case EventKind::kNote:
+    case EventKind::kKept: break;
   }
   return s.message;
 }
@@ -312,6 +344,7 @@ std::string describe(const Evidence& e) {
                    " (CUDA context, library workspaces outside the allocator, other processes)";
           },
           [](const evidence::OutOfMemory& x) { return oom_line(x); },
+          [](const evidence::KeptAcrossSteps& x) { return kept_line(x); },
       },
       e);
 }

@@ -91,6 +91,16 @@ json figures(const Evidence& e) {
           [](const evidence::OutsideAllocator& x) -> json {
             return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};
           },
+          [](const evidence::KeptAcrossSteps& x) -> json {
+            json list = json::array();
+            for (const KeptRecord& k : x.kept) {
+              list.push_back({{"what", to_string(k.what)}, {"shape", k.shape}, {"dtype", k.dtype},
+                              {"grad_fn", opt(k.grad_fn)}, {"made_by", opt(k.made_by)}, {"where", opt(k.where)},
+                              {"per_step", k.per_step}, {"mib_per_step", k.mib_per_step},
+                              {"graph_nodes", opt(k.graph_nodes)}, {"graph_nodes_before", opt(k.graph_nodes_before)}});
+            }
+            return {{"kept", list}};
+          },
           [](const evidence::OutOfMemory& x) -> json {
             json tensors = nullptr;
             if (x.tensors) {
@@ -401,7 +411,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"decision", decision_json(v.decision)},
           {"evidence", evidence},
           {"evidence_data", evidence_data},
-          {"response", cause_response(v.dominant)},
+          {"response", response_for(v)},
           {"not_helpful", not_helpful},
           {"confirm", confirm},
           {"confirming_runs", confirming},

@@ -44,7 +44,7 @@ Section section_of(const Group& g, const Verdict& v) {
   s.decision = describe(v.decision, v.primary_source);
   for (const Evidence& e : v.evidence) s.evidence.push_back(describe(e));
   for (const Warning& w : v.warnings) s.warnings.push_back(describe(w));
-  s.response = cause_response(v.dominant);
+  s.response = response_for(v);
   if (v.dominant == Cause::kActivations && v.math_attention) {
     // The seed's "a more memory-efficient kernel", first where it applies.
     s.response = "The attention is spelt out (the math kernel keeps batch x heads x length x length scores for "

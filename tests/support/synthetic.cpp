@@ -114,6 +114,24 @@ Report full_report() {
   o.tokens = 2048;
   o.num_ooms = 1;
   o.tensors = TensorCensus{10, 10, 20};
+  {
+    Event kept = make_event(EventKind::kKept, std::nullopt, std::nullopt, "kept across steps: ...");
+    KeptRecord t;
+    t.shape = {16, 128, 30522};
+    t.dtype = "float32";
+    t.device = "cuda";
+    t.grad_fn = "ViewBackward0";
+    t.made_by = "logits of BertForMaskedLM";
+    t.where = "job.py:42";
+    t.per_step = 1;
+    t.mib_per_step = 238.5;
+    KeptRecord g;
+    g.what = KeptRecord::What::kGraph;
+    g.graph_nodes = 40;
+    g.graph_nodes_before = 20;
+    kept.kept = {t, g};
+    r.events.insert(r.events.end() - 1, kept);  // the oom event stays last
+  }
   r.config.remedies = {Remedy{RemedyKind::kCheckpoint, 2}};
   r.config.allocator_settings = "expandable_segments:True";
   r.environment.cuda_runtime_version = "13.0";

@@ -38,10 +38,21 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   const Sample& bwd = testkit::sample_at(*back.report, Phase::kBackward, 0);
   ASSERT_TRUE(bwd.tensors);
   EXPECT_DOUBLE_EQ(bwd.tensors->gradients_mib, 10);
-  ASSERT_EQ(back.report->events.size(), 2u);
-  EXPECT_EQ(back.report->events[1].kind, EventKind::kOom);
-  EXPECT_EQ(back.report->events[1].phase, Phase::kBackward);
-  EXPECT_EQ(back.report->events[1].step, 2);
+  ASSERT_EQ(back.report->events.size(), 3u);
+  EXPECT_EQ(back.report->events[2].kind, EventKind::kOom);
+  EXPECT_EQ(back.report->events[2].phase, Phase::kBackward);
+  EXPECT_EQ(back.report->events[2].step, 2);
+  EXPECT_EQ(back.report->events[2].oom->samples, 8);
+  // What a loop kept, named: a tensor record and a graph record.
+  const Event& kept = back.report->events[1];
+  ASSERT_EQ(kept.kind, EventKind::kKept);
+  ASSERT_EQ(kept.kept.size(), 2u);
+  EXPECT_EQ(kept.kept[0].shape, (std::vector<std::int64_t>{16, 128, 30522}));
+  EXPECT_EQ(kept.kept[0].made_by, "logits of BertForMaskedLM");
+  EXPECT_EQ(kept.kept[0].where, "job.py:42");
+  EXPECT_DOUBLE_EQ(kept.kept[0].mib_per_step, 238.5);
+  EXPECT_EQ(kept.kept[1].what, KeptRecord::What::kGraph);
+  EXPECT_EQ(kept.kept[1].graph_nodes, 40);
   EXPECT_EQ(back.report->case_info.presets, (std::vector<std::string>{"small", "medium"}));
   EXPECT_EQ(back.report->case_info.preset_parameters, (std::map<std::string, std::int64_t>{{"small", 1000}, {"medium", 4000}}));
   EXPECT_FALSE(back.report->case_info.builtin);

@@ -238,6 +238,11 @@ struct StrandedSplits {
 struct OutsideAllocator {
   double device_minus_reserved_mib = 0;
 };
+// What the loop kept from step to step, named by the Python recorder's
+// walk of the live tensors (the report's kept event).
+struct KeptAcrossSteps {
+  std::vector<KeptRecord> kept;
+};
 }  // namespace evidence
 
 using Evidence =
@@ -245,7 +250,7 @@ using Evidence =
                  evidence::StepIncrements, evidence::DataParallelBuckets, evidence::RetainedGrowth,
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
                  evidence::SweepFit, evidence::ReservedGap, evidence::StrandedSplits, evidence::OutsideAllocator,
-                 evidence::OutOfMemory>;
+                 evidence::OutOfMemory, evidence::KeptAcrossSteps>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 

@@ -131,6 +131,7 @@ struct RunFeatures {
   std::optional<double> warmup_mib;                 // from the warmup event
   std::map<Phase, double> peak_by_phase;
   std::vector<RunStop> stops;  // out of memory, interrupted, failed
+  std::vector<KeptRecord> kept;  // what the loop kept from step to step, where the report names it
 
   // The training itself: each completed step's loss (from its step sample)
   // and the wall time per step: the median of the steps after the first

@@ -79,7 +79,9 @@ struct Sample {
 };
 
 // Things that happened besides phase boundaries.
-enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote };
+// kKept: what the loop kept from step to step, named (the Python
+// recorder's walk of the live tensors at a few cleanups).
+enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote, kKept };
 const char* to_string(EventKind k);
 
 // The allocator's state at an out-of-memory failure, as far as the device
@@ -105,6 +107,24 @@ struct OomDetails {
   std::optional<std::int64_t> tokens;
 };
 
+// One thing a loop kept across steps: tensors new at each of two
+// consecutive cleanups with the same shape (outputs kept in a list), a graph
+// that grew from cleanup to cleanup (a running sum never detached), or a
+// backward told to retain its graph.
+struct KeptRecord {
+  enum class What { kTensor, kGraph, kRetainGraph };
+  What what = What::kTensor;
+  std::vector<std::int64_t> shape;  // kTensor
+  std::string dtype, device;
+  std::optional<std::string> grad_fn;  // the autograd node that made it
+  std::optional<std::string> made_by;  // "logits of BertForMaskedLM": a model output it was
+  std::optional<std::string> where;    // file:line of the loop that called the model (or backward)
+  std::int64_t per_step = 0;           // how many such tensors each step
+  double mib_per_step = 0;
+  std::optional<std::int64_t> graph_nodes, graph_nodes_before;  // kGraph
+};
+const char* to_string(KeptRecord::What w);
+
 struct Event {
   EventKind kind = EventKind::kNote;
   std::optional<Phase> phase;  // where it happened, when known
@@ -112,6 +132,7 @@ struct Event {
   std::string message;
   std::optional<double> mib;
   std::optional<OomDetails> oom;  // kOom: the allocator's state at the failure
+  std::vector<KeptRecord> kept;   // kKept
 };
 
 // What the run was asked to do. memdiag/run_identity.hpp says which of

@@ -53,6 +53,9 @@ const char* cause_response(Cause c);
 // The verdict's "would not help", less what its own evidence contradicts
 // (a claim that the post-cleanup allocation is stable where it grew).
 std::vector<std::string> not_helpful_for(const Verdict& v);
+// The verdict's response: the cause's, made specific to what the loop kept
+// where the report names it (outputs in a list, a running sum, retain_graph).
+std::string response_for(const Verdict& v);
 
 std::string describe(const Evidence& e);
 std::string describe(const Warning& w);

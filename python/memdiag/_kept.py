@@ -1,0 +1,196 @@
+"""What a loop keeps from one step to the next, named: the tensors alive at
+a cleanup that were not at the one before and are not the model's state
+(parameters, gradients, buffers, optimizer state), grouped by what they are
+(shape, dtype, the autograd node that made them, the model output they
+were), and graphs that outlive their step (a running loss sum that is never
+detached keeps every step's graph through its grad_fn).
+
+The live tensors are found by walking the garbage collector's objects
+(after a collection), which costs time in proportion to the process's
+Python objects, so only a few cleanups are walked: those of steps 1 to 4
+(step 0 makes the optimizer's
+state). Something new at two consecutive walks, with the same shape, is
+kept every step.
+"""
+import gc
+import os
+import sys
+import time
+import warnings
+import weakref
+
+import torch
+
+WALKED_STEPS = (1, 2, 3, 4)
+_GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
+_MIB = float(1 << 20)
+
+
+class KeptTracker:
+    def __init__(self):
+        self._alive_before = None  # ids of the tensors alive at the last walk
+        self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
+        self._kept_by_window = []  # per pair of walks: what was new at the first and alive at the second
+        self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
+        self._outputs = {}  # this step's model outputs: id(tensor) -> (path, model)
+        self._where = None  # the line of the loop that called the model
+        self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
+        self.walk_ms = 0.0
+
+    # ----- what the loop does ------------------------------------------------
+
+    def forward_called(self):
+        """Before the model's forward: the first frame outside torch and
+        memdiag is the loop's line."""
+        self._where = _caller()
+
+    def forward_returned(self, output, model_name):
+        for path, t in _named_tensors(output, "output"):
+            self._outputs[id(t)] = (path, model_name)
+
+    def backward_called(self, args, kwargs):
+        retain = kwargs.get("retain_graph")
+        if retain is None and len(args) >= 2:
+            retain = args[1]  # after the tensors: grad_tensors, retain_graph, ... (Tensor.backward passes them so)
+        if retain and self.retain_graph_at is None:
+            self.retain_graph_at = _caller()
+
+    # ----- at a cleanup --------------------------------------------------------
+
+    def at_cleanup(self, step, state):
+        """Walks the live tensors after step `step`'s cleanup, if it is one
+        walked. state: the tensors that are the model's (not kept)."""
+        if step not in WALKED_STEPS:
+            self._outputs = {}
+            return
+        t0 = time.perf_counter()
+        # Tensors in reference cycles (a non-leaf and its graph) linger
+        # until a collection: they are not kept, only not yet freed.
+        gc.collect()
+        owned = {_storage_key(t) for t in state}
+        graph = 0
+        alive = set()
+        born = {}
+        with warnings.catch_warnings():
+            # isinstance on some of the process's objects (deprecated
+            # modules' proxies) warns: the user's job must not see that.
+            warnings.simplefilter("ignore")
+            objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
+        for o in objects:
+            if isinstance(o, torch.nn.Parameter):
+                continue
+            key = _storage_key(o)
+            if key is None or key in owned:
+                continue
+            alive.add(id(o))
+            if o.grad_fn is not None:
+                graph = max(graph, _graph_size(o.grad_fn))
+            if self._alive_before is not None and id(o) not in self._alive_before:
+                made = self._outputs.get(id(o))
+                sig = (tuple(o.shape), str(o.dtype).replace("torch.", ""), o.device.type,
+                       type(o.grad_fn).__name__ if o.grad_fn is not None else None, made[0] if made else None)
+                record = {"shape": list(sig[0]), "dtype": sig[1], "device": sig[2], "grad_fn": sig[3],
+                          "made_by": f"{made[0]} of {made[1]}" if made else None,
+                          "where": self._where if made else None}
+                born[id(o)] = (weakref.ref(o), sig, key, record)
+        # What the step before made and this one did not free: kept across a step.
+        if self._born is not None:
+            kept = {}
+            storages = set()
+            for ref, sig, key, record in self._born.values():
+                if ref() is None or key in storages:
+                    continue
+                storages.add(key)
+                count, nbytes, _ = kept.get(sig, (0, 0, record))
+                kept[sig] = (count + 1, nbytes + key[3], record)
+            self._kept_by_window.append(kept)
+        self._born = born
+        self._alive_before = alive
+        self._graph_nodes.append(graph)
+        self._outputs = {}
+        self.walk_ms += (time.perf_counter() - t0) * 1e3
+
+    # ----- what the report says --------------------------------------------------
+
+    def records(self):
+        """What was kept every step, largest first, as the report's kept
+        records; empty where nothing was."""
+        out = []
+        windows = self._kept_by_window
+        if windows:
+            # Kept every step: in each window walked (the last two where
+            # there are two), so a tensor kept once is not called a habit.
+            last = windows[-1]
+            for sig, (count, nbytes, record) in last.items():
+                if len(windows) >= 2 and sig not in windows[-2]:
+                    continue
+                r = dict(record)
+                r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
+                out.append(r)
+        g = self._graph_nodes
+        if len(g) >= 3 and g[-1] > g[-2] > g[-3]:
+            out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
+        if self.retain_graph_at is not None:
+            out.append({"what": "retain_graph", "where": self.retain_graph_at})
+        out.sort(key=lambda r: -r.get("mib_per_step", 0.0))
+        return out
+
+
+def _storage_key(t):
+    try:
+        s = t.untyped_storage()
+        return (t.device.type, t.device.index, s.data_ptr(), s.nbytes()) if s.nbytes() else None
+    except (RuntimeError, NotImplementedError):  # a meta or sparse tensor: nothing to count
+        return None
+
+
+def _storage_bytes(t):
+    try:
+        return t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def _graph_size(fn):
+    # The nodes are kept while walking: next_functions makes a new Python
+    # object per call, and a freed one's id would be taken for a seen node.
+    seen, todo = {}, [fn]
+    while todo and len(seen) < _GRAPH_NODE_CAP:
+        f = todo.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen[id(f)] = f
+        todo.extend(n for n, _ in getattr(f, "next_functions", ()))
+    return len(seen)
+
+
+def _named_tensors(x, path, depth=0):
+    """(path, tensor) of a model's output: a tensor, a mapping or a
+    ModelOutput (logits, loss, ...), a tuple or list."""
+    if depth > 4:
+        return
+    if isinstance(x, torch.Tensor):
+        yield path, x
+    elif isinstance(x, dict) or hasattr(x, "items") and callable(x.items):
+        for k, v in list(x.items()):
+            yield from _named_tensors(v, f"{path}.{k}" if path != "output" else str(k), depth + 1)
+    elif isinstance(x, (tuple, list)):
+        for k, v in enumerate(x):
+            yield from _named_tensors(v, f"{path}[{k}]", depth + 1)
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_TORCH = os.path.dirname(os.path.abspath(torch.__file__))
+
+
+def _caller():
+    """file:line of the first frame outside torch, memdiag and the
+    libraries a model comes from."""
+    f = sys._getframe(2)
+    while f is not None:
+        name = os.path.abspath(f.f_code.co_filename)
+        if not (name.startswith(_HERE) or name.startswith(_TORCH) or f"{os.sep}site-packages{os.sep}" in name):
+            rel = os.path.relpath(name)
+            return f"{rel if not rel.startswith('..') else name}:{f.f_lineno}"
+        f = f.f_back
+    return None
