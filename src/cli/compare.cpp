@@ -1,6 +1,7 @@
 #include "compare.hpp"
 
 #include "memdiag/enum_names.hpp"
+#include "memdiag/suggest.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/atomic_file.hpp"
@@ -69,7 +70,10 @@ std::pair<std::string, Cause> parse_expectation(const std::string& arg) {
 
 Cause parse_fail_on(const std::string& arg) {
   const auto cause = parse_enum<Cause>(arg);
-  if (!cause) throw UsageError("--fail-on: '" + arg + "' is not a known cause");
+  if (!cause) {
+    throw UsageError("--fail-on: '" + arg + "' is not a cause" + did_you_mean_enum<Cause>(arg) + "; the causes: " +
+                     enum_names<Cause>());
+  }
   return *cause;
 }
 
@@ -77,6 +81,20 @@ double parse_fraction(const std::string& flag, const std::string& arg) {
   std::string t = arg;
   const bool percent = !t.empty() && t.back() == '%';
   if (percent) t.pop_back();
+  // A bare number is a fraction: 5 would be 500%, which nobody gating a
+  // memory regression means.
+  if (!percent) {
+    double bare = 0;
+    try {
+      bare = parse_decimal(flag, t, 0, limits::kMaxIncreaseFraction);
+    } catch (const UsageError&) {
+      bare = 0;  // refused below with the usual message
+    }
+    if (bare > 1) {
+      throw UsageError(flag + ": '" + arg + "' is a fraction, " + format_fixed(100 * bare, 0) + "%; write " + arg +
+                       "% for " + arg + " percent, or " + format_fixed(100 * bare, 0) + "% if that is meant");
+    }
+  }
   // Plain decimals only (no hex, exponent, nan or inf), up to a thousandfold.
   double v = 0;
   try {

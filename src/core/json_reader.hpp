@@ -5,6 +5,7 @@
 #pragma once
 
 #include "memdiag/enum_names.hpp"
+#include "memdiag/suggest.hpp"
 #include "memdiag/errors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -57,7 +58,7 @@ class JsonNode {
   E as_enum() const {
     const std::string s = as_string();
     if (auto v = parse_enum<E>(s)) return *v;
-    fail("'" + s + "' is not one of: " + enum_names<E>());
+    fail("'" + s + "' is not one of: " + enum_names<E>() + did_you_mean_enum<E>(s));
   }
 
   // --- fields, with or without a fallback ----------------------------------

@@ -220,6 +220,16 @@ TEST(Baseline, SameReportsPassAndAGrownPeakFailsNamingPhaseAndComponent) {
   const Proc partial = run({MEMDIAG_COMPARE_EXE, base, "--baseline", base + "/alpha-batch1.json"});
   EXPECT_NE(partial.out.find("no baseline for"), std::string::npos) << partial.out;
   EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, base, "--max-increase", "5%"}).exit_code, 2);
+  // A bare 5 would be 500%: a +20% regression would pass; refused, saying so.
+  const Proc bare = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--max-increase", "5"});
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_NE(bare.err.find("--max-increase: '5' is a fraction, 500%; write 5% for 5 percent"), std::string::npos)
+      << bare.err;
+  EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--max-increase", "0.25"}).exit_code, 0);
+  // A cause misspelt: the nearest named, and every cause listed.
+  const Proc cause = run({MEMDIAG_COMPARE_EXE, base, "--fail-on", "retained-graph"});
+  EXPECT_EQ(cause.exit_code, 2);
+  EXPECT_NE(cause.err.find("(did you mean retained_graph?); the causes: activations, "), std::string::npos) << cause.err;
 }
 
 TEST(Junit, GatesAndBaselineAreTestCasesThatPythonsXmlParserReads) {

@@ -4,6 +4,7 @@
 #include "memdiag/report_json.hpp"
 #include "memdiag/report_reader.hpp"
 #include "memdiag/run_identity.hpp"
+#include "memdiag/suggest.hpp"
 
 #include "synthetic.hpp"
 
@@ -198,4 +199,14 @@ TEST(RunIdentity, SchemaThreeRefusesAModeThatContradictsTheWorld) {
   ASSERT_FALSE(u.report);
   EXPECT_NE(std::string(u.error->what()).find("'fsdp' is not one of: none, ddp, zero1"), std::string::npos)
       << u.error->what();
+}
+
+TEST(Suggest, TheNearestNameIsSuggestedOnlyWhenItIsNear) {
+  const std::vector<std::string> causes = {"activations", "optimizer_state", "retained_graph", "parameters"};
+  EXPECT_EQ(nearest_name("retained-graph", causes), "retained_graph");
+  EXPECT_EQ(nearest_name("activation", causes), "activations");
+  EXPECT_EQ(nearest_name("Optimizer-State", causes), "optimizer_state");
+  EXPECT_EQ(nearest_name("banana", causes), "");
+  EXPECT_EQ(did_you_mean("paramters", causes), " (did you mean parameters?)");
+  EXPECT_EQ(did_you_mean(std::string(300, 'a'), causes), "");
 }
