@@ -24,6 +24,11 @@ flags=("$@")
 bin="$MEMDIAG_BUILD_DIR/bin"
 [ -x "$bin/compare_memory_reports" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
 mkdir -p "$dir"
+if [ "${MEMDIAG_SCAN_NEEDS_CUDA:-0}" = 1 ] && [ "${MEMDIAG_SCAN_JUDGE_ONLY:-0}" != 1 ] &&
+   ! "$bin/memory_diagnostics" -q --case alpha --preset small --steps 1 --device cuda -o "$dir/probe.json" 2>/dev/null; then
+  echo "skipped: no CUDA device (the scan's referee is CUDA's expandable segments)"
+  exit 77  # ctest's skip
+fi
 out="$dir/scan.txt"
 echo "# scripts/oom-verdict-scan.sh $dir $low $high $step ${flags[*]}${MEMDIAG_SCAN_JUDGE_ONLY:+ (MEMDIAG_SCAN_JUDGE_ONLY=1: the reports judged again)}" > "$out"
 printf '%-7s %-9s %-16s %-11s %s\n' limit default verdict expandable agrees >> "$out"
