@@ -50,7 +50,9 @@ TEST(OomScan, EpsilonIsFragmentationExactlyWhereExpandableSegmentsComplete) {
     const bool referee = none.status == RunStatus::kOom && expandable.status == RunStatus::kComplete;
     const Cause v = verdict_of(none);
     EXPECT_EQ(v == Cause::kFragmentation, referee) << limit << " MiB: " << to_string(v);
-    if (!referee) EXPECT_EQ(v, Cause::kActivations) << limit;
+    if (!referee) {
+      EXPECT_EQ(v, Cause::kActivations) << limit;
+    }
   }
 }
 
@@ -71,6 +73,8 @@ TEST(OomScan, TheTestsOwnBucketsAreNeverFragmentationBelowWhatTheirTensorsNeed) 
     if (none.status == RunStatus::kComplete || limit < tensors_peak) {
       EXPECT_EQ(v, Cause::kActivations) << limit << " MiB";
     }
-    if (none.status == RunStatus::kOom && limit >= 900) EXPECT_EQ(v, Cause::kFragmentation) << limit << " MiB";
+    if (none.status == RunStatus::kOom && limit >= 900) {
+      EXPECT_EQ(v, Cause::kFragmentation) << limit << " MiB";
+    }
   }
 }
