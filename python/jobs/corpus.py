@@ -27,7 +27,9 @@ import memdiag  # noqa: E402
 SIZES = {
     "resnet": {"cpu": dict(arch="resnet18", image=112, batch=32),
                "gpu": dict(arch="resnet50", image=224, batch=64)},
-    "resnet-big": {"cpu": dict(arch="resnet18", image=96, batch=64),
+    "resnet-retain": {"cpu": dict(arch="resnet18", image=112, batch=16),  # halved: it keeps ~6 steps of graphs
+                      "gpu": dict(arch="resnet50", image=224, batch=64)},
+    "resnet-big": {"cpu": dict(arch="resnet18", image=96, batch=48),
                    "gpu": dict(arch="resnet50", image=224, batch=256, memory_limit_mib=16384)},
     "resnet-wide": {"cpu": dict(arch="resnet18", image=112, batch=8, head=4096),
                     "gpu": dict(arch="resnet50", image=224, batch=8, head=16384)},
@@ -166,7 +168,7 @@ def loss_sum(model, opt, batch, forward, steps):
         opt.step()
         opt.zero_grad(set_to_none=True)
         total_loss += loss  # bug: a tensor in the graph, not loss.item()
-    print(f"mean loss {float(total_loss) / steps:.4f}")
+    print(f"mean loss {total_loss.item() / steps:.4f}")
 
 
 def retain_graph(model, opt, batch, forward, steps):
@@ -218,7 +220,7 @@ JOBS = {
     "gpt2-dyn-ascending": ("gpt2-dyn", lambda s, d: gpt2(s, d, order="ascending"), clean, None),
     "bert-kept-logits": ("bert", bert, kept_logits, "logits kept in a list every step"),
     "gpt2-loss-sum": ("gpt2", gpt2, loss_sum, "graph-connected running loss sum"),
-    "resnet-retain-graph": ("resnet", resnet, retain_graph, "backward(retain_graph=True), losses kept"),
+    "resnet-retain-graph": ("resnet-retain", resnet, retain_graph, "backward(retain_graph=True), losses kept"),
     "resnet-big-batch": ("resnet-big", resnet, clean, "batch too large for the memory limit"),
     "resnet-wide-head": ("resnet-wide", resnet, clean, None),
     "vit-frozen": ("vit-frozen", lambda s, d: vit(s, d, frozen=True), clean, None),

@@ -22,6 +22,7 @@ import weakref
 import torch
 
 WALKED_STEPS = (1, 2, 3, 4)
+MAX_TENSOR_RECORDS = 5
 _GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
 _MIB = float(1 << 20)
 
@@ -133,7 +134,10 @@ class KeptTracker:
         if self.retain_graph_at is not None:
             out.append({"what": "retain_graph", "where": self.retain_graph_at})
         out.sort(key=lambda r: -r.get("mib_per_step", 0.0))
-        return out
+        # The largest few kinds of tensor name the bug; a retained graph's
+        # saved tensors are dozens of kinds, their total said in the rest.
+        tensors = [r for r in out if r["what"] == "tensor"]
+        return tensors[:MAX_TENSOR_RECORDS] + [r for r in out if r["what"] != "tensor"]
 
 
 def _storage_key(t):

@@ -3,6 +3,7 @@
 // help. Knowledge keyed on the verdict, never on a case's name.
 #include "memdiag/render.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <string>
@@ -110,8 +111,16 @@ std::string response_for(const Verdict& v) {
   // The fix for what was kept, each kind once, in the order found.
   std::string fix;
   std::set<std::string> said;
-  for (const KeptRecord& k : kept->kept) {
+  // A graph told to stay keeps its saved tensors: those that are no
+  // model output are its, and its fix comes first.
+  std::vector<KeptRecord> records = kept->kept;
+  const bool retained = std::any_of(records.begin(), records.end(),
+                                    [](const KeptRecord& k) { return k.what == KeptRecord::What::kRetainGraph; });
+  std::stable_partition(records.begin(), records.end(),
+                        [](const KeptRecord& k) { return k.what == KeptRecord::What::kRetainGraph; });
+  for (const KeptRecord& k : records) {
     std::string s;
+    if (retained && k.what == KeptRecord::What::kTensor && !k.made_by) continue;
     switch (k.what) {
       case KeptRecord::What::kTensor:
         s = k.grad_fn || k.made_by

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The corpus of real jobs (python/jobs/corpus.py: torchvision and Hugging Face
+# models from configurations, each clean or with a realistic bug), every job
+# recorded at one size, then judged by the comparer against the cause its
+# design implies (python/jobs/expected.json, written before any ran).
+#
+#   scripts/corpus-procedure.sh DIR [cpu|gpu] [python]
+#
+# DIR/NAME.json: the reports; DIR/NAME.log: each job's output;
+# DIR/corpus.md: one row per job (bug, expected cause, verdict, what was kept
+# or the binding figure, the batch and tokens the recorder read); exit 1 when
+# a verdict is not the expected cause nor, for a bug that keeps memory every
+# step, the retained graph that names it.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+dir="${1:?usage: scripts/corpus-procedure.sh DIR [cpu|gpu] [python]}"
+size="${2:-cpu}"
+py="${3:-python3}"
+cmp="$MEMDIAG_BUILD_DIR/bin/compare_memory_reports"
+[ -x "$cmp" ] || die "no $cmp: run scripts/build.sh first"
+# The corpus's libraries are the tests' (scripts/setup.sh tests): without
+# them the procedure cannot run, and says so (77: ctest's skip).
+if ! "$py" -c 'import torchvision, transformers' >/dev/null 2>&1; then
+  say "corpus: skipped: $py has no torchvision or transformers (scripts/setup.sh tests installs them)"
+  exit 77
+fi
+mkdir -p "$dir"
+corpus="$MEMDIAG_ROOT/python/jobs/corpus.py"
+for job in $("$py" "$corpus" list); do
+  t0=$(date +%s.%N)
+  rc=0
+  "$py" "$corpus" run "$job" --size "$size" -o "$dir/$job.json" > "$dir/$job.log" 2>&1 || rc=$?
+  say "corpus: $job ($size) exit $rc in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
+done
+"$py" - "$dir" "$size" "$cmp" "$MEMDIAG_ROOT/python/jobs/expected.json" <<'PY'
+import json, os, subprocess, sys
+folder, size, cmp, expected_path = sys.argv[1:5]
+expected = {e["job"]: e for e in json.load(open(expected_path)) if e["size"] == size}
+rows, bad = [], 0
+for job in sorted(expected):
+    e = expected[job]
+    path = os.path.join(folder, job + ".json")
+    if not os.path.exists(path):
+        rows.append((job, e["bug"] or "-", e["expected_cause"], "no report", "-", "-", "no"))
+        bad = 1
+        continue
+    g = json.loads(subprocess.run([cmp, "--format", "json", path], capture_output=True, text=True).stdout)["groups"][0]
+    report = json.load(open(path))
+    verdict = g["dominant_cause"]
+    kept = [k for x in g["evidence_data"] if x["code"] == "kept_across_steps" for k in x["kept"]]
+    named = "; ".join((k.get("made_by") or f"{k['what']}") + (f" {k['mib_per_step']:.1f} MiB/step" if k["what"] == "tensor" else "")
+                      for k in kept) or "-"
+    forwards = [s for s in report["samples"] if s["phase"] == "forward"]
+    samples = sorted({s.get("samples") for s in forwards if s.get("samples")})
+    tokens = sorted({s.get("tokens") for s in forwards if s.get("tokens")})
+    read = (f"{samples[0]}" if len(samples) == 1 else f"{samples[0]}-{samples[-1]}" if samples else "?") + \
+        (f" / {tokens[0]}" if len(tokens) == 1 else f" / {tokens[0]}-{tokens[-1]}" if tokens else "")
+    keeps = e.get("expected_kept_per_step_mib") or 0
+    ok = verdict == e["expected_cause"] or (keeps > 0 and verdict == "retained_graph" and kept)
+    bad |= not ok
+    rows.append((job, e["bug"] or "-", e["expected_cause"], verdict, named, read, "yes" if ok else "NO"))
+with open(os.path.join(folder, "corpus.md"), "w") as f:
+    f.write(f"| job ({size}) | bug | expected | verdict | kept, named | samples / tokens read | right |\n")
+    f.write("| --- | --- | --- | --- | --- | --- | --- |\n")
+    for r in rows:
+        f.write("| " + " | ".join(str(c) for c in r) + " |\n")
+print(open(os.path.join(folder, "corpus.md")).read())
+sys.exit(1 if bad else 0)
+PY
