@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import _census, _inputs, _kept, _losses, _probe, _report
+from . import _census, _inputs, _kept, _losses, _modules, _probe, _report
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -76,7 +76,7 @@ class Recorder:
     def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
-                 process_memory=True, every=None, kept=True):
+                 process_memory=True, every=None, kept=True, modules=True):
         self.model = model
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
@@ -128,6 +128,11 @@ class Recorder:
         # What the loop keeps across steps, named (live tensors walked at a
         # few cleanups); None: not looked for.
         self._kept = _kept.KeptTracker() if kept else None
+        # Where the forward's memory lives, by module (global forward hooks
+        # on the first micro-batch of steps 0 and 1); made at start().
+        self._want_modules = bool(modules)
+        self._modules = None
+        self._module_records = None
         self._oom = None
         self._finished = False
         self._status = None
@@ -192,6 +197,15 @@ class Recorder:
                                               "(a matmul on each before the first sample)", made))
         if isinstance(self._probe, _probe.CpuProbe):
             self._probe.start()
+        if self.hooks and self._want_modules and self.model is not None:
+            if isinstance(self._probe, _probe.CudaProbe):
+                index = self.device.index
+
+                def read():
+                    return torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]["current"]
+            else:
+                read = self._probe.mark
+            self._modules = _modules.ModuleTracker(_unwrap(self.model), read)
         if self.hooks:
             self._install_hooks()
         self._in = SETUP
@@ -236,6 +250,8 @@ class Recorder:
                 self._close(CLEANUP)  # the loop ended after its last step()
             if self._in is not None:
                 self._record_end(status, error)
+            if self._modules is not None:
+                self._host_ns += self._modules.ns
             if self._step >= 0:
                 self._events.append(self._host_time_note())
             if self._skipped_steps:
@@ -244,10 +260,15 @@ class Recorder:
                     "note", "", None, f"recorded {steps - self._skipped_steps} of {steps} steps (every step below "
                     f"{self._all_below}, then one in {self._every}; every=1 records all)", None))
         finally:
+            if self._modules is not None and self._modules.active():
+                self._modules.end(completed=False)  # the forward did not reach backward
             self._remove_hooks()
             if _active[0] is self:
                 _active[0] = None
         readings = self._probe.stop() if isinstance(self._probe, _probe.CpuProbe) else None
+        if self._modules is not None:
+            self._module_records = self._modules.records(
+                (lambda mark: readings[mark][0]) if readings is not None else None)
         if readings is not None:
             for s in self._samples:
                 live, peak = readings[s.pop("_mark")]
@@ -373,6 +394,10 @@ class Recorder:
                 self._kept.forward_called()
             self._forward_inputs = _inputs.sizes(args, kwargs)
             self._batch_from(self._forward_inputs[0])
+            if self._modules is not None and self._recording and self._modules.wants(self._step, self._micro):
+                # A wrapper (DistributedDataParallel) is not pushed: the
+                # user's module inside it is, by the hooks, under its names.
+                self._modules.begin(module if _unwrap(module) is module else None, self._step)
         # A second forward before backward (an evaluation pass, two inputs)
         # stays in the same forward phase.
 
@@ -395,6 +420,8 @@ class Recorder:
                 self._batch_from(None)
             else:
                 return
+        if self._modules is not None and self._modules.active():
+            self._modules.end(completed=True)
         self._close(FORWARD)
         self._in = BACKWARD
         self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
@@ -712,6 +739,8 @@ class Recorder:
             kept = self._kept.records()
             if kept:
                 self._events.append(_kept_event(kept, self._kept.walk_ms))
+        if self._module_records is not None:
+            self._events.append(_modules_event(self._module_records))
         env = self._probe.environment()
         env.update({"torch_version": torch.__version__, "host": socket.gethostname(), "start_time": self._start_time})
         report = _report.build(
@@ -776,7 +805,11 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     cleanups of steps 1 to 4, and what the loop keeps every step is named in
     the report: the tensors' shape, dtype, the model output they are and the
     line that called the model; a graph that outlives its step;
-    backward(retain_graph=True); False: not looked for)."""
+    backward(retain_graph=True); False: not looked for), modules (default
+    True: on the first micro-batch of steps 0 and 1, every module's forward
+    is read before and after from global forward hooks, and the report
+    says which modules and module types hold the forward's memory; about
+    two allocator readings a module call on those steps only)."""
     return Recorder(model, optimizer, output, **options)
 
 
@@ -802,6 +835,17 @@ def _kept_event(records, walk_ms):
                       f" (live tensors walked at the cleanups of steps {', '.join(map(str, _kept.WALKED_STEPS))}: "
                       f"{walk_ms:.0f} ms)", None)
     e["kept"] = records
+    return e
+
+
+def _modules_event(records):
+    mods = records["modules"]
+    top = [r for r in mods if r["parent"] is None and r["name"] is not None]
+    total = sum(r["mib"] for r in mods if r["parent"] is None)
+    e = _report.event("modules", FORWARD, records["step"],
+                      f"forward by module, step {records['step']}: {len(mods)} modules, {total:.1f} MiB added"
+                      + (f" ({top[0]['type']}'s forward {top[0]['mib']:.1f})" if top else ""), total)
+    e["modules"] = mods
     return e
 
 

@@ -250,6 +250,111 @@ class Kept(unittest.TestCase):
         self.assertEqual(self.kept_records(r), [])
 
 
+class Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up = torch.nn.Linear(width, 4 * width)
+        self.act = torch.nn.GELU()
+        self.down = torch.nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return x + self.down(self.act(self.up(x)))
+
+
+class Tower(torch.nn.Module):
+    def __init__(self, width=64, depth=3, classes=500):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(width) for _ in range(depth))
+        self.head = torch.nn.Linear(width, classes)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+class ForwardByModule(unittest.TestCase):
+    """Where the forward's memory lives, by module: each module's forward
+    increment is what it made and still holds when its forward returns,
+    counted here from the shapes (fp32, the CPU probe's exact counts)."""
+
+    def record(self, batch=128, width=64, depth=3, classes=500, steps=3, fail_at=None):
+        torch.manual_seed(0)
+        model = Tower(width, depth, classes)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        out = os.path.join(tempfile.mkdtemp(), "tower.json")
+        with memdiag.record(model, opt, output=out, census=False, kept=False):
+            for _ in range(steps):
+                x, y = torch.randn(batch, width), torch.randint(0, classes, (batch,))
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        return out, json.load(open(out))
+
+    def test_each_module_holds_what_its_shapes_say(self):
+        batch, width, classes = 128, 64, 500
+        out, r = self.record(batch, width, classes=classes)
+        [e] = [e for e in r["events"] if e["kind"] == "modules"]
+        self.assertEqual(e["step"], 1)
+        by = {m["name"]: m for m in e["modules"]}
+        mib = lambda *shape: 4 * torch.Size(shape).numel() / (1 << 20)  # noqa: E731
+        # up's output (saved by GELU), GELU's (saved by down), and the
+        # residual sum (the next block's input); down's output is freed
+        # by the add inside the block's own forward.
+        self.assertAlmostEqual(by["blocks.0.up"]["mib"], mib(batch, 4 * width), places=6)
+        self.assertAlmostEqual(by["blocks.0.act"]["mib"], mib(batch, 4 * width), places=6)
+        self.assertAlmostEqual(by["blocks.0.down"]["mib"], mib(batch, width), places=6)
+        self.assertAlmostEqual(by["blocks.1"]["mib"], 2 * mib(batch, 4 * width) + mib(batch, width), places=6)
+        self.assertAlmostEqual(by["blocks.1"]["own_mib"], 0.0, places=6)
+        self.assertEqual(by["blocks.1"]["parent"], "")
+        self.assertEqual(by["blocks.1.up"]["parent"], "blocks.1")
+        self.assertAlmostEqual(by["head"]["mib"], mib(batch, classes), places=6)
+        # The loss module the loop calls is outside the model: no name.
+        [loss] = [m for m in e["modules"] if m["name"] is None]
+        self.assertEqual((loss["type"], loss["parent"]), ("CrossEntropyLoss", None))
+        self.assertAlmostEqual(by[""]["mib"], sum(by[f"blocks.{i}"]["mib"] for i in range(3)) + by["head"]["mib"],
+                               places=6)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "activations")
+        [m] = [x for x in v["evidence_data"] if x["code"] == "forward_by_module"]
+        self.assertEqual([t["type"] for t in m["types"]][:2], ["Linear", "GELU"])
+        self.assertEqual(m["under"], "")
+        self.assertEqual(m["modules"][0]["type"], "Block")
+        self.assertTrue(any("forward by module" in line for line in v["evidence"]), v["evidence"])
+
+    def test_a_forward_that_runs_out_keeps_the_modules_that_finished(self):
+        torch.manual_seed(0)
+        model = Tower()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "fails.json")
+
+        def boom(module, args):
+            raise RuntimeError("the head failed")
+        with self.assertRaises(RuntimeError):
+            with memdiag.record(model, opt, output=out, census=False, kept=False):
+                model.head.register_forward_pre_hook(boom)
+                model(torch.randn(16, 64)).sum().backward()
+        r = json.load(open(out))
+        [e] = [e for e in r["events"] if e["kind"] == "modules"]
+        names = {m["name"] for m in e["modules"]}
+        self.assertIn("blocks.2", names)
+        self.assertNotIn("head", names)
+        self.assertNotIn("", names)  # the model's own forward never returned
+
+    def test_modules_false_records_none(self):
+        torch.manual_seed(0)
+        model = Tower()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "off.json")
+        with memdiag.record(model, opt, output=out, modules=False):
+            model(torch.randn(16, 64)).sum().backward()
+            opt.step()
+        self.assertFalse([e for e in json.load(open(out))["events"] if e["kind"] == "modules"])
+
+
 class Launchers(unittest.TestCase):
     """torchrun starts every rank with RANK and WORLD_SIZE; each rank writes
     its own report, and the comparer reads them as one rank set."""

@@ -38,6 +38,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
         if (p.logits_mib && fwd > 0 && *p.logits_mib >= thresholds::kLargeLogitsShare * fwd) f.logits_mib = p.logits_mib;
         out.push_back(f);
       }
+      if (auto m = forward_by_module(p)) out.push_back(std::move(*m));
       out.push_back(trend(p, false));
       add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
       confirmed = sweep != nullptr && sweep->linear;

@@ -131,6 +131,10 @@ void read_events(const Report& r, RunFeatures& f) {
       case EventKind::kError: f.stops.push_back(RunStop{e.kind, e.phase, e.step, e.message}); break;
       case EventKind::kNote: break;
       case EventKind::kKept: f.kept.insert(f.kept.end(), e.kept.begin(), e.kept.end()); break;
+      case EventKind::kModules:
+        f.modules = e.modules;
+        f.modules_step = e.step;
+        break;
     }
   }
 }

@@ -37,6 +37,8 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
                                      bool& confirmed);
 // Figures every verdict carries: the cache gap and memory outside the allocator.
 std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
+// The forward by module, where the report carries one step's (modules.cpp).
+std::optional<evidence::ForwardByModule> forward_by_module(const RunFeatures& p);
 // How the primary run stopped, if it did, and ranks out of balance.
 std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views);
 

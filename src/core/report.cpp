@@ -52,6 +52,7 @@ const char* to_string(EventKind k) {
     case EventKind::kError: return "error";
     case EventKind::kNote: return "note";
     case EventKind::kKept: return "kept";
+    case EventKind::kModules: return "modules";
   }
   return nullptr;  // past the last value: all_values() stops here
 }

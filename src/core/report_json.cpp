@@ -166,6 +166,14 @@ json to_json(const Event& ev) {
     }
     j["kept"] = std::move(list);
   }
+  if (!ev.modules.empty()) {
+    json list = json::array();
+    for (const ModuleRecord& m : ev.modules) {
+      list.push_back({{"name", opt(m.name)}, {"type", m.type}, {"parent", opt(m.parent)},
+                      {"mib", m.mib}, {"own_mib", m.own_mib}, {"calls", m.calls}});
+    }
+    j["modules"] = std::move(list);
+  }
   return j;
 }
 

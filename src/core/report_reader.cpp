@@ -118,6 +118,22 @@ KeptRecord read_kept(const JsonNode& n) {
   return k;
 }
 
+ModuleRecord read_module(const JsonNode& n) {
+  n.expect_object();
+  n.only({"name", "type", "parent", "mib", "own_mib", "calls"});
+  ModuleRecord m;
+  if (n.given("name") && !n.field("name").raw().is_null()) m.name = n.str("name");
+  m.type = n.str("type");
+  if (m.type.empty()) n.field("type").fail("empty module type");
+  if (n.given("parent") && !n.field("parent").raw().is_null()) m.parent = n.str("parent");
+  // Signed: a module's forward may free more than it makes (an in-place
+  // chain that drops its input).
+  m.mib = n.field("mib").as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB);
+  m.own_mib = n.field("own_mib").as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB);
+  m.calls = n.field("calls").as_integer(1, limits::kMaxExactInteger);
+  return m;
+}
+
 Event read_event(const JsonNode& n) {
   n.expect_object();
   Event ev;
@@ -134,6 +150,11 @@ Event read_event(const JsonNode& n) {
     const JsonNode list = n.field("kept");
     list.expect_array();
     for (std::size_t i = 0; i < list.size() && i < 64; ++i) ev.kept.push_back(read_kept(list.at(i)));
+  }
+  if (n.given("modules")) {
+    const JsonNode list = n.field("modules");
+    list.expect_array();
+    for (std::size_t i = 0; i < list.size() && i < 1000; ++i) ev.modules.push_back(read_module(list.at(i)));
   }
   return ev;
 }

@@ -107,6 +107,38 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
   return s;
 }
 
+// "step 1's forward by module (22 modules hooked, 9984.9 MiB): by type,
+// Linear 3200.0 MiB (32%), ...; under transformer, h.0 (GPT2Block) ...".
+std::string modules_line(const evidence::ForwardByModule& x) {
+  auto share = [](const evidence::ModuleShare& m) { return mib(m.mib) + " (" + format_fixed(100 * m.share, 0) + "%)"; };
+  std::string s = "step " + std::to_string(x.step) + "'s forward by module (allocated after each module's forward "
+                  "less before it, from forward hooks): " + mib(x.total_mib) + " in modules";
+  if (x.forward_increment_mib && *x.forward_increment_mib > x.total_mib + 0.05) {
+    s += " of the forward's " + mib(*x.forward_increment_mib) + " (the rest outside any module: the loop's own ops)";
+  } else if (x.forward_increment_mib && *x.forward_increment_mib < x.total_mib - 0.05) {
+    s += " (the forward phase added " + mib(*x.forward_increment_mib) +
+         ": it also freed what the loop held from the step before, such as the last step's outputs)";
+  }
+  if (!x.types.empty()) {
+    s += "; by type, each module's own part: ";
+    for (std::size_t i = 0; i < x.types.size(); ++i) {
+      const bool model = x.types[i].type == x.model_type;
+      s += (i ? ", " : "") + x.types[i].type + (model ? "'s own ops" : "") + " " + share(x.types[i]);
+    }
+  }
+  if (!x.modules.empty()) {
+    s += "; the largest " + (x.under.empty() ? std::string("of the model's modules") : "under " + x.under) + ": ";
+    for (std::size_t i = 0; i < x.modules.size(); ++i) {
+      s += (i ? ", " : "") + x.modules[i].name + " (" + x.modules[i].type + ") " + share(x.modules[i]);
+    }
+  }
+  if (!x.outside.empty()) {
+    s += "; called by the loop outside the model: ";
+    for (std::size_t i = 0; i < x.outside.size(); ++i) s += (i ? ", " : "") + x.outside[i].type + " " + share(x.outside[i]);
+  }
+  return s;
+}
+
 std::string oom_line(const evidence::OutOfMemory& x) {
   std::string where = "an unknown phase";
   if (x.phase) {
@@ -270,7 +302,8 @@ std::string describe(const RunStop& s) {
     case EventKind::kError: return "failed: " + s.message;
     case EventKind::kWarmup:
     case EventKind::kNote:
-    case EventKind::kKept: break;
+    case EventKind::kKept:
+    case EventKind::kModules: break;
   }
   return s.message;
 }
@@ -345,6 +378,7 @@ std::string describe(const Evidence& e) {
           },
           [](const evidence::OutOfMemory& x) { return oom_line(x); },
           [](const evidence::KeptAcrossSteps& x) { return kept_line(x); },
+          [](const evidence::ForwardByModule& x) { return modules_line(x); },
       },
       e);
 }

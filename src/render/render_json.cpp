@@ -101,6 +101,20 @@ json figures(const Evidence& e) {
             }
             return {{"kept", list}};
           },
+          [](const evidence::ForwardByModule& x) -> json {
+            auto list = [](const std::vector<evidence::ModuleShare>& v, bool named) {
+              json out = json::array();
+              for (const evidence::ModuleShare& m : v) {
+                json r = {{"type", m.type}, {"mib", m.mib}, {"share", m.share}};
+                if (named) r["name"] = m.name;
+                out.push_back(std::move(r));
+              }
+              return out;
+            };
+            return {{"step", x.step}, {"model_type", x.model_type}, {"total_mib", x.total_mib},
+                    {"forward_increment_mib", opt(x.forward_increment_mib)}, {"types", list(x.types, false)},
+                    {"under", x.under}, {"modules", list(x.modules, true)}, {"outside", list(x.outside, false)}};
+          },
           [](const evidence::OutOfMemory& x) -> json {
             json tensors = nullptr;
             if (x.tensors) {

@@ -131,6 +131,12 @@ Report full_report() {
     g.graph_nodes_before = 20;
     kept.kept = {t, g};
     r.events.insert(r.events.end() - 1, kept);  // the oom event stays last
+    Event modules = make_event(EventKind::kModules, Phase::kForward, 1, "forward by module, step 1: ...");
+    modules.mib = 30;
+    modules.modules = {ModuleRecord{std::string(""), "Net", std::nullopt, 28, 2, 1},
+                       ModuleRecord{std::string("blocks.0"), "Block", std::string(""), 26, 0, 1},
+                       ModuleRecord{std::nullopt, "CrossEntropyLoss", std::nullopt, 2, 2, 1}};
+    r.events.insert(r.events.end() - 1, modules);
   }
   r.config.remedies = {Remedy{RemedyKind::kCheckpoint, 2}};
   r.config.allocator_settings = "expandable_segments:True";

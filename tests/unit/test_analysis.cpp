@@ -666,3 +666,54 @@ TEST(Verdict, MemoryThatFollowsTheStepsSizeIsNotGrowthOnEveryStep) {
   for (const std::string& n : not_helpful_for(f.verdicts.at(0))) EXPECT_EQ(n.find("is stable"), std::string::npos) << n;
   EXPECT_EQ(analyse({{"l.json", leaks}}).verdicts.at(0).dominant, Cause::kRetainedGraph);
 }
+
+// The forward by module: types ranked by their own parts (added up over
+// the modules of a class), and the listing goes down through a child that
+// holds most of its parent (a language model's body under its head) to
+// where the model fans out.
+TEST(Verdict, TheForwardByModuleNamesTypesAndWhereTheModelFansOut) {
+  Synth s = named("delta");
+  s.activations_mib = 100;
+  Report r = synth(s);
+  Event e;
+  e.kind = EventKind::kModules;
+  e.phase = Phase::kForward;
+  e.step = 1;
+  auto rec = [](std::optional<std::string> name, std::string type, std::optional<std::string> parent, double mib,
+                double own) { return ModuleRecord{std::move(name), std::move(type), std::move(parent), mib, own, 1}; };
+  e.modules = {rec("", "LM", std::nullopt, 96, 6),  // the model's own ops: its loss
+               rec("body", "Body", "", 86, 2),       // 90% of the model: gone down into
+               rec("head", "Linear", "", 4, 4),
+               rec("body.h.0", "Block", "body", 42, 2),
+               rec("body.h.1", "Block", "body", 42, 2),
+               rec("body.h.0.fc", "Linear", "body.h.0", 30, 30),
+               rec("body.h.0.act", "GELU", "body.h.0", 10, 10),
+               rec("body.h.1.fc", "Linear", "body.h.1", 30, 30),
+               rec("body.h.1.act", "GELU", "body.h.1", 10, 10),
+               rec(std::nullopt, "CrossEntropyLoss", std::nullopt, 4, 4)};
+  r.events.push_back(e);
+  Analysis a = analyse({{"r.json", r}});
+  const Verdict& v = a.verdicts.front();
+  ASSERT_EQ(v.dominant, Cause::kActivations);
+  const auto* m = find<evidence::ForwardByModule>(v);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->step, 1);
+  EXPECT_EQ(m->model_type, "LM");
+  EXPECT_DOUBLE_EQ(m->total_mib, 100);  // the model's 96 and the loop's loss module's 4
+  ASSERT_GE(m->types.size(), 3u);
+  EXPECT_EQ(m->types[0].type, "Linear");  // 30 + 30 + 4
+  EXPECT_DOUBLE_EQ(m->types[0].mib, 64);
+  EXPECT_DOUBLE_EQ(m->types[0].share, 0.64);
+  EXPECT_EQ(m->types[1].type, "GELU");
+  EXPECT_EQ(m->under, "body");
+  ASSERT_EQ(m->modules.size(), 2u);
+  EXPECT_EQ(m->modules[0].name, "body.h.0");
+  ASSERT_EQ(m->outside.size(), 1u);
+  EXPECT_EQ(m->outside[0].type, "CrossEntropyLoss");
+  // Said in words, with the figures.
+  const std::string text = describe(Evidence{*m});
+  EXPECT_NE(text.find("Linear 64.00 MiB (64%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("under body: body.h.0 (Block)"), std::string::npos) << text;
+  // No modules event, no such evidence.
+  EXPECT_FALSE(find<evidence::ForwardByModule>(one(s)));
+}

@@ -38,11 +38,19 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   const Sample& bwd = testkit::sample_at(*back.report, Phase::kBackward, 0);
   ASSERT_TRUE(bwd.tensors);
   EXPECT_DOUBLE_EQ(bwd.tensors->gradients_mib, 10);
-  ASSERT_EQ(back.report->events.size(), 3u);
-  EXPECT_EQ(back.report->events[2].kind, EventKind::kOom);
-  EXPECT_EQ(back.report->events[2].phase, Phase::kBackward);
-  EXPECT_EQ(back.report->events[2].step, 2);
-  EXPECT_EQ(back.report->events[2].oom->samples, 8);
+  ASSERT_EQ(back.report->events.size(), 4u);
+  EXPECT_EQ(back.report->events[3].kind, EventKind::kOom);
+  EXPECT_EQ(back.report->events[3].phase, Phase::kBackward);
+  EXPECT_EQ(back.report->events[3].step, 2);
+  EXPECT_EQ(back.report->events[3].oom->samples, 8);
+  // The forward by module: a module outside the model has no name.
+  const Event& modules = back.report->events[2];
+  ASSERT_EQ(modules.kind, EventKind::kModules);
+  ASSERT_EQ(modules.modules.size(), 3u);
+  EXPECT_EQ(modules.modules[1].parent, "");
+  EXPECT_EQ(modules.modules[1].name, "blocks.0");
+  EXPECT_FALSE(modules.modules[2].name);
+  EXPECT_DOUBLE_EQ(modules.modules[0].own_mib, 2);
   // What a loop kept, named: a tensor record and a graph record.
   const Event& kept = back.report->events[1];
   ASSERT_EQ(kept.kind, EventKind::kKept);

@@ -243,6 +243,27 @@ struct OutsideAllocator {
 struct KeptAcrossSteps {
   std::vector<KeptRecord> kept;
 };
+// Where one step's forward memory lives (the report's modules event): the
+// module types that hold most of it (each module's own part, added up by
+// class), and the largest modules where the model fans out (the children
+// of the first module, from the model down, that no single child
+// dominates), each with its share of the forward the hooks saw.
+struct ModuleShare {
+  std::string name;  // qualified; empty for a type
+  std::string type;
+  double mib = 0;
+  double share = 0;  // of total_mib
+};
+struct ForwardByModule {
+  int step = 0;
+  std::string model_type;
+  double total_mib = 0;  // the model's forward, plus modules the loop called outside it
+  std::optional<double> forward_increment_mib;  // that step's forward phase (the loss outside any module too)
+  std::vector<ModuleShare> types;   // the largest five, by their own MiB
+  std::string under;                // the module whose children are listed ("" : the model)
+  std::vector<ModuleShare> modules;  // the largest five children of `under`
+  std::vector<ModuleShare> outside;  // modules the loop called outside the model (a loss module)
+};
 }  // namespace evidence
 
 using Evidence =
@@ -250,7 +271,7 @@ using Evidence =
                  evidence::StepIncrements, evidence::DataParallelBuckets, evidence::RetainedGrowth,
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
                  evidence::SweepFit, evidence::ReservedGap, evidence::StrandedSplits, evidence::OutsideAllocator,
-                 evidence::OutOfMemory, evidence::KeptAcrossSteps>;
+                 evidence::OutOfMemory, evidence::KeptAcrossSteps, evidence::ForwardByModule>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 

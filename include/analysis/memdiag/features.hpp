@@ -132,6 +132,9 @@ struct RunFeatures {
   std::map<Phase, double> peak_by_phase;
   std::vector<RunStop> stops;  // out of memory, interrupted, failed
   std::vector<KeptRecord> kept;  // what the loop kept from step to step, where the report names it
+  // One step's forward by module (the report's last modules event).
+  std::vector<ModuleRecord> modules;
+  std::optional<int> modules_step;
 
   // The training itself: each completed step's loss (from its step sample)
   // and the wall time per step: the median of the steps after the first

@@ -81,7 +81,9 @@ struct Sample {
 // Things that happened besides phase boundaries.
 // kKept: what the loop kept from step to step, named (the Python
 // recorder's walk of the live tensors at a few cleanups).
-enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote, kKept };
+// kModules: where one step's forward memory lives, by module (the Python
+// recorder's forward hooks).
+enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote, kKept, kModules };
 const char* to_string(EventKind k);
 
 // The allocator's state at an out-of-memory failure, as far as the device
@@ -125,6 +127,19 @@ struct KeptRecord {
 };
 const char* to_string(KeptRecord::What w);
 
+// One module's forward on the step a modules event was taken on: allocated
+// after its forward minus before it (its children's included), the part
+// its children's forwards did not add (own), over all its calls. A module
+// the loop called outside the model (a loss module) has no name.
+struct ModuleRecord {
+  std::optional<std::string> name;    // qualified, as named_modules() says; "" is the model itself
+  std::string type;                   // its class
+  std::optional<std::string> parent;  // the module whose forward called it (none: called by the loop)
+  double mib = 0;
+  double own_mib = 0;
+  std::int64_t calls = 0;
+};
+
 struct Event {
   EventKind kind = EventKind::kNote;
   std::optional<Phase> phase;  // where it happened, when known
@@ -133,6 +148,7 @@ struct Event {
   std::optional<double> mib;
   std::optional<OomDetails> oom;  // kOom: the allocator's state at the failure
   std::vector<KeptRecord> kept;   // kKept
+  std::vector<ModuleRecord> modules;  // kModules, largest first
 };
 
 // What the run was asked to do. memdiag/run_identity.hpp says which of

@@ -1,0 +1,133 @@
+"""Where the forward's memory lives: the allocator's reading before and after
+every module's forward, on one step, from global forward hooks.
+
+A module's forward increment (its "mib") is allocated memory after its
+forward minus before it: what it made and still holds, its children's
+included (the tensors autograd saved for backward, its output). Its "own"
+is that minus what its children's forwards added: the functional calls in
+its own forward (an attention's softmax, a residual add, the loss a Hugging
+Face model computes in its forward). PyTorch's MemTracker reads the same
+thing (a module's memory after its forward minus before it) by counting
+tensor storages through a dispatch mode; the allocator's counter needs no
+dispatch and costs two readings a module call.
+
+Tracked on the first micro-batch of steps 0 and 1 (step 1's replaces step
+0's: the steady step; step 0's stands where the run ended in it, say out
+of memory in its forward, with the modules that had finished by then). The
+hooks are global from the model's forward to the step's backward, so a loss
+module called in the loop (nn.CrossEntropyLoss) is counted as a module
+outside the model. On the CPU the readings are marks on the probe's
+profiler timeline, resolved when recording ends.
+"""
+import time
+
+MIB = float(1 << 20)
+TRACKED_STEPS = (0, 1)
+MAX_RECORDS = 200  # the largest by |mib|: a report stays small whatever the model
+
+
+class ModuleTracker:
+    def __init__(self, model, read):
+        """`read()`: the allocator's allocated bytes now (CUDA) or a mark
+        on the CPU probe's timeline (resolved by records())."""
+        self._read = read
+        self._names = {}
+        if model is not None:
+            for name, m in model.named_modules(remove_duplicate=False):
+                self._names.setdefault(id(m), name)
+        self._handles = []
+        self._stack = []  # (module, name, reading before, index of the call record)
+        self._calls = []  # per call: [name, type, parent, before, after]
+        self.step = None  # the step whose calls _calls holds
+        self._done_step = None
+        self._done_calls = []
+        self._calls_all = []  # every call of the kept step, finished or not (parents index into it)
+        self.ns = 0  # the hooks' own host time
+
+    def wants(self, step, micro):
+        return step in TRACKED_STEPS and micro == 0 and not self._handles
+
+    def begin(self, root, step):
+        """At the model's forward pre-hook: the model's own call is pushed
+        here (a global hook installed now does not fire for the call in
+        progress), its children's and the loop's modules from the hooks."""
+        import torch.nn.modules.module as mm
+        self._calls = []
+        self._stack = []
+        self.step = step
+        if root is not None:
+            self._push(root)
+        self._handles.append(mm.register_module_forward_pre_hook(self._pre))
+        self._handles.append(mm.register_module_forward_hook(self._post, always_call=True))
+
+    def end(self, completed=True):
+        """At backward (or where recording ends): the hooks come off. A
+        completed forward's calls replace the last step's; an unfinished
+        one's stand only where there was none before (the step that failed)."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if not self._calls:
+            return
+        # A call still open (the forward failed inside it) has no after.
+        finished = [c for c in self._calls if c[4] is not None]
+        if completed or self._done_step is None:
+            self._done_step, self._done_calls, self._calls_all = self.step, finished, self._calls
+        self._calls, self._stack = [], []
+
+    def active(self):
+        return bool(self._handles)
+
+    def _pre(self, module, args):
+        t = time.perf_counter_ns()
+        self._push(module)
+        self.ns += time.perf_counter_ns() - t
+
+    def _push(self, module):
+        parent = self._stack[-1][2] if self._stack else None
+        self._calls.append([self._names.get(id(module)), type(module).__name__, parent, self._read(), None])
+        self._stack.append((module, None, len(self._calls) - 1))
+
+    def _post(self, module, args, output):
+        t = time.perf_counter_ns()
+        if self._stack and self._stack[-1][0] is module:
+            _, _, i = self._stack.pop()
+            # always_call: a forward that raised (out of memory) calls this
+            # with no output; the call is popped and left unfinished.
+            if output is not None:
+                self._calls[i][4] = self._read()
+        self.ns += time.perf_counter_ns() - t
+
+    def records(self, resolve=None):
+        """The report's module records: per module (by qualified name; a
+        module outside the model by its type), its forward increment, its
+        own part (less its direct children's increments), its calls and
+        the module whose forward called it."""
+        if not self._done_calls:
+            return None
+        value = resolve or (lambda v: v)
+        calls = self._done_calls
+        index = {id(c): i for i, c in enumerate(calls)}
+        deltas = [value(c[4]) - value(c[3]) for c in calls]
+        children = [0] * len(calls)
+        for i, c in enumerate(calls):
+            if c[2] is not None and c[2] < len(self._calls_all):
+                p = index.get(id(self._calls_all[c[2]]))
+                if p is not None:
+                    children[p] += deltas[i]
+        by_key = {}
+        for i, (name, kind, parent, _, _) in enumerate(calls):
+            key = (name, kind if name is None else None)
+            r = by_key.get(key)
+            if r is None:
+                parent_name = self._calls_all[parent][0] if parent is not None else None
+                r = by_key[key] = {"name": name, "type": kind, "parent": parent_name,
+                                   "mib": 0.0, "own_mib": 0.0, "calls": 0}
+            r["mib"] += deltas[i] / MIB
+            r["own_mib"] += (deltas[i] - children[i]) / MIB
+            r["calls"] += 1
+        out = sorted(by_key.values(), key=lambda r: -abs(r["mib"]))[:MAX_RECORDS]
+        for r in out:
+            r["mib"] = round(r["mib"], 9)
+            r["own_mib"] = round(r["own_mib"], 9)
+        return {"step": self._done_step, "modules": out}
