@@ -4,6 +4,8 @@ MEMDIAG_HOME="${MEMDIAG_HOME:-$HOME/.cache/memdiag}"
 MEMDIAG_VENV="${MEMDIAG_VENV:-$MEMDIAG_HOME/venv}"
 MEMDIAG_BUILD_DIR="${MEMDIAG_BUILD_DIR:-$MEMDIAG_ROOT/build}"
 MEMDIAG_TORCH_PIN="2.11.0"   # the GPU hosts' version; keep them equal
+MEMDIAG_TORCHVISION_PIN="0.26.0"    # the GPU hosts' versions of the corpus's libraries (python/jobs)
+MEMDIAG_TRANSFORMERS_PIN="5.17.0"
 
 # True when the venv holds the pinned torch (read from its metadata, no import).
 venv_has_pinned_torch() {

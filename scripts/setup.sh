@@ -6,7 +6,11 @@
 # ~/.cache/memdiag/venv). On a machine where it already ran it downloads
 # nothing and takes seconds.
 #
-#   scripts/setup.sh [debian] [torch]   the steps to take (default: both)
+#   scripts/setup.sh [debian] [torch] [tests]   the steps to take (default: debian and torch)
+#
+# tests (scripts/test.sh takes it): the packages only the tests use, into
+# the same environment: torchvision and transformers at the GPU machine's
+# versions, for the corpus of library jobs (python/jobs).
 #
 #   MEMDIAG_SKIP_APT=1     skip the Debian step (not root, or packages managed elsewhere)
 #   MEMDIAG_WITH_TORCH=OFF skip LibTorch (build only the report-reading half)
@@ -16,6 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 start=$(date +%s)
 do_debian=1
 do_torch=1
+do_tests=0
 if [ "$#" -gt 0 ]; then
   do_debian=0
   do_torch=0
@@ -23,8 +28,9 @@ if [ "$#" -gt 0 ]; then
     case "$a" in
       debian) do_debian=1 ;;
       torch) do_torch=1 ;;
-      -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-      *) die "setup.sh: unknown step '$a' (debian, torch)" ;;
+      tests) do_tests=1 ;;
+      -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) die "setup.sh: unknown step '$a' (debian, torch, tests)" ;;
     esac
   done
 fi
@@ -91,6 +97,19 @@ fi
 if [ "$do_torch" = 1 ] && [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   say "warning: no nvcc found; the PyPI LibTorch's CMake package needs the CUDA toolkit"
   say "         (or point MEMDIAG_TORCH_PREFIX at a CPU LibTorch; see README)"
+fi
+
+# --- the tests' own packages -------------------------------------------------
+if [ "$do_tests" = 1 ] && [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && [ -x "$MEMDIAG_VENV/bin/python" ]; then
+  if "$MEMDIAG_VENV/bin/python" -c "import torchvision, transformers, sys
+sys.exit(not (torchvision.__version__.startswith('$MEMDIAG_TORCHVISION_PIN') and transformers.__version__ == '$MEMDIAG_TRANSFORMERS_PIN'))" \
+       >/dev/null 2>&1; then
+    say "the tests' packages (torchvision $MEMDIAG_TORCHVISION_PIN, transformers $MEMDIAG_TRANSFORMERS_PIN): present"
+  else
+    say "installing the tests' packages: torchvision==$MEMDIAG_TORCHVISION_PIN transformers==$MEMDIAG_TRANSFORMERS_PIN"
+    "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q \
+      "torch==$MEMDIAG_TORCH_PIN" "torchvision==$MEMDIAG_TORCHVISION_PIN" "transformers==$MEMDIAG_TRANSFORMERS_PIN"
+  fi
 fi
 
 say "setup done in $(( $(date +%s) - start )) s"

@@ -4,6 +4,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 "$MEMDIAG_ROOT/scripts/setup.sh"
+"$MEMDIAG_ROOT/scripts/setup.sh" tests  # the corpus's libraries: the tests' only
 "$MEMDIAG_ROOT/scripts/build.sh"
 cd "$MEMDIAG_BUILD_DIR"
 ctest --output-on-failure -j "$(nproc)" "$@"
