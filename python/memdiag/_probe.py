@@ -224,6 +224,8 @@ class CpuProbe:
                 timeline.append((e.start_ns(), 1, e.nbytes()))
             elif name.startswith("memdiag.mark."):
                 timeline.append((e.start_ns(), 0, int(name.rsplit(".", 1)[1])))
+            elif name.startswith("memdiag.point."):
+                timeline.append((e.start_ns(), -1, int(name.rsplit(".", 1)[1])))
         # A mark and a memory event at the same instant: the mark first (the
         # boundary was crossed before the next phase allocated).
         timeline.sort(key=lambda t: (t[0], t[1]))
@@ -233,9 +235,11 @@ class CpuProbe:
             if kind == 1:
                 live += value
                 peak = max(peak, live)
-            else:
+            elif kind == 0:
                 readings[value] = (live, peak)
                 peak = live
+            else:  # a point inside a phase: read, the phase's peak goes on
+                readings[value] = (live, peak)
         return [readings.get(i, (live, peak)) for i in range(self._marks)]
 
     def mark(self):
@@ -243,6 +247,15 @@ class CpuProbe:
         n = self._marks
         self._marks += 1
         with torch.profiler.record_function(f"memdiag.mark.{n}"):
+            pass
+        return n
+
+    def point(self):
+        """A mark that reads the allocated bytes and leaves the phase's
+        peak running (the forward's per-module readings)."""
+        n = self._marks
+        self._marks += 1
+        with torch.profiler.record_function(f"memdiag.point.{n}"):
             pass
         return n
 

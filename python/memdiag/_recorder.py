@@ -204,7 +204,7 @@ class Recorder:
                 def read():
                     return torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]["current"]
             else:
-                read = self._probe.mark
+                read = self._probe.point
             self._modules = _modules.ModuleTracker(_unwrap(self.model), read)
         if self.hooks:
             self._install_hooks()
