@@ -165,8 +165,9 @@ class Inputs(unittest.TestCase):
             r = json.load(open(out))
             self.assertEqual([s.get("samples") for s in forwards(r)], [n for n, _ in buckets])
             self.assertEqual({s.get("tokens") for s in forwards(r)}, {256})
-            v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
-                                          text=True).stdout)
+            # A budget: the CPU has no limit of its own to predict within.
+            v = json.loads(subprocess.run([comparer(), "--format", "json", out, "--budget-mib", "64"], check=True,
+                                          capture_output=True, text=True).stdout)
         warnings = [w for w in v["groups"][0]["warning_data"] if w["code"] == "inputs_varied"]
         self.assertEqual(len(warnings), 1, v["groups"][0]["warnings"])
         w = warnings[0]
@@ -174,6 +175,45 @@ class Inputs(unittest.TestCase):
         self.assertEqual((w["samples"]["least"], w["samples"]["most"]), (2, 32))
         self.assertIsNone(w["tokens"])  # the same tokens every step
         self.assertEqual(w["configured_batch"], 4)
+        # Capacity in the unit memory follows: the tokens, not the samples.
+        [c] = v["groups"][0]["step_capacity"]
+        self.assertEqual((c["unit"], c["least"], c["most"]), ("tokens", 256, 256))
+        self.assertLess(c["spread"], c["other_unit_spread"])
+        self.assertIn("samples varied (2 to 32) while their tokens held at 256", c["text"])
+        self.assertFalse(v["groups"][0]["capacity"], "no per-batch prediction from step 0's batch")
+
+    def dynamic_job(self, out, token_budget, steps=6):
+        # Dynamic batching: a seeded length per step, as many sequences as
+        # the token budget holds.
+        torch.manual_seed(0)
+        model = KeywordLM(width=64)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        lengths = [64, 16, 128, 32, 96, 48, 112, 80][:steps]
+        with memdiag.record(model, opt, output=out):
+            for length in lengths:
+                ids = torch.randint(0, VOCAB, (token_budget // length, length))
+                model(input_ids=ids, labels=ids).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        return json.load(open(out))
+
+    def test_capacity_in_tokens_predicts_a_job_four_times_larger(self):
+        with tempfile.TemporaryDirectory() as d:
+            small = os.path.join(d, "small.json")
+            self.dynamic_job(small, 1024)
+            v = json.loads(subprocess.run([comparer(), "--format", "json", small, "--budget-mib", "64"], check=True,
+                                          capture_output=True, text=True).stdout)
+            [c] = v["groups"][0]["step_capacity"]
+            self.assertEqual(c["unit"], "tokens")
+            # The same job at four times the tokens: every step within what
+            # the steepest rate says it needs, and not far under it.
+            big = self.dynamic_job(os.path.join(d, "big.json"), 4096)
+            for s in forwards(big):
+                step = [x for x in big["samples"] if x["step"] == s["step"] and x["phase"] in ("forward", "backward")]
+                peak = max(x["peak_allocated_mib"] for x in step)
+                predicted = c["base_mib"] + c["steepest_per_unit_mib"] * s["tokens"]
+                self.assertLessEqual(peak, predicted * 1.02, (s["step"], s["tokens"], peak, predicted))
+                self.assertGreater(peak, predicted * 0.80, (s["step"], s["tokens"], peak, predicted))
 
 
 class DictLM(KeywordLM):
@@ -357,18 +397,44 @@ class ForwardByModule(unittest.TestCase):
 
 class Launchers(unittest.TestCase):
     """torchrun starts every rank with RANK and WORLD_SIZE; each rank writes
-    its own report, and the comparer reads them as one rank set."""
+    its own report, and the comparer reads them as one rank set: the rank
+    that binds, the imbalance, each rank's shard under FSDP2's fully_shard
+    and ZeroRedundancyOptimizer. Two nodes are two torchrun launchers
+    meeting at a c10d rendezvous on this machine, for the recorder and for
+    memory_diagnostics (torchrun --no-python)."""
 
-    def torchrun(self, d, nproc, output, extra=0):
-        job = os.path.join(HERE, "jobs", "ddp_job.py")
+    def port(self, salt):
+        return str(20000 + (os.getpid() * 7 + salt) % 20000)
+
+    def launch(self, d, launcher_args, program):
         env = dict(os.environ, OMP_NUM_THREADS="1")
-        port = str(29500 + (os.getpid() + nproc) % 400)
-        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--master-port", port,
-               job, os.path.join(d, output), "--extra", str(extra), "--steps", "2"]
-        done = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=300)
-        self.assertEqual(done.returncode, 0, done.stderr[-3000:])
+        cmd = [sys.executable, "-m", "torch.distributed.run"] + launcher_args + program
+        return subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def check_rank_set(self, d, names, world, extra):
+    def wait(self, *procs):
+        for p in procs:
+            out, _ = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, out[-3000:])
+
+    def job(self, d, output, extra=0, mode="ddp", census=False):
+        return [os.path.join(HERE, "jobs", "ddp_job.py"), os.path.join(d, output), "--extra", str(extra),
+                "--steps", "2", "--mode", mode] + (["--census"] if census else [])
+
+    def torchrun(self, d, nproc, output, extra=0, mode="ddp", census=False):
+        self.wait(self.launch(d, [f"--nproc-per-node={nproc}", "--master-port", self.port(nproc)],
+                              self.job(d, output, extra, mode, census)))
+
+    def two_nodes(self, d, program, salt):
+        endpoint = "127.0.0.1:" + self.port(100 + salt)
+        self.wait(*[self.launch(d, ["--nnodes", "2", "--nproc-per-node", "1", "--node-rank", str(k),
+                                    "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
+                                    "--rdzv-id", f"memdiag-test-{salt}"], program) for k in range(2)])
+
+    def compare(self, paths):
+        return json.loads(subprocess.run([comparer(), "--format", "json"] + paths, check=True, capture_output=True,
+                                         text=True).stdout)
+
+    def check_rank_set(self, d, names, world, extra, mode="ddp"):
         reports = []
         for rank, name in enumerate(names):
             path = os.path.join(d, name)
@@ -376,24 +442,88 @@ class Launchers(unittest.TestCase):
             r = json.load(open(path))
             self.assertEqual((r["config"]["parallelism"]["rank"], r["config"]["parallelism"]["world_size"]),
                              (rank, world))
-            self.assertEqual(r["config"]["parallelism"]["mode"], "ddp")
+            self.assertEqual(r["config"]["parallelism"]["mode"], mode)
             self.assertEqual({s["samples"] for s in forwards(r)}, {16 + (extra if rank == 0 else 0)})
             reports.append(path)
-        v = json.loads(subprocess.run([comparer(), "--format", "json"] + reports, check=True, capture_output=True,
-                                      text=True).stdout)
+        v = self.compare(reports)
         self.assertEqual(len(v["groups"]), 1, "the ranks are one rank set")
         self.assertEqual(len(v["groups"][0]["runs"]), world)
+        return v["groups"][0], [json.load(open(p)) for p in reports]
 
     def test_two_ranks_write_two_reports_by_default(self):
         with tempfile.TemporaryDirectory() as d:
             self.torchrun(d, 2, "ddp.json", extra=64)
             self.assertFalse(os.path.exists(os.path.join(d, "ddp.json")))
-            self.check_rank_set(d, ["ddp-rank0.json", "ddp-rank1.json"], 2, 64)
+            g, _ = self.check_rank_set(d, ["ddp-rank0.json", "ddp-rank1.json"], 2, 64)
+            # Rank 0's 64 extra samples make it the rank that binds: each
+            # rank at its own batch is still one rank set.
+            [view] = g["distributed"]
+            self.assertEqual(view["capacity_constraint_rank"], 0)
+            self.assertEqual([r["rank"] for r in view["ranks"]], [0, 1])
+            self.assertGreater(view["ranks"][0]["forward_increment_mib"], view["ranks"][1]["forward_increment_mib"])
 
     def test_four_ranks_fill_a_rank_template(self):
         with tempfile.TemporaryDirectory() as d:
             self.torchrun(d, 4, "ddp-{rank}.json")
-            self.check_rank_set(d, [f"ddp-{k}.json" for k in range(4)], 4, 0)
+            g, _ = self.check_rank_set(d, [f"ddp-{k}.json" for k in range(4)], 4, 0)
+            self.assertFalse([w for w in g["warning_data"] if w["code"] == "rank_imbalance"])
+
+    def census_at_end(self, report):
+        return [s for s in report["samples"] if s["phase"] == "cleanup"][-1]["tensors"]
+
+    def test_fully_shard_ranks_hold_their_shard(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.torchrun(d, 2, "fsdp-{rank}.json", mode="fsdp2", census=True)
+            g, reports = self.check_rank_set(d, ["fsdp-0.json", "fsdp-1.json"], 2, 0, mode="zero3")
+            width = 256
+            full = 4 * (width * 4 * width + 4 * width + 4 * width * 10 + 10) / (1 << 20)  # the model's fp32 MiB
+            for r in reports:
+                c = self.census_at_end(r)
+                self.assertAlmostEqual(c["parameters_mib"], full / 2, delta=0.01 * full)
+                self.assertAlmostEqual(c["optimizer_state_mib"], full, delta=0.01 * full)  # AdamW's 2 x P/N
+            # No DDP bucket is claimed for sharded gradients.
+            self.assertFalse([e for e in g["evidence_data"] if e["code"] == "data_parallel_buckets"])
+
+    def test_zero_redundancy_ranks_hold_their_part_of_the_state(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.torchrun(d, 2, "zero-{rank}.json", mode="zero1", census=True)
+            g, reports = self.check_rank_set(d, ["zero-0.json", "zero-1.json"], 2, 0, mode="zero1")
+            width = 256
+            full = 4 * (width * 4 * width + 4 * width + 4 * width * 10 + 10) / (1 << 20)
+            states = [self.census_at_end(r)["optimizer_state_mib"] for r in reports]
+            # Whole parameters to ranks: the shards add up to AdamW's 2 x P.
+            self.assertAlmostEqual(sum(states), 2 * full, delta=0.01 * full)
+            self.assertLess(max(states), 2 * full)
+            for r in reports:
+                self.assertAlmostEqual(self.census_at_end(r)["parameters_mib"], full, delta=0.01 * full)
+            # The rank holding the larger part binds.
+            [view] = g["distributed"]
+            self.assertEqual(view["capacity_constraint_rank"], states.index(max(states)))
+
+    def test_two_nodes_of_the_recorder(self):
+        with tempfile.TemporaryDirectory() as d:
+            self.two_nodes(d, self.job(d, "nodes.json", extra=32), salt=1)
+            self.check_rank_set(d, ["nodes-rank0.json", "nodes-rank1.json"], 2, 32)
+
+    def test_memory_diagnostics_under_torchrun_one_node_and_two(self):
+        diagnostics = os.path.abspath(os.path.join(BIN, "memory_diagnostics")) if BIN else ""
+        if not os.path.exists(diagnostics):
+            self.skipTest("memory_diagnostics not built (a build without LibTorch)")
+        program = ["--no-python", diagnostics, "--case", "alpha", "--preset", "small", "--steps", "2",
+                   "--device", "cpu", "--output"]
+        with tempfile.TemporaryDirectory() as d:
+            self.wait(self.launch(d, ["--nproc-per-node=2", "--master-port", self.port(7)],
+                                  program + [os.path.join(d, "one-{rank}.json")]))
+            self.two_nodes(d, program + [os.path.join(d, "two-{rank}.json")], salt=2)
+            for prefix in ("one", "two"):
+                paths = [os.path.join(d, f"{prefix}-{k}.json") for k in range(2)]
+                for k, p in enumerate(paths):
+                    par = json.load(open(p))["config"]["parallelism"]
+                    self.assertEqual((par["rank"], par["world_size"], par["mode"], par["backend"]),
+                                     (k, 2, "ddp", "gloo"))
+                v = self.compare(paths)
+                self.assertEqual(len(v["groups"]), 1)
+                self.assertEqual(v["groups"][0]["dominant_cause"], "activations")
 
     def test_a_launcher_environment_that_cannot_be_is_refused(self):
         model = torch.nn.Linear(2, 2)

@@ -60,7 +60,12 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
                                                p.steps.size() > 1 ? p.steps[1].step_increment_mib : std::nullopt});
       }
       out.push_back(trend(p, true));
-      if (p.id.world_size > 1) out.push_back(evidence::DataParallelBuckets{p.id.world_size});
+      // DDP's gradient buckets (and ZeroRedundancyOptimizer's, under DDP):
+      // sharded gradients (ZeRO-2, FSDP) are reduce-scattered per unit, no
+      // bucket the size of the parameters is kept.
+      if (p.id.world_size > 1 && (p.id.mode == ParallelMode::kDdp || p.id.mode == ParallelMode::kZero1)) {
+        out.push_back(evidence::DataParallelBuckets{p.id.world_size});
+      }
       add_sweep(out, sweeps, SweepKind::kParameters, &sweep);
       confirmed = sweep != nullptr && sweep->linear;
       break;

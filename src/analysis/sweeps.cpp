@@ -111,12 +111,32 @@ const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind) {
   return nullptr;
 }
 
+// A rank set whatever each rank's batch: the Python recorder writes each
+// rank's own (a job that gives rank 0 more samples says so only there),
+// where memory_diagnostics writes the common batch and rank 0's extra.
+const Projection kRankSetAnyBatch{
+    "rank_set_any_batch", "a rank set, each rank at its own batch",
+    {Aspect::kCase, Aspect::kProducer, Aspect::kDeviceKind, Aspect::kPreset, Aspect::kSteps, Aspect::kSequence,
+     Aspect::kSeed, Aspect::kMemoryLimit, Aspect::kVariant, Aspect::kWorld}};
+
 std::vector<DistributedView> distributed_views(const Group& g) {
+  // Ranks that differ only in their batch are one set where each rank is
+  // there once; where a rank repeats (the same job at two batches), the
+  // sets are told apart by their batch.
+  std::map<std::string, std::vector<const RunFeatures*>> loose;
+  for (const RunFeatures& r : g.runs) loose[key(kRankSetAnyBatch, r.id)].push_back(&r);
+  auto set_key = [&](const RunFeatures& r) {
+    const auto& peers = loose[key(kRankSetAnyBatch, r.id)];
+    std::set<int> ranks;
+    for (const RunFeatures* p : peers) ranks.insert(p->id.rank);
+    return ranks.size() == peers.size() ? "any-batch " + key(kRankSetAnyBatch, r.id) : key(projection::kRankSet, r.id);
+  };
   std::map<std::string, std::vector<const RunFeatures*>> runs;
   std::vector<std::string> order;
   for (const RunFeatures& r : g.runs) {
-    auto& list = runs[key(projection::kRankSet, r.id)];
-    if (list.empty()) order.push_back(key(projection::kRankSet, r.id));
+    const std::string k = set_key(r);
+    auto& list = runs[k];
+    if (list.empty()) order.push_back(k);
     list.push_back(&r);
   }
   std::vector<DistributedView> out;
@@ -126,7 +146,9 @@ std::vector<DistributedView> distributed_views(const Group& g) {
     for (const RunFeatures* r : rs) ranks.insert(r->id.rank);
     if (ranks.size() < 2) continue;
     DistributedView v;
-    const RunFeatures& first = *rs.front();
+    // Rank 0's configuration names the set (its batch, where they differ).
+    const RunFeatures& first =
+        **std::min_element(rs.begin(), rs.end(), [](const RunFeatures* a, const RunFeatures* b) { return a->id.rank < b->id.rank; });
     v.run = RunPoint{first.id.batch, first.id.preset, first.id.steps};
     v.variant = variant_label(first.id);
     double lo = first.peak_allocated_mib;

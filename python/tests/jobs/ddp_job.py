@@ -1,8 +1,9 @@
-"""A data-parallel job of a user's own, as torchrun runs it: DDP over Gloo on
-the CPU, recorded with memdiag.record on every rank. Rank 0 may carry extra
-samples (--extra N), the imbalance a capacity constraint comes from.
+"""A data-parallel job of a user's own, as torchrun runs it: DDP, FSDP2's
+fully_shard or ZeroRedundancyOptimizer over Gloo on the CPU, recorded with
+memdiag.record on every rank. Rank 0 may carry extra samples (--extra N),
+the imbalance a capacity constraint comes from.
 
-    torchrun --nproc-per-node=2 python/tests/jobs/ddp_job.py OUT.json [--extra 64]
+    torchrun --nproc-per-node=2 python/tests/jobs/ddp_job.py OUT.json [--extra 64] [--mode ddp|fsdp2|zero1]
 """
 import argparse
 import os
@@ -22,17 +23,32 @@ p.add_argument("--extra", type=int, default=0)
 p.add_argument("--batch", type=int, default=16)
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--width", type=int, default=256)
+p.add_argument("--mode", choices=["ddp", "fsdp2", "zero1"], default="ddp")
+p.add_argument("--census", action="store_true", help="the tensor census by role (per-rank shards)")
 a = p.parse_args()
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(a.width, 4 * a.width), torch.nn.GELU(), torch.nn.Linear(4 * a.width, 10))
-ddp = DDP(model)
-opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+if a.mode == "fsdp2":
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in (model[0], model[2]):
+        fully_shard(layer, mesh=mesh)
+    ddp = fully_shard(model, mesh=mesh)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
+elif a.mode == "zero1":
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    ddp = DDP(model)
+    opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.AdamW, lr=1e-3)
+else:
+    ddp = DDP(model)
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
 batch = a.batch + (a.extra if rank == 0 else 0)
 g = torch.Generator().manual_seed(rank)
-with memdiag.record(ddp, opt, output=a.output, census=False):
+with memdiag.record(ddp, opt, output=a.output, census=a.census):
     for _ in range(a.steps):
         x = torch.randn(batch, a.width, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
