@@ -89,6 +89,7 @@ std::vector<ShardedCapacity> predict_sharded_capacity(const Group& g, const RunF
 // --- sequence_capacity.cpp ----------------------------------------------------
 // The longest sequence that fits each budget at the primary's batch, from
 // its configuration's sequence sweep (empty without one).
+std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const std::vector<double>& budgets_mib);
 std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const RunFeatures& primary,
                                                         const std::vector<double>& budgets_mib);
 

@@ -51,6 +51,15 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
                      v.capacity.end());
   }
   v.sequence_capacity = detail::predict_sequence_capacity(g, p, budgets_mib);
+  v.step_capacity = detail::predict_step_capacity(p, budgets_mib);
+  if (!v.step_capacity.empty() && p.id.producer != kProducerDiagnostics) {
+    // The steps' sizes speak for themselves: a recorded loop's batch is
+    // step 0's, not what the steps were given. memory_diagnostics' batch
+    // is the configuration its schedule scales, and its prediction stands.
+    v.capacity.erase(std::remove_if(v.capacity.begin(), v.capacity.end(),
+                                    [](const CapacityPrediction& c) { return !c.searched && !c.needs_more_than_mib; }),
+                     v.capacity.end());
+  }
   v.sharded_capacity = detail::predict_sharded_capacity(g, p, budgets_mib, world_sizes);
   v.remedies = detail::remedy_rows(group, v.dominant);
   v.best_remedy = detail::best_remedy(v.remedies);

@@ -321,6 +321,30 @@ json capacity_json(const Verdict& v) {
   return capacity;
 }
 
+json step_capacity_json(const Verdict& v) {
+  json out = json::array();
+  for (const StepSizeCapacity& c : v.step_capacity) {
+    out.push_back({{"unit", to_string(c.unit)},
+                   {"budget_mib", c.budget_mib},
+                   {"budget_source", to_string(c.source)},
+                   {"max_size", c.max_size},
+                   {"max_size_at_steepest", c.max_size_steepest},
+                   {"per_unit_mib", c.per_unit_mib},
+                   {"steepest_per_unit_mib", c.steepest_per_unit_mib},
+                   {"spread", c.spread},
+                   {"other_unit_spread", opt(c.other_spread)},
+                   {"base_mib", c.base_mib},
+                   {"steps", c.steps},
+                   {"least", c.least},
+                   {"most", c.most},
+                   {"other_least", opt(c.other_least)},
+                   {"other_most", opt(c.other_most)},
+                   {"largest_step_peak_mib", c.largest_step_need_mib},
+                   {"text", describe(c)}});
+  }
+  return out;
+}
+
 json sequence_capacity_json(const Verdict& v) {
   json out = json::array();
   for (const SequenceCapacity& c : v.sequence_capacity) {
@@ -442,6 +466,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"math_attention", v.math_attention},
           {"capacity", capacity_json(v)},
           {"sequence_capacity", sequence_capacity_json(v)},
+          {"step_capacity", step_capacity_json(v)},
           {"sharded_capacity", sharded_capacity_json(v)},
           {"runs", runs}};
 }

@@ -70,6 +70,7 @@ Section section_of(const Group& g, const Verdict& v) {
   }
   for (const CapacityPrediction& c : v.capacity) s.capacity.push_back(describe(c));
   for (const SequenceCapacity& c : v.sequence_capacity) s.capacity.push_back(describe(c));
+  for (const StepSizeCapacity& c : v.step_capacity) s.capacity.push_back(describe(c));
   s.searches = searches_table(g);
   s.sharded_capacity = sharded_capacity_table(v);
   for (const ShardedCapacity& c : v.sharded_capacity) {

@@ -372,6 +372,32 @@ struct CapacityPrediction {
 };
 const char* to_string(CapacityPrediction::Budget b);
 
+// Capacity where the steps' size varied (dynamic batching, variable
+// lengths): the step's memory above what it started with is fitted as a
+// rate per unit of its size, in samples and in tokens, through zero (what
+// a step holds for its inputs grows with them); the unit whose rate holds
+// steadiest across the steps is the one memory follows. The largest step
+// that fits the budget is given in that unit, at the fitted rate and at the
+// steepest step's, and the job's own largest step is set against it.
+struct StepSizeCapacity {
+  enum class Unit { kSamples, kTokens };
+  Unit unit = Unit::kSamples;
+  int steps = 0;                 // steps fitted (step 0 left out where enough others said)
+  double base_mib = 0;           // the most a fitted step started with (weights, gradients, state)
+  double per_unit_mib = 0;       // the fitted rate
+  double steepest_per_unit_mib = 0;
+  double spread = 0;             // the rate's relative deviation over the steps in this unit
+  std::optional<double> other_spread;  // in the other unit, where the report gave it
+  std::int64_t least = 0, most = 0;    // the steps' sizes in this unit
+  std::optional<std::int64_t> other_least, other_most;  // and in the other, where the report gave it
+  double largest_step_need_mib = 0;    // measured: the largest step's peak above nothing
+  double budget_mib = 0;
+  CapacityPrediction::Budget source = CapacityPrediction::Budget::kGiven;
+  std::int64_t max_size = 0;           // at the fitted rate
+  std::int64_t max_size_steepest = 0;  // at the steepest step's rate
+};
+const char* to_string(StepSizeCapacity::Unit u);
+
 // The longest sequence predicted to fit a budget at the verdict's batch,
 // from a sequence sweep of its configuration (at least two lengths). Each
 // run's forward and backward are split into what does not grow with the
@@ -468,6 +494,10 @@ struct Verdict {
   // memory limit, or the device less the memory outside the allocator).
   std::vector<CapacityPrediction> capacity;
   std::vector<SequenceCapacity> sequence_capacity;  // from a sequence sweep of the primary run's configuration
+  // Where the primary run's steps varied in size: capacity in the unit its
+  // memory follows (it replaces the per-batch prediction, whose batch is
+  // not every step's).
+  std::vector<StepSizeCapacity> step_capacity;
   std::vector<ShardedCapacity> sharded_capacity;    // per budget, world size and mode, from a single-rank run
   // Remedies measured in the group, against their baseline runs (rank 0).
   std::vector<RemedyRow> remedies;

@@ -73,6 +73,7 @@ std::string describe(const ConfirmingRun& c);
 std::string describe_cost(const ConfirmingRun& c);
 std::string describe(const CapacityPrediction& c);
 std::string describe(const SequenceCapacity& c);
+std::string describe(const StepSizeCapacity& c);
 // A --world-size answer for a mode that shards the weights, where the whole
 // weights exceed its budget: the modes (among `all`, at the same budget and
 // world size) that cannot hold the model, and what this one holds and fits.

@@ -1,0 +1,141 @@
+// Capacity where the steps' size varied: the rate of memory per unit of a
+// step's size, in samples and in tokens, and the largest step that fits a
+// budget in the unit memory follows. A job with dynamic batching holds its
+// tokens per step nearly constant while its samples vary eightfold: its
+// memory follows the tokens, and a per-sample figure read off one step
+// would be wrong by the spread of the samples.
+#include "internal.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace memdiag {
+
+const char* to_string(StepSizeCapacity::Unit u) {
+  switch (u) {
+    case StepSizeCapacity::Unit::kSamples: return "samples";
+    case StepSizeCapacity::Unit::kTokens: return "tokens";
+  }
+  return nullptr;  // past the last value: all_values() stops here
+}
+
+namespace detail {
+namespace {
+
+struct StepPoint {
+  double size = 0;
+  double need_mib = 0;  // the step's forward/backward peak above what it started with
+  double base_mib = 0;  // what it started with
+  double peak_mib = 0;
+};
+
+struct UnitFit {
+  double rate = 0, steepest = 0, spread = 0;
+};
+
+// need = rate x size through zero, least squares; the spread is the
+// relative RMS deviation of each step's own rate from it.
+std::optional<UnitFit> fit(const std::vector<StepPoint>& pts) {
+  double sxy = 0, sxx = 0;
+  for (const StepPoint& p : pts) {
+    sxy += p.size * p.need_mib;
+    sxx += p.size * p.size;
+  }
+  if (sxx <= 0 || sxy <= 0) return std::nullopt;
+  UnitFit f;
+  f.rate = sxy / sxx;
+  double dev = 0;
+  for (const StepPoint& p : pts) {
+    const double own = p.need_mib / p.size;
+    f.steepest = std::max(f.steepest, own);
+    dev += (own - f.rate) * (own - f.rate);
+  }
+  f.spread = std::sqrt(dev / static_cast<double>(pts.size())) / f.rate;
+  return f;
+}
+
+}  // namespace
+
+std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const std::vector<double>& budgets_mib) {
+  const bool samples_varied = p.step_samples && p.step_samples->varied();
+  const bool tokens_varied = p.step_tokens && p.step_tokens->varied();
+  if (!samples_varied && !tokens_varied) return {};
+  // Each step above the memory that does not follow its size: the
+  // weights and the optimizer's state, from the census where the report
+  // has one. What the loop holds from one step into the next (the last
+  // step's outputs, until the next forward replaces them) grows with the
+  // size and belongs to the rate; without a census, the least any step
+  // started with stands for it (an overstatement by what the loop holds).
+  std::optional<double> fixed;
+  if (p.step_optimizer_state_mib) fixed = p.parameter_mib + *p.step_optimizer_state_mib;
+  std::vector<StepPoint> by_samples, by_tokens;
+  std::optional<double> start = p.baseline_mib;
+  if (!fixed) {
+    for (const StepFigures& st : p.steps) {
+      if (st.cleanup_allocated_mib) fixed = std::min(fixed.value_or(*st.cleanup_allocated_mib), *st.cleanup_allocated_mib);
+    }
+  }
+  const bool skip_first = p.steps.size() >= 4;  // step 0 also pays first calls where others can say
+  for (const StepFigures& st : p.steps) {
+    const std::optional<double> base = fixed ? fixed : start;
+    start = st.cleanup_allocated_mib;
+    if (skip_first && st.step == 0) continue;
+    if (!base || !st.forward_allocated_mib) continue;
+    const double top = std::max(*st.forward_allocated_mib, st.backward_peak_mib.value_or(0));
+    const double need = top - *base;
+    if (need <= 0) continue;
+    if (st.forward_samples && *st.forward_samples > 0) {
+      by_samples.push_back({static_cast<double>(*st.forward_samples), need, *base, top});
+    }
+    if (st.forward_tokens && *st.forward_tokens > 0) {
+      by_tokens.push_back({static_cast<double>(*st.forward_tokens), need, *base, top});
+    }
+  }
+  const std::optional<UnitFit> fs = by_samples.size() >= 2 ? fit(by_samples) : std::nullopt;
+  const std::optional<UnitFit> ft = by_tokens.size() >= 2 ? fit(by_tokens) : std::nullopt;
+  if (!fs && !ft) return {};
+  // The unit memory follows: the steadier rate (a size that does not vary
+  // cannot be told from the other by its rate: tokens where the length is
+  // fixed vary as the samples do, and either reads the same).
+  const bool tokens = ft && (!fs || ft->spread < fs->spread);
+  const UnitFit& f = tokens ? *ft : *fs;
+  const std::vector<StepPoint>& pts = tokens ? by_tokens : by_samples;
+  StepSizeCapacity base;
+  base.unit = tokens ? StepSizeCapacity::Unit::kTokens : StepSizeCapacity::Unit::kSamples;
+  base.steps = static_cast<int>(pts.size());
+  base.per_unit_mib = f.rate;
+  base.steepest_per_unit_mib = f.steepest;
+  base.spread = f.spread;
+  if (tokens && fs) base.other_spread = fs->spread;
+  if (!tokens && ft) base.other_spread = ft->spread;
+  const std::vector<StepPoint>& others = tokens ? by_samples : by_tokens;
+  for (const StepPoint& pt : others) {
+    const auto n = static_cast<std::int64_t>(pt.size);
+    base.other_least = std::min(base.other_least.value_or(n), n);
+    base.other_most = std::max(base.other_most.value_or(n), n);
+  }
+  base.least = static_cast<std::int64_t>(pts.front().size);
+  base.most = base.least;
+  for (const StepPoint& pt : pts) {
+    base.base_mib = std::max(base.base_mib, pt.base_mib);
+    base.least = std::min(base.least, static_cast<std::int64_t>(pt.size));
+    if (static_cast<std::int64_t>(pt.size) >= base.most) {
+      base.most = static_cast<std::int64_t>(pt.size);
+      base.largest_step_need_mib = pt.peak_mib;
+    }
+  }
+  std::vector<StepSizeCapacity> out;
+  for (const auto& [budget, source] : capacity_budgets(p, budgets_mib)) {
+    StepSizeCapacity c = base;
+    c.budget_mib = budget;
+    c.source = source;
+    const double room = budget - c.base_mib;
+    c.max_size = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.per_unit_mib)) : 0;
+    c.max_size_steepest = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.steepest_per_unit_mib)) : 0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace memdiag
