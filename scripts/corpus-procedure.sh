@@ -7,10 +7,14 @@
 #   scripts/corpus-procedure.sh DIR [cpu|gpu] [python]
 #
 # DIR/NAME.json: the reports; DIR/NAME.log: each job's output;
-# DIR/corpus.md: one row per job (bug, expected cause, verdict, what was kept
-# or the binding figure, the batch and tokens the recorder read); exit 1 when
-# a verdict is not the expected cause nor, for a bug that keeps memory every
-# step, the retained graph that names it.
+# DIR/corpus.md: one row per job (bug, expected cause, verdict, what was kept,
+# the module type holding most of the forward, the samples and tokens the
+# recorder read); exit 1 when a verdict is not the expected cause nor, for a
+# bug that keeps memory every step, the retained graph that names it.
+#
+#   MEMDIAG_CORPUS_EXPECT=FILE   also exit 1 when corpus.md differs from FILE
+#                                (the committed table the README quotes; its
+#                                lines starting "# " say how it was made)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 dir="${1:?usage: scripts/corpus-procedure.sh DIR [cpu|gpu] [python]}"
@@ -41,15 +45,26 @@ for job in sorted(expected):
     e = expected[job]
     path = os.path.join(folder, job + ".json")
     if not os.path.exists(path):
-        rows.append((job, e["bug"] or "-", e["expected_cause"], "no report", "-", "-", "no"))
+        rows.append((job, e["bug"] or "-", e["expected_cause"], "no report", "-", "-", "-", "no"))
         bad = 1
         continue
     g = json.loads(subprocess.run([cmp, "--format", "json", path], capture_output=True, text=True).stdout)["groups"][0]
     report = json.load(open(path))
     verdict = g["dominant_cause"]
     kept = [k for x in g["evidence_data"] if x["code"] == "kept_across_steps" for k in x["kept"]]
-    named = "; ".join((k.get("made_by") or f"{k['what']}") + (f" {k['mib_per_step']:.1f} MiB/step" if k["what"] == "tensor" else "")
-                      for k in kept) or "-"
+    mods = [x for x in g["evidence_data"] if x["code"] == "forward_by_module"]
+    where = "-"
+    if mods and mods[0]["types"]:
+        top = mods[0]["types"][0]
+        where = (f"{top['type']}'s own ops" if top["type"] == mods[0]["model_type"] else top["type"]) + \
+            f" {100 * top['share']:.0f}%"
+    parts = [f"{k['made_by']} {k['mib_per_step']:.1f} MiB/step" for k in kept if k["what"] == "tensor" and k.get("made_by")]
+    unnamed = [k for k in kept if k["what"] == "tensor" and not k.get("made_by")]
+    if unnamed:
+        parts.append(f"{sum(k['per_step'] for k in unnamed)} other tensors "
+                     f"{sum(k['mib_per_step'] for k in unnamed):.1f} MiB/step")
+    parts += [k["what"].replace("_", " ") for k in kept if k["what"] != "tensor"]
+    named = "; ".join(parts) or "-"
     forwards = [s for s in report["samples"] if s["phase"] == "forward"]
     samples = sorted({s.get("samples") for s in forwards if s.get("samples")})
     tokens = sorted({s.get("tokens") for s in forwards if s.get("tokens")})
@@ -58,12 +73,20 @@ for job in sorted(expected):
     keeps = e.get("expected_kept_per_step_mib") or 0
     ok = verdict == e["expected_cause"] or (keeps > 0 and verdict == "retained_graph" and kept)
     bad |= not ok
-    rows.append((job, e["bug"] or "-", e["expected_cause"], verdict, named, read, "yes" if ok else "NO"))
+    rows.append((job, e["bug"] or "-", e["expected_cause"], verdict, named, where, read, "yes" if ok else "NO"))
 with open(os.path.join(folder, "corpus.md"), "w") as f:
-    f.write(f"| job ({size}) | bug | expected | verdict | kept, named | samples / tokens read | right |\n")
-    f.write("| --- | --- | --- | --- | --- | --- | --- |\n")
+    f.write(f"| job ({size}) | bug | expected | verdict | kept, named | forward's largest module type | "
+            "samples / tokens read | right |\n")
+    f.write("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
     for r in rows:
         f.write("| " + " | ".join(str(c) for c in r) + " |\n")
 print(open(os.path.join(folder, "corpus.md")).read())
 sys.exit(1 if bad else 0)
 PY
+if [ -n "${MEMDIAG_CORPUS_EXPECT:-}" ]; then
+  # The committed table's own lines that start with "# " say how it was made.
+  if ! diff -u <(grep -v '^# ' "$MEMDIAG_CORPUS_EXPECT") "$dir/corpus.md"; then
+    say "corpus: $dir/corpus.md differs from $MEMDIAG_CORPUS_EXPECT (the README quotes it: refresh it from this run)"
+    exit 1
+  fi
+fi

@@ -112,7 +112,7 @@ def main():
             ev = recorder_modules(name, args.size, device, folder)
             theirs = memtracker_modules(name, args.size, device)
             total = ev["mib"]
-            compared = 0
+            compared, worst = 0, 0.0
             for m in ev["modules"]:
                 if m["name"] is None or abs(m["mib"]) < 0.01 * total:
                     continue
@@ -123,13 +123,15 @@ def main():
                     bad = 1
                     continue
                 diff = m["mib"] - t
+                worst = max(worst, abs(diff))
                 ok = abs(diff) <= max(args.tolerance * abs(t), 0.005 * total)
                 bad |= not ok
                 compared += 1
                 if compared <= 12 or not ok:
                     print(f"{name:<14} {m['name'] or '(model)':<34} {m['type']:<22} {m['mib']:>12.2f} {t:>11.2f} "
                           f"{diff:>+8.2f}{'' if ok else '  OUT OF TOLERANCE'}")
-            print(f"{name:<14} {compared} modules of at least 1% of the forward ({total:.1f} MiB) compared")
+            print(f"{name:<14} {compared} modules of at least 1% of the forward ({total:.1f} MiB) compared, "
+                  f"the largest difference {worst:.4f} MiB")
     return bad
 
 
