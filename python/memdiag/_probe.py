@@ -205,9 +205,22 @@ class CpuProbe:
         self._marks = 0
 
     def start(self):
+        import os
         from torch.profiler import ProfilerActivity, profile
-        self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False)
-        self._profiler.__enter__()
+        # Silent on the CPU: acc_events (one cycle: the same events) stops
+        # the profiler's warning about cycles, and Kineto, initialised by
+        # this first profile, logs nothing below a fatal error (a CUDA build
+        # on a machine without a GPU logs its failed device count).
+        quiet = "KINETO_LOG_LEVEL" not in os.environ
+        if quiet:
+            os.environ["KINETO_LOG_LEVEL"] = "5"
+        try:
+            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False,
+                                     acc_events=True)
+            self._profiler.__enter__()
+        finally:
+            if quiet:
+                os.environ.pop("KINETO_LOG_LEVEL", None)
 
     def stop(self):
         """Stops the profiler; returns, per mark in order, (allocated, peak

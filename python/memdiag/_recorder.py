@@ -19,6 +19,7 @@ crosses into the next one:
 import contextlib
 import os
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -165,6 +166,9 @@ class Recorder:
         if _active[0] is not None:
             raise RuntimeError("memdiag: another recorder is already recording in this process")
         self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())
+        why = _report.check_output(self.output)
+        if why is not None:  # before the loop runs: not after an hour of training
+            raise ValueError(f"memdiag: output {self.output}: {why}")
         self._start_time = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         if self.device.type == "cuda":
             self._probe = _probe.CudaProbe(self.device)
@@ -763,6 +767,9 @@ class Recorder:
         with contextlib.suppress(ValueError):
             self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())
         _report.write_atomic(self.output, report)
+        steps = max(self._step + 1, 0)
+        print(f"memdiag: wrote {self.output} (status {self._status}, {steps} step{'' if steps == 1 else 's'})",
+              file=sys.stderr)
 
 
 def record(model=None, optimizer=None, output="memdiag-report.json", **options):

@@ -3,6 +3,7 @@ the repository), and its writing: whole or not at all."""
 import json
 import math
 import os
+import stat
 import tempfile
 
 SCHEMA_VERSION = 3
@@ -42,7 +43,29 @@ def _finite(x):
     return x
 
 
+def _non_finite(value, path, found):
+    """`value` with every NaN or infinity replaced by None, their paths
+    added to `found`: the report's reader accepts no such number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(f"{path} ({value})")
+        return None
+    if isinstance(value, dict):
+        return {k: _non_finite(v, f"{path}.{k}" if path else k, found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_non_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
 def build(case, config, model, environment, samples, events, status):
+    # A figure the reader would refuse (a loss or a weight that diverged)
+    # is left out and said, rather than the whole report lost.
+    found = []
+    model = _non_finite(model, "model", found)
+    samples = _non_finite(samples, "samples", found)
+    events = _non_finite(events, "events", found)
+    if found:
+        events.append(event("note", "", None, "values that were not finite, left out: " + ", ".join(found[:8]) +
+                            (f" and {len(found) - 8} more" if len(found) > 8 else ""), None))
     _drop_none(case, ["model", "description"])
     _drop_none(config, ["variant", "step_sampling"])
     _drop_none(model, ["largest_module_bytes", "final_parameter_sum", "final_parameter_sum_of_squares"])
@@ -105,13 +128,75 @@ def rank_and_world():
     return r, w
 
 
+def check_output(path):
+    """Why the recorder must not write `path`, or None: the rules
+    memory_diagnostics keeps for its outputs (src/core/output_guard.cpp,
+    atomic_file.cpp). It never replaces a directory, a symlink, a special
+    file or a file that is not a memdiag report (a case file, a script),
+    and the folder must let it write. Checked when recording starts, before
+    the loop runs, and again at the write."""
+    if not path:
+        return "the path is empty"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        return f"cannot be looked at ({e.strerror})"
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            return "is a directory; name a file in it"
+        if stat.S_ISLNK(st.st_mode):
+            return "is a symbolic link; name the file itself"
+        if not stat.S_ISREG(st.st_mode):
+            return "is not a regular file (a FIFO or a device); name a file"
+        if st.st_size > 0 and not _is_report(path):
+            return "exists and is not a memdiag report; name another file"
+        if not os.access(path, os.W_OK):
+            return "is read-only"
+    folder = os.path.dirname(os.path.abspath(path))
+    existing = folder
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"{existing} is not a directory"
+    try:  # proven by doing it: access() says yes to root where writes fail
+        fd, probe = tempfile.mkstemp(prefix=".memdiag-", suffix=".probe", dir=existing)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"{existing} cannot be written ({e.strerror})"
+    return None
+
+
+def _is_report(path):
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+        doc = json.loads(head) if len(head) < (1 << 16) else json.load(open(path))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(doc, dict) and "schema_version" in doc and "samples" in doc
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path, report):
     """Writes to a temporary file beside `path` and renames it over: a
-    reader never sees half a report, and a failed write leaves the old one."""
+    reader never sees half a report, and a failed write leaves the old one.
+    The file's mode is the umask's (0644 under 022), as open() would make."""
     path = os.path.abspath(path)
+    why = check_output(path)
+    if why is not None:
+        raise ValueError(f"memdiag: output {path}: {why}")
     folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".memdiag-", suffix=".json.tmp", dir=folder)
+    os.fchmod(fd, 0o666 & ~_umask())
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(report, f, indent=2, allow_nan=False)

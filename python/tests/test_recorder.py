@@ -7,7 +7,10 @@ loop that stops (out of memory, Ctrl-C, an error) is reported.
 MEMDIAG_BIN names the folder of compare_memory_reports and
 memory_diagnostics; without it the tests that need them skip, saying so.
 """
+import contextlib
+import io
 import json
+import stat
 import os
 import subprocess
 import sys
@@ -597,14 +600,66 @@ class Stopping(Tmp):
         self.assertEqual(ev["message"], "ValueError: bad batch")
         self.assertEqual((ev["phase"], ev["step"]), ("forward", 0))
 
-    def test_a_failed_write_leaves_no_half_report(self):
+    def test_an_output_it_must_not_write_is_refused_before_the_loop_runs(self):
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         os.mkdir(self.path("taken"))  # a directory where the report should go
-        with self.assertRaises(OSError):
-            with memdiag.record(model, opt, output=self.path("taken")):
+        with open(self.path("case.json"), "w") as f:
+            f.write('{"name": "mine"}\n')  # somebody's file, not a report
+        os.symlink(self.path("elsewhere.json"), self.path("link.json"))
+        os.mkfifo(self.path("fifo"))
+        for name, why in (("taken", "is a directory"), ("case.json", "exists and is not a memdiag report"),
+                          ("link.json", "is a symbolic link"), ("fifo", "is not a regular file")):
+            ran = []
+            with self.assertRaisesRegex(ValueError, f"^memdiag: output .*{name}: {why}"):
+                with memdiag.record(model, opt, output=self.path(name)):
+                    ran.append(True)
+            self.assertEqual(ran, [], f"{name}: the loop ran")
+        self.assertEqual(open(self.path("case.json")).read(), '{"name": "mine"}\n')
+        self.assertEqual(sorted(os.listdir(self.dir.name)), ["case.json", "fifo", "link.json", "taken"])
+
+    def test_a_report_is_replaced_with_the_umasks_mode_and_said_in_one_line(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):  # the second replaces the first: a report
+            old = os.umask(0o022)
+            try:
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err):
+                    with memdiag.record(model, opt, output=self.path("run.json")):
+                        train(model, opt, 2)
+            finally:
+                os.umask(old)
+            self.assertEqual(stat.S_IMODE(os.stat(self.path("run.json")).st_mode), 0o644)
+            self.assertEqual(err.getvalue(), f"memdiag: wrote {self.path('run.json')} (status complete, 2 steps)\n")
+        self.check("run.json")
+
+    def test_values_that_are_not_finite_are_left_out_and_said(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("nan.json")):
+            train(model, opt, 1)
+            with torch.no_grad():
+                next(model.parameters()).fill_(float("nan"))  # weights that diverged
+            x = torch.randn(8, 64)
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        r = self.load("nan.json")
+        self.assertNotIn("final_parameter_sum", r["model"])
+        self.assertTrue(any("not finite" in e["message"] and "final_parameter_sum" in e["message"]
+                            for e in r["events"]), r["events"])
+        self.check("nan.json")
+
+    def test_a_failed_write_leaves_no_half_report(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with self.assertRaises(ValueError):
+            with memdiag.record(model, opt, output=self.path("run.json")):
                 train(model, opt, 1)
-        self.assertEqual(sorted(os.listdir(self.dir.name)), ["taken"])
+                os.mkdir(self.path("run.json"))  # taken while the loop ran
+        self.assertEqual(sorted(os.listdir(self.dir.name)), ["run.json"])
+        self.assertTrue(os.path.isdir(self.path("run.json")))
 
 
 CASES = [os.path.join(ROOT, "cases", c + ".json") for c in ("alpha", "beta", "gamma")] + \
