@@ -1,7 +1,8 @@
 // --find-max-batch: the largest batch that completes its steps within a
 // budget. Tries run in this process, each from what a fresh process holds
-// (the sweeps' reset between runs), doubling from one sample to the first
-// out-of-memory and then bisecting to a gap of one sample. A batch finder's
+// (the sweeps' reset between runs): one sample first, then where the
+// capacity model over the tries so far puts the answer, kept inside the
+// bracket until it closes to a gap of one sample (search_guide.hpp). A batch finder's
 // answer often fails when the job is started afresh (Lightning #8028), so the
 // answer is then run again in fresh processes: max_batch must complete and
 // max_batch + 1 must run out.
@@ -14,6 +15,7 @@
 #include "memdiag/probes.hpp"
 #include "memdiag/report_json.hpp"
 #include "memdiag/report_reader.hpp"
+#include "memdiag/search_guide.hpp"
 #include "memdiag/sweep_plan.hpp"
 #include "run_plan.hpp"
 
@@ -148,9 +150,12 @@ class Search {
   int run() {
     obs_.search_started(SearchHeading{base_.spec.name, base_.preset, plan_.device.str(), base_.steps, c_.limit_mib,
                                       c_.limit_source});
-    // Doubling, then bisection to a gap of one sample.
-    for (std::int64_t b = first_; !hi_ && attempt(b) && lo_ < limits::kMaxBatch;) b = std::min(2 * b, limits::kMaxBatch);
-    while (stopped_ == RunStatus::kComplete && hi_ && lo_ > 0 && *hi_ - lo_ > 1) attempt(lo_ + (*hi_ - lo_) / 2);
+    // The first try, then where the capacity model over the tries so far
+    // says the answer is, until the bracket closes (search_guide.hpp).
+    for (std::optional<std::int64_t> b = first_; b && attempt(*b);) {
+      b = next_search_batch(c_, SearchBracket{lo_, hi_}, limits::kMaxBatch,
+                            plan_.device.is_cuda() ? std::nullopt : std::optional<std::int64_t>(16));
+    }
     c_.max_batch = lo_;
     c_.first_failing_batch = hi_;
     predict(c_);

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""--find-max-batch against a Lightning-style binary search on the same job.
+
+    scripts/bench-batch-search.py CASE PRESET STEPS LIMIT_MIB [--device cuda] [--bin build/bin]
+
+Runs `memory_diagnostics --find-max-batch` (its tries, then the answer and
+the answer + 1 in fresh processes) and times the whole command; then, in
+this process, the case's model and optimizer written in PyTorch's Python
+API searched the way Lightning's BatchSizeFinder does in `binsearch` mode
+(pytorch_lightning/tuner/batch_size_scaling.py, _run_binary_scaling: from
+batch 2 doubling until an out-of-memory error, then halving the gap, each
+trial `STEPS` training steps, gc.collect() and torch.cuda.empty_cache()
+between trials), under the same memory limit
+(torch.cuda.set_per_process_memory_fraction). Lightning stops after 25
+trials by default; here it runs to a gap of one sample so both answer the
+same question. Prints one line per search and the ratio of their times.
+
+The Python job is the case's MLP (Linear and activation blocks, the case's
+optimizer and graph lifetime); batch-size ramps (epsilon) and transformers
+(delta) are refused.
+"""
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh}
+
+
+def case_of(bin_dir, case, preset, device):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "one.json")
+        subprocess.run([os.path.join(bin_dir, "memory_diagnostics"), "-q", "--case", case, "--preset", preset,
+                        "--batch-size-per-device", "1", "--steps", "1", "--device", device, "-o", out], check=True)
+        return json.load(open(out))["case"]
+
+
+def memdiag_search(bin_dir, case, preset, steps, limit, device):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "max.json")
+        t0 = time.perf_counter()
+        rc = subprocess.run([os.path.join(bin_dir, "memory_diagnostics"), "-q", "--case", case, "--preset", preset,
+                             "--steps", str(steps), "--device", device, "--find-max-batch",
+                             "--memory-limit-mib", str(limit), "-o", out]).returncode
+        seconds = time.perf_counter() - t0
+        if rc not in (0, 3):
+            sys.exit(f"bench-batch-search: memory_diagnostics --find-max-batch exited {rc}")
+        c = json.load(open(out))["capacity"]
+        return c["max_batch"], len(c["tries"]), bool(c.get("confirmed")), seconds
+
+
+class Job:
+    def __init__(self, spec, device):
+        m = spec["model"]
+        if spec.get("batch_schedule") or "n_heads" in m or m.get("dtype", "float32") != "float32":
+            sys.exit("bench-batch-search: only the MLP cases without a batch schedule are written in Python here")
+        layers, width = [], m["input_dim"]
+        for _ in range(m["depth"]):
+            layers += [torch.nn.Linear(width, m["hidden_dim"]), ACTIVATIONS[m["activation"]]()]
+            width = m["hidden_dim"]
+        layers.append(torch.nn.Linear(width, m["output_dim"]))
+        self.model = torch.nn.Sequential(*layers).to(device)
+        o = spec["optimizer"]
+        kinds = {"sgd": lambda p: torch.optim.SGD(p, lr=o["lr"], momentum=o.get("momentum", 0.0),
+                                                   weight_decay=o.get("weight_decay", 0.0)),
+                 "adam": lambda p: torch.optim.Adam(p, lr=o["lr"], weight_decay=o.get("weight_decay", 0.0)),
+                 "adamw": lambda p: torch.optim.AdamW(p, lr=o["lr"], weight_decay=o.get("weight_decay", 0.01))}
+        self.opt = kinds[o["type"]](self.model.parameters())
+        g = spec.get("graph", {})
+        self.retain, self.keep = g.get("retain_graph", False), g.get("keep_graph_connected_loss", False)
+        self.input_dim, self.classes, self.device = m["input_dim"], m["output_dim"], device
+
+    def trial(self, batch, steps):
+        kept = []
+        for _ in range(steps):
+            x = torch.randn(batch, self.input_dim, device=self.device)
+            y = torch.randint(0, self.classes, (batch,), device=self.device)
+            loss = F.cross_entropy(self.model(x), y)
+            loss.backward(retain_graph=self.retain)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+            if self.keep:
+                kept.append(loss)
+        torch.cuda.synchronize(self.device)
+
+
+def binsearch(job, steps, limit_trials=10**6):
+    """Lightning's _run_binary_scaling, the trial being `steps` training steps."""
+    new_size, low, high, count = 2, 1, None, 0
+    while True:
+        gc.collect()
+        torch.cuda.empty_cache()
+        try:
+            job.trial(new_size, steps)
+            count += 1
+            if count > limit_trials:
+                break
+            low = new_size
+            if high:
+                if high - low <= 1:
+                    break
+                new_size = (high + low) // 2
+            else:
+                new_size *= 2
+        except torch.OutOfMemoryError:
+            count += 1
+            job.opt.zero_grad(set_to_none=True)
+            gc.collect()
+            torch.cuda.empty_cache()
+            high = new_size
+            new_size = (high + low) // 2
+            if high - low <= 1:
+                break
+    return low, count
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("case")
+    ap.add_argument("preset")
+    ap.add_argument("steps", type=int)
+    ap.add_argument("limit_mib", type=float)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--bin", default=os.path.join(os.environ.get("MEMDIAG_BUILD_DIR", "build"), "bin"))
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("bench-batch-search: needs CUDA (the limit is a memory fraction of the device)")
+    found, tries, confirmed, md_s = memdiag_search(a.bin, a.case, a.preset, a.steps, a.limit_mib, a.device)
+    spec = case_of(a.bin, a.case, a.preset, a.device)
+    device = torch.device(a.device)
+    total = torch.cuda.get_device_properties(device).total_memory / 2**20
+    torch.cuda.set_per_process_memory_fraction(a.limit_mib / total, device)
+    job = Job(spec, device)
+    t0 = time.perf_counter()
+    py_found, trials = binsearch(job, a.steps)
+    py_s = time.perf_counter() - t0
+    print(f"{a.case} {a.preset}, {a.steps} steps, {a.limit_mib:g} MiB")
+    print(f"  memory_diagnostics --find-max-batch: {found} ({'confirmed' if confirmed else 'not confirmed'} in fresh"
+          f" processes), {tries} tries, {md_s:.2f} s for the whole command")
+    print(f"  Lightning-style binsearch in Python: {py_found}, {trials} trials, {py_s:.2f} s")
+    print(f"  time ratio memdiag / Python: {md_s / py_s:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
