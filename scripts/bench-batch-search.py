@@ -88,7 +88,8 @@ class Job:
             self.opt.zero_grad(set_to_none=True)
             if self.keep:
                 kept.append(loss)
-        torch.cuda.synchronize(self.device)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
 
 def binsearch(job, steps, limit_trials=10**6):
