@@ -136,6 +136,8 @@ def main():
     found, tries, confirmed, md_s = memdiag_search(a.bin, a.case, a.preset, a.steps, a.limit_mib, a.device)
     spec = case_of(a.bin, a.case, a.preset, a.device)
     device = torch.device(a.device)
+    if device.index is None:  # the memory fraction wants an index
+        device = torch.device(device.type, torch.cuda.current_device())
     total = torch.cuda.get_device_properties(device).total_memory / 2**20
     torch.cuda.set_per_process_memory_fraction(a.limit_mib / total, device)
     job = Job(spec, device)

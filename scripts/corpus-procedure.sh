@@ -15,6 +15,9 @@
 #   MEMDIAG_CORPUS_EXPECT=FILE   also exit 1 when corpus.md differs from FILE
 #                                (the committed table the README quotes; its
 #                                lines starting "# " say how it was made)
+#   MEMDIAG_CORPUS_JUDGE_ONLY=1  run nothing: judge the reports already in DIR
+#                                (the H200's, committed, with today's rules;
+#                                needs no torch)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 dir="${1:?usage: scripts/corpus-procedure.sh DIR [cpu|gpu] [python]}"
@@ -22,15 +25,16 @@ size="${2:-cpu}"
 py="${3:-python3}"
 cmp="$MEMDIAG_BUILD_DIR/bin/compare_memory_reports"
 [ -x "$cmp" ] || die "no $cmp: run scripts/build.sh first"
+judge_only="${MEMDIAG_CORPUS_JUDGE_ONLY:-0}"
 # The corpus's libraries are the tests' (scripts/setup.sh tests): without
 # them the procedure cannot run, and says so (77: ctest's skip).
-if ! "$py" -c 'import torchvision, transformers' >/dev/null 2>&1; then
+if [ "$judge_only" != 1 ] && ! "$py" -c 'import torchvision, transformers' >/dev/null 2>&1; then
   say "corpus: skipped: $py has no torchvision or transformers (scripts/setup.sh tests installs them)"
   exit 77
 fi
 mkdir -p "$dir"
 corpus="$MEMDIAG_ROOT/python/jobs/corpus.py"
-for job in $("$py" "$corpus" list); do
+for job in $([ "$judge_only" = 1 ] || "$py" "$corpus" list); do
   t0=$(date +%s.%N)
   rc=0
   "$py" "$corpus" run "$job" --size "$size" -o "$dir/$job.json" > "$dir/$job.log" 2>&1 || rc=$?
