@@ -351,6 +351,37 @@ TEST(CudaCapacity, TheSearchIsConfirmedAndThePredictionIsWithinTwoPercent) {
   }
 }
 
+// The search guided by the capacity model (search_guide.hpp) on the H200:
+// every answer confirmed in fresh processes, in fewer tries than doubling
+// and bisection would take to a gap of one sample (2 log2 B, less the
+// doubling's last), and its first tries where the answer is, not at its
+// powers of two.
+TEST(CudaCapacity, TheGuidedSearchIsConfirmedInFewerTriesThanBisection) {
+  REQUIRE_CUDA();
+  TempDir d;
+  struct Spec {
+    const char* case_name;
+    const char* preset;
+    const char* steps;
+    const char* budget;
+  };
+  for (const Spec& s : {Spec{"beta", "medium", "2", "2200"}, Spec{"gamma", "medium", "3", "2500"},
+                        Spec{"epsilon", "small", "6", "400"}, Spec{"alpha", "medium", "3", "5000"}}) {
+    SCOPED_TRACE(std::string(s.case_name) + " at " + s.budget + " MiB");
+    const std::string out = d.file(std::string(s.case_name) + ".json");
+    const Proc p = run({kCudaExe, "--device", "cuda", "-q", "--case", s.case_name, "--preset", s.preset, "--steps",
+                        s.steps, "--find-max-batch", "--memory-limit-mib", s.budget, "-o", out});
+    ASSERT_EQ(p.exit_code, 0) << p.err;
+    const auto c = nlohmann::json::parse(read_text(out))["capacity"];
+    EXPECT_EQ(c["confirmed"], true) << p.err;
+    const auto found = c["max_batch"].get<std::int64_t>();
+    ASSERT_GT(found, 100);
+    const double bisection = 2 * std::log2(static_cast<double>(found));
+    EXPECT_LT(static_cast<double>(c["tries"].size()), 0.8 * bisection)
+        << c["tries"].size() << " tries against bisection's about " << bisection;
+  }
+}
+
 // On CUDA the prediction from one plain run at the case's own batch, and the
 // search's own over its tries, are within 2% of what the search finds, or
 // the answer says why not: extrapolated from one run beyond twice its batch
