@@ -5,6 +5,13 @@ include(CMakePackageConfigHelpers)
 
 set(MEMDIAG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/memdiag)
 
+# pip install . (scikit-build-core, pyproject.toml): the wheel carries the
+# Python recorder and this comparer, built without LibTorch, into the
+# environment's bin; only the "python" component is installed there.
+if(SKBUILD)
+  install(TARGETS compare_memory_reports RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT python)
+endif()
+
 install(TARGETS memdiag_core memdiag_analysis memdiag_render EXPORT memdiagTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/core/ include/analysis/ include/render/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

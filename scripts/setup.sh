@@ -83,13 +83,13 @@ else
   "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check "torch==$MEMDIAG_TORCH_PIN"
 fi
 
-# python/'s package builds offline with the environment's setuptools (its
-# tests install it with pip --no-build-isolation): one that makes wheels
-# itself (70.1 and later; torch 2.11 asks for one below 82).
+# The package (pyproject.toml: the recorder and the comparer built without
+# LibTorch) builds with scikit-build-core; the tests install it with pip
+# --no-build-isolation, offline, from this environment's copy.
 if [ "$do_torch" = 1 ] && [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && [ -x "$MEMDIAG_VENV/bin/python" ] &&
-   ! "$MEMDIAG_VENV/bin/python" -c 'import setuptools.command.bdist_wheel' >/dev/null 2>&1; then
-  say "installing setuptools>=70.1 into $MEMDIAG_VENV (builds python/'s package)"
-  "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q "setuptools>=70.1,<82"
+   ! "$MEMDIAG_VENV/bin/python" -c "import scikit_build_core, sys; sys.exit(scikit_build_core.__version__ != '$MEMDIAG_SKBUILD_PIN')" >/dev/null 2>&1; then
+  say "installing scikit-build-core==$MEMDIAG_SKBUILD_PIN into $MEMDIAG_VENV (builds the Python package)"
+  "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q "scikit-build-core==$MEMDIAG_SKBUILD_PIN"
 fi
 
 # The PyPI wheel is a CUDA build; its CMake package needs the CUDA toolkit to

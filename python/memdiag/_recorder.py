@@ -70,6 +70,8 @@ def _oom_observer(device, alloc, device_allocated, device_free):
         rec._on_oom_observed(device, alloc)
 
 
+_MAX_SEED = 1 << 53  # the report reader's bound (limits::kMaxExactInteger)
+
 class Recorder:
     """Records one training loop. Use memdiag.record(...) around the loop,
     or make one with hooks=False and call mark() at each phase's end."""
@@ -94,7 +96,22 @@ class Recorder:
                              "(default: read off the model's inputs)")
         self.batch_size = batch_size
         self.steps_asked = steps
-        self.seed = torch.initial_seed() if seed is None else int(seed)
+        # A report's seed is a JSON number, exact up to 2^53. One given is
+        # refused beyond that; the process's own (torch.initial_seed(), a
+        # random 64-bit value unless the job seeded itself) keeps its low
+        # 53 bits, and a note says so.
+        self._seed_note = None
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= _MAX_SEED:
+                raise ValueError(f"memdiag: seed={seed!r}: a whole number from 0 to 2^53 (the largest a report's "
+                                 "JSON number carries exactly; default: torch.initial_seed())")
+            self.seed = seed
+        else:
+            self.seed = torch.initial_seed()
+            if self.seed > _MAX_SEED:
+                self._seed_note = (f"seed: the process's torch.initial_seed() {self.seed} is beyond 2^53; "
+                                   f"recorded as its low 53 bits")
+                self.seed &= (1 << 53) - 1
         self.preset = preset
         self.variant = variant
         self.census = census
@@ -687,6 +704,9 @@ class Recorder:
                              f"{steps} step{'s' if steps != 1 else ''}: hooks, readings"
                              f"{', census' if self.census else ''})", None)
 
+    def _seed_notes(self):
+        return [_report.event("note", "", None, self._seed_note, None)] if self._seed_note else []
+
     def _batch_notes(self):
         """Where the report's batch came from, when it was not read off
         every forward of step 0."""
@@ -739,6 +759,7 @@ class Recorder:
                     sums = torch.stack([torch.stack([t.sum(), t.pow(2).sum()]) for t in on]).sum(0).tolist()
                     final_sum, final_sq = final_sum + sums[0], final_sq + sums[1]
         self._events.extend(self._batch_notes())
+        self._events.extend(self._seed_notes())
         if self._kept is not None:
             kept = self._kept.records()
             if kept:

@@ -651,6 +651,25 @@ class Stopping(Tmp):
                             for e in r["events"]), r["events"])
         self.check("nan.json")
 
+    def test_a_seed_beyond_what_json_carries_is_kept_readable(self):
+        # torch.seed() draws a 64-bit seed; the report's seed is exact to 2^53.
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        torch.manual_seed((1 << 63) + 12345)
+        try:
+            with memdiag.record(model, opt, output=self.path("seed.json")):
+                train(model, opt, 1)
+        finally:
+            torch.manual_seed(0)
+        r = self.load("seed.json")
+        self.assertEqual(r["config"]["seed"], ((1 << 63) + 12345) & ((1 << 53) - 1))
+        self.assertTrue(any("beyond 2^53" in e["message"] for e in r["events"]), r["events"])
+        self.check("seed.json")
+        for bad in (-5, 1 << 60, 1.5, True):
+            with self.assertRaisesRegex(ValueError, r"seed=.*0 to 2\^53"):
+                memdiag.Recorder(model, opt, output=self.path("never.json"), seed=bad)
+        self.assertFalse(os.path.exists(self.path("never.json")))
+
     def test_a_failed_write_leaves_no_half_report(self):
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -12,10 +12,14 @@ endfunction()
 
 # Only the torch-free components: the consumer reads and analyses reports.
 step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
+# The version it asks for: this tree's major.minor (the VERSION file), as a
+# user's project names the release it was written against.
+file(STRINGS "${PROJECT_DIR}/../../../VERSION" version LIMIT_COUNT 1)
+string(REGEX MATCH "^[0-9]+\\.[0-9]+" version "${version}")
 # The consumer compiles as this build did (a sanitizer build's libraries need
 # the sanitizer at link time too).
 step(${CMAKE_COMMAND} -S "${PROJECT_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_BUILD_TYPE=Release
+     "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_BUILD_TYPE=Release "-DMEMDIAG_REQUIRED_VERSION=${version}"
      "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}")
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 step("${WORK_DIR}/build/consumer" "${REPORT}")
