@@ -171,16 +171,18 @@ int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
       break;
     }
     case OutputFormat::kMarkdown:
-      text = render_markdown(analysis) + (reg != nullptr ? "\n" + render_regression_markdown(*reg) : "");
+      text = (gate_summary_wanted(gates, reg) ? render_gate_summary_markdown(gates, reg) + "\n" : "") +
+             render_markdown(analysis) + (reg != nullptr ? "\n" + render_regression_markdown(*reg) : "");
       break;
     case OutputFormat::kText:
-      text = render_text(analysis) + (reg != nullptr ? "\n" + render_regression_text(*reg) : "");
+      text = (gate_summary_wanted(gates, reg) ? render_gate_summary_text(gates, reg) + "\n" : "") +
+             render_text(analysis) + (reg != nullptr ? "\n" + render_regression_text(*reg) : "");
       break;
     case OutputFormat::kJunit:
       text = render_junit(analysis, gates, reg,
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       break;
-    case OutputFormat::kHtml: text = render_html(analysis, set.reports, reg); break;
+    case OutputFormat::kHtml: text = render_html(analysis, set.reports, reg, gates); break;
   }
   if (o.output.empty()) {
     // A full disk or a closed pipe is a failure, not a cut-off success.

@@ -39,7 +39,9 @@ std::string pair_line(const RegressionPair& p) {
   return s;
 }
 
-Table phase_table(const RegressionPair& p) {
+}  // namespace
+
+Table regression_phase_table(const RegressionPair& p) {
   Table t;
   t.headers = {"phase", "base peak MiB", "new peak MiB", "change", "base end MiB", "new end MiB", ""};
   for (const PhaseDelta& d : p.phases) {
@@ -50,6 +52,8 @@ Table phase_table(const RegressionPair& p) {
   return t;
 }
 
+namespace {
+Table phase_table(const RegressionPair& p) { return regression_phase_table(p); }
 }  // namespace
 
 std::string describe(const RegressionPair& p) { return pair_line(p); }

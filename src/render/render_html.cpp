@@ -484,18 +484,39 @@ svg.plot{background:#fff;border:1px solid #e4e4e4}
 .legend{font-size:12px}.legend span{margin-right:12px}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .regressed{color:#b00;font-weight:600}.warnings li,.decision{color:#9a5b00}h3{font-size:14px;margin:10px 0 4px}
 pre.confirm{background:#f6f6f6;padding:6px;white-space:pre-wrap}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:2px 6px}
+h2.pass{color:#070}h2.fail{color:#b00}tr.failed td{color:#b00;font-weight:600}
 )";
 
 }  // namespace
 
 std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
-                        const RegressionReport* regression) {
+                        const RegressionReport* regression, const std::vector<GateCheck>& gates) {
   std::map<std::string, const Report*> by_source;
   for (const auto& [source, report] : reports) by_source.emplace(source, &report);
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>memdiag: memory reports</title>\n<style>"
       << kStyle << "</style></head><body>\n<h1>memdiag: " << a.groups.size() << " group"
       << (a.groups.size() == 1 ? "" : "s") << " of reports</h1>\n";
+  if (gate_summary_wanted(gates, regression)) {
+    // The gate's outcome first, failures at the top of its table.
+    const std::vector<GateLine> lines = gate_lines(gates, regression);
+    const bool pass = std::all_of(lines.begin(), lines.end(), [](const GateLine& l) { return l.held; });
+    out << "<section class=\"gate\"><h2 class=\"" << (pass ? "pass" : "fail") << "\">Memory gate: "
+        << (pass ? "PASS" : "FAIL") << "</h2>\n";
+    if (regression != nullptr) {
+      out << "<p>A peak regresses when it grows by more than " << xml_escape(regression_threshold(regression->thresholds))
+          << ".</p>\n";
+    }
+    out << "<table class=\"gate\"><tr><th>outcome</th><th>check</th></tr>\n";
+    for (bool held : {false, true}) {
+      for (const GateLine& l : lines) {
+        if (l.held != held) continue;
+        out << "<tr class=\"" << (held ? "held" : "failed") << "\"><td>" << (held ? "held" : "FAILED") << "</td><td>"
+            << xml_escape(l.words) << "</td></tr>\n";
+      }
+    }
+    out << "</table></section>\n";
+  }
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
     const Group& g = a.groups[i];
     const Verdict& v = a.verdicts[i];
@@ -534,7 +555,8 @@ std::string render_html(const Analysis& a, const std::vector<std::pair<std::stri
   if (regression != nullptr) {
     out << "<section class=\"baseline\"><h2>Against the baseline</h2>\n<ul>\n";
     for (const RegressionPair& p : regression->pairs) {
-      out << "<li" << (p.regressed ? " class=\"regressed\"" : "") << ">" << xml_escape(describe(p)) << "</li>\n";
+      out << "<li" << (p.regressed ? " class=\"regressed\"" : "") << ">" << xml_escape(describe(p))
+          << table_html(regression_phase_table(p), "baseline-phases") << "</li>\n";
     }
     for (const std::string& s : regression->new_without_baseline) out << "<li>no baseline for " << xml_escape(s) << "</li>\n";
     for (const std::string& s : regression->baseline_without_new) {

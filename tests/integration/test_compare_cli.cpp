@@ -425,3 +425,45 @@ TEST(Check, ValidatesEveryReportWithTheReadersRulesALineEach) {
   // Checking only: the comparison's flags are refused with it.
   EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, "--check", d.file("swapped.json"), "--format", "json"}).exit_code, 2);
 }
+
+// A CI gate's outputs lead with its outcome: PASS or FAIL, the failed checks
+// and regressions before what held, the threshold said, ahead of the
+// diagnoses (a pull-request comment's first lines are what a reviewer reads).
+TEST(GateSummary, PassOrFailAndTheFailuresComeFirst) {
+  TempDir d;
+  const std::string base = std::string(MEMDIAG_FIXTURES_DIR) + "/cpu";
+  const std::string now = regressed_copy(d);
+  const Proc md = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--expect", "alpha=activations", "--expect",
+                       "beta=activations", "--format", "markdown"});
+  EXPECT_EQ(md.exit_code, 1) << md.err;
+  EXPECT_EQ(md.out.rfind("## Memory gate: FAIL\n\nA peak regresses when it grows by more than 5.0%.", 0), 0u) << md.out;
+  const std::size_t first_held = md.out.find("- held: ");
+  const std::size_t last_failed = md.out.rfind("- **FAILED:** ");
+  ASSERT_NE(first_held, std::string::npos) << md.out;
+  ASSERT_NE(last_failed, std::string::npos) << md.out;
+  EXPECT_LT(last_failed, first_held) << md.out;
+  EXPECT_NE(md.out.find("**FAILED:** --expect beta=activations: beta"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("**FAILED:** regressed: alpha"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("- held: --expect alpha=activations: alpha"), std::string::npos) << md.out;
+  EXPECT_LT(md.out.find("## Memory gate"), md.out.find("### alpha")) << "the diagnoses follow the outcome";
+
+  const Proc ok = run({MEMDIAG_COMPARE_EXE, base, "--baseline", base, "--expect", "alpha=activations"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out.rfind("== memory gate: PASS ==\nheld    --expect alpha=activations: alpha", 0), 0u) << ok.out;
+  EXPECT_EQ(ok.out.find("FAILED"), std::string::npos) << ok.out;
+
+  const Proc none = run({MEMDIAG_COMPARE_EXE, base});
+  EXPECT_EQ(none.out.find("memory gate"), std::string::npos) << "no gate, no gate summary";
+
+  // The HTML: the gate's table before the first group, failures first, and
+  // each matched run's phases beside its baseline's.
+  const Proc html = run({MEMDIAG_COMPARE_EXE, now, "--baseline", base, "--expect", "alpha=activations", "--format",
+                         "html"});
+  EXPECT_EQ(html.exit_code, 1) << html.err;
+  const std::size_t gate = html.out.find("<section class=\"gate\"><h2 class=\"fail\">Memory gate: FAIL</h2>");
+  ASSERT_NE(gate, std::string::npos) << html.out.substr(0, 2000);
+  EXPECT_LT(gate, html.out.find("<section class=\"group\""));
+  EXPECT_LT(html.out.find("<tr class=\"failed\">"), html.out.find("<tr class=\"held\">"));
+  EXPECT_NE(html.out.find("A peak regresses when it grows by more than 5.0%."), std::string::npos);
+  EXPECT_NE(html.out.find("class=\"baseline-phases\""), std::string::npos) << "the per-phase table";
+}

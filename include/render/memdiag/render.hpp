@@ -30,7 +30,7 @@ std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
 // One self-contained HTML page: verdicts, evidence and inline SVG plots of
 // every group's runs (reports: the runs' samples, by source).
 std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
-                        const RegressionReport* regression = nullptr);
+                        const RegressionReport* regression = nullptr, const std::vector<GateCheck>& gates = {});
 // The regression gate against a baseline.
 // "memory regressed", "no regression", or that nothing matched (a failure):
 // the gate's outcome in words, the same in every format.
@@ -39,6 +39,14 @@ std::string render_regression_text(const RegressionReport& r);
 std::string render_regression_markdown(const RegressionReport& r);
 nlohmann::json regression_json(const RegressionReport& r);
 std::string describe(const RegressionPair& p);
+// The gates' outcome at the head of the markdown and text outputs: PASS or
+// FAIL, the failed checks and regressions first, then what held (wanted
+// where a gate or a baseline was given).
+bool gate_summary_wanted(const std::vector<GateCheck>& gates, const RegressionReport* r);
+std::string render_gate_summary_markdown(const std::vector<GateCheck>& gates, const RegressionReport* r);
+std::string render_gate_summary_text(const std::vector<GateCheck>& gates, const RegressionReport* r);
+// "--expect alpha=activations: alpha, cpu is activations"
+std::string describe(const GateCheck& g);
 
 // Version of render_json's layout; bumped on any change a consumer could misread.
 inline constexpr int kComparisonSchemaVersion = 4;
@@ -90,6 +98,19 @@ struct Table {
   std::string to_text(const std::string& indent = "") const;
   std::string to_markdown() const;
 };
+
+// A matched run's phases against its baseline's: peak and end of each,
+// the change, which regressed (the text, markdown and HTML tables).
+Table regression_phase_table(const RegressionPair& p);
+// What the gate checks, in its words, each with whether it held (the
+// summaries at the head of the outputs and HTML's gate section).
+struct GateLine {
+  bool held = false;
+  std::string words;
+};
+std::vector<GateLine> gate_lines(const std::vector<GateCheck>& gates, const RegressionReport* r);
+// "5.0%", "5.0% and 10.00 MiB": what a peak may grow by.
+std::string regression_threshold(const RegressionThresholds& t);
 // Text for markdown outside code: & and < as entities (a report's names
 // cannot open HTML tags or spell entities in a rendered comment).
 std::string markdown_text(const std::string& s);
