@@ -255,6 +255,58 @@ TEST(Junit, GatesAndBaselineAreTestCasesThatPythonsXmlParserReads) {
   EXPECT_EQ(std::count(py.out.begin(), py.out.end(), '\n'), 4) << py.out;  // the count and three failures
 }
 
+// The gate as a template for a user's own model: a case file of the tests'
+// own, no baseline yet (refused, saying how to make one), the first
+// baseline made on purpose, the gate passing with PASS first, recorded
+// reports gated as they are, and a bare --max-increase above 1 refused
+// before anything runs.
+TEST(CiExample, YourOwnCaseFileMakesItsFirstBaselineThenIsGated) {
+  if (!std::filesystem::exists(MEMDIAG_DIAGNOSTICS_EXE)) {
+    GTEST_SKIP() << "this build has no memory_diagnostics (built without LibTorch)";
+  }
+  TempDir d;
+  const std::string script = std::string(MEMDIAG_SOURCE_DIR) + "/scripts/ci-memory-gate.sh";
+  const std::string build = std::filesystem::path(MEMDIAG_COMPARE_EXE).parent_path().parent_path().string();
+  const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
+  auto gate = [&](std::vector<std::string> args) {
+    std::vector<std::string> cmd = {"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return run(cmd);
+  };
+  const std::string base = d.file("baseline");
+  const std::vector<std::string> job = {"--expect", "own=optimizer_state", "--", "--case", own, "--device", "cpu", "-q"};
+  auto with = [&](std::vector<std::string> head) {
+    head.insert(head.end(), job.begin(), job.end());
+    return head;
+  };
+  const Proc none = gate(with({d.file("out"), base}));
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("no baseline reports yet: make the first with scripts/ci-memory-gate.sh --refresh-baseline"),
+            std::string::npos) << none.err;
+  EXPECT_FALSE(std::filesystem::exists(d.file("out/reports"))) << "nothing ran";
+
+  const Proc first = gate(with({"--refresh-baseline", d.file("out"), base}));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_TRUE(std::filesystem::exists(base + "/own.json")) << first.err;
+
+  const Proc ok = gate(with({d.file("out"), base}));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const std::string summary = read_text(d.file("out/summary.md"));
+  EXPECT_EQ(summary.rfind("## Memory gate: PASS", 0), 0u) << summary;
+  EXPECT_NE(summary.find("- held: --expect own=optimizer_state: own"), std::string::npos) << summary;
+  EXPECT_NE(read_text(d.file("out/junit.xml")).find("failures=\"0\""), std::string::npos);
+
+  // Reports recorded elsewhere (a Python job's): gated as they are.
+  const Proc wrong = gate({d.file("out2"), base, "--reports", base, "--expect", "own=activations"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.err;
+  EXPECT_EQ(read_text(d.file("out2/summary.md")).rfind("## Memory gate: FAIL", 0), 0u);
+
+  const Proc bare = gate(with({d.file("out3"), base, "--max-increase", "5"}));
+  EXPECT_EQ(bare.exit_code, 2) << bare.err;
+  EXPECT_NE(bare.err.find("'5' is a fraction, 500%; write 5% for 5 percent"), std::string::npos) << bare.err;
+  EXPECT_FALSE(std::filesystem::exists(d.file("out3"))) << "refused before anything ran";
+}
+
 // The README's CI example on the CPU, with the committed CPU fixtures as
 // the baseline: it passes as committed, and fails when the baseline says
 // the peaks used to be lower.
