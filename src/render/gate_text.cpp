@@ -27,12 +27,11 @@ std::string regression_threshold(const RegressionThresholds& t) {
 }
 
 std::vector<GateLine> gate_lines(const std::vector<GateCheck>& gates, const RegressionReport* r) {
-  const auto threshold = regression_threshold;
   std::vector<Line> out;
   for (const GateCheck& g : gates) out.push_back({g.passed, describe(g)});
   if (r != nullptr) {
     for (const RegressionPair& p : r->pairs) {
-      out.push_back({!p.regressed, (p.regressed ? "regressed: " : "within " + threshold(r->thresholds) + ": ") +
+      out.push_back({!p.regressed, (p.regressed ? "regressed: " : "within " + regression_threshold(r->thresholds) + ": ") +
                                        describe(p)});
     }
     for (const std::string& s : r->new_without_baseline) out.push_back({true, "no baseline yet for " + printable(s)});

@@ -255,6 +255,15 @@ TEST(Junit, GatesAndBaselineAreTestCasesThatPythonsXmlParserReads) {
   EXPECT_EQ(std::count(py.out.begin(), py.out.end(), '\n'), 4) << py.out;  // the count and three failures
 }
 
+// scripts/ci-memory-gate.sh ARGS with this build's tools, as CI calls it.
+static Proc run_gate_script(const std::vector<std::string>& args) {
+  const std::string script = std::string(MEMDIAG_SOURCE_DIR) + "/scripts/ci-memory-gate.sh";
+  const std::string build = std::filesystem::path(MEMDIAG_COMPARE_EXE).parent_path().parent_path().string();
+  std::vector<std::string> cmd = {"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return run(cmd);
+}
+
 // The gate as a template for a user's own model: a case file of the tests'
 // own, no baseline yet (refused, saying how to make one), the first
 // baseline made on purpose, the gate passing with PASS first, recorded
@@ -265,14 +274,8 @@ TEST(CiExample, YourOwnCaseFileMakesItsFirstBaselineThenIsGated) {
     GTEST_SKIP() << "this build has no memory_diagnostics (built without LibTorch)";
   }
   TempDir d;
-  const std::string script = std::string(MEMDIAG_SOURCE_DIR) + "/scripts/ci-memory-gate.sh";
-  const std::string build = std::filesystem::path(MEMDIAG_COMPARE_EXE).parent_path().parent_path().string();
   const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
-  auto gate = [&](std::vector<std::string> args) {
-    std::vector<std::string> cmd = {"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script};
-    cmd.insert(cmd.end(), args.begin(), args.end());
-    return run(cmd);
-  };
+  const auto gate = run_gate_script;
   const std::string base = d.file("baseline");
   const std::vector<std::string> job = {"--expect", "own=optimizer_state", "--", "--case", own, "--device", "cpu", "-q"};
   auto with = [&](std::vector<std::string> head) {
@@ -315,11 +318,8 @@ TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPea
     GTEST_SKIP() << "this build has no memory_diagnostics (built without LibTorch)";
   }
   TempDir d;
-  const std::string script = std::string(MEMDIAG_SOURCE_DIR) + "/scripts/ci-memory-gate.sh";
-  const std::string build = std::filesystem::path(MEMDIAG_COMPARE_EXE).parent_path().parent_path().string();
   const std::string base = std::string(MEMDIAG_FIXTURES_DIR) + "/cpu";
-  const Proc ok = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("ok"), base, "--device",
-                       "cpu", "-q"});
+  const Proc ok = run_gate_script({d.file("ok"), base, "--device", "cpu", "-q"});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   const std::string junit = read_text(d.file("ok/junit.xml"));
   EXPECT_NE(junit.find("tests=\"10\" failures=\"0\""), std::string::npos) << junit.substr(0, 300);  // 3 causes, 7 peaks
@@ -337,16 +337,14 @@ TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPea
     }
     std::ofstream(lower + "/" + e.path().filename().string()) << j.dump(1);
   }
-  const Proc grown = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("grown"), lower,
-                          "--device", "cpu", "-q"});
+  const Proc grown = run_gate_script({d.file("grown"), lower, "--device", "cpu", "-q"});
   EXPECT_EQ(grown.exit_code, 1) << grown.err;
   EXPECT_NE(read_text(d.file("grown/junit.xml")).find("failures=\"3\""), std::string::npos);
   EXPECT_NE(read_text(d.file("grown/summary.md")).find("Memory regressed."), std::string::npos);
 
   // Runs that run out of memory: every artifact is still written, and the
   // job fails.
-  const Proc oom = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("oom"), base, "--device",
-                        "cpu", "-q", "--memory-limit-mib", "40"});
+  const Proc oom = run_gate_script({d.file("oom"), base, "--device", "cpu", "-q", "--memory-limit-mib", "40"});
   EXPECT_NE(oom.exit_code, 0) << oom.err;
   for (const char* f : {"junit.xml", "report.html", "summary.md"}) {
     EXPECT_TRUE(std::filesystem::exists(d.file(std::string("oom/") + f))) << f << "\n" << oom.err;
@@ -354,11 +352,9 @@ TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPea
 
   // The documented refresh: the lowered baseline replaced by the new
   // reports, after which the job passes against it.
-  const Proc refresh = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, "--refresh-baseline",
-                            d.file("refresh"), lower, "--device", "cpu", "-q"});
+  const Proc refresh = run_gate_script({"--refresh-baseline", d.file("refresh"), lower, "--device", "cpu", "-q"});
   ASSERT_EQ(refresh.exit_code, 0) << refresh.err;
-  const Proc again = run({"/usr/bin/env", "MEMDIAG_BUILD_DIR=" + build, "bash", script, d.file("again"), lower,
-                          "--device", "cpu", "-q"});
+  const Proc again = run_gate_script({d.file("again"), lower, "--device", "cpu", "-q"});
   EXPECT_EQ(again.exit_code, 0) << again.err;
 }
 
