@@ -10,7 +10,13 @@ The live tensors are found by walking the garbage collector's objects
 Python objects, so only a few cleanups are walked: those of steps 1 to 4
 (step 0 makes the optimizer's
 state). Something new at two consecutive walks, with the same shape, is
-kept every step.
+kept every step. A walk's cost is the collector's objects, most of them a
+library's (torch's and transformers' modules, classes and functions): a
+full collection and a scan of them cost 0.1 to 0.2 s a walk in a process
+that has imported torch alone. So when recording starts the process's
+objects are collected once and frozen (gc.freeze: kept out of later
+collections and scans), and unfrozen after the last walk: a walk then sees
+what the recording made, and what the loop keeps is among that.
 """
 import gc
 import os
@@ -29,7 +35,7 @@ _MIB = float(1 << 20)
 
 class KeptTracker:
     def __init__(self):
-        self._alive_before = None  # ids of the tensors alive at the last walk
+        self._alive_before = None  # the tensors alive at the last walk: id -> weakref
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         self._kept_by_window = []  # per pair of walks: what was new at the first and alive at the second
         self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
@@ -37,6 +43,8 @@ class KeptTracker:
         self._where = None  # the line of the loop that called the model
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
         self.walk_ms = 0.0
+        self.walks = 0
+        self._froze = False
 
     # ----- what the loop does ------------------------------------------------
 
@@ -58,6 +66,24 @@ class KeptTracker:
 
     # ----- at a cleanup --------------------------------------------------------
 
+    def start(self):
+        """When recording starts: the process's objects until now
+        collected and frozen, out of the walks' way."""
+        # A process may hold frozen objects already (on the H200 machine,
+        # Python 3.12.3 starts with 375). They are unfrozen with
+        # ours at the end: left frozen, whatever the recording froze (the
+        # model, say) would never be collected if it sat in a cycle, its
+        # device memory held after `del model`; unfreezing costs the
+        # process's own freeze only the scans it had saved.
+        gc.collect()
+        gc.freeze()
+        self._froze = True
+
+    def end(self):
+        if self._froze:
+            gc.unfreeze()
+            self._froze = False
+
     def at_cleanup(self, step, state):
         """Walks the live tensors after step `step`'s cleanup, if it is one
         walked. state: the tensors that are the model's (not kept)."""
@@ -70,7 +96,7 @@ class KeptTracker:
         gc.collect()
         owned = {_storage_key(t) for t in state}
         graph = 0
-        alive = set()
+        alive = {}
         born = {}
         with warnings.catch_warnings():
             # isinstance on some of the process's objects (deprecated
@@ -83,10 +109,13 @@ class KeptTracker:
             key = _storage_key(o)
             if key is None or key in owned:
                 continue
-            alive.add(id(o))
+            alive[id(o)] = weakref.ref(o)
             if o.grad_fn is not None:
                 graph = max(graph, _graph_size(o.grad_fn))
-            if self._alive_before is not None and id(o) not in self._alive_before:
+            # New since the last walk: an id is not enough, a tensor freed
+            # since then leaves its id to the next one made.
+            before = self._alive_before.get(id(o)) if self._alive_before is not None else None
+            if self._alive_before is not None and (before is None or before() is not o):
                 made = self._outputs.get(id(o))
                 sig = (tuple(o.shape), str(o.dtype).replace("torch.", ""), o.device.type,
                        type(o.grad_fn).__name__ if o.grad_fn is not None else None, made[0] if made else None)
@@ -110,6 +139,9 @@ class KeptTracker:
         self._graph_nodes.append(graph)
         self._outputs = {}
         self.walk_ms += (time.perf_counter() - t0) * 1e3
+        self.walks += 1
+        if step >= WALKED_STEPS[-1]:
+            self.end()  # no more walks: the process's collector as it was
 
     # ----- what the report says --------------------------------------------------
 
@@ -138,6 +170,14 @@ class KeptTracker:
         # saved tensors are dozens of kinds, their total said in the rest.
         tensors = [r for r in out if r["what"] == "tensor"]
         return tensors[:MAX_TENSOR_RECORDS] + [r for r in out if r["what"] != "tensor"]
+
+
+def live_cpu_tensors():
+    """Every CPU tensor the process's Python objects hold (after a collection)."""
+    gc.collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # see at_cleanup
+        return [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.device.type == "cpu"]
 
 
 def _storage_key(t):

@@ -194,42 +194,84 @@ def _driver_version():
 
 
 class CpuProbe:
-    """Allocated and peak on the CPU from the profiler's memory events."""
+    """Allocated and peak on the CPU from the profiler's memory events.
+
+    Host memory stays bounded whatever the job's length: the profiler keeps
+    every event it collects until it stops (about 2 KiB each, and a training
+    step makes one per allocation and free), so the probe stops and
+    restarts it every few steps, folding each window's events into the
+    running figures and keeping, per mark, only (allocated, peak). The
+    window is sized to hold about WINDOW_EVENTS events (about 40 MiB).
+    Nothing is lost between windows: the CPU allocator's reporter keeps the
+    size of every block made while memory profiling was on, so a free in a
+    later window is still reported, and nothing runs between the stop and
+    the restart.
+
+    Only user-scope ranges are recorded (the probe's marks, and the loop's
+    own record_function ranges), not every operator: the memory events come
+    through either way, and the operators' are most of the rest.
+
+    A profiler of the loop's own: torch allows one at a time, so while the
+    loop's is on the probe's is paused, and the probe reads the loop's own
+    events when it stops (it gets them intact); without profile_memory the
+    loop's profiler has no memory events, and the window is said to be
+    unmeasured."""
 
     kind = "cpu"
+    WINDOW_EVENTS = 20_000
 
     def __init__(self, existing_bytes):
         self.device = torch.device("cpu")
-        self._base = existing_bytes
-        self._profiler = None
+        self._live = self._peak = existing_bytes
+        self._readings = {}
         self._marks = 0
+        self._on = False
+        self._started = False
+        self._steps_in_window = 0
+        self._window_steps = 1  # the first window: one step, to learn a step's events
+        self.notes = []
+        self._below_zero = False
+        self._theirs = None  # the loop's own profiler's config while it runs
+        self._patched = None
+
+    # ----- the profiler's state ----------------------------------------------
 
     def start(self):
+        if torch.autograd._profiler_enabled():
+            self.notes.append("the CPU's figures need PyTorch's profiler and one of the loop's own was already "
+                              "running when recording began: CPU allocated and peak are not measured")
+            return
+        self._started = True
+        self._patch()
+        self._enable()
+
+    def _enable(self):
         import os
-        from torch.profiler import ProfilerActivity, profile
-        # Silent on the CPU: acc_events (one cycle: the same events) stops
-        # the profiler's warning about cycles, and Kineto, initialised by
-        # this first profile, logs nothing below a fatal error (a CUDA build
-        # on a machine without a GPU logs its failed device count).
+        from torch._C._autograd import _enable_profiler, _prepare_profiler
+        from torch._C._profiler import ProfilerActivity, ProfilerConfig, ProfilerState, RecordScope, _ExperimentalConfig
+        # Kineto, initialised by the first profile, logs nothing below a
+        # fatal error (a CUDA build on a machine without a GPU logs its
+        # failed device count).
         quiet = "KINETO_LOG_LEVEL" not in os.environ
         if quiet:
             os.environ["KINETO_LOG_LEVEL"] = "5"
         try:
-            self._profiler = profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False,
-                                     acc_events=True)
-            self._profiler.__enter__()
+            config = ProfilerConfig(ProfilerState.KINETO, False, True, False, False, False, _ExperimentalConfig(), "")
+            _prepare_profiler(config, {ProfilerActivity.CPU})
+            _enable_profiler(config, {ProfilerActivity.CPU}, {RecordScope.USER_SCOPE})
+            self._on = True
         finally:
             if quiet:
                 os.environ.pop("KINETO_LOG_LEVEL", None)
 
-    def stop(self):
-        """Stops the profiler; returns, per mark in order, (allocated, peak
-        since the previous mark) in bytes."""
-        if self._profiler is None:
-            return []
-        self._profiler.__exit__(None, None, None)
-        events = self._profiler.profiler.kineto_results.events()
-        self._profiler = None
+    def _disable(self):
+        from torch._C._autograd import _disable_profiler
+        self._on = False
+        self._fold(_disable_profiler().events())
+
+    def _fold(self, events):
+        """Adds a window's memory events to the running figures, in time
+        order, reading them at each mark."""
         timeline = []
         for e in events:
             name = e.name()
@@ -242,18 +284,113 @@ class CpuProbe:
         # A mark and a memory event at the same instant: the mark first (the
         # boundary was crossed before the next phase allocated).
         timeline.sort(key=lambda t: (t[0], t[1]))
-        live = peak = self._base
-        readings = {}
+        live, peak = self._live, self._peak
         for _, kind, value in timeline:
             if kind == 1:
                 live += value
+                if live < 0:  # more freed than was counted: a reading no report can hold
+                    if not self._below_zero:
+                        self.notes.append("the CPU's allocated fell below zero (frees the profiler reported of "
+                                          "memory made before recording, not counted at its start): read as 0")
+                        self._below_zero = True
+                    live = 0
                 peak = max(peak, live)
             elif kind == 0:
-                readings[value] = (live, peak)
+                self._readings[value] = (live, peak)
                 peak = live
             else:  # a point inside a phase: read, the phase's peak goes on
-                readings[value] = (live, peak)
-        return [readings.get(i, (live, peak)) for i in range(self._marks)]
+                self._readings[value] = (live, peak)
+        self._live, self._peak = live, peak
+        return len(events)
+
+    def end_step(self):
+        """At a step's end: a new window when this one holds about
+        WINDOW_EVENTS events."""
+        if not self._on:
+            return
+        self._steps_in_window += 1
+        if self._steps_in_window < self._window_steps:
+            return
+        from torch._C._autograd import _disable_profiler
+        self._on = False
+        n = self._fold(_disable_profiler().events())
+        self._enable()
+        per_step = max(1, n // self._steps_in_window)
+        self._window_steps = max(1, min(1000, self.WINDOW_EVENTS // per_step))
+        self._steps_in_window = 0
+
+    def stop(self):
+        """Stops the profiler; returns, per mark in order, (allocated, peak
+        since the previous mark) in bytes."""
+        if self._on:
+            self._disable()
+        self._unpatch()
+        if self._theirs is not None:
+            self.notes.append("the loop's own profiler was still running when recording ended: the CPU's figures "
+                              "after it started are not measured")
+        fallback = (self._live, self._peak)
+        return [self._readings.get(i, fallback) for i in range(self._marks)]
+
+    # ----- a profiler of the loop's own --------------------------------------
+
+    def _patch(self):
+        """Wraps torch.autograd.profiler's calls that start and stop a
+        profiler (torch.profiler.profile and torch.autograd.profiler.profile
+        both go through them) so that the loop's own can run."""
+        import torch.autograd.profiler as ap
+        names = ("_prepare_profiler", "_enable_profiler", "_disable_profiler")
+        originals = {n: getattr(ap, n) for n in names}
+        probe = self
+
+        def prepare(config, activities, *rest):
+            probe._pause_for(config)
+            return originals["_prepare_profiler"](config, activities, *rest)
+
+        def enable(config, activities, *rest):
+            probe._pause_for(config)
+            return originals["_enable_profiler"](config, activities, *rest)
+
+        def disable(*args):
+            result = originals["_disable_profiler"](*args)
+            probe._resume_from(result)
+            return result
+
+        for n, f in zip(names, (prepare, enable, disable)):
+            setattr(ap, n, f)
+        self._patched = (ap, originals)
+
+    def _unpatch(self):
+        if self._patched is not None:
+            ap, originals = self._patched
+            for n, f in originals.items():
+                setattr(ap, n, f)
+            self._patched = None
+
+    def _pause_for(self, config):
+        if self._on:
+            self._disable()
+        self._theirs = config
+
+    def _resume_from(self, result):
+        if self._theirs is None:
+            return
+        # Its config cannot be read back from Python: its events say whether
+        # it profiled memory (a window of a training loop allocates).
+        try:
+            events = result.events()
+        except Exception:
+            events = []
+        if any(e.name() == "[memory]" for e in events):
+            self._fold(events)
+        else:
+            self._fold(events)  # the marks made while it ran: read as the figures stood
+            self.notes.append("the loop's own profiler ran without profile_memory: the CPU's allocated and peak "
+                              "do not see what was allocated or freed while it ran")
+        self._theirs = None
+        if self._started and self._patched is not None:
+            self._enable()
+
+    # ----- marks -------------------------------------------------------------
 
     def mark(self):
         """Leaves a zero-length mark on the profiler's timeline; returns its number."""

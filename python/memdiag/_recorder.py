@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import _census, _inputs, _kept, _losses, _modules, _probe, _report
+from . import _at_exit, _census, _inputs, _kept, _losses, _modules, _probe, _report, _signals
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -71,6 +71,12 @@ def _oom_observer(device, alloc, device_allocated, device_free):
 
 
 _MAX_SEED = 1 << 53  # the report reader's bound (limits::kMaxExactInteger)
+_MAX_STEPS = 10_000_000  # limits::kMaxSteps
+
+
+def _printable(text, shortest, longest):
+    return shortest <= len(text) <= longest and all(" " <= c <= "~" for c in text)
+
 
 class Recorder:
     """Records one training loop. Use memdiag.record(...) around the loop,
@@ -95,6 +101,10 @@ class Recorder:
             raise ValueError(f"memdiag: batch_size={batch_size!r}: a whole number of samples per step, 1 to 2^30 "
                              "(default: read off the model's inputs)")
         self.batch_size = batch_size
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or
+                                  not 0 <= steps <= _MAX_STEPS):
+            raise ValueError(f"memdiag: steps={steps!r}: a whole number from 0 to {_MAX_STEPS:,} "
+                             "(default: the steps the block ran)")
         self.steps_asked = steps
         # A report's seed is a JSON number, exact up to 2^53. One given is
         # refused beyond that; the process's own (torch.initial_seed(), a
@@ -112,8 +122,16 @@ class Recorder:
                 self._seed_note = (f"seed: the process's torch.initial_seed() {self.seed} is beyond 2^53; "
                                    f"recorded as its low 53 bits")
                 self.seed &= (1 << 53) - 1
+        if not isinstance(preset, str) or not _printable(preset, 1, 80):
+            raise ValueError(f"memdiag: preset={preset!r}: 1 to 80 printable ASCII characters (default 'default')")
         self.preset = preset
+        if variant is not None and (not isinstance(variant, str) or not _printable(variant, 1, 80)):
+            # The reader's rule: a label in tables and file names' stead.
+            raise ValueError(f"memdiag: variant={variant!r}: 1 to 80 printable ASCII characters, or None")
         self.variant = variant
+        if name is not None and (not isinstance(name, str) or not _printable(name, 1, 200)):
+            raise ValueError(f"memdiag: name={name!r}: 1 to 200 printable ASCII characters "
+                             "(default: the model's class)")
         self.census = census
         self.warmup = warmup
         self.hooks = hooks
@@ -135,6 +153,7 @@ class Recorder:
         self._pending_loss = None
         self._step = -1
         self._micro = 0
+        self._step0_micro = 1
         self._phase_started = 0.0
         self._inferred_batch = 0
         self._step0_forwards_sized = True  # every forward of step 0 said its samples
@@ -143,6 +162,7 @@ class Recorder:
         # under torch.no_grad(), an evaluation, is no step's): its post-hook
         # pops what its pre-hook pushed.
         self._forward_stack = []
+        self._uncounted_inputs = (None, None)  # the last forward not counted (eval mode), should backward follow
         # What the loop keeps across steps, named (live tensors walked at a
         # few cleanups); None: not looked for.
         self._kept = _kept.KeptTracker() if kept else None
@@ -152,6 +172,7 @@ class Recorder:
         self._modules = None
         self._module_records = None
         self._oom = None
+        self._signal = None  # the signal (SIGTERM, SIGHUP) that is ending the block, while its handler runs
         self._finished = False
         self._status = None
         self._probe = None
@@ -180,8 +201,15 @@ class Recorder:
     # ----- the explicit API -------------------------------------------------
 
     def start(self):
+        if self._in is not None:
+            raise RuntimeError(f"memdiag: this Recorder already recorded a block (to {self.output}); make a new one "
+                               "for another: memdiag.record(model, optimizer, output=...)")
         if _active[0] is not None:
             raise RuntimeError("memdiag: another recorder is already recording in this process")
+        meta = _meta_tensor(self.model, self.optimizers)
+        if meta is not None or self.device.type == "meta":
+            raise ValueError(f"memdiag: {meta or 'the device'} is on the meta device: it holds no memory to "
+                             "measure; materialise the model first (model.to_empty(device=...), then initialise it)")
         self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())
         why = _report.check_output(self.output)
         if why is not None:  # before the loop runs: not after an hour of training
@@ -198,7 +226,12 @@ class Recorder:
                 torch._C._cuda_attach_out_of_memory_observer(_oom_observer)
                 _oom_observer_attached.add(self.device.index)
         else:
-            existing = _census.storage_bytes(self._model_state_tensors())
+            # What exists now: every live CPU tensor (the model's state and
+            # whatever else the process holds), so that a free the profiler
+            # reports of one made before recording began (its size known to
+            # the allocator's reporter from an earlier profile) is already
+            # counted; a free it does not report can only overstate.
+            existing = _census.storage_bytes(self._model_state_tensors() + _kept.live_cpu_tensors())
             self._probe = _probe.CpuProbe(existing)
             if self.snapshot:
                 self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
@@ -229,7 +262,11 @@ class Recorder:
             self._modules = _modules.ModuleTracker(_unwrap(self.model), read)
         if self.hooks:
             self._install_hooks()
+        if self._kept is not None:
+            self._kept.start()  # the process's objects so far frozen out of its walks
         self._in = SETUP
+        _signals.install(self)
+        _at_exit.add(self)
         self._begin_phase()
         self._close("model_ready")
         self._close("optimizer_ready")
@@ -284,9 +321,16 @@ class Recorder:
             if self._modules is not None and self._modules.active():
                 self._modules.end(completed=False)  # the forward did not reach backward
             self._remove_hooks()
+            if self._kept is not None:
+                self._kept.end()
+            _signals.uninstall(self)
+            _at_exit.discard(self)
             if _active[0] is self:
                 _active[0] = None
-        readings = self._probe.stop() if isinstance(self._probe, _probe.CpuProbe) else None
+        readings = None
+        if isinstance(self._probe, _probe.CpuProbe):
+            readings = self._probe.stop()
+            self._events.extend(_report.event("note", "", None, n, None) for n in dict.fromkeys(self._probe.notes))
         if self._modules is not None:
             self._module_records = self._modules.records(
                 (lambda mark: readings[mark][0]) if readings is not None else None)
@@ -312,7 +356,7 @@ class Recorder:
             self.finish("complete")
         elif issubclass(exc_type, torch.OutOfMemoryError):
             self.finish("oom", exc)
-        elif issubclass(exc_type, KeyboardInterrupt):
+        elif issubclass(exc_type, KeyboardInterrupt) or _signals.raised_by_signal(self, exc):
             self.finish("interrupted", exc)
         else:
             self.finish("failed", exc)
@@ -399,10 +443,17 @@ class Recorder:
         # A forward under torch.no_grad() or inference_mode (an evaluation
         # between training steps) makes no step and no phase: counting it
         # would start a step that never reaches backward.
-        counted = torch.is_grad_enabled() and not any(self._forward_stack)
+        # A model in eval() mode with gradients on (a validation pass that
+        # forgot no_grad) is not counted either; should backward follow it
+        # (a loop that trains in eval mode), backward counts it then.
+        nested = any(self._forward_stack)
+        counted = torch.is_grad_enabled() and module.training and not nested
         self._forward_stack.append(counted)
         if not counted:
+            if not nested and torch.is_grad_enabled():
+                self._uncounted_inputs = _inputs.sizes(args, kwargs)
             return
+        self._uncounted_inputs = (None, None)
         if self._last_phase() == STEP:
             self._close(CLEANUP)
             self._in = BETWEEN
@@ -437,8 +488,10 @@ class Recorder:
             # previous phase's end to here.
             if self._in == BETWEEN or (self._in == STEP and self._last_phase() == BACKWARD):
                 self._count_forward()
-                self._forward_inputs = (None, None)  # unseen: what it was given is unknown
-                self._batch_from(None)
+                # Unseen (None, None), or an eval-mode forward's inputs.
+                self._forward_inputs = self._uncounted_inputs
+                self._uncounted_inputs = (None, None)
+                self._batch_from(self._forward_inputs[0])
             else:
                 return
         if self._modules is not None and self._modules.active():
@@ -494,6 +547,8 @@ class Recorder:
 
     def _count_forward(self):
         if self._last_phase() in (CLEANUP, "optimizer_ready"):
+            if self._step == 0:
+                self._step0_micro = self._micro + 1  # the loop's micro-batches a step, as step 0 ran them
             self._step += 1
             self._micro = 0
             self._losses = []
@@ -519,6 +574,8 @@ class Recorder:
             self._sample(phase, None if setup else self._step)
         if phase == CLEANUP and self._kept is not None and self._recording:
             self._kept.at_cleanup(self._step, self._state_tensors())
+        if phase == CLEANUP and isinstance(self._probe, _probe.CpuProbe):
+            self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
         self._begin_phase()
 
     def _sample(self, phase, step):
@@ -662,6 +719,11 @@ class Recorder:
         if self._in == BETWEEN:
             # Between steps: what the loop was doing belongs to the next step's forward.
             return FORWARD, self._step + 1
+        if self._in == STEP and self._last_phase() == BACKWARD and self._micro + 1 < self._step0_micro:
+            # After a micro-batch's backward, with more to come (as step 0
+            # ran them): the next micro-batch's forward, not step() (which
+            # is what it is otherwise: gradient clipping, the update).
+            return FORWARD, self._step
         return self._in, self._step
 
     def _record_end(self, status, error):
@@ -682,8 +744,8 @@ class Recorder:
                 with contextlib.suppress(Exception):
                     oom["tensors"] = self._take_census()
         elif status == "interrupted":
-            e = _report.event("interrupted", phase, step,
-                              f"interrupted ({type(error).__name__ if error is not None else 'signal'}) in {phase}", None)
+            e = _report.event("interrupted", phase, step, f"interrupted ({_signals.describe(self, error)}) in {phase}",
+                              None)
         else:
             e = _report.event("error", phase, step, message, None)
         if isinstance(self._probe, _probe.CpuProbe) and status == "oom":
@@ -883,6 +945,23 @@ def _grad_scaler_class():
         return GradScaler
     except ImportError:  # an older torch: nothing to patch
         return None
+
+
+def _meta_tensor(model, optimizers):
+    """What of the model or the optimizers' parameters is on the meta
+    device (shapes without storage), named; None when nothing is."""
+    if model is not None:
+        for name, p in model.named_parameters():
+            if p.is_meta:
+                return f"parameter {name}"
+        for name, b in model.named_buffers():
+            if b.is_meta:
+                return f"buffer {name}"
+    for o in optimizers:
+        for g in o.param_groups:
+            if any(p.is_meta for p in g["params"]):
+                return f"a parameter of {type(o).__name__}"
+    return None
 
 
 def _device_of(model):

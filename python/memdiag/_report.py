@@ -43,14 +43,21 @@ def _finite(x):
     return x
 
 
-def _non_finite(value, path, found):
-    """`value` with every NaN or infinity replaced by None, their paths
-    added to `found`: the report's reader accepts no such number."""
-    if isinstance(value, float) and not math.isfinite(value):
-        found.append(f"{path} ({value})")
+# The reader's bounds on the figures a job's own numbers make (report_reader.cpp):
+# a loss, and the final parameters' sum and sum of squares (limits::kAbsurdMiB
+# times 1e6 and 1e12), which weights that diverged without reaching inf pass.
+_BOUNDS = {"loss": 1e30, "final_parameter_sum": 1024.0 ** 3 * 1e6, "final_parameter_sum_of_squares": 1024.0 ** 3 * 1e12}
+
+
+def _non_finite(value, path, found, key=None):
+    """`value` with every NaN or infinity, and every loss or parameter sum
+    beyond what the reader accepts, replaced by None, their paths added to
+    `found`: the reader refuses a report holding one."""
+    if isinstance(value, float) and (not math.isfinite(value) or abs(value) > _BOUNDS.get(key, math.inf)):
+        found.append(f"{path} ({value:g})")
         return None
     if isinstance(value, dict):
-        return {k: _non_finite(v, f"{path}.{k}" if path else k, found) for k, v in value.items()}
+        return {k: _non_finite(v, f"{path}.{k}" if path else k, found, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_non_finite(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
     return value
@@ -64,8 +71,8 @@ def build(case, config, model, environment, samples, events, status):
     samples = _non_finite(samples, "samples", found)
     events = _non_finite(events, "events", found)
     if found:
-        events.append(event("note", "", None, "values that were not finite, left out: " + ", ".join(found[:8]) +
-                            (f" and {len(found) - 8} more" if len(found) > 8 else ""), None))
+        events.append(event("note", "", None, "values that were not finite or beyond what a report holds, left out: " +
+                            ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else ""), None))
     _drop_none(case, ["model", "description"])
     _drop_none(config, ["variant", "step_sampling"])
     _drop_none(model, ["largest_module_bytes", "final_parameter_sum", "final_parameter_sum_of_squares"])
