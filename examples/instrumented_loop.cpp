@@ -22,7 +22,20 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  const std::string output = argc > 1 ? argv[1] : "instrumented_loop.json";
+  // One argument at most, the report's path; a flag is not a file name.
+  const std::string arg = argc > 1 ? argv[1] : "";
+  if (arg == "--help" || arg == "-h") {
+    std::cout << "usage: instrumented_loop [REPORT.json]   (default instrumented_loop.json)\n"
+                 "Trains a 2-layer MLP for 5 steps, recorded with memdiag::Recorder; read the report with\n"
+                 "compare_memory_reports REPORT.json.\n";
+    return 0;
+  }
+  if (argc > 2 || (!arg.empty() && arg[0] == '-')) {
+    std::cerr << "instrumented_loop: " << (argc > 2 ? "one argument at most" : "unknown flag " + arg)
+              << ": usage: instrumented_loop [REPORT.json] (see --help)\n";
+    return 2;
+  }
+  const std::string output = arg.empty() ? "instrumented_loop.json" : arg;
   const bool cuda = torch::cuda::is_available();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 

@@ -8,9 +8,11 @@
 #include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/enum_names.hpp"
+#include "memdiag/suggest.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <ostream>
 #include <string>
@@ -88,7 +90,20 @@ std::optional<int> parse_compare_flags(int argc, char** argv, CompareOptions& op
   app.add_option("--format,-f", opts.format,
                  "text, markdown, json, junit (the gates as JUnit XML for CI) or html (one self-contained page with "
                  "plots) (default: text)")
-      ->transform(CLI::CheckedTransformer(formats, CLI::ignore_case))
+      ->transform(
+          [formats](std::string value) -> std::string {
+            std::string lower = value;
+            std::transform(lower.begin(), lower.end(), lower.begin(),
+                           [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+            const auto it = formats.find(lower);
+            if (it != formats.end()) return std::to_string(static_cast<int>(it->second));  // an enum: its number
+            // Not CLI11's "{html->4,...} OR {4,...} FAILED": what was typed and what is allowed.
+            std::vector<std::string> names;
+            for (const auto& [name, format] : formats) names.push_back(name);
+            throw CLI::ValidationError("'" + value + "' is not a format" + memdiag::did_you_mean(value, names) +
+                                       "; the formats: text, markdown, json, junit, html");
+          },
+          "FORMAT")
       ->option_text("text|markdown|json|junit|html")
       ->group(print);
   // One value per flag (repeat the flag for more): otherwise a report file

@@ -241,9 +241,9 @@ CaseSpec parse_case_text(const std::string& text, const std::string& source) {
 
 CaseSpec load_case_file(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw InputError(path, "$", "no such case file");
+  if (!fs::is_regular_file(path, ec)) throw InputError(path, "", "no such case file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")");
+  if (!in) throw InputError(path, "", std::string("cannot open (") + std::strerror(errno) + ")");
   return parse_case_text(detail::read_bounded(in, path), path);
 }
 

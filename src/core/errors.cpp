@@ -6,7 +6,8 @@ namespace memdiag {
 InputError::InputError(std::string source, std::string path, std::string message)
     // One line whatever the file is called or the message quotes: the
     // source is a file name (bytes), the message may quote a file's text.
-    : Error(printable(source) + ": " + printable(path) + ": " + printable(message)),
+    // An empty path: the file itself (it is missing, a directory, unreadable).
+    : Error(printable(source) + ": " + (path.empty() ? "" : printable(path) + ": ") + printable(message)),
       source_(std::move(source)),
       path_(std::move(path)),
       message_(std::move(message)) {}

@@ -518,9 +518,9 @@ ReadResult read_report_file(const std::string& path) {
       text = detail::read_bounded(std::cin, path);
     } else {
       std::error_code ec;
-      if (fs::is_directory(path, ec)) return {std::nullopt, InputError(path, "$", "is a directory"), 0};
+      if (fs::is_directory(path, ec)) return {std::nullopt, InputError(path, "", "is a directory"), 0};
       std::ifstream in(path, std::ios::binary);
-      if (!in) return {std::nullopt, InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")"), 0};
+      if (!in) return {std::nullopt, InputError(path, "", std::string("cannot open (") + std::strerror(errno) + ")"), 0};
       text = detail::read_bounded(in, path);
     }
   } catch (const InputError& e) {

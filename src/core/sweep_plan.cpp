@@ -186,7 +186,7 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
 
 std::vector<RunRequest> read_plan_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "$", std::string("cannot open (") + std::strerror(errno) + ")");
+  if (!in) throw InputError(path, "", std::string("cannot open (") + std::strerror(errno) + ")");
   return parse_plan_text(detail::read_bounded(in, path), path);
 }
 

@@ -489,7 +489,7 @@ json render_json(const Analysis& a, const std::vector<InputError>& errors) {
   json groups = json::array();
   for (std::size_t i = 0; i < a.groups.size(); ++i) groups.push_back(group_json(a.groups[i], a.verdicts[i]));
   json errs = json::array();
-  for (const InputError& e : errors) errs.push_back({{"source", e.source()}, {"path", e.path()}, {"message", e.message()}});
+  for (const InputError& e : errors) errs.push_back({{"source", e.source()}, {"path", e.path().empty() ? std::string("$") : e.path()}, {"message", e.message()}});
   return {{"schema_version", kComparisonSchemaVersion},
           {"memdiag_version", MEMDIAG_VERSION},
           {"thresholds", thresholds_json()},

@@ -230,6 +230,18 @@ TEST(Baseline, SameReportsPassAndAGrownPeakFailsNamingPhaseAndComponent) {
   const Proc cause = run({MEMDIAG_COMPARE_EXE, base, "--fail-on", "retained-graph"});
   EXPECT_EQ(cause.exit_code, 2);
   EXPECT_NE(cause.err.find("(did you mean retained_graph?); the causes: activations, "), std::string::npos) << cause.err;
+  // A format misspelt: what was typed and what is allowed, not CLI11's map.
+  const Proc format = run({MEMDIAG_COMPARE_EXE, base, "--format", "htm"});
+  EXPECT_EQ(format.exit_code, 2);
+  EXPECT_NE(format.err.find("'htm' is not a format (did you mean html?); the formats: text, markdown, json, junit, html"),
+            std::string::npos)
+      << format.err;
+  EXPECT_EQ(format.err.find("FAILED"), std::string::npos) << format.err;
+  EXPECT_EQ(run({MEMDIAG_COMPARE_EXE, base, "--format", "JSON"}).exit_code, 0);  // case ignored, as before
+  // A flag misspelt: named, with the nearest.
+  const Proc flag = run({MEMDIAG_COMPARE_EXE, base, "--basline", base});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.err.find("unknown flag --basline (did you mean --baseline?)"), std::string::npos) << flag.err;
 }
 
 TEST(Junit, GatesAndBaselineAreTestCasesThatPythonsXmlParserReads) {

@@ -116,6 +116,18 @@ TEST(DiagnosticsCpu, ProgressTableUnlessQuiet) {
   EXPECT_EQ(quiet.out, "");
 }
 
+TEST(DiagnosticsCpu, AMissingCaseFileOrAMisspeltFlagIsNamedPlainly) {
+  TempDir d;
+  const Proc missing = run_in(d.path(), {MEMDIAG_DIAGNOSTICS_EXE, "--case", "my-model.json"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("my-model.json: no such case file"), std::string::npos) << missing.err;
+  EXPECT_EQ(missing.err.find("$:"), std::string::npos) << missing.err;
+  const Proc flag = run_in(d.path(), {MEMDIAG_DIAGNOSTICS_EXE, "--case", "alpha", "--stpes", "3"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_NE(flag.err.find("unknown flag --stpes (did you mean --steps?)"), std::string::npos) << flag.err;
+  EXPECT_TRUE(std::filesystem::is_empty(d.path()));
+}
+
 TEST(DiagnosticsCpu, BadValuesGiveOneLineExit2AndWriteNothing) {
   TempDir d;
   const std::string out = d.file("never.json");

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 using namespace memdiag::testkit;
 
 TEST(Example, InstrumentedLoopReportIsReadByCompare) {
@@ -21,4 +23,17 @@ TEST(Example, InstrumentedLoopReportIsReadByCompare) {
   EXPECT_EQ(j["groups"][0]["case"], "example-regression");
   // Adam's two moments over ~2 MiB of weights outweigh 64 samples' activations.
   EXPECT_EQ(j["groups"][0]["dominant_cause"], "optimizer_state");
+}
+
+TEST(Example, HelpTeachesAndAFlagIsNotAFileName) {
+  const std::string exe = MEMDIAG_EXAMPLE_EXE;
+  if (!exists(exe)) GTEST_SKIP() << "examples not built (MEMDIAG_BUILD_EXAMPLES=OFF)";
+  TempDir d;
+  const Proc help = run_in(d.path(), {exe, "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: instrumented_loop [REPORT.json]"), std::string::npos) << help.out;
+  const Proc flag = run_in(d.path(), {exe, "--out"});
+  EXPECT_EQ(flag.exit_code, to_int(ExitCode::kUsage));
+  EXPECT_NE(flag.err.find("unknown flag --out"), std::string::npos) << flag.err;
+  EXPECT_TRUE(std::filesystem::is_empty(d.path()));  // no report named --help or --out
 }
