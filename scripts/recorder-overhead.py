@@ -187,6 +187,11 @@ def main():
         return 0
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__} on {name}; {args.steps} steps x {args.rounds} rounds, medians")
+    if args.device.startswith("cuda"):
+        # Built here, before the workloads (each a process of its own) load it from torch's cache.
+        from memdiag import _native
+        print("allocator readings: " + ("native (memdiag/native/allocator_reading.cpp)" if _native.load() is not None
+                                        else f"torch's Python API ({_native.why()})"))
     print(f"{'workload':28s} {'plain ms/step':>13s} {'recorded':>9s} {'overhead':>9s} {'no census':>10s} {'overhead':>9s} "
           f"{'sync/step':>10s} {'overhead':>9s} {'no NVML':>9s} {'bare':>9s} {'start+end ms':>12s} "
           f"{'host us/step':>12s} {'(no census)':>11s} {'every 10':>9s} {'long: defaults':>14s} {'bare':>7s}")

@@ -39,6 +39,11 @@ class CudaProbe:
         self._mem_get_info = torch.cuda.cudart().cudaMemGetInfo
         self._used = None         # the device's used bytes at the last cudaMemGetInfo
         self._used_reserved = None  # the allocator's reserved bytes then
+        # The allocator's figures in one native call where it could be built
+        # (memdiag/_native.py), else torch's Python API: the same numbers.
+        from . import _native
+        self.native = _native.load()
+        self.native_why = _native.why()
 
     def sync(self):
         torch.cuda.synchronize(self.device)
@@ -69,15 +74,26 @@ class CudaProbe:
         outside the allocator, and once a step after them)."""
         if sync:
             self.sync()
-        # The nested form, as the allocator keeps it: memory_stats() flattens
-        # it into a new dict on every call. cudaMemGetInfo straight from
-        # torch's binding: torch.cuda.mem_get_info() spends as long again
-        # normalising the device argument.
-        s = torch._C._cuda_memoryStats(self._index)
-        reserved = s["reserved_bytes"]["all"]["current"]
-        if device or self._used is None or reserved != self._used_reserved:
-            free, total = self._mem_get_info(self._index)
-            self._used, self._used_reserved = total - free, reserved
+        if self.native is not None:
+            allocated, peak, reserved, inactive, retries, used_now = self.native.read(
+                self._index, False, device or self._used is None)
+            if used_now >= 0:
+                self._used, self._used_reserved = used_now, reserved
+            elif reserved != self._used_reserved:
+                free, total = self._mem_get_info(self._index)
+                self._used, self._used_reserved = total - free, reserved
+        else:
+            # The nested form, as the allocator keeps it: memory_stats()
+            # flattens it into a new dict on every call. cudaMemGetInfo
+            # straight from torch's binding: torch.cuda.mem_get_info() spends
+            # as long again normalising the device argument.
+            s = torch._C._cuda_memoryStats(self._index)
+            reserved = s["reserved_bytes"]["all"]["current"]
+            if device or self._used is None or reserved != self._used_reserved:
+                free, total = self._mem_get_info(self._index)
+                self._used, self._used_reserved = total - free, reserved
+            allocated, peak = s["allocated_bytes"]["all"]["current"], s["allocated_bytes"]["all"]["peak"]
+            inactive, retries = s["inactive_split_bytes"]["all"]["current"], s["num_alloc_retries"]
         used = self._used
         process_mib = None
         if process:
@@ -85,15 +101,14 @@ class CudaProbe:
                 self._nvml_last = self._process_mib()
                 self._nvml_used_at = used
             process_mib = self._nvml_last
-        allocated = s["allocated_bytes"]["all"]
         return {
-            "allocated_mib": allocated["current"] / MIB,
+            "allocated_mib": allocated / MIB,
             "reserved_mib": reserved / MIB,
             "device_used_mib": used / MIB,
-            "peak_allocated_mib": allocated["peak"] / MIB,
-            "inactive_split_mib": s["inactive_split_bytes"]["all"]["current"] / MIB,
+            "peak_allocated_mib": peak / MIB,
+            "inactive_split_mib": inactive / MIB,
             "process_device_mib": process_mib,
-            "alloc_retries": s["num_alloc_retries"],
+            "alloc_retries": retries,
         }
 
     def _process_mib(self):

@@ -218,6 +218,10 @@ class Recorder:
         if self.device.type == "cuda":
             self._probe = _probe.CudaProbe(self.device)
             self.device = self._probe.device
+            if self._probe.native is None:
+                self._events.append(_report.event(
+                    "note", SETUP, None, f"allocator readings through torch's Python API, which cost more a phase "
+                    f"(the native reading: {self._probe.native_why})", None))
             if self.snapshot:
                 torch.cuda.memory._record_memory_history(max_entries=1_000_000)
             if self.device.index not in _oom_observer_attached:
@@ -254,8 +258,11 @@ class Recorder:
         if self.hooks and self._want_modules and self.model is not None:
             if isinstance(self._probe, _probe.CudaProbe):
                 index = self.device.index
+                native = self._probe.native
 
                 def read():
+                    if native is not None:
+                        return native.allocated(index)
                     return torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]["current"]
             else:
                 read = self._probe.point
@@ -462,7 +469,9 @@ class Recorder:
             self._count_forward()
             self._begin_phase()  # time between steps (loading data) is no phase's
             self._in = FORWARD
-            if self._kept is not None:
+            if self._kept is not None and self._step in _kept.WALKED_STEPS:
+                # Where the model was called, and what it returned: named
+                # only in the steps whose cleanups are walked.
                 self._kept.forward_called()
             self._forward_inputs = _inputs.sizes(args, kwargs)
             self._batch_from(self._forward_inputs[0])
@@ -476,7 +485,8 @@ class Recorder:
     def _forward_post(self, module, args, output):
         if self._active_here() and self._forward_stack:
             counted = self._forward_stack.pop()
-            if counted and not self._forward_stack and self._kept is not None:
+            if counted and not self._forward_stack and self._kept is not None and \
+                    self._step in _kept.WALKED_STEPS:
                 self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
     def _before_backward(self, tensors):

@@ -29,7 +29,7 @@ cmp="$target/prefix/bin/compare_memory_reports"
 version="$(cat "$root/VERSION")"
 "$cmp" --version | grep -qx "compare_memory_reports $version" || { echo "version: $("$cmp" --version), VERSION says $version"; exit 1; }
 cd "$target"
-PYTHONPATH="$site" "$py" -c "import memdiag, os; assert memdiag.__file__.startswith('$site'), memdiag.__file__; assert memdiag.__version__ == '$version', memdiag.__version__; print('installed', memdiag.__version__, 'at', memdiag.__file__)"
+PYTHONPATH="$site" "$py" -c "import memdiag, os; assert memdiag.__file__.startswith('$site'), memdiag.__file__; assert memdiag.__version__ == '$version', memdiag.__version__; assert os.path.isfile(os.path.join(os.path.dirname(memdiag.__file__), 'native', 'allocator_reading.cpp')), 'the native reading source is not installed'; print('installed', memdiag.__version__, 'at', memdiag.__file__)"
 PYTHONPATH="$site" MEMDIAG_BIN="$target/prefix/bin" MEMDIAG_TEST_INSTALLED=1 "$py" "$here/run.py" test_recorder.PhasesFromHooks
 # A user's own loop recorded by the installed package, read by the
 # installed comparer: an optimizer whose state dwarfs a tiny batch.

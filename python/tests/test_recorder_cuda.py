@@ -112,6 +112,32 @@ class ReferenceWorkloads(Cuda):
                 self.assertTrue(all(s["reserved_mib"] is not None and s["device_used_mib"] is not None
                                     for s in py["samples"]))
 
+    def test_the_native_reading_reads_what_torchs_python_api_reads(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from memdiag import _native
+        native = _native.load()
+        self.assertIsNotNone(native, f"the native allocator reading was not built: {_native.why()}")
+        index = torch.cuda.current_device()
+        kept = []
+        for k in range(6):
+            kept.append(torch.empty((k + 1) << 20, device="cuda"))  # 4, 8, ... 24 MiB
+            if k % 2:
+                del kept[0]  # frees, so the cache and the split blocks move too
+            torch._C._cuda_resetPeakMemoryStats(index)
+            torch.empty(3 << 20, device="cuda")  # a peak above what stays
+            a, peak, reserved, inactive, retries, used = native.read(index, False, True)
+            s = torch._C._cuda_memoryStats(index)
+            free, total = torch.cuda.mem_get_info(index)
+            self.assertEqual((a, peak, reserved, inactive, retries),
+                             (s["allocated_bytes"]["all"]["current"], s["allocated_bytes"]["all"]["peak"],
+                              s["reserved_bytes"]["all"]["current"], s["inactive_split_bytes"]["all"]["current"],
+                              s["num_alloc_retries"]))
+            self.assertEqual(native.allocated(index), a)
+            self.assertLessEqual(abs(used - (total - free)), 64 << 20)  # another process may move the device
+            self.assertEqual(native.read(index, False, False)[5], -1)
+        native.read(index, True, False)
+        self.assertEqual(torch.cuda.max_memory_allocated(index), torch.cuda.memory_allocated(index))
+
     def test_out_of_memory_under_a_limit_names_the_failing_phase(self):
         # alpha at a batch whose forward cannot fit 600 MiB (a limit no issue names).
         case = CASES[0]

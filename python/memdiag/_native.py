@@ -1,0 +1,67 @@
+"""The native allocator reading (native/allocator_reading.cpp), built on first
+use with torch.utils.cpp_extension against the torch the job runs on, and
+cached by it (~/.cache/torch_extensions, or TORCH_EXTENSIONS_DIR).
+
+Why: one reading through torch's Python API (torch._C._cuda_memoryStats)
+builds a nested dict of every statistic for the four the recorder needs,
+and costs a launch-bound loop tens of microseconds a phase; the native one
+returns them as a tuple. The build needs a C++ compiler and the CUDA
+toolkit's headers (nvcc's CUDA_HOME), and takes tens of seconds once per
+machine and torch version; where it cannot be built the recorder reads
+through the Python API, as before, and the report says why.
+
+MEMDIAG_NATIVE=0 never builds or loads it.
+"""
+import os
+import sys
+import time
+
+_state = {"module": None, "why": None, "tried": False}
+
+
+def load():
+    """The module, or None (why() says why)."""
+    if _state["tried"]:
+        return _state["module"]
+    _state["tried"] = True
+    if os.environ.get("MEMDIAG_NATIVE", "1") == "0":
+        _state["why"] = "MEMDIAG_NATIVE=0"
+        return None
+    try:
+        import torch
+        from torch.utils import cpp_extension
+        if not torch.cuda.is_available():
+            _state["why"] = "no CUDA"
+            return None
+        if "TORCH_CUDA_ARCH_LIST" not in os.environ:
+            # No CUDA kernels are compiled, but cpp_extension asks for an
+            # architecture list all the same: the device's own.
+            major, minor = torch.cuda.get_device_capability()
+            os.environ["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
+            set_arch = True
+        else:
+            set_arch = False
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native", "allocator_reading.cpp")
+        name = "memdiag_allocator_reading"
+        build_dir = cpp_extension._get_build_directory(name, verbose=False)
+        built = any(f.endswith(".so") for f in os.listdir(build_dir)) if os.path.isdir(build_dir) else False
+        t0 = time.perf_counter()
+        if not built:
+            print("memdiag: building the native allocator reading once (torch.utils.cpp_extension; "
+                  "MEMDIAG_NATIVE=0 skips it)", file=sys.stderr, flush=True)
+        try:
+            module = cpp_extension.load(name=name, sources=[source], extra_cflags=["-O2"], with_cuda=True,
+                                        verbose=False)
+        finally:
+            if set_arch:
+                os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
+        if not built:
+            print(f"memdiag: built in {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        _state["module"] = module
+    except Exception as e:  # no compiler, no CUDA headers: the Python API reads the same figures
+        _state["why"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"[:300]
+    return _state["module"]
+
+
+def why():
+    return _state["why"]
