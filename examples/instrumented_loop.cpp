@@ -1,6 +1,6 @@
 // Instrumenting a training loop of your own with memdiag::Recorder.
 //
-//   build/bin/instrumented_loop my-loop.json
+//   build/bin/instrumented_loop -o my-loop.json
 //   build/bin/compare_memory_reports my-loop.json
 //
 // The loop below is ordinary LibTorch: a two-layer regression model trained
@@ -22,20 +22,28 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  // One argument at most, the report's path; a flag is not a file name.
-  const std::string arg = argc > 1 ? argv[1] : "";
-  if (arg == "--help" || arg == "-h") {
-    std::cout << "usage: instrumented_loop [REPORT.json]   (default instrumented_loop.json)\n"
-                 "Trains a 2-layer MLP for 5 steps, recorded with memdiag::Recorder; read the report with\n"
-                 "compare_memory_reports REPORT.json.\n";
-    return 0;
+  // The report's path: -o/--output FILE (or FILE alone); a flag is not a file name.
+  const char* usage = "usage: instrumented_loop [-o REPORT.json]   (default instrumented_loop.json)";
+  std::string output = "instrumented_loop.json";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << usage << "\nTrains a 2-layer MLP for 5 steps, recorded with memdiag::Recorder; read the report "
+                            "with compare_memory_reports REPORT.json.\n";
+      return 0;
+    }
+    if ((a == "-o" || a == "--output") && i + 1 < argc) {
+      output = argv[++i];
+    } else if (a.rfind("--output=", 0) == 0) {
+      output = a.substr(9);
+    } else if (a.empty() || a[0] == '-' || argc > 2) {
+      std::cerr << "instrumented_loop: " << (a == "-o" || a == "--output" ? a + " needs a file" : "unknown argument " + a)
+                << ": " << usage << " (see --help)\n";
+      return 2;
+    } else {
+      output = a;
+    }
   }
-  if (argc > 2 || (!arg.empty() && arg[0] == '-')) {
-    std::cerr << "instrumented_loop: " << (argc > 2 ? "one argument at most" : "unknown flag " + arg)
-              << ": usage: instrumented_loop [REPORT.json] (see --help)\n";
-    return 2;
-  }
-  const std::string output = arg.empty() ? "instrumented_loop.json" : arg;
   const bool cuda = torch::cuda::is_available();
   const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
 

@@ -3,6 +3,7 @@
 #include "json_reader.hpp"
 #include "memdiag/enum_names.hpp"
 #include "memdiag/limits.hpp"
+#include "memdiag/suggest.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -64,8 +65,13 @@ const PresetSpec& CaseSpec::preset(const std::string& p) const {
   auto it = presets.find(p);
   if (it == presets.end()) {
     std::string known;
-    for (const auto& kv : presets) known += (known.empty() ? "" : ", ") + kv.first;
-    throw UsageError("--preset: case " + name + " has no preset '" + p + "' (has: " + known + ")");
+    std::vector<std::string> names;
+    for (const auto& kv : presets) {
+      known += (known.empty() ? "" : ", ") + kv.first;
+      names.push_back(kv.first);
+    }
+    throw UsageError("--preset: case " + name + " has no preset '" + p + "'" + did_you_mean(p, names) + " (has: " +
+                     known + ")");
   }
   return it->second;
 }

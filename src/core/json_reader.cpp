@@ -1,8 +1,10 @@
 #include "json_reader.hpp"
 #include "memdiag/format.hpp"
+#include "memdiag/suggest.hpp"
 
 #include "memdiag/limits.hpp"
 
+#include <vector>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -61,7 +63,16 @@ void JsonNode::only(std::initializer_list<const char*> allowed) const {
   expect_object();
   const std::set<std::string> ok(allowed.begin(), allowed.end());
   for (auto it = j_->begin(); it != j_->end(); ++it) {
-    if (!ok.count(it.key())) throw InputError(source_, child_path(path_, it.key()), "unknown field");
+    if (ok.count(it.key())) continue;
+    // What was meant, and what this object takes ($comment, a note, left unsaid).
+    std::vector<std::string> names;
+    for (const char* a : allowed) {
+      if (std::string(a) != "$comment") names.emplace_back(a);
+    }
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw InputError(source_, child_path(path_, it.key()),
+                     "unknown field" + did_you_mean(it.key(), names) + "; the fields here: " + list);
   }
 }
 

@@ -2,7 +2,9 @@
 
 #include "memdiag/enum_names.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/suggest.hpp"
 
+#include <vector>
 #include <algorithm>
 #include <sstream>
 
@@ -141,7 +143,11 @@ Remedy parse_one(const std::string& flag, const std::string& item) {
   const auto eq = item.find('=');
   const std::string name = item.substr(0, eq);
   const auto kind = parse_enum<RemedyKind>(name);
-  if (!kind) throw UsageError(flag + ": unknown remedy '" + item + "' (known: " + known() + ")");
+  if (!kind) {
+    std::vector<std::string> names;
+    for (RemedyKind k : all_values<RemedyKind>()) names.emplace_back(to_string(k));
+    throw UsageError(flag + ": unknown remedy '" + item + "'" + did_you_mean(name, names) + " (known: " + known() + ")");
+  }
   const RemedyDefinition& d = definition(*kind);
   Remedy r{*kind, 0};
   if (eq == std::string::npos) {

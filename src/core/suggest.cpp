@@ -34,7 +34,17 @@ std::string nearest_name(std::string_view typed, const std::vector<std::string>&
     if (best.empty() || d < best_distance) best = n, best_distance = d;
   }
   const std::size_t allowed = std::max<std::size_t>(2, best.size() / 3);
-  return !best.empty() && best_distance <= allowed ? best : std::string();
+  if (!best.empty() && best_distance <= allowed) return best;
+  // Too far by edits, but one begins the other: another tool's longer name
+  // for the same field (batch_size_per_device where a preset says batch_size).
+  for (const std::string& n : names) {
+    const std::size_t k = std::min(typed.size(), n.size());
+    if (k < 4) continue;
+    bool prefix = true;
+    for (std::size_t i = 0; i < k && prefix; ++i) prefix = fold(typed[i]) == fold(n[i]);
+    if (prefix && (typed.size() > n.size() ? typed[k] : n[k]) == '_') return n;
+  }
+  return {};
 }
 
 std::string did_you_mean(std::string_view typed, const std::vector<std::string>& names) {

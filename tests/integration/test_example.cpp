@@ -31,9 +31,14 @@ TEST(Example, HelpTeachesAndAFlagIsNotAFileName) {
   TempDir d;
   const Proc help = run_in(d.path(), {exe, "--help"});
   EXPECT_EQ(help.exit_code, 0);
-  EXPECT_NE(help.out.find("usage: instrumented_loop [REPORT.json]"), std::string::npos) << help.out;
-  const Proc flag = run_in(d.path(), {exe, "--out"});
-  EXPECT_EQ(flag.exit_code, to_int(ExitCode::kUsage));
-  EXPECT_NE(flag.err.find("unknown flag --out"), std::string::npos) << flag.err;
+  EXPECT_NE(help.out.find("usage: instrumented_loop [-o REPORT.json]"), std::string::npos) << help.out;
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{exe, "--out"}, {exe, "-o"}, {exe, "a", "b"}}) {
+    const Proc flag = run_in(d.path(), bad);
+    EXPECT_EQ(flag.exit_code, to_int(ExitCode::kUsage)) << bad.back();
+    EXPECT_NE(flag.err.find("usage: instrumented_loop"), std::string::npos) << flag.err;
+  }
   EXPECT_TRUE(std::filesystem::is_empty(d.path()));  // no report named --help or --out
+  const Proc o = run_in(d.path(), {exe, "-o", "mine.json"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(d.path()) / "mine.json"));
 }

@@ -72,7 +72,22 @@ TEST(CaseSpec, ErrorsNameFileAndJsonPath) {
   EXPECT_EQ(case_error(j), "my.json: $.presets.small.model.activation: 'swish' is not one of: relu, gelu, tanh");
   j = minimal();
   j["graph"]["retain_grpah"] = true;
-  EXPECT_EQ(case_error(j), "my.json: $.graph.retain_grpah: unknown field");
+  EXPECT_EQ(case_error(j),
+            "my.json: $.graph.retain_grpah: unknown field (did you mean retain_graph?); the fields here: retain_graph, "
+            "keep_graph_connected_loss");
+  j = minimal();
+  j["presets"]["small"]["batch_size_per_device"] = 4;  // memory_diagnostics' flag's name, inside a preset
+  EXPECT_NE(case_error(j).find("batch_size_per_device: unknown field (did you mean batch_size?); the fields here: "
+                               "model, batch_size, steps"),
+            std::string::npos)
+      << case_error(j);
+  // A field of a transformer's model misspelt as another tool spells it: the nearest, and the list.
+  j = minimal();
+  j["presets"]["small"]["model"]["hidden_dmi"] = 8;
+  EXPECT_NE(case_error(j).find("$.presets.small.model.hidden_dmi: unknown field (did you mean hidden_dim?); the fields "
+                               "here: type, input_dim, hidden_dim"),
+            std::string::npos)
+      << case_error(j);
   j = minimal();
   j.erase("presets");
   EXPECT_EQ(case_error(j), "my.json: $.presets: missing");

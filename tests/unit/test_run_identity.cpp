@@ -209,4 +209,11 @@ TEST(Suggest, TheNearestNameIsSuggestedOnlyWhenItIsNear) {
   EXPECT_EQ(nearest_name("banana", causes), "");
   EXPECT_EQ(did_you_mean("paramters", causes), " (did you mean parameters?)");
   EXPECT_EQ(did_you_mean(std::string(300, 'a'), causes), "");
+  // Another tool's longer (or shorter) name for a field: one begins the other at a word's end.
+  const std::vector<std::string> preset{"model", "batch_size", "steps"};
+  EXPECT_EQ(nearest_name("batch_size_per_device", preset), "batch_size");
+  EXPECT_EQ(nearest_name("batch", {"name", "case", "batch_size_per_device"}), "batch_size_per_device");
+  EXPECT_EQ(nearest_name("batch_sizes", preset), "batch_size");  // by edits, as before
+  EXPECT_EQ(nearest_name("steps_total", preset), "steps");
+  EXPECT_EQ(nearest_name("stepsize", preset), "");  // a prefix, not at a word's end
 }

@@ -73,7 +73,8 @@ TEST(SweepPlan, PlanFilesAreStrict) {
     return std::string("no error");
   };
   EXPECT_EQ(error(R"({"runs": []})"), "p.json: $.runs: needs at least one run");
-  EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha", "batch": 3}]})"), "p.json: $.runs[0].batch: unknown field");
+  EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha", "batch": 3}]})"), "p.json: $.runs[0].batch: unknown field (did you mean batch_size_per_device?); the fields here: name, case, "
+            "preset, batch_size_per_device, steps, sequence_length, remedy");
   EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha"}, {"name": "a", "case": "beta"}]})"),
             "p.json: $.runs[1].name: 'a' names two runs");
   EXPECT_EQ(error(R"({"runs": [{"name": "../x", "case": "alpha"}]})"),
