@@ -7,12 +7,13 @@ import atexit
 import sys
 
 _open = []
+_registered = [False]
 
 
 def add(rec):
-    if not _open and not getattr(add, "registered", False):
+    if not _registered[0]:
         atexit.register(_finish_all)
-        add.registered = True
+        _registered[0] = True
     _open.append(rec)
 
 

@@ -280,9 +280,10 @@ class CpuProbe:
                 os.environ.pop("KINETO_LOG_LEVEL", None)
 
     def _disable(self):
+        """Stops the probe's profiler and folds its window in; returns the window's events."""
         from torch._C._autograd import _disable_profiler
         self._on = False
-        self._fold(_disable_profiler().events())
+        return self._fold(_disable_profiler().events())
 
     def _fold(self, events):
         """Adds a window's memory events to the running figures, in time
@@ -326,9 +327,7 @@ class CpuProbe:
         self._steps_in_window += 1
         if self._steps_in_window < self._window_steps:
             return
-        from torch._C._autograd import _disable_profiler
-        self._on = False
-        n = self._fold(_disable_profiler().events())
+        n = self._disable()
         self._enable()
         per_step = max(1, n // self._steps_in_window)
         self._window_steps = max(1, min(1000, self.WINDOW_EVENTS // per_step))
@@ -395,10 +394,8 @@ class CpuProbe:
             events = result.events()
         except Exception:
             events = []
-        if any(e.name() == "[memory]" for e in events):
-            self._fold(events)
-        else:
-            self._fold(events)  # the marks made while it ran: read as the figures stood
+        self._fold(events)  # without memory events, its marks read the figures as they stood
+        if not any(e.name() == "[memory]" for e in events):
             self.notes.append("the loop's own profiler ran without profile_memory: the CPU's allocated and peak "
                               "do not see what was allocated or freed while it ran")
         self._theirs = None

@@ -261,9 +261,11 @@ class Recorder:
                 native = self._probe.native
 
                 def read():
-                    if native is not None:
-                        return native.allocated(index)
                     return torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]["current"]
+                if native is not None:
+                    # Chosen once: this runs twice per module call.
+                    def read():  # noqa: F811
+                        return native.allocated(index)
             else:
                 read = self._probe.point
             self._modules = _modules.ModuleTracker(_unwrap(self.model), read)

@@ -46,7 +46,8 @@ def _finite(x):
 # The reader's bounds on the figures a job's own numbers make (report_reader.cpp):
 # a loss, and the final parameters' sum and sum of squares (limits::kAbsurdMiB
 # times 1e6 and 1e12), which weights that diverged without reaching inf pass.
-_BOUNDS = {"loss": 1e30, "final_parameter_sum": 1024.0 ** 3 * 1e6, "final_parameter_sum_of_squares": 1024.0 ** 3 * 1e12}
+_BOUNDS = {"loss": 1e30, "final_parameter_sum": 1024.0 ** 3 * 1e6,
+           "final_parameter_sum_of_squares": 1024.0 ** 3 * 1e12}
 
 
 def _non_finite(value, path, found, key=None):

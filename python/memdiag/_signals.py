@@ -19,6 +19,7 @@ another thread leaves the signals as they are.
 """
 import os
 import signal
+import sys
 import threading
 
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -77,6 +78,6 @@ def _handle(signum, frame):
         try:
             rec.finish("interrupted")
         except BaseException as e:  # the signal must still end the job
-            print(f"memdiag: no report at {signal.Signals(signum).name}: {e}", file=__import__("sys").stderr)
+            print(f"memdiag: no report at {signal.Signals(signum).name}: {e}", file=sys.stderr)
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

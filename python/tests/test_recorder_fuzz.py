@@ -79,6 +79,9 @@ def run(s, path):
     model = mlp(width=32, depth=2)
     opt = torch.optim.AdamW(model.parameters())
     error = ENDINGS[s["ending"]]
+
+    def stopping():
+        return error(OOM_MESSAGE) if error is torch.OutOfMemoryError else error("stopped")
     try:
         with memdiag.record(model, opt, output=path, **s["options"]):
             for step in range(s["steps"]):
@@ -95,10 +98,10 @@ def run(s, path):
                     here = error is not None and s["stop_at"][:2] == (step, micro)
                     x = torch.randn(s["batch"], 32)
                     if here and s["stop_at"][2] == "forward":
-                        raise error(OOM_MESSAGE) if error is torch.OutOfMemoryError else error("stopped")
+                        raise stopping()
                     out = checkpoint_sequential(model, 2, x, use_reentrant=False) if s["checkpoint"] else model(x)
                     if here:
-                        out = Stop.apply(out, error(OOM_MESSAGE) if error is torch.OutOfMemoryError else error("stopped"))
+                        out = Stop.apply(out, stopping())
                     (F.cross_entropy(out, torch.randint(0, 8, (s["batch"],))) / s["micro"]).backward()
                 if step != s["skip"]:
                     opt.step()
