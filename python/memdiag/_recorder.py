@@ -332,10 +332,15 @@ class Recorder:
             self._remove_hooks()
             if self._kept is not None:
                 self._kept.end()
-            _signals.uninstall(self)
             _at_exit.discard(self)
             if _active[0] is self:
                 _active[0] = None
+        try:
+            return self._write_report()
+        finally:
+            _signals.uninstall(self)  # after the write: a signal meanwhile was held
+
+    def _write_report(self):
         readings = None
         if isinstance(self._probe, _probe.CpuProbe):
             readings = self._probe.stop()

@@ -14,6 +14,11 @@ see. While a recorder records, its handler takes the signal:
   the job still ends by it (exit status 128 + the signal's number);
 - an ignored signal stays ignored.
 
+A signal that arrives while the report is being written (the loop ended
+by an error, and torchrun stops the other ranks at that moment) is held
+until the report is written and then delivered again to the handler that
+was there before, so the report is not lost to the race.
+
 Handlers can only be set from the main thread: a recording started in
 another thread leaves the signals as they are.
 """
@@ -26,6 +31,7 @@ SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(sig
 
 _previous = {}  # signal number -> the handler ours replaced
 _recorder = [None]
+_held = []  # signals that arrived while the report was being written
 
 
 def install(rec):
@@ -41,6 +47,8 @@ def install(rec):
 
 
 def uninstall(rec):
+    """Puts the loop's handlers back, then delivers a signal held while the
+    report was written: it now meets what would have met it without us."""
     if _recorder[0] is not rec:
         return
     _recorder[0] = None
@@ -50,6 +58,10 @@ def uninstall(rec):
         if signal.getsignal(sig) is _handle:  # one the loop set since then stays
             signal.signal(sig, prev)
     _previous.clear()
+    held = list(dict.fromkeys(_held))
+    _held.clear()
+    for sig in held:
+        os.kill(os.getpid(), sig)
 
 
 def raised_by_signal(rec, error):
@@ -67,6 +79,9 @@ def describe(rec, error):
 def _handle(signum, frame):
     rec = _recorder[0]
     prev = _previous.get(signum, signal.SIG_DFL)
+    if rec is not None and rec._finished:  # the report is being written: held until it is
+        _held.append(signum)
+        return
     if rec is not None:
         rec._signal = signum
     if callable(prev):

@@ -462,6 +462,25 @@ class Launchers(unittest.TestCase):
             self.assertEqual([r["rank"] for r in view["ranks"]], [0, 1])
             self.assertGreater(view["ranks"][0]["forward_increment_mib"], view["ranks"][1]["forward_increment_mib"])
 
+    def test_a_rank_that_fails_leaves_every_rank_its_report(self):
+        # Rank 1 raises in step 1; torchrun sends SIGTERM to rank 0, which
+        # is then failing in its all-reduce and writing its report.
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--master-port",
+                                self.port(7)] + self.job(d, "fail.json") + ["--fail-rank", "1"],
+                               cwd=d, env=env, capture_output=True, text=True, timeout=300)
+            self.assertNotEqual(p.returncode, 0)
+            statuses = {}
+            for rank in (0, 1):
+                path = os.path.join(d, f"fail-rank{rank}.json")
+                self.assertTrue(os.path.exists(path), f"rank {rank} left no report: {p.stdout[-2000:]}{p.stderr[-2000:]}")
+                statuses[rank] = json.load(open(path))["status"]
+            self.assertEqual(statuses[1], "failed")
+            self.assertIn(statuses[0], ("failed", "interrupted"))
+            subprocess.run([comparer(), "--check", os.path.join(d, "fail-rank0.json"), os.path.join(d, "fail-rank1.json")],
+                           check=True, capture_output=True)
+
     def test_four_ranks_fill_a_rank_template(self):
         with tempfile.TemporaryDirectory() as d:
             self.torchrun(d, 4, "ddp-{rank}.json")

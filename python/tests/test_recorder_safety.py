@@ -84,6 +84,37 @@ class Signals(Tmp):
         self.assertEqual(r["status"], "complete")
         self.assertEqual(phases(r), expected(4))
 
+    def test_a_signal_while_the_report_is_written_waits_for_it(self):
+        # torchrun stops the other ranks with SIGTERM the moment one fails;
+        # a rank whose own loop just failed (its peer's connection closed)
+        # is then writing its report. The signal waits for the write, then
+        # meets the handler that was there before: the default action.
+        script = textwrap.dedent(f"""
+            import os, signal, sys
+            sys.path.insert(0, {os.path.join(ROOT, 'python')!r})
+            import torch, memdiag
+            from memdiag import _recorder
+            write = _recorder.Recorder._write
+            def write_after_a_signal(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                write(self)
+            _recorder.Recorder._write = write_after_a_signal
+            m = torch.nn.Linear(32, 4)
+            o = torch.optim.SGD(m.parameters(), lr=0.1)
+            with memdiag.record(m, o, output=sys.argv[1]):
+                m(torch.randn(8, 32)).sum().backward()
+                o.step()
+                o.zero_grad()
+                raise RuntimeError("Connection closed by peer")
+        """)
+        out = self.path("held.json")
+        p = subprocess.run([sys.executable, "-c", script, out], capture_output=True, text=True, timeout=300)
+        self.assertEqual(p.returncode, -signal.SIGTERM, p.stderr)
+        with open(out) as f:
+            r = json.load(f)
+        self.assertEqual(r["status"], "failed")  # what ended the loop; the signal came after
+        self.check(os.path.basename(out))
+
     def test_the_handlers_are_put_back(self):
         before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)
         model = mlp()

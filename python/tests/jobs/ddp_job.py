@@ -25,6 +25,7 @@ p.add_argument("--steps", type=int, default=3)
 p.add_argument("--width", type=int, default=256)
 p.add_argument("--mode", choices=["ddp", "fsdp2", "zero1"], default="ddp")
 p.add_argument("--census", action="store_true", help="the tensor census by role (per-rank shards)")
+p.add_argument("--fail-rank", type=int, default=-1, help="this rank raises in the forward of step 1: the launcher then stops the others with SIGTERM")
 a = p.parse_args()
 
 dist.init_process_group("gloo")
@@ -49,7 +50,9 @@ else:
 batch = a.batch + (a.extra if rank == 0 else 0)
 g = torch.Generator().manual_seed(rank)
 with memdiag.record(ddp, opt, output=a.output, census=a.census):
-    for _ in range(a.steps):
+    for step in range(a.steps):
+        if step == 1 and rank == a.fail_rank:
+            raise RuntimeError(f"rank {rank} failed on purpose")
         x = torch.randn(batch, a.width, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
         loss = torch.nn.functional.cross_entropy(ddp(x), y)
