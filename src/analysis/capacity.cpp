@@ -32,6 +32,30 @@ const RunFeatures* search_for(const Group& g, const RunFeatures& p, double budge
   return nullptr;
 }
 
+// The replay's answer in place of the lines': the largest batch it surely
+// fits, and where the one above it fails.
+void replay_answer(CapacityPrediction& c, const ScaledTrace& t, const RunFeatures& p, double budget) {
+  std::int64_t limit = 0;
+  if (t.caching) {
+    if (!p.device_total_mib) {
+      c.replay_unusable = "the report does not say the device's size, which a limit is a fraction of";
+      return;
+    }
+    limit = cuda_limit_bytes(budget, *p.device_total_mib);
+  } else {
+    limit = static_cast<std::int64_t>(budget * kMiB);
+  }
+  c.replay = replay_capacity(t, budget, limit);
+  c.answer.max_batch = c.replay->max_batch;
+  if (!c.replay->failure.completed) {
+    c.answer.binding.phase = c.replay->failure.phase;
+    c.answer.binding.piece = PhaseLine::Piece::kWhole;
+  }
+  c.answer.capped_by_oom.reset();
+  c.answer.raised_by_run.reset();
+  c.answer.extrapolation = t.batch > 0 ? static_cast<double>(c.answer.max_batch) / static_cast<double>(t.batch) : 1;
+}
+
 }  // namespace
 
 // Every run of the configuration, and the tries of any search of it (a
@@ -106,6 +130,9 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.from_search = own.has_value();
     c.answer = predict_max_batch(*used, budget, !c.from_search);
     c.primary_needs_mib = needed_mib(*used, p.local_batch);
+    c.lines_max_batch = c.answer.max_batch;
+    c.replay_unusable = p.trace_unusable;
+    if (!c.from_search && p.scaled_trace) replay_answer(c, *p.scaled_trace, p, budget);
     if (search != nullptr) {
       const CapacitySearch& s = *search->capacity_search;
       c.searched = CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, search->source};

@@ -261,6 +261,17 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.device_total_mib = r.environment.device_total_mib;
   f.capacity_search = r.capacity;
   f.capacity_point = capacity_point(r, f.local_batch, source);
+  if (r.allocation_trace) {
+    // The replay checks itself on the run it has before predicting others.
+    f.trace_unusable = replay_disagreement(*r.allocation_trace);
+    if (f.trace_unusable.empty()) {
+      if (std::optional<ScaledTrace> t = scale_trace(*r.allocation_trace, &f.trace_unusable)) {
+        f.scaled_trace = std::make_shared<const ScaledTrace>(std::move(*t));
+      }
+    } else {
+      f.trace_unusable = "the replay of the run disagrees with the allocator: " + f.trace_unusable;
+    }
+  }
   read_samples(r, f);
   read_events(r, f);
   // Time per step: the median of the steps after the first, which pays for

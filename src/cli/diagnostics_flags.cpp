@@ -266,6 +266,11 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
   app.add_flag("--snapshot-cpp-stacks", opts.snapshot_cpp_stacks,
                "Keep the C++ stack of every allocation in snapshots (symbolising them can take minutes)")
       ->group(capacity);
+  app.add_flag("--trace-allocations", opts.trace_allocations,
+               "Put every request the run makes of the allocator in the report, with the same configuration's at half "
+               "the batch (run after it, about half its time more), so compare_memory_reports --budget-mib replays "
+               "the allocator, its rounding, cache and fragmentation, to say what fits at other batches and limits")
+      ->group(capacity);
 
   const char* parallel = "Data parallel (under torchrun or its variables)";
   app.add_option("--shard", f.shard,

@@ -67,6 +67,20 @@ const char* to_string(RunStatus s) {
   return nullptr;  // past the last value: all_values() stops here
 }
 
+// A trace event's kind in JSON: one letter, since a trace has thousands.
+const char* to_string(TraceEvent::Kind k) {
+  switch (k) {
+    case TraceEvent::Kind::kAlloc: return "a";
+    case TraceEvent::Kind::kFree: return "f";
+    case TraceEvent::Kind::kPhase: return "p";
+    case TraceEvent::Kind::kSegmentAlloc: return "S";
+    case TraceEvent::Kind::kSegmentFree: return "F";
+    case TraceEvent::Kind::kFailed: return "x";
+    case TraceEvent::Kind::kEmptyCache: return "e";
+  }
+  return nullptr;  // past the last value: all_values() stops here
+}
+
 const char* to_string(CapacitySearch::LimitSource s) {
   switch (s) {
     case CapacitySearch::LimitSource::kMemoryLimit: return "memory_limit";

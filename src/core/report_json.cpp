@@ -214,6 +214,43 @@ json to_json(const CapacitySearch& c) {
               {"confirmed", opt(c.confirmed)}};
 }
 
+// Each event a short array, [kind, ...]: a trace has thousands of them.
+json to_json(const TraceEvent& e) {
+  json a = json::array({to_string(e.kind)});
+  switch (e.kind) {
+    case TraceEvent::Kind::kAlloc:
+    case TraceEvent::Kind::kFailed: a.push_back(e.bytes); break;
+    case TraceEvent::Kind::kFree: a.push_back(e.id); break;
+    case TraceEvent::Kind::kPhase:
+      a.push_back(to_string(e.phase));
+      a.push_back(e.step ? json(*e.step) : json(nullptr));
+      break;
+    case TraceEvent::Kind::kSegmentAlloc:
+    case TraceEvent::Kind::kSegmentFree:
+      a.push_back(e.bytes);
+      a.push_back(e.address);
+      break;
+    case TraceEvent::Kind::kEmptyCache: break;
+  }
+  return a;
+}
+
+json to_json(const AllocationTrace& t) {
+  json passes = json::array();
+  for (const TracePass& p : t.passes) {
+    json events = json::array();
+    for (const TraceEvent& e : p.events) events.push_back(to_json(e));
+    passes.push_back({{"batch", p.batch},
+                      {"step_samples", p.step_samples},
+                      {"status", to_string(p.status)},
+                      {"events", std::move(events)}});
+  }
+  return {{"allocator", t.allocator},
+          {"limit_bytes", opt(t.limit_bytes)},
+          {"staging_cap_bytes", opt(t.staging_cap_bytes)},
+          {"passes", std::move(passes)}};
+}
+
 json to_json(const Report& r) {
   json samples = json::array();
   for (const Sample& s : r.samples) samples.push_back(to_json(s));
@@ -232,6 +269,7 @@ json to_json(const Report& r) {
       {"status", to_string(r.status)},
   };
   if (r.capacity) j["capacity"] = to_json(*r.capacity);
+  if (r.allocation_trace) j["allocation_trace"] = to_json(*r.allocation_trace);
   return j;
 }
 

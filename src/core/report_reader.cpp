@@ -425,6 +425,99 @@ CapacitySearch read_capacity(const JsonNode& n) {
   return c;
 }
 
+// One event of a trace pass: [kind, ...] as report_json.cpp writes it.
+// live: whether each allocation so far is still held (a free must name one
+// that is).
+TraceEvent read_trace_event(const JsonNode& n, std::vector<bool>& live) {
+  n.expect_array();
+  if (n.size() == 0) n.fail("an empty event; expected [kind, ...]");
+  TraceEvent e;
+  e.kind = n.at(0).as_enum<TraceEvent::Kind>();
+  const auto arity = [&](std::size_t k) {
+    if (n.size() != k + 1) {
+      n.fail("event '" + std::string(to_string(e.kind)) + "' takes " + std::to_string(k) + " value" +
+             (k == 1 ? "" : "s") + ", got " + std::to_string(n.size() - 1));
+    }
+  };
+  switch (e.kind) {
+    case TraceEvent::Kind::kAlloc:
+      arity(1);
+      e.bytes = n.at(1).as_integer(0, limits::kMaxExactInteger);
+      live.push_back(true);
+      break;
+    case TraceEvent::Kind::kFailed:
+      arity(1);
+      e.bytes = n.at(1).as_integer(0, limits::kMaxExactInteger);
+      break;
+    case TraceEvent::Kind::kFree: {
+      arity(1);
+      e.id = n.at(1).as_integer(0, limits::kMaxExactInteger);
+      const auto id = static_cast<std::size_t>(e.id);
+      if (id >= live.size()) n.at(1).fail("frees allocation " + std::to_string(e.id) + ", which was never made");
+      if (!live[id]) n.at(1).fail("frees allocation " + std::to_string(e.id) + " twice");
+      live[id] = false;
+      break;
+    }
+    case TraceEvent::Kind::kPhase:
+      arity(2);
+      e.phase = n.at(1).as_enum<Phase>();
+      if (!n.at(2).raw().is_null()) e.step = static_cast<int>(n.at(2).as_integer(0, limits::kMaxSteps));
+      if (is_setup_phase(e.phase) == e.step.has_value()) {
+        n.at(2).fail(is_setup_phase(e.phase) ? "a setup phase has no step" : "a step's phase needs its step");
+      }
+      break;
+    case TraceEvent::Kind::kSegmentAlloc:
+    case TraceEvent::Kind::kSegmentFree:
+      arity(2);
+      e.bytes = n.at(1).as_integer(0, limits::kMaxExactInteger);
+      e.address = n.at(2).as_integer(0, limits::kMaxExactInteger);
+      break;
+    case TraceEvent::Kind::kEmptyCache: arity(0); break;
+  }
+  return e;
+}
+
+AllocationTrace read_allocation_trace(const JsonNode& n) {
+  n.expect_object();
+  n.only({"allocator", "limit_bytes", "staging_cap_bytes", "passes"});
+  AllocationTrace t;
+  t.allocator = n.str("allocator");
+  if (t.allocator != "cuda-caching-allocator" && t.allocator != "cpu-tracking-allocator") {
+    n.field("allocator").fail("'" + t.allocator + "' is not an allocator memdiag replays (cuda-caching-allocator, "
+                              "cpu-tracking-allocator)");
+  }
+  t.limit_bytes = n.opt_integer("limit_bytes", 1, limits::kMaxExactInteger);
+  t.staging_cap_bytes = n.opt_integer("staging_cap_bytes", 1, limits::kMaxExactInteger);
+  const JsonNode passes = n.field("passes");
+  passes.expect_array();
+  if (passes.size() == 0) passes.fail("no pass; the run's own comes first");
+  for (std::size_t i = 0; i < passes.size(); ++i) {
+    const JsonNode pn = passes.at(i);
+    pn.expect_object();
+    pn.only({"batch", "step_samples", "status", "events"});
+    TracePass p;
+    p.batch = pn.integer("batch", 1, limits::kMaxBatch);
+    const JsonNode steps = pn.field("step_samples");
+    steps.expect_array();
+    if (steps.size() > static_cast<std::size_t>(limits::kMaxSteps)) steps.fail("more steps than a run makes");
+    for (std::size_t k = 0; k < steps.size(); ++k) p.step_samples.push_back(steps.at(k).as_integer(1, limits::kMaxBatch));
+    p.status = pn.field("status").as_enum<RunStatus>();
+    const JsonNode events = pn.field("events");
+    events.expect_array();
+    std::vector<bool> live;
+    p.events.reserve(events.size());
+    for (std::size_t k = 0; k < events.size(); ++k) {
+      p.events.push_back(read_trace_event(events.at(k), live));
+      const TraceEvent& e = p.events.back();
+      if (e.kind == TraceEvent::Kind::kPhase && e.step && static_cast<std::size_t>(*e.step) >= p.step_samples.size()) {
+        events.at(k).fail("step " + std::to_string(*e.step) + " has no entry in step_samples");
+      }
+    }
+    t.passes.push_back(std::move(p));
+  }
+  return t;
+}
+
 Report read(const JsonNode& root) {
   if (!root.raw().is_object()) {
     root.fail(std::string("expected a report object, got ") + JsonNode::type_name(root.raw()));
@@ -495,6 +588,7 @@ Report read(const JsonNode& root) {
 
   r.status = root.field("status").as_enum<RunStatus>();
   if (root.given("capacity")) r.capacity = read_capacity(root.field("capacity"));
+  if (root.given("allocation_trace")) r.allocation_trace = read_allocation_trace(root.field("allocation_trace"));
   return r;
 }
 

@@ -46,7 +46,7 @@ void empty_device_cache(const c10::Device&) {}
 std::unique_ptr<MemoryProbe> make_cuda_probe(int) {
   throw Error("this memdiag was built against LibTorch without CUDA");
 }
-void cuda_set_memory_limit(int, double) {
+std::int64_t cuda_set_memory_limit(int, double) {
   throw Error("this memdiag was built against LibTorch without CUDA");
 }
 CudaDeviceInfo cuda_device_info(int) {

@@ -1,4 +1,5 @@
 #include "memdiag/probes.hpp"
+#include "memdiag/allocation_tracer.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/memory_snapshot.hpp"
 #include "memdiag/report.hpp"
@@ -151,10 +152,11 @@ std::unique_ptr<MemoryProbe> make_cuda_probe(int device_index) {
 void empty_device_cache(const c10::Device& device) {
   if (!device.is_cuda()) return;
   c10::cuda::device_synchronize();
+  tracer::mark_empty_cache();
   c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
-void cuda_set_memory_limit(int device_index, double limit_mib) {
+std::int64_t cuda_set_memory_limit(int device_index, double limit_mib) {
   ensure_cuda_initialised();
   std::size_t free_b = 0, total_b = 0;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_index));
@@ -162,6 +164,8 @@ void cuda_set_memory_limit(int device_index, double limit_mib) {
   const double total_mib = to_mib(static_cast<std::int64_t>(total_b));
   const double fraction = std::min(1.0, limit_mib / total_mib);
   c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device_index));
+  // The allocator's own arithmetic (setMemoryFraction): what it refuses beyond.
+  return static_cast<std::int64_t>(static_cast<std::size_t>(fraction * static_cast<double>(total_b)));
 }
 
 CudaDeviceInfo cuda_device_info(int device_index) {

@@ -1,6 +1,7 @@
 #include "memdiag/harness.hpp"
 #include "run_plan.hpp"
 
+#include "memdiag/allocation_tracer.hpp"
 #include "memdiag/allocator_settings.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
@@ -52,15 +53,16 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
 // The probe for the run's device, with the memory limit applied. On the CPU
 // this installs the tracking allocator, which must happen before the first
 // CPU tensor.
-std::unique_ptr<MemoryProbe> make_probe(const ResolvedPlan& plan, const HarnessOptions& opts) {
+std::unique_ptr<MemoryProbe> make_probe(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session) {
   if (plan.device.is_cuda()) {
     auto probe = make_cuda_probe(plan.device.index());
-    if (opts.memory_limit_mib) cuda_set_memory_limit(plan.device.index(), *opts.memory_limit_mib);
+    if (opts.memory_limit_mib) session.limit_bytes = cuda_set_memory_limit(plan.device.index(), *opts.memory_limit_mib);
     return probe;
   }
   auto probe = make_cpu_probe();
   if (opts.memory_limit_mib) {
-    CpuTrackingAllocator::install().set_limit(static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB));
+    session.limit_bytes = static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB);
+    CpuTrackingAllocator::install().set_limit(session.limit_bytes);
   }
   return probe;
 }
@@ -159,6 +161,49 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
   return status;
 }
 
+// Each step's samples at a batch, as the workload makes them (a schedule's
+// fractions; rank 0's extra samples).
+std::vector<std::int64_t> step_samples(const PlannedRun& run, std::int64_t batch, const ResolvedPlan& plan,
+                                       const HarnessOptions& opts) {
+  const std::int64_t extra = plan.launch && plan.launch->rank == 0 ? opts.rank_zero_extra_samples : 0;
+  std::vector<std::int64_t> out;
+  for (int s = 0; s < run.steps; ++s) out.push_back(run.spec.batch_samples(batch, s) + extra);
+  return out;
+}
+
+// A run to its report; with --trace-allocations, traced: the run's own
+// requests of the allocator, then (where it completed or ran out) the same
+// configuration at half the batch, in this process and measured for
+// nothing else, so the analysis sees how each request grows with the batch.
+Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
+                  Recorder& rec, RunObserver& obs) {
+  if (!opts.trace_allocations) return rec.finish(execute(run, plan, opts, session, rec, obs));
+  AllocationTrace trace;
+  trace.allocator = session.probe->name();
+  trace.limit_bytes = session.limit_bytes;
+  tracer::start_pass(plan.device);
+  const RunStatus status = execute(run, plan, opts, session, rec, obs);
+  trace.passes.push_back(tracer::finish_pass(run.batch, step_samples(run, run.batch, plan, opts), status));
+  Report report = rec.finish(status);
+  const bool stopping = opts.stop != nullptr && opts.stop->requested();
+  if ((status == RunStatus::kComplete || status == RunStatus::kOom) && run.batch >= 2 && !stopping && !plan.launch) {
+    PlannedRun half = run;
+    half.batch = run.batch / 2;
+    session.probe->reset_between_runs();
+    Recorder scratch(*session.probe);
+    tracer::start_pass(plan.device);
+    RunStatus half_status = RunStatus::kFailed;
+    try {
+      half_status = run_workload(workload_options(half, plan, opts), *session.probe, scratch, opts.stop);
+    } catch (const std::exception& e) {
+      obs.problem("--trace-allocations: the pass at half the batch failed: " + first_line(e.what()));
+    }
+    trace.passes.push_back(tracer::finish_pass(half.batch, step_samples(half, half.batch, plan, opts), half_status));
+  }
+  report.allocation_trace = std::move(trace);
+  return report;
+}
+
 // --memory-snapshot and --oom-snapshot, after the run: each file written is
 // named in the report (a note), so the report leads to its snapshot.
 // Returns false when a snapshot asked for could not be written.
@@ -202,7 +247,7 @@ int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& se
   Recorder rec(*session.probe);
   describe_report(rec.report(), run, plan, opts, *session.probe);
   show_progress(rec, run, plan, obs);
-  Report report = rec.finish(execute(run, plan, opts, session, rec, obs));
+  Report report = finish_run(run, plan, opts, session, rec, obs);
   const bool snapshots_ok = write_snapshots(opts, report, obs);
   try {
     write_report(run.output, report);
@@ -265,7 +310,7 @@ Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const 
   {
     Recorder rec(*session.probe);
     describe_report(rec.report(), run, plan, opts, *session.probe);
-    report = rec.finish(execute(run, plan, opts, session, rec, obs));
+    report = finish_run(run, plan, opts, session, rec, obs);
   }
   return report;
 }
@@ -302,7 +347,7 @@ int run_harness(const HarnessOptions& opts) {
     }
   }
   try {
-    session.probe = make_probe(plan, opts);
+    session.probe = make_probe(plan, opts, session);
   } catch (const std::exception& e) {
     obs.problem("--device: cannot use " + plan.device.str() + ": " + first_line(e.what()));
     return to_int(ExitCode::kFailed);

@@ -46,6 +46,9 @@ struct Session {
   // What the session did to the CPU's thread pool (a data-parallel CPU
   // job), noted in every report.
   std::optional<std::string> threads_note;
+  // The limit the device's allocator enforces, in bytes (--memory-limit-mib
+  // as the allocator computes it); absent without one.
+  std::optional<std::int64_t> limit_bytes;
 };
 
 // --- harness.cpp ---------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "memdiag/tracking_allocator.hpp"
 
+#include "memdiag/allocation_tracer.hpp"
 #include "memdiag/format.hpp"
 
 #include <c10/core/Allocator.h>
@@ -49,7 +50,10 @@ void tracked_free(void* data) {
   char* base = static_cast<char*>(data) - kHeader;
   Header h;
   std::memcpy(&h, base, sizeof h);
-  if (h.counted) g_current.fetch_sub(static_cast<std::int64_t>(h.bytes), std::memory_order_relaxed);
+  if (h.counted) {
+    g_current.fetch_sub(static_cast<std::int64_t>(h.bytes), std::memory_order_relaxed);
+    tracer::cpu_freed(data);
+  }
   std::free(base);
 }
 
@@ -76,6 +80,7 @@ class Allocator final : public c10::Allocator {
       g_refused_in_use.store(now - want);
       g_refused_limit.store(limit);
       g_refused_request.store(want);
+      tracer::cpu_refused(want);
       // In MiB, as the report and PyTorch's own CUDA message say it.
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory (memdiag simulated limit): tried to allocate ",
                        mib_text(want), " MiB with ", mib_text(now - want), " MiB of ", mib_text(limit),
@@ -96,6 +101,7 @@ class Allocator final : public c10::Allocator {
     std::memcpy(base, &h, sizeof h);
     raise_peak(now);
     void* data = static_cast<char*>(base) + kHeader;
+    tracer::cpu_allocated(data, want);
     // Context must equal data: LibTorch's raw_allocate asserts it.
     return {data, data, &tracked_free, c10::Device(c10::DeviceType::CPU)};
   }

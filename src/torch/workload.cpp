@@ -6,6 +6,7 @@
 #include "memdiag/autocast_guard.hpp"
 #include "memdiag/checkpoint.hpp"
 #include "memdiag/memory_snapshot.hpp"
+#include "memdiag/allocation_tracer.hpp"
 #include "data_parallel.hpp"
 #include "sharded_units.hpp"
 #include "model.hpp"
@@ -122,6 +123,7 @@ class AddmmInBackward : public torch::autograd::Function<AddmmInBackward> {
 
 void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, Recorder& rec) {
   annotate_phase(Phase::kSetup, std::nullopt);
+  tracer::mark_phase(Phase::kSetup, std::nullopt);
   const double before = probe.read().allocated_mib;
   {
     const auto opts = torch::TensorOptions().device(o.device).dtype(model_dtype(e.model));
@@ -465,6 +467,7 @@ class Training {
   void enter(Phase p) {
     phase_ = p;
     annotate_phase(p, rec_.current_step());
+    tracer::mark_phase(p, rec_.current_step());
   }
   bool accumulating() const { return e_.micro_batches > 1; }
   std::optional<int> micro_batch(int mb) const { return accumulating() ? std::optional<int>(mb) : std::nullopt; }

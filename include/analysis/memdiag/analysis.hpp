@@ -369,6 +369,13 @@ struct CapacityPrediction {
   // failing one never ran).
   std::optional<double> needs_more_than_mib;
   std::optional<Phase> failed_phase;
+  // The run was traced (--trace-allocations): the answer is the replay's
+  // (answer.max_batch is its sure one, answer.binding.phase where the
+  // batch above it fails), the lines' own answer kept beside it.
+  std::optional<ReplayCapacity> replay;
+  std::int64_t lines_max_batch = 0;
+  // A trace that could not be replayed: why (the lines answered).
+  std::string replay_unusable;
 };
 const char* to_string(CapacityPrediction::Budget b);
 

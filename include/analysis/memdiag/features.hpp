@@ -3,11 +3,13 @@
 #pragma once
 
 #include "memdiag/capacity_model.hpp"
+#include "memdiag/replay_capacity.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/run_identity.hpp"
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -148,6 +150,13 @@ struct RunFeatures {
   std::optional<double> device_total_mib;  // the device's capacity, from the report's environment
   std::optional<CapacitySearch> capacity_search;  // --find-max-batch's, when the report has one
   CapacityPoint capacity_point;                   // this run, as the capacity model reads it
+  // --trace-allocations: the run's requests of the allocator as functions
+  // of the batch (memdiag/replay_capacity.hpp), where the trace has a
+  // second pass to scale by and its replay of the run itself agrees with
+  // what the allocator did; otherwise why not (a report without a trace:
+  // both empty).
+  std::shared_ptr<const ScaledTrace> scaled_trace;
+  std::string trace_unusable;
 };
 
 RunFeatures compute_features(const Report& report, const std::string& source);

@@ -58,6 +58,11 @@ struct HarnessOptions {
   std::string oom_snapshot;
   std::size_t snapshot_max_entries = 100000;
   bool snapshot_cpp_stacks = false;
+  // Every request the run makes of the allocator, and the same
+  // configuration's at half the batch, in the report (allocation_trace):
+  // compare_memory_reports replays the allocator from them to predict what
+  // fits at other batches and limits.
+  bool trace_allocations = false;
   // This executable, for --isolate's children.
   std::string self_exe;
   // Where progress, outcomes and problems go (none: nowhere), and the stop

@@ -309,6 +309,61 @@ struct CapacitySearch {
 };
 const char* to_string(CapacitySearch::LimitSource s);
 
+// What a run asked of the device's allocator, in order: every request and
+// release, the phases between them, and (CUDA) the segments the caching
+// allocator made and freed. With a second pass of the same configuration at
+// another batch, the analysis tells how each request grows with the batch
+// and replays the allocator at a batch or a limit nobody ran
+// (memdiag/allocator_replay.hpp): the stranded memory of a fragmenting
+// schedule, the rounding to blocks and segments and the kernels' workspaces
+// come out of the replay instead of being assumed.
+struct TraceEvent {
+  enum class Kind {
+    kAlloc,         // bytes: what was asked for (before the allocator rounds it)
+    kFree,          // id: the allocation's ordinal among the pass's kAlloc events
+    kPhase,         // a phase begins: phase, step (absent for setup phases)
+    kSegmentAlloc,  // the caching allocator made a segment: bytes, address
+    kSegmentFree,   // ... and gave one back: bytes, address
+    kFailed,        // a request refused for want of memory: bytes, as the allocator rounded it
+    kEmptyCache,    // the run handed every wholly free segment back (empty_cache)
+  };
+  Kind kind = Kind::kAlloc;
+  std::int64_t bytes = 0;
+  std::int64_t id = 0;
+  std::int64_t address = 0;  // kSegment*: where the device put it (the replay's tie-breaks)
+  Phase phase = Phase::kSetup;
+  std::optional<int> step;
+};
+const char* to_string(TraceEvent::Kind k);
+
+// One run of the configuration, traced from the allocator's first request.
+struct TracePass {
+  std::int64_t batch = 0;  // the configuration's samples per step on this rank
+  // Each step's samples (a batch schedule varies them), step 0 first.
+  std::vector<std::int64_t> step_samples;
+  RunStatus status = RunStatus::kComplete;
+  std::vector<TraceEvent> events;
+};
+
+struct AllocationTrace {
+  // The probe that recorded it: "cuda-caching-allocator" (replayed as the
+  // caching allocator) or "cpu-tracking-allocator" (no cache: a request
+  // fails when what is live plus it exceeds the limit).
+  std::string allocator;
+  // The limit the allocator enforced, exactly (CUDA: the memory fraction
+  // times the device's bytes); absent: none but the device.
+  std::optional<std::int64_t> limit_bytes;
+  // The most PyTorch's multi-block reductions stage (CUDA), measured on
+  // this device after the passes: a staging buffer grows with the rows it
+  // reduces until the kernel stops adding blocks (132 MiB on an H200).
+  // Absent where not measured (the CPU, no reduction staged, or no room).
+  std::optional<std::int64_t> staging_cap_bytes;
+  // passes[0] is the run the report's samples describe; the others are the
+  // same configuration at other batches, traced after it in the same
+  // process and measured for nothing else.
+  std::vector<TracePass> passes;
+};
+
 struct Report {
   // The version it was written at (a report read from an older one holds
   // the current model, upgraded); the writer always writes kSchemaVersion.
@@ -322,6 +377,8 @@ struct Report {
   std::vector<Event> events;
   RunStatus status = RunStatus::kComplete;
   std::optional<CapacitySearch> capacity;  // --find-max-batch's answer
+  // --trace-allocations: the allocator's requests, for replaying it.
+  std::optional<AllocationTrace> allocation_trace;
 };
 
 // The highest peak allocated over a report's samples, and the highest

@@ -27,7 +27,9 @@ void empty_device_cache(const c10::Device& device);
 
 // Caps the caching allocator for this process at limit_mib (a memory
 // fraction of the device), so a run shows whether it fits a smaller GPU.
-void cuda_set_memory_limit(int device_index, double limit_mib);
+// Returns the bytes the allocator then enforces (the fraction times the
+// device's bytes, as it computes them).
+std::int64_t cuda_set_memory_limit(int device_index, double limit_mib);
 
 struct CudaDeviceInfo {
   std::string name;
