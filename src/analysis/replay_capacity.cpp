@@ -76,9 +76,14 @@ std::vector<std::optional<std::size_t>> align(const std::vector<Request>& a, con
 // for, then a few bytes of semaphores (4 per block column), the semaphores
 // freed, then the buffer, with nothing between (Reduce.cuh's global
 // reduction). By allocation id.
-std::vector<bool> staging_buffers(const TracePass& p, std::size_t allocations) {
+}  // namespace
+
+std::vector<bool> staging_buffers(const TracePass& p) {
   constexpr std::int64_t kMostSemaphoreBytes = 4 * 65535;
-  std::vector<bool> out(allocations, false);
+  std::vector<bool> out;
+  for (const TraceEvent& e : p.events) {
+    if (e.kind == TraceEvent::Kind::kAlloc) out.push_back(false);
+  }
   std::vector<const TraceEvent*> seq;
   for (const TraceEvent& e : p.events) {
     if (e.kind == TraceEvent::Kind::kAlloc || e.kind == TraceEvent::Kind::kFree) seq.push_back(&e);
@@ -97,10 +102,22 @@ std::vector<bool> staging_buffers(const TracePass& p, std::size_t allocations) {
     if (sem_free.id != id_at[k + 1] || buf_free.id != id_at[k] || sem.bytes > kMostSemaphoreBytes || sem.bytes % 4 != 0) {
       continue;
     }
-    if (static_cast<std::size_t>(id_at[k]) < out.size()) out[static_cast<std::size_t>(id_at[k])] = true;
+    out[static_cast<std::size_t>(id_at[k])] = true;
   }
   return out;
 }
+
+std::int64_t largest_staging_buffer(const TracePass& p) {
+  const std::vector<bool> staging = staging_buffers(p);
+  std::int64_t id = 0, most = 0;
+  for (const TraceEvent& e : p.events) {
+    if (e.kind != TraceEvent::Kind::kAlloc) continue;
+    if (staging[static_cast<std::size_t>(id++)]) most = std::max(most, e.bytes);
+  }
+  return most;
+}
+
+namespace {
 
 std::int64_t rounded(double bytes) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(bytes))); }
 
@@ -133,7 +150,7 @@ std::optional<ScaledTrace> scale_trace(const AllocationTrace& trace, std::string
     t.step_fraction.push_back(static_cast<double>(s) / static_cast<double>(run.batch));
   }
   t.staging_cap = trace.staging_cap_bytes;
-  const std::vector<bool> staging = staging_buffers(run, a.size());
+  const std::vector<bool> staging = staging_buffers(run);
   t.requests.resize(a.size());
   t.step_of.resize(a.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -262,6 +279,12 @@ ReplayCapacity replay_capacity(const ScaledTrace& t, double budget_mib, std::int
   c.max_batch_if_held = t.workspaces == 0 ? sure : largest_fitting(t, a, WorkspaceGrowth::kHeld).first;
   c.max_batch_if_held = std::max(c.max_batch_if_held, c.max_batch);
   if (!c.failure.completed) c.stranded_bytes = c.failure.at_failure.reserved - c.failure.at_failure.allocated;
+  c.traced_batch = t.batch;
+  c.other_batch = t.other_batch;
+  c.staging_buffers = t.staging_buffers;
+  c.staging_cap = t.staging_cap;
+  c.workspaces = t.workspaces;
+  c.workspace_bytes = t.workspace_bytes;
   return c;
 }
 

@@ -97,13 +97,60 @@ std::string describe_fixed_part(const PhaseLine& l) {
   return mib(l.fixed_mib) + (parts.empty() ? std::string() : " (" + parts + ")");
 }
 
+// The replay's answer: what it stood on, where the batch above it fails,
+// and how far the lines alone would have put it.
+std::string describe_replay(const CapacityPrediction& c) {
+  const ReplayCapacity& r = *c.replay;
+  const CapacityAnswer& a = c.answer;
+  std::string s = "within " + budget_words(c) + " the largest batch predicted to fit is ";
+  if (r.max_batch == 0) {
+    s = "within " + budget_words(c) + " not even one sample fits";
+  } else if (r.max_batch >= limits::kMaxBatch) {
+    s += "at least " + std::to_string(r.max_batch) + " (the largest batch memdiag runs)";
+  } else {
+    s += std::to_string(r.max_batch);
+    if (r.max_batch_if_held > r.max_batch) s += ", and up to " + std::to_string(r.max_batch_if_held);
+  }
+  s += " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") +
+       ", replaying the allocator over the run's requests (traced at batches " + std::to_string(r.traced_batch) + " and " +
+       std::to_string(r.other_batch);
+  if (r.staging_buffers > 0 && r.staging_cap) {
+    s += "; " + std::to_string(r.staging_buffers) + " reductions' staging buffers growing up to " + mib(to_mib(*r.staging_cap)) +
+         " as measured on this device";
+  }
+  s += ")";
+  if (r.max_batch_if_held > r.max_batch) {
+    s += "; the gap is " + std::to_string(r.workspaces) + " workspaces of the kernels' own choosing (the largest " +
+         mib(to_mib(r.workspace_bytes)) + " at batch " + std::to_string(r.traced_batch) +
+         "): grown with the batch they allow the first, held at their traced size the second (a run at batch " +
+         std::to_string(r.max_batch_if_held) + " or --find-max-batch settles it)";
+  }
+  if (!r.failure.completed && r.max_batch < limits::kMaxBatch) {
+    const ReplayState& f = r.failure.at_failure;
+    s += "; batch " + std::to_string(r.max_batch + 1) + " runs out in " + to_string(r.failure.phase) +
+         (r.failure.step ? " of step " + std::to_string(*r.failure.step) : std::string()) + ", asking for " +
+         mib(to_mib(r.failure.request)) + " with " + mib(to_mib(f.allocated)) + " allocated and " + mib(to_mib(f.reserved)) +
+         " reserved";
+    if (r.stranded_bytes > 0) {
+      s += ", " + mib(to_mib(r.stranded_bytes)) + " of it free in " + std::to_string(f.free_blocks) +
+           " pieces, the largest " + mib(to_mib(f.largest_free_block)) + ", inside segments still in use";
+    }
+  }
+  if (c.lines_max_batch != a.max_batch && c.lines_max_batch > 0) {
+    s += "; lines through the run's phases would have said " + std::to_string(c.lines_max_batch);
+  }
+  return s;
+}
+
 std::string describe(const CapacityPrediction& c) {
+  if (c.replay) return describe_replay(c);
   const CapacityAnswer& a = c.answer;
   const PhaseLine& b = a.binding;
   std::string fit = "fitted on " + batches_word(a.fitted_batches) +
                     (c.from_search ? " (the search's tries, its own prediction)" : std::string());
   if (a.reserve_overhead_mib > 0) fit += ", less " + mib(a.reserve_overhead_mib) + " the allocator reserved beyond its tensors";
   fit += caveat_words(a);
+  if (!c.replay_unusable.empty()) fit += "; the run's allocation trace was not replayed: " + c.replay_unusable;
   std::string bounds;
   if (a.capped_by_oom) bounds = "; batch " + std::to_string(*a.capped_by_oom) + " ran out of memory within it, so no more";
   if (a.raised_by_run) bounds = "; batch " + std::to_string(*a.raised_by_run) + " completed within it, so at least that";

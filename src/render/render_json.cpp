@@ -285,6 +285,31 @@ json line_json(const PhaseLine& l) {
           {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
 }
 
+json replay_json(const ReplayCapacity& r) {
+  const ReplayState& f = r.failure.at_failure;
+  json failure = nullptr;
+  if (!r.failure.completed) {
+    failure = {{"phase", to_string(r.failure.phase)},
+               {"step", opt(r.failure.step)},
+               {"request_mib", to_mib(r.failure.request)},
+               {"allocated_mib", to_mib(f.allocated)},
+               {"reserved_mib", to_mib(f.reserved)},
+               {"largest_free_block_mib", to_mib(f.largest_free_block)},
+               {"free_blocks", f.free_blocks},
+               {"stranded_mib", to_mib(r.stranded_bytes)}};
+  }
+  return {{"max_batch", r.max_batch},
+          {"max_batch_if_workspaces_held", r.max_batch_if_held},
+          {"limit_bytes", r.limit_bytes},
+          {"traced_batches", {r.traced_batch, r.other_batch}},
+          {"staging_buffers", r.staging_buffers},
+          {"staging_cap_mib", r.staging_cap ? json(to_mib(*r.staging_cap)) : json(nullptr)},
+          {"workspaces", r.workspaces},
+          {"largest_workspace_mib", to_mib(r.workspace_bytes)},
+          {"first_failing_batch", r.failure.completed ? json(nullptr) : json(r.max_batch + 1)},
+          {"failure", failure}};
+}
+
 json capacity_json(const Verdict& v) {
   json capacity = json::array();
   for (const CapacityPrediction& c : v.capacity) {
@@ -316,6 +341,9 @@ json capacity_json(const Verdict& v) {
                                                        {"confirmed", opt(c.searched->confirmed)},
                                                        {"source", c.searched->source}}
                                                  : json(nullptr)},
+                        {"replay", c.replay ? replay_json(*c.replay) : json(nullptr)},
+                        {"lines_max_batch", c.lines_max_batch},
+                        {"replay_unusable", c.replay_unusable.empty() ? json(nullptr) : json(c.replay_unusable)},
                         {"text", describe(c)}});
   }
   return capacity;

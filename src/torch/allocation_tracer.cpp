@@ -7,8 +7,14 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "memdiag/replay_capacity.hpp"
+
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
 #ifdef MEMDIAG_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 namespace memdiag::tracer {
@@ -114,6 +120,29 @@ TracePass finish_pass(std::int64_t batch, std::vector<std::int64_t> step_samples
   }
   if (p.step_samples.size() > static_cast<std::size_t>(last_step + 1)) p.step_samples.resize(static_cast<std::size_t>(last_step + 1));
   return p;
+}
+
+std::optional<std::int64_t> measure_staging_cap(const c10::Device& device) {
+  if (!device.is_cuda()) return std::nullopt;
+  constexpr std::int64_t kWidth = 512;
+  std::int64_t previous = 0;
+  for (std::int64_t rows = 4096; rows <= (std::int64_t{1} << 17); rows *= 2) {
+    start_pass(device);
+    try {
+      torch::Tensor x = torch::ones({rows, kWidth}, torch::TensorOptions().device(device).dtype(torch::kFloat32));
+      torch::Tensor s = x.sum(0);
+#ifdef MEMDIAG_HAVE_CUDA
+      c10::cuda::device_synchronize();
+#endif
+    } catch (const c10::OutOfMemoryError&) {
+      finish_pass(rows, {}, RunStatus::kOom);
+      return std::nullopt;
+    }
+    const std::int64_t staged = largest_staging_buffer(finish_pass(rows, {}, RunStatus::kComplete));
+    if (previous > 0 && 2 * staged < 3 * previous) return std::max(staged, previous);
+    previous = staged;
+  }
+  return std::nullopt;
 }
 
 void mark_phase(Phase phase, std::optional<int> step) {

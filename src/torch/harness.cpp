@@ -12,6 +12,7 @@
 #include "memdiag/memory_snapshot.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
+#include "memdiag/replay_capacity.hpp"
 #include "memdiag/report_json.hpp"
 #include "memdiag/tracking_allocator.hpp"
 #include "memdiag/workload.hpp"
@@ -199,6 +200,16 @@ Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const Harness
       obs.problem("--trace-allocations: the pass at half the batch failed: " + first_line(e.what()));
     }
     trace.passes.push_back(tracer::finish_pass(half.batch, step_samples(half, half.batch, plan, opts), half_status));
+  }
+  // Where the run's reductions staged through global memory, how far such
+  // a buffer grows on this device (the replay's bound on them).
+  if (plan.device.is_cuda() && largest_staging_buffer(trace.passes.front()) > 0 && !stopping) {
+    session.probe->reset_between_runs();
+    try {
+      trace.staging_cap_bytes = tracer::measure_staging_cap(plan.device);
+    } catch (const std::exception& e) {
+      obs.problem("--trace-allocations: measuring the reductions' staging bound failed: " + first_line(e.what()));
+    }
   }
   report.allocation_trace = std::move(trace);
   return report;

@@ -61,6 +61,10 @@ struct ScaledTrace {
 // another batch, or the first pass did not complete); why in `why`.
 std::optional<ScaledTrace> scale_trace(const AllocationTrace& trace, std::string* why = nullptr);
 
+// A pass's reductions' staging buffers, by allocation id, and the largest.
+std::vector<bool> staging_buffers(const TracePass& p);
+std::int64_t largest_staging_buffer(const TracePass& p);
+
 enum class WorkspaceGrowth { kProportional, kHeld };
 // The requests at another batch.
 std::vector<ReplayOp> ops_at(const ScaledTrace& t, std::int64_t batch, WorkspaceGrowth w);
@@ -82,6 +86,14 @@ struct ReplayCapacity {
   // segments that still hold live blocks (the fragmentation the limit
   // exposes).
   std::int64_t stranded_bytes = 0;
+  // What the replay stood on: the batches traced, the reductions' staging
+  // buffers and their bound, the other workspaces (whose growth beyond the
+  // traced batches is what separates the two answers).
+  std::int64_t traced_batch = 0, other_batch = 0;
+  int staging_buffers = 0;
+  std::optional<std::int64_t> staging_cap;
+  int workspaces = 0;
+  std::int64_t workspace_bytes = 0;
 };
 
 ReplayCapacity replay_capacity(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes);

@@ -22,6 +22,12 @@ bool active();
 // Closes the pass and hands over what it kept.
 TracePass finish_pass(std::int64_t batch, std::vector<std::int64_t> step_samples, RunStatus status);
 
+// The most PyTorch's multi-block reductions stage on this CUDA device:
+// sums over the rows of ever taller float matrices (512 wide, from 4096
+// rows, doubling) until the staging buffer grows by less than half while
+// the rows double. nullopt on the CPU, or where memory ran out first.
+std::optional<std::int64_t> measure_staging_cap(const c10::Device& device);
+
 // Marks, a no-op with no pass open.
 void mark_phase(Phase phase, std::optional<int> step);
 void mark_empty_cache();
