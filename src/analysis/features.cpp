@@ -261,7 +261,11 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.device_total_mib = r.environment.device_total_mib;
   f.capacity_search = r.capacity;
   f.capacity_point = capacity_point(r, f.local_batch, source);
-  if (r.allocation_trace) {
+  if (r.allocation_trace && !r.config.allocator_settings.empty()) {
+    // The replay is PyTorch's default allocator; other settings change its rules.
+    f.trace_unusable = "the replay models the allocator's default settings, and this run ran under " +
+                       r.config.allocator_settings;
+  } else if (r.allocation_trace) {
     // The replay checks itself on the run it has before predicting others.
     f.trace_unusable = replay_disagreement(*r.allocation_trace);
     if (f.trace_unusable.empty()) {

@@ -10,7 +10,7 @@
 #include "memdiag/replay_capacity.hpp"
 
 #include <c10/util/Exception.h>
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #ifdef MEMDIAG_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -129,8 +129,8 @@ std::optional<std::int64_t> measure_staging_cap(const c10::Device& device) {
   for (std::int64_t rows = 4096; rows <= (std::int64_t{1} << 17); rows *= 2) {
     start_pass(device);
     try {
-      torch::Tensor x = torch::ones({rows, kWidth}, torch::TensorOptions().device(device).dtype(torch::kFloat32));
-      torch::Tensor s = x.sum(0);
+      at::Tensor x = at::ones({rows, kWidth}, at::TensorOptions().device(device).dtype(at::kFloat));
+      at::Tensor s = x.sum(0);
 #ifdef MEMDIAG_HAVE_CUDA
       c10::cuda::device_synchronize();
 #endif

@@ -88,3 +88,38 @@ INSTANTIATE_TEST_SUITE_P(EveryCase, CapacityModel,
                                            Budgets{"delta", "delta", 2, {100, 140}},
                                            Budgets{"own", "own", 2, {40, 50}}),
                          [](const ::testing::TestParamInfo<Budgets>& i) { return i.param.name; });
+
+// A traced run (--trace-allocations: its requests and the same at half the
+// batch) predicts by replaying the allocator: the batch it names completes
+// under the budget and the next one runs out, in fresh processes, for
+// every case and the tests' own, at two budgets each.
+TEST(Capacity, ATracedRunPredictsEveryCaseToTheSampleOnTheCpu) {
+  TempDir d;
+  for (const Budgets& b : {Budgets{"alpha", "alpha", 2, {40, 60}}, Budgets{"beta", "beta", 1, {290, 300}},
+                           Budgets{"gamma", "gamma", 2, {30, 45}}, Budgets{"epsilon", "epsilon", 6, {50, 70}},
+                           Budgets{"delta", "delta", 2, {100, 140}}, Budgets{"own", "own", 2, {40, 50}}}) {
+    const std::string case_arg =
+        b.case_arg == "own" ? std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json" : b.case_arg;
+    const std::vector<std::string> base = {MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--case", case_arg,
+                                           "--steps", std::to_string(b.steps)};
+    std::vector<std::string> traced = base;
+    traced.insert(traced.end(), {"--trace-allocations", "-o", d.file(b.name + ".json")});
+    ASSERT_EQ(run(traced).exit_code, to_int(ExitCode::kOk)) << b.name;
+    for (int budget : b.budgets_mib) {
+      SCOPED_TRACE(b.name + " at " + std::to_string(budget) + " MiB");
+      const nlohmann::json c = capacity_of(d.file(b.name + ".json"), budget);
+      ASSERT_TRUE(c["replay"].is_object()) << c["text"] << " " << c["replay_unusable"];
+      const std::int64_t p = c["max_batch"];
+      ASSERT_GT(p, 0) << c["text"];
+      EXPECT_EQ(c["replay"]["max_batch_if_workspaces_held"], p) << "the CPU has no workspaces of its own choosing";
+      EXPECT_NE(c["text"].get<std::string>().find("replaying the allocator"), std::string::npos) << c["text"];
+      for (const std::int64_t batch : {p, p + 1}) {
+        std::vector<std::string> fresh = base;
+        fresh.insert(fresh.end(), {"--batch-size-per-device", std::to_string(batch), "--memory-limit-mib",
+                                   std::to_string(budget), "-o", d.file("fresh.json"), "--overwrite"});
+        EXPECT_EQ(run(fresh).exit_code, to_int(batch == p ? ExitCode::kOk : ExitCode::kOom))
+            << "batch " << batch << " (predicted " << p << ")";
+      }
+    }
+  }
+}

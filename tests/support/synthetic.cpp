@@ -166,6 +166,39 @@ Report full_report() {
   c.predicted_max_batch = 10;
   c.confirmed = false;
   r.capacity = c;
+  // A trace with every kind of event, and a second pass.
+  AllocationTrace t;
+  t.allocator = "cuda-caching-allocator";
+  t.limit_bytes = std::int64_t{1024} << 20;
+  t.staging_cap_bytes = std::int64_t{132} << 20;
+  auto event = [](TraceEvent::Kind k, std::int64_t bytes, std::int64_t id = 0) {
+    TraceEvent e;
+    e.kind = k;
+    e.bytes = bytes;
+    e.id = id;
+    return e;
+  };
+  TracePass p;
+  p.batch = 8;
+  p.step_samples = {8};
+  p.status = RunStatus::kOom;
+  TraceEvent setup;
+  setup.kind = TraceEvent::Kind::kPhase;
+  TraceEvent forward = setup;
+  forward.phase = Phase::kForward;
+  forward.step = 0;
+  TraceEvent segment = event(TraceEvent::Kind::kSegmentAlloc, 2 << 20);
+  segment.address = 1 << 30;
+  TraceEvent released = segment;
+  released.kind = TraceEvent::Kind::kSegmentFree;
+  p.events = {setup,   segment, event(TraceEvent::Kind::kAlloc, 4096), forward, event(TraceEvent::Kind::kFree, 0, 0),
+              event(TraceEvent::Kind::kEmptyCache, 0), released, event(TraceEvent::Kind::kFailed, 64 << 20)};
+  TracePass half = p;
+  half.batch = 4;
+  half.step_samples = {4};
+  half.status = RunStatus::kComplete;
+  t.passes = {p, half};
+  r.allocation_trace = t;
   return r;
 }
 
