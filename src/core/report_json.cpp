@@ -207,6 +207,7 @@ json to_json(const CapacitySearch& c) {
               {"first_failing_batch", opt(c.first_failing_batch)},
               {"tries", tries},
               {"predicted_max_batch", opt(c.predicted_max_batch)},
+              {"replayed_max_batch", opt(c.replayed_max_batch)},
               {"fit",
                {{"fixed_mib", opt(c.fit_fixed_mib)},
                 {"per_sample_mib", opt(c.fit_per_sample_mib)},

@@ -414,6 +414,7 @@ CapacitySearch read_capacity(const JsonNode& n) {
                                         " is not above max_batch " + std::to_string(c.max_batch));
   }
   c.predicted_max_batch = n.opt_integer("predicted_max_batch", 0, limits::kMaxBatch);
+  c.replayed_max_batch = n.opt_integer("replayed_max_batch", 0, limits::kMaxBatch);
   if (n.given("fit")) {
     const JsonNode fit = n.field("fit");
     fit.expect_object();

@@ -104,6 +104,7 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
 RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
                   Recorder& rec, RunObserver& obs) {
   WorkloadOptions w = workload_options(run, plan, opts);
+  w.model_cache = session.model_cache;
   RunStatus status = RunStatus::kFailed;
   try {
     if (plan.launch && !session.comm) {
@@ -195,7 +196,9 @@ Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const Harness
     tracer::start_pass(plan.device);
     RunStatus half_status = RunStatus::kFailed;
     try {
-      half_status = run_workload(workload_options(half, plan, opts), *session.probe, scratch, opts.stop);
+      WorkloadOptions w = workload_options(half, plan, opts);
+      w.model_cache = session.model_cache;
+      half_status = run_workload(w, *session.probe, scratch, opts.stop);
     } catch (const std::exception& e) {
       obs.problem("--trace-allocations: the pass at half the batch failed: " + first_line(e.what()));
     }

@@ -1,11 +1,16 @@
 // --find-max-batch: the largest batch that completes its steps within a
 // budget. Tries run in this process, each from what a fresh process holds
-// (the sweeps' reset between runs): one sample first, then where the
-// capacity model over the tries so far puts the answer, kept inside the
-// bracket until it closes to a gap of one sample (search_guide.hpp). A batch finder's
-// answer often fails when the job is started afresh (Lightning #8028), so the
-// answer is then run again in fresh processes: max_batch must complete and
-// max_batch + 1 must run out.
+// (the sweeps' reset between runs), sharing their model's first build
+// (workload.hpp's ModelCache). One sample first; then, under a memory
+// limit, one traced try where the lines through it put a quarter of the
+// answer, whose replay (replay_capacity.hpp) names the answer; fresh
+// processes run it and the batch above it side by side, and where they
+// agree the search is done. Otherwise, or where the replay cannot answer,
+// tries go where the capacity model over the tries so far puts the answer,
+// kept inside the bracket until it closes to a gap of one sample
+// (search_guide.hpp), and fresh processes check that. A batch finder's
+// answer often fails when the job is started afresh (Lightning #8028):
+// max_batch must complete and max_batch + 1 must run out in them.
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/capacity_model.hpp"
 #include "memdiag/errors.hpp"
@@ -14,7 +19,9 @@
 #include "memdiag/limits.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/report_json.hpp"
+#include "memdiag/replay_capacity.hpp"
 #include "memdiag/report_reader.hpp"
+#include "memdiag/workload.hpp"
 #include "memdiag/search_guide.hpp"
 #include "memdiag/sweep_plan.hpp"
 #include "run_plan.hpp"
@@ -27,6 +34,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace memdiag::detail {
 
@@ -85,10 +93,14 @@ const char* status_word(RunStatus s) {
 struct Confirmation {
   std::optional<Report> fits;  // the fresh run of max_batch, when it completed
   bool agreed = false;
+  // How each ended, where it ran (a disagreement moves the bracket), and
+  // the batch above's run where it completed.
+  std::optional<RunStatus> at_max, above;
+  std::optional<Report> above_report;
 };
 
 Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts,
-                     const CapacitySearch& c, RunObserver& obs) {
+                     const CapacitySearch& c, RunObserver& obs, bool parallel) {
   Confirmation out;
   // POSIX calls, not std::filesystem: libtorch.so exports its own copy of
   // std::filesystem::remove_all, which crashes when it is bound instead of
@@ -103,28 +115,50 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
   // A second signal ends this process at once: the folder goes with it.
   CleanupPath cleanup(dir, CleanupPath::Kind::kDirectory);
   std::vector<std::string> written;
-  auto fresh = [&](std::int64_t batch) -> std::optional<Report> {
+  auto path_of = [&](std::int64_t batch) { return dir + "/batch" + std::to_string(batch) + ".json"; };
+  auto start = [&](std::int64_t batch) {
     PlannedRun run = base;
     run.batch = static_cast<int>(batch);
-    const std::string path = dir + "/batch" + std::to_string(batch) + ".json";
-    written.push_back(path);
-    run_child(child_argv(run, plan, opts, path), opts.stop, /*silent=*/true);
-    ReadResult r = read_report_file(path);
+    written.push_back(path_of(batch));
+    return child_argv(run, plan, opts, written.back());
+  };
+  auto read_back = [&](std::int64_t batch) {
+    ReadResult r = read_report_file(path_of(batch));
     obs.search_confirming(batch, r.report ? std::optional<RunStatus>(r.report->status) : std::nullopt);
     return r.report;
   };
+  // The first batch that ran out: max_batch + 1, or, when nothing fitted,
+  // the search's first try (K samples under accumulate=K, where fewer
+  // would be refused rather than run out).
+  const std::optional<std::int64_t> above = c.first_failing_batch;
   bool agreed = true;
-  if (c.max_batch >= 1) {
-    std::optional<Report> r = fresh(c.max_batch);
-    agreed = r && r->status == RunStatus::kComplete;
-    if (agreed) out.fits = std::move(r);
-  }
-  if (agreed && c.first_failing_batch) {
-    // The first batch that ran out: max_batch + 1, or, when nothing fitted,
-    // the search's first try (K samples under accumulate=K, where fewer
-    // would be refused rather than run out).
-    const std::optional<Report> r = fresh(*c.first_failing_batch);
-    agreed = r && r->status == RunStatus::kOom;
+  if (c.max_batch >= 1 && above && parallel) {
+    // Side by side: each has its own limit, and the device room for both.
+    const auto fits_argv = start(c.max_batch), above_argv = start(*above);
+    std::thread other([&] { run_child(above_argv, opts.stop, /*silent=*/true); });
+    run_child(fits_argv, opts.stop, /*silent=*/true);
+    other.join();
+    std::optional<Report> r = read_back(c.max_batch);
+    const std::optional<Report> a = read_back(*above);
+    agreed = r && r->status == RunStatus::kComplete && a && a->status == RunStatus::kOom;
+    out.at_max = r ? std::optional<RunStatus>(r->status) : std::nullopt;
+    out.above = a ? std::optional<RunStatus>(a->status) : std::nullopt;
+    if (r && r->status == RunStatus::kComplete) out.fits = std::move(r);
+    if (a && a->status == RunStatus::kComplete) out.above_report = a;
+  } else {
+    if (c.max_batch >= 1) {
+      run_child(start(c.max_batch), opts.stop, /*silent=*/true);
+      std::optional<Report> r = read_back(c.max_batch);
+      agreed = r && r->status == RunStatus::kComplete;
+      out.at_max = r ? std::optional<RunStatus>(r->status) : std::nullopt;
+      if (agreed) out.fits = std::move(r);
+    }
+    if (agreed && above) {
+      run_child(start(*above), opts.stop, /*silent=*/true);
+      const std::optional<Report> r = read_back(*above);
+      agreed = r && r->status == RunStatus::kOom;
+      out.above = r ? std::optional<RunStatus>(r->status) : std::nullopt;
+    }
   }
   out.agreed = agreed;
   for (const std::string& f : written) ::unlink(f.c_str());
@@ -145,34 +179,121 @@ class Search {
     // search starts at K (and max_batch 0 then means not even K fit).
     const auto acc = find_remedy(base_.remedies, RemedyKind::kAccumulate);
     first_ = acc ? std::max<std::int64_t>(1, acc->param) : 1;
+    session_.model_cache = &cache_;
   }
+  ~Search() { session_.model_cache = nullptr; }
+  Search(const Search&) = delete;
+  Search& operator=(const Search&) = delete;
 
   int run() {
     obs_.search_started(SearchHeading{base_.spec.name, base_.preset, plan_.device.str(), base_.steps, c_.limit_mib,
                                       c_.limit_source});
-    // The first try, then where the capacity model over the tries so far
-    // says the answer is, until the bracket closes (search_guide.hpp).
-    for (std::optional<std::int64_t> b = first_; b && attempt(*b);) {
-      b = next_search_batch(c_, SearchBracket{lo_, hi_}, limits::kMaxBatch,
-                            plan_.device.is_cuda() ? std::nullopt : std::optional<std::int64_t>(16));
-    }
+    // The first try; under a limit, the replay's answer checked in fresh
+    // processes; else where the capacity model over the tries so far says
+    // the answer is, until the bracket closes (search_guide.hpp).
+    if (attempt(first_) && lo_ == first_ && !hi_ && replay_settles()) return confirmed_by_replay();
+    for (std::optional<std::int64_t> b = next(); b && stopped_ == RunStatus::kComplete && attempt(*b);) b = next();
     c_.max_batch = lo_;
     c_.first_failing_batch = hi_;
     predict(c_);
-    RunLabel label = base_.label;
-    label.batch = static_cast<int>(std::max<std::int64_t>(1, lo_));
-    output_ = opts_.output.empty() ? base_.output : expand_output(opts_.output, label);
+    name_output();
     return stopped_ != RunStatus::kComplete ? keep_what_was_found() : confirm_and_write();
   }
 
  private:
+  std::optional<std::int64_t> next() const {
+    if (hi_ && *hi_ - lo_ <= 1) return std::nullopt;
+    return next_search_batch(c_, SearchBracket{lo_, hi_}, limits::kMaxBatch,
+                             plan_.device.is_cuda() ? std::nullopt : std::optional<std::int64_t>(16));
+  }
+
+  void name_output() {
+    RunLabel label = base_.label;
+    label.batch = static_cast<int>(std::max<std::int64_t>(1, lo_));
+    output_ = opts_.output.empty() ? base_.output : expand_output(opts_.output, label);
+  }
+
+  // Fresh processes can run side by side: on the CPU, and on CUDA where
+  // the device has room for two limits and three processes' own memory
+  // beside them (this one's, NVML's figure, stands for each).
+  bool side_by_side(std::optional<double> outside) const {
+    if (!plan_.device.is_cuda()) return true;
+    return outside && 2 * c_.limit_mib + 3 * *outside <= cuda_device_info(plan_.device.index()).total_mib;
+  }
+
+  // A traced try where the lines through the tries so far put a quarter of
+  // the answer, replayed at the limit: true when fresh processes then
+  // agree with its answer (c_ and best_ hold it), false to search on.
+  bool replay_settles() {
+    if (c_.limit_source != CapacitySearch::LimitSource::kMemoryLimit || !session_.limit_bytes ||
+        has_process_scope(base_.remedies) || (opts_.stop != nullptr && opts_.stop->requested())) {
+      return false;
+    }
+    const std::optional<CapacityFit> fit = fit_capacity(capacity_points(c_, ""));
+    if (!fit) return false;
+    const std::int64_t lines = predict_max_batch(*fit, c_.limit_mib, false).max_batch;
+    // On the CPU, where a try's time grows with its batch, no further than
+    // the guided search goes in one try (16 times the largest that fitted).
+    std::int64_t traced = std::max<std::int64_t>(2 * first_, lines / 4);
+    if (!plan_.device.is_cuda()) traced = std::min(traced, std::max<std::int64_t>(2 * first_, 16 * lo_));
+    if (traced >= lines) return false;
+    HarnessOptions traced_opts = opts_;
+    traced_opts.trace_allocations = true;
+    std::optional<Report> report;
+    if (!attempt(traced, &traced_opts, &report) || !report || report->status != RunStatus::kComplete ||
+        !report->allocation_trace || !replay_disagreement(*report->allocation_trace).empty()) {
+      return false;
+    }
+    const std::optional<ScaledTrace> t = scale_trace(*report->allocation_trace);
+    if (!t) return false;
+    const ReplayCapacity r = replay_capacity(*t, c_.limit_mib, *session_.limit_bytes);
+    if (r.max_batch <= lo_ || r.max_batch >= limits::kMaxBatch || (hi_ && r.max_batch >= *hi_)) return false;
+    c_.replayed_max_batch = r.max_batch;
+    // The replay's answer and the batch above it, as a search's answer,
+    // checked as one.
+    c_.max_batch = r.max_batch;
+    c_.first_failing_batch = r.max_batch + 1;
+    const std::optional<double> outside = held_by_this_process(plan_, *session_.probe);
+    if (plan_.device.is_cuda() && (!outside || c_.limit_mib + *outside > cuda_device_info(plan_.device.index()).total_mib)) {
+      return false;
+    }
+    Confirmation conf = confirm(base_, plan_, opts_, c_, obs_, side_by_side(outside));
+    if (opts_.stop != nullptr && opts_.stop->requested()) {
+      stopped_ = RunStatus::kInterrupted;
+      return false;
+    }
+    // What the fresh runs measured moves the bracket either way.
+    if (conf.at_max == RunStatus::kComplete) lo_ = std::max(lo_, r.max_batch);
+    if (conf.at_max == RunStatus::kOom) hi_ = std::min(hi_.value_or(r.max_batch), r.max_batch);
+    if (conf.above == RunStatus::kComplete) lo_ = std::max(lo_, r.max_batch + 1);
+    if (conf.above == RunStatus::kOom) hi_ = std::min(hi_.value_or(r.max_batch + 1), r.max_batch + 1);
+    if (conf.fits) best_ = std::move(conf.fits);
+    if (conf.above_report) best_ = std::move(conf.above_report);
+    c_.max_batch = 0;
+    c_.first_failing_batch.reset();
+    if (!conf.agreed) return false;
+    c_.confirmed = true;
+    return true;
+  }
+
+  int confirmed_by_replay() {
+    c_.max_batch = lo_;
+    c_.first_failing_batch = hi_;
+    predict(c_);
+    name_output();
+    if (!write(std::move(*best_))) return to_int(ExitCode::kFailed);
+    obs_.search_finished(c_, output_);
+    return to_int(ExitCode::kOk);
+  }
+
   // One try from what a fresh process holds; false once the search stops.
-  bool attempt(std::int64_t batch) {
+  bool attempt(std::int64_t batch, const HarnessOptions* with = nullptr, std::optional<Report>* kept = nullptr) {
     if (!c_.tries.empty()) session_.probe->reset_between_runs();
     PlannedRun run = base_;
     run.batch = static_cast<int>(batch);
     const auto t0 = std::chrono::steady_clock::now();
-    Report report = run_configuration(run, plan_, opts_, session_, obs_);
+    Report report = run_configuration(run, plan_, with != nullptr ? *with : opts_, session_, obs_);
+    if (kept != nullptr) *kept = report;
     c_.tries.push_back(try_of(report, batch, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
     obs_.search_tried(c_.tries.back(), c_.tries.size());
     switch (report.status) {
@@ -257,7 +378,7 @@ class Search {
     if (c_.limit_source == CapacitySearch::LimitSource::kMemoryLimit &&
         (!outside || !plan_.device.is_cuda() ||
          c_.limit_mib + *outside <= cuda_device_info(plan_.device.index()).total_mib)) {
-      conf = confirm(base_, plan_, opts_, c_, obs_);
+      conf = confirm(base_, plan_, opts_, c_, obs_, side_by_side(outside));
       // Interrupted meanwhile: the children were stopped, which says nothing
       // about whether they fit. Not checked, and the search ends interrupted.
       interrupted = opts_.stop != nullptr && opts_.stop->requested();
@@ -284,6 +405,7 @@ class Search {
   RunObserver& obs_;
   const PlannedRun& base_;
   CapacitySearch c_;
+  ModelCache cache_;
   std::int64_t first_ = 1;
   std::int64_t lo_ = 0;                  // largest batch that completed
   std::optional<std::int64_t> hi_;       // smallest that ran out

@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+namespace memdiag {
+class ModelCache;  // memdiag/workload.hpp
+}
+
 namespace memdiag::detail {
 
 struct PlannedRun {
@@ -49,6 +53,8 @@ struct Session {
   // The limit the device's allocator enforces, in bytes (--memory-limit-mib
   // as the allocator computes it); absent without one.
   std::optional<std::int64_t> limit_bytes;
+  // A search's tries share their model's first build (memdiag/workload.hpp).
+  ModelCache* model_cache = nullptr;
 };
 
 // --- harness.cpp ---------------------------------------------------------------

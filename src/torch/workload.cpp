@@ -19,7 +19,12 @@
 #include <torch/autograd.h>
 #include <torch/utils.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/Generator.h>
+
 #include <algorithm>
+#include <mutex>
+#include <string>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -158,6 +163,81 @@ bool interrupted(const StopRequest* stop) { return stop != nullptr && stop->requ
 // method does one phase's work and records its sample. `phase` (owned by the
 // caller, so it outlives this object) says where an out-of-memory error
 // struck.
+}  // namespace
+
+struct ModelCache::Kept {
+  std::string key;       // the model's shape, as the spec says it
+  torch::Tensor before;  // the CPU generator's state before the build
+  torch::Tensor after;   // ... and after it
+  // Each Linear's weight and bias as built, in the model's order.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> linears;
+};
+ModelCache::ModelCache() = default;
+ModelCache::~ModelCache() = default;
+
+namespace {
+
+std::string model_key(const ModelSpec& m) {
+  return std::to_string(m.input_dim) + "x" + std::to_string(m.hidden_dim) + "x" + std::to_string(m.output_dim) + "d" +
+         std::to_string(m.depth) + "a" + std::to_string(static_cast<int>(m.activation)) + "t" +
+         std::to_string(static_cast<int>(m.dtype));
+}
+
+// The model a build from the CPU generator's state now would make, built
+// or copied (memdiag/workload.hpp, ModelCache). A copy is the MLP's
+// modules made at one input and output each, outside any count, then each
+// Linear given a copy of the kept weight and bias in the order a build
+// makes them: the same tensors asked of the allocator in the same order,
+// without drawing 67 M numbers again. The generator's states and the kept
+// tensors are host memory, outside a CPU run's count.
+torch::nn::Sequential build_or_copy(const ModelSpec& m, ModelCache* cache) {
+  if (cache == nullptr || m.kind == ModelKind::kTransformer) return build_model(m);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  torch::Tensor now;
+  {
+    HostStaging host;
+    now = gen.get_state();
+  }
+  const ModelCache::Kept* k = cache->kept.get();
+  if (k != nullptr && k->key == model_key(m) && torch::equal(k->before, now)) {
+    ModelSpec tiny = m;
+    tiny.input_dim = tiny.hidden_dim = tiny.output_dim = 1;
+    torch::nn::Sequential copy;
+    {
+      HostStaging host;
+      copy = build_model(tiny);
+    }
+    std::size_t i = 0;
+    torch::NoGradGuard no_grad;
+    for (const auto& child : copy->children()) {
+      auto* linear = child->as<torch::nn::LinearImpl>();
+      if (linear == nullptr) continue;
+      linear->weight.set_data(k->linears[i].first.clone());
+      linear->bias.set_data(k->linears[i].second.clone());
+      ++i;
+    }
+    gen.set_state(k->after);
+    ++cache->copies;
+    return copy;
+  }
+  torch::nn::Sequential built = build_model(m);
+  ++cache->builds;
+  auto kept = std::make_unique<ModelCache::Kept>();
+  {
+    HostStaging host;
+    kept->key = model_key(m);
+    kept->before = now;
+    kept->after = gen.get_state();
+    for (const auto& child : built->children()) {
+      if (auto* linear = child->as<torch::nn::LinearImpl>()) {
+        kept->linears.emplace_back(linear->weight.detach().clone(), linear->bias.detach().clone());
+      }
+    }
+  }
+  cache->kept = std::move(kept);
+  return built;
+}
+
 class Training {
  public:
   Training(const WorkloadOptions& o, const Effective& e, Recorder& rec, Phase& phase)
@@ -181,7 +261,7 @@ class Training {
     {
       std::optional<HostStaging> host;
       if (by_unit) host.emplace();
-      model_ = build_model(mspec_);
+      model_ = build_or_copy(mspec_, by_unit ? nullptr : o_.model_cache);
     }
     // The model's size as built, read from its tensors (before the move, so
     // a report of weights that did not fit the device still has it) rather

@@ -164,6 +164,7 @@ Report full_report() {
   c.fit_per_sample_mib = 100;
   c.binding_phase = Phase::kBackward;
   c.predicted_max_batch = 10;
+  c.replayed_max_batch = 3;
   c.confirmed = false;
   r.capacity = c;
   // A trace with every kind of event, and a second pass.

@@ -303,6 +303,10 @@ struct CapacitySearch {
   std::optional<double> fit_per_sample_mib;
   std::optional<Phase> binding_phase;
   std::optional<std::int64_t> predicted_max_batch;
+  // The replay of a traced try's allocations at the limit (memdiag's
+  // replay_capacity.hpp): the answer the search checked first in fresh
+  // processes. Absent where the search did not trace a try.
+  std::optional<std::int64_t> replayed_max_batch;
   // Fresh processes agreed: max_batch completes and max_batch + 1 runs out.
   // Absent when not checked.
   std::optional<bool> confirmed;

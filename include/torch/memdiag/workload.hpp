@@ -13,10 +13,29 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 namespace memdiag {
+
+// The tries of one --find-max-batch build the same model again and again,
+// which for a large model is most of a try (beta medium: 0.66 s of 67 M
+// weights drawn by the CPU's serial generator). The first build is kept in
+// host memory with the CPU generator's state before and after it; a later
+// build from the same state is a copy of it, and leaves the generator where
+// a build would have: the same weights, the same requests of the device's
+// allocator in the same order. Only MLPs are kept (LibTorch clones them).
+class ModelCache {
+ public:
+  ModelCache();
+  ~ModelCache();
+  ModelCache(const ModelCache&) = delete;
+  ModelCache& operator=(const ModelCache&) = delete;
+  struct Kept;
+  std::unique_ptr<Kept> kept;
+  int builds = 0, copies = 0;  // how often each happened, for the search's words
+};
 
 struct WorkloadOptions {
   CaseSpec spec;
@@ -44,6 +63,8 @@ struct WorkloadOptions {
   bool prefetch_next = false;
   // Remedies, resolved (checkpoint=N with N set): see memdiag/remedy.hpp.
   std::vector<Remedy> remedies;
+  // A search's tries share one (null: every run builds its model).
+  ModelCache* model_cache = nullptr;
 };
 
 // Runs setup and every step, marking phases on rec, and fills the report's
