@@ -379,6 +379,55 @@ TEST(CudaCapacity, TheGuidedSearchIsConfirmedInFewerTriesThanBisection) {
     const double bisection = 2 * std::log2(static_cast<double>(found));
     EXPECT_LT(static_cast<double>(c["tries"].size()), 0.8 * bisection)
         << c["tries"].size() << " tries against bisection's about " << bisection;
+    // The replay of its traced try named the answer, and fresh processes
+    // agreed at once: one sample's try and the traced one.
+    EXPECT_EQ(c["replayed_max_batch"], found) << p.err;
+    EXPECT_EQ(c["tries"].size(), 2u) << p.err;
+  }
+}
+
+// Every prediction from one traced run (--trace-allocations at about a
+// quarter of the answer), at two budgets per case, holds in fresh
+// processes: the batch it names completes under the budget and the next
+// one runs out. Where workspaces of the kernels' own choosing leave a
+// range, the batch above its top runs out too.
+TEST(CudaCapacity, EveryTracedPredictionHoldsInFreshProcesses) {
+  REQUIRE_CUDA();
+  TempDir d;
+  struct Spec {
+    std::string case_arg, preset, steps, batch;
+    std::vector<int> budgets;
+  };
+  const std::vector<Spec> specs = {{"beta", "medium", "2", "2528", {2200, 3000}},
+                                   {"gamma", "medium", "3", "2816", {2500, 4000}},
+                                   {"epsilon", "small", "6", "1706", {400, 600}},
+                                   {"alpha", "medium", "3", "9216", {5000, 8000}},
+                                   {std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json", "small", "3", "1877", {300, 1500}}};
+  for (const Spec& s : specs) {
+    const std::string name = std::filesystem::path(s.case_arg).stem().string();
+    const std::vector<std::string> base = {kCudaExe, "--device", "cuda", "-q", "--case", s.case_arg, "--preset", s.preset,
+                                           "--steps", s.steps};
+    std::vector<std::string> traced = base;
+    traced.insert(traced.end(), {"--batch-size-per-device", s.batch, "--trace-allocations", "-o", d.file(name + ".json")});
+    const Proc t = run(traced);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    for (int b : s.budgets) {
+      SCOPED_TRACE(name + " at " + std::to_string(b) + " MiB");
+      const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file(name + ".json"), "--format", "json", "--budget-mib", std::to_string(b)});
+      ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+      const auto c = nlohmann::json::parse(cmp.out)["groups"][0]["capacity"][0];
+      ASSERT_TRUE(c["replay"].is_object()) << c["text"] << "\n" << c["replay_unusable"];
+      const std::int64_t p = c["max_batch"];
+      const std::int64_t held = c["replay"]["max_batch_if_workspaces_held"];
+      auto fresh = [&](std::int64_t batch) {
+        std::vector<std::string> argv = base;
+        argv.insert(argv.end(), {"--batch-size-per-device", std::to_string(batch), "--memory-limit-mib", std::to_string(b),
+                                 "-o", d.file("fresh.json"), "--overwrite"});
+        return run(argv).exit_code;
+      };
+      EXPECT_EQ(fresh(p), 0) << "the predicted batch " << p << " did not complete\n" << c["text"];
+      EXPECT_EQ(fresh(held + 1), 3) << "batch " << held + 1 << ", above the prediction's range, did not run out\n" << c["text"];
+    }
   }
 }
 
