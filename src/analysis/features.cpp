@@ -272,6 +272,9 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
       if (std::optional<ScaledTrace> t = scale_trace(*r.allocation_trace, &f.trace_unusable)) {
         f.scaled_trace = std::make_shared<const ScaledTrace>(std::move(*t));
       }
+      if (std::optional<ScaledTrace> t = scale_trace_along_length(*r.allocation_trace)) {
+        f.length_trace = std::make_shared<const ScaledTrace>(std::move(*t));
+      }
     } else {
       f.trace_unusable = "the replay of the run disagrees with the allocator: " + f.trace_unusable;
     }

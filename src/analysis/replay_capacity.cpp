@@ -134,7 +134,7 @@ std::optional<ScaledTrace> scale_trace(const AllocationTrace& trace, std::string
   const TracePass* other = nullptr;
   for (std::size_t k = 1; k < trace.passes.size() && other == nullptr; ++k) {
     const TracePass& p = trace.passes[k];
-    if (p.status == RunStatus::kComplete && p.batch != run.batch) other = &p;
+    if (p.status == RunStatus::kComplete && p.batch != run.batch && p.sequence_length == run.sequence_length) other = &p;
   }
   if (other == nullptr) return fail("no second pass at another batch completed");
   const std::vector<Request> a = requests_of(run);
@@ -281,6 +281,220 @@ ReplayCapacity replay_capacity(const ScaledTrace& t, double budget_mib, std::int
   if (!c.failure.completed) c.stranded_bytes = c.failure.at_failure.reserved - c.failure.at_failure.allocated;
   c.traced_batch = t.batch;
   c.other_batch = t.other_batch;
+  c.staging_buffers = t.staging_buffers;
+  c.staging_cap = t.staging_cap;
+  c.workspaces = t.workspaces;
+  c.workspace_bytes = t.workspace_bytes;
+  return c;
+}
+
+namespace {
+
+// The same request at two lengths: made in the same step, and equal or in
+// the ratio of the lengths or of their squares.
+bool same_request_along(const Request& a, std::int64_t la, const Request& b, std::int64_t lb) {
+  if (a.step != b.step) return false;
+  if (a.bytes == b.bytes) return true;
+  const Wide x = static_cast<Wide>(a.bytes), y = static_cast<Wide>(b.bytes);
+  return x * lb == y * la || x * lb * lb == y * la * la;
+}
+
+std::vector<std::optional<std::size_t>> align_along(const std::vector<Request>& a, std::int64_t la,
+                                                    const std::vector<Request>& b, std::int64_t lb) {
+  constexpr std::size_t kLookahead = 96;
+  std::vector<std::optional<std::size_t>> match(a.size());
+  std::size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (same_request_along(a[i], la, b[j], lb)) {
+      match[i++] = j++;
+      continue;
+    }
+    std::optional<std::pair<std::size_t, std::size_t>> best;
+    for (std::size_t d = 1; d <= 2 * kLookahead && !best; ++d) {
+      for (std::size_t di = 0; di <= d; ++di) {
+        const std::size_t dj = d - di;
+        if (di > kLookahead || dj > kLookahead || i + di >= a.size() || j + dj >= b.size()) continue;
+        if (same_request_along(a[i + di], la, b[j + dj], lb)) {
+          best = {di, dj};
+          break;
+        }
+      }
+    }
+    if (!best) {
+      ++i;
+      continue;
+    }
+    i += best->first;
+    j += best->second;
+  }
+  return match;
+}
+
+bool whole(long double x) { return std::fabs(x - std::round(x)) <= 1e-6L * std::max(1.0L, std::fabs(x)); }
+
+}  // namespace
+
+std::optional<ScaledTrace> scale_trace_along_length(const AllocationTrace& trace, std::string* why) {
+  const auto fail = [&](std::string reason) -> std::optional<ScaledTrace> {
+    if (why != nullptr) *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (trace.passes.empty()) return fail("the trace has no pass");
+  const TracePass& run = trace.passes.front();
+  if (run.status != RunStatus::kComplete) return fail("the traced run did not complete");
+  if (!run.sequence_length) return fail("the model has no sequence");
+  std::vector<const TracePass*> others;
+  for (std::size_t k = 1; k < trace.passes.size(); ++k) {
+    const TracePass& p = trace.passes[k];
+    if (p.status == RunStatus::kComplete && p.batch == run.batch && p.sequence_length &&
+        *p.sequence_length != *run.sequence_length && others.size() < 2) {
+      others.push_back(&p);
+    }
+  }
+  if (others.size() < 2) return fail("no two passes at other lengths completed");
+  const std::int64_t l0 = *run.sequence_length, l1 = *others[0]->sequence_length, l2 = *others[1]->sequence_length;
+  const std::vector<Request> a = requests_of(run);
+  const std::vector<Request> b = requests_of(*others[0]), c = requests_of(*others[1]);
+  const auto mb = align_along(a, l0, b, l1), mc = align_along(a, l0, c, l2);
+
+  ScaledTrace t;
+  t.axis = ScaledTrace::Axis::kLength;
+  t.length = l0;
+  t.other_lengths = {l1, l2};
+  t.ops = ops_of(run);
+  t.batch = run.batch;
+  t.caching = trace.allocator == "cuda-caching-allocator";
+  t.staging_cap = trace.staging_cap_bytes;
+  for (std::size_t k = 0; k < run.step_samples.size(); ++k) t.step_fraction.push_back(1.0);
+  const std::vector<bool> staging = staging_buffers(run);
+  t.requests.resize(a.size());
+  t.step_of.resize(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ScaledRequest& r = t.requests[i];
+    t.step_of[i] = a[i].step;
+    const auto workspace = [&](bool unmatched) {
+      r.growth = ScaledRequest::Growth::kWorkspace;
+      r.traced_bytes = a[i].bytes;
+      r.traced_samples = l0;
+      ++t.workspaces;
+      if (unmatched) ++t.unmatched;
+      t.workspace_bytes = std::max(t.workspace_bytes, a[i].bytes);
+    };
+    if (!mb[i] || !mc[i]) {
+      workspace(true);
+      continue;
+    }
+    const long double s0 = a[i].bytes, s1 = b[*mb[i]].bytes, s2 = c[*mc[i]].bytes;
+    if (s0 == s1 && s1 == s2) {
+      r.growth = ScaledRequest::Growth::kFixed;
+      r.fixed_bytes = static_cast<double>(s0);
+      continue;
+    }
+    if (staging[i] && t.staging_cap) {
+      r.growth = ScaledRequest::Growth::kStaging;
+      r.traced_bytes = a[i].bytes;
+      r.traced_samples = l0;
+      ++t.staging_buffers;
+      continue;
+    }
+    // The quadratic through the three: divided differences.
+    const long double x0 = l0, x1 = l1, x2 = l2;
+    const long double d1 = (s0 - s1) / (x0 - x1), d2 = (s1 - s2) / (x1 - x2);
+    const long double q = (d1 - d2) / (x0 - x2);
+    const long double lin = d1 - q * (x0 + x1);
+    const long double fixed = s0 - lin * x0 - q * x0 * x0;
+    if (!whole(q) || !whole(lin) || !whole(fixed)) {
+      workspace(false);
+      continue;
+    }
+    r.growth = ScaledRequest::Growth::kPerSample;
+    r.fixed_bytes = static_cast<double>(std::round(fixed));
+    r.bytes_per_token = static_cast<double>(std::round(lin));
+    r.bytes_per_token2 = static_cast<double>(std::round(q));
+  }
+  return t;
+}
+
+std::vector<ReplayOp> ops_at_length(const ScaledTrace& t, std::int64_t length, WorkspaceGrowth w) {
+  std::vector<ReplayOp> ops = t.ops;
+  const auto l = static_cast<double>(length), l0 = static_cast<double>(t.length);
+  for (ReplayOp& op : ops) {
+    if (op.kind != ReplayOp::Kind::kAlloc) continue;
+    const auto id = static_cast<std::size_t>(op.id);
+    if (id >= t.requests.size()) continue;
+    const ScaledRequest& r = t.requests[id];
+    switch (r.growth) {
+      case ScaledRequest::Growth::kFixed: op.bytes = rounded(r.fixed_bytes); break;
+      case ScaledRequest::Growth::kPerSample:
+        op.bytes = rounded(r.fixed_bytes + r.bytes_per_token * l + r.bytes_per_token2 * l * l);
+        break;
+      case ScaledRequest::Growth::kStaging:
+        op.bytes = rounded(std::min(std::ceil(static_cast<double>(r.traced_bytes) * l / l0),
+                                    static_cast<double>(t.staging_cap.value_or(r.traced_bytes))));
+        break;
+      case ScaledRequest::Growth::kWorkspace: {
+        // Grown as a layer's scores grow (the square of the length), or held.
+        const bool hold = w == WorkspaceGrowth::kHeld && l >= l0;
+        op.bytes = hold ? r.traced_bytes : rounded(std::ceil(static_cast<double>(r.traced_bytes) * (l / l0) * (l / l0)));
+        break;
+      }
+    }
+  }
+  return ops;
+}
+
+namespace {
+
+std::pair<std::int64_t, ReplayResult> longest_fitting(const ScaledTrace& t, const ReplayAllocator& a, WorkspaceGrowth w) {
+  const auto run = [&](std::int64_t l) { return replay(ops_at_length(t, l, w), a); };
+  std::int64_t lo = 0, hi = 0;
+  ReplayResult above;
+  ReplayResult at = run(t.length);
+  if (at.completed) {
+    lo = t.length;
+    for (std::int64_t next = std::min(2 * lo, limits::kMaxSequenceLength);; next = std::min(2 * lo, limits::kMaxSequenceLength)) {
+      ReplayResult r = run(next);
+      if (!r.completed) {
+        hi = next;
+        above = std::move(r);
+        break;
+      }
+      lo = next;
+      if (lo == limits::kMaxSequenceLength) return {lo, ReplayResult{}};
+    }
+  } else {
+    hi = t.length;
+    above = std::move(at);
+  }
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    ReplayResult r = run(mid);
+    if (r.completed) {
+      lo = mid;
+    } else {
+      hi = mid;
+      above = std::move(r);
+    }
+  }
+  return {lo, above};
+}
+
+}  // namespace
+
+ReplayCapacity replay_length_capacity(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes) {
+  ReplayCapacity c;
+  c.budget_mib = budget_mib;
+  c.limit_bytes = limit_bytes;
+  ReplayAllocator a;
+  a.caching = t.caching;
+  a.limit_bytes = limit_bytes;
+  auto [sure, failure] = longest_fitting(t, a, WorkspaceGrowth::kProportional);
+  c.max_batch = sure;
+  c.failure = std::move(failure);
+  c.max_batch_if_held = t.workspaces == 0 ? sure : std::max(sure, longest_fitting(t, a, WorkspaceGrowth::kHeld).first);
+  if (!c.failure.completed) c.stranded_bytes = c.failure.at_failure.reserved - c.failure.at_failure.allocated;
+  c.traced_batch = t.length;
+  c.other_batch = t.other_lengths.empty() ? 0 : t.other_lengths.front();
   c.staging_buffers = t.staging_buffers;
   c.staging_cap = t.staging_cap;
   c.workspaces = t.workspaces;

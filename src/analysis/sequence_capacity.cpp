@@ -182,12 +182,43 @@ std::vector<LengthPoint> points_of(const Group& g, const RunFeatures& primary) {
 
 }  // namespace
 
+// The longest length by replaying a traced run's allocations, in place of
+// (or without) the lines' answer.
+void replay_length(SequenceCapacity& c, const ScaledTrace& t, const RunFeatures& p) {
+  if (t.caching && !p.device_total_mib) return;
+  const std::int64_t limit = t.caching ? cuda_limit_bytes(c.budget_mib, *p.device_total_mib)
+                                       : static_cast<std::int64_t>(c.budget_mib * kMiB);
+  c.replay = replay_length_capacity(t, c.budget_mib, limit);
+  c.lines_max_sequence_length = c.max_sequence_length;
+  c.max_sequence_length = c.replay->max_batch;
+  if (!c.replay->failure.completed) c.binding_phase = c.replay->failure.phase;
+}
+
 std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const RunFeatures& p,
                                                         const std::vector<double>& budgets_mib) {
   const std::vector<LengthPoint> pts = points_of(g, p);
   const std::optional<Model> model = model_of(pts, p);
   std::vector<SequenceCapacity> out;
-  if (!model) return out;
+  if (!model) {
+    // No sweep to fit, but a traced run replays along its length.
+    if (!p.length_trace) return out;
+    for (const auto& [budget, source] : capacity_budgets(p, budgets_mib)) {
+      SequenceCapacity c;
+      c.source = source;
+      c.budget_mib = budget;
+      c.batch = p.local_batch;
+      c.preset = p.config.preset;
+      c.steps = p.config.steps;
+      c.fitted_lengths = {p.length_trace->length};
+      for (const std::int64_t l : p.length_trace->other_lengths) c.fitted_lengths.push_back(l);
+      replay_length(c, *p.length_trace, p);
+      if (c.replay) {
+        c.extrapolation = static_cast<double>(c.max_sequence_length) / static_cast<double>(p.length_trace->length);
+        out.push_back(std::move(c));
+      }
+    }
+    return out;
+  }
   auto fits = [&](std::int64_t l, double budget) {
     return model->at(static_cast<double>(l)).need * (1 + model->reserve_share) <= budget;
   };
@@ -220,6 +251,7 @@ std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const Ru
     const double held = model->a * at + model->b * at * at;
     c.exponent_at_answer = held > 0 ? (model->a * at + 2 * model->b * at * at) / held : 0;
     c.extrapolation = at / pts.back().length;
+    if (p.length_trace) replay_length(c, *p.length_trace, p);
     out.push_back(std::move(c));
   }
   return out;

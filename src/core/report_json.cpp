@@ -242,6 +242,7 @@ json to_json(const AllocationTrace& t) {
     json events = json::array();
     for (const TraceEvent& e : p.events) events.push_back(to_json(e));
     passes.push_back({{"batch", p.batch},
+                      {"sequence_length", opt(p.sequence_length)},
                       {"step_samples", p.step_samples},
                       {"status", to_string(p.status)},
                       {"events", std::move(events)}});

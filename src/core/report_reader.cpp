@@ -495,9 +495,10 @@ AllocationTrace read_allocation_trace(const JsonNode& n) {
   for (std::size_t i = 0; i < passes.size(); ++i) {
     const JsonNode pn = passes.at(i);
     pn.expect_object();
-    pn.only({"batch", "step_samples", "status", "events"});
+    pn.only({"batch", "sequence_length", "step_samples", "status", "events"});
     TracePass p;
     p.batch = pn.integer("batch", 1, limits::kMaxBatch);
+    if (const auto l = pn.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) p.sequence_length = static_cast<int>(*l);
     const JsonNode steps = pn.field("step_samples");
     steps.expect_array();
     if (steps.size() > static_cast<std::size_t>(limits::kMaxSteps)) steps.fail("more steps than a run makes");

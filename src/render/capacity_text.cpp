@@ -194,7 +194,45 @@ std::string describe(const CapacityPrediction& c) {
          " MiB per sample (" + fit + ")" + bounds + primary + searched;
 }
 
+// The replay's answer along the length.
+std::string describe_length_replay(const SequenceCapacity& c) {
+  const ReplayCapacity& r = *c.replay;
+  std::string s = "within " + budget_words(c.source, c.budget_mib);
+  if (r.max_batch == 0) {
+    s += " not even one token fits";
+  } else {
+    s += " the longest sequence predicted to fit is " + std::to_string(r.max_batch) + " tokens";
+    if (r.max_batch_if_held > r.max_batch) s += ", and up to " + std::to_string(r.max_batch_if_held);
+  }
+  s += " at batch " + std::to_string(c.batch) + ", preset " + c.preset + ", " + std::to_string(c.steps) +
+       (c.steps == 1 ? " step" : " steps") + ", replaying the allocator over the run's requests (traced at lengths " +
+       std::to_string(r.traced_batch);
+  for (std::size_t i = 1; i < c.fitted_lengths.size() && c.fitted_lengths.size() <= 3; ++i) {
+    s += (i + 1 == c.fitted_lengths.size() ? " and " : ", ") + std::to_string(c.fitted_lengths[i]);
+  }
+  if (r.staging_buffers > 0 && r.staging_cap) {
+    s += "; " + std::to_string(r.staging_buffers) + " reductions' staging buffers growing up to " + mib(to_mib(*r.staging_cap));
+  }
+  s += ")";
+  if (r.max_batch_if_held > r.max_batch) {
+    s += "; the gap is " + std::to_string(r.workspaces) + " workspaces of the kernels' own choosing (the largest " +
+         mib(to_mib(r.workspace_bytes)) + "): grown as the scores grow they allow the first, held the second";
+  }
+  if (!r.failure.completed && r.max_batch < limits::kMaxSequenceLength) {
+    const ReplayState& f = r.failure.at_failure;
+    s += "; " + std::to_string(r.max_batch + 1) + " tokens run out in " + to_string(r.failure.phase) +
+         (r.failure.step ? " of step " + std::to_string(*r.failure.step) : std::string()) + ", asking for " +
+         mib(to_mib(r.failure.request)) + " with " + mib(to_mib(f.allocated)) + " allocated and " + mib(to_mib(f.reserved)) +
+         " reserved";
+  }
+  if (c.lines_max_sequence_length > 0 && c.lines_max_sequence_length != r.max_batch) {
+    s += "; lines through the sequence sweep would have said " + std::to_string(c.lines_max_sequence_length);
+  }
+  return s + " (a run at --sequence-length " + std::to_string(r.max_batch) + " checks it)";
+}
+
 std::string describe(const SequenceCapacity& c) {
+  if (c.replay) return describe_length_replay(c);
   const std::string phase = c.binding_phase == Phase::kBackward ? "backward"
                             : c.binding_phase == Phase::kForward ? "forward"
                                                                  : std::string(to_string(c.binding_phase));

@@ -373,6 +373,19 @@ json step_capacity_json(const Verdict& v) {
   return out;
 }
 
+json length_replay_json(const ReplayCapacity& r) {
+  json j = replay_json(r);
+  j.erase("max_batch");
+  j.erase("max_batch_if_workspaces_held");
+  j.erase("traced_batches");
+  j.erase("first_failing_batch");
+  j["max_sequence_length"] = r.max_batch;
+  j["max_sequence_length_if_workspaces_held"] = r.max_batch_if_held;
+  j["traced_length"] = r.traced_batch;
+  j["first_failing_length"] = r.failure.completed ? json(nullptr) : json(r.max_batch + 1);
+  return j;
+}
+
 json sequence_capacity_json(const Verdict& v) {
   json out = json::array();
   for (const SequenceCapacity& c : v.sequence_capacity) {
@@ -393,6 +406,8 @@ json sequence_capacity_json(const Verdict& v) {
                    {"needs_mib", c.needs_mib},
                    {"exponent_at_answer", c.exponent_at_answer},
                    {"extrapolation", c.extrapolation},
+                   {"replay", c.replay ? length_replay_json(*c.replay) : json(nullptr)},
+                   {"lines_max_sequence_length", c.lines_max_sequence_length},
                    {"text", describe(c)}});
   }
   return out;

@@ -173,10 +173,40 @@ std::vector<std::int64_t> step_samples(const PlannedRun& run, std::int64_t batch
   return out;
 }
 
+// A transformer's tokens per sample in a planned run (its own, or its
+// preset's); none for an MLP.
+std::optional<int> sequence_length_of(const PlannedRun& run) {
+  const ModelSpec& m = run.spec.preset(run.preset).model;
+  if (m.kind != ModelKind::kTransformer) return std::nullopt;
+  return run.sequence_length > 0 ? run.sequence_length : m.sequence_length;
+}
+
+// One more pass of the configuration, changed as `variant` says, traced
+// from what a fresh process holds and measured for nothing else.
+TracePass trace_pass(const PlannedRun& variant, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
+                     RunObserver& obs) {
+  session.probe->reset_between_runs();
+  Recorder scratch(*session.probe);
+  tracer::start_pass(plan.device);
+  RunStatus status = RunStatus::kFailed;
+  try {
+    WorkloadOptions w = workload_options(variant, plan, opts);
+    w.model_cache = session.model_cache;
+    status = run_workload(w, *session.probe, scratch, opts.stop);
+  } catch (const std::exception& e) {
+    obs.problem("--trace-allocations: a pass at batch " + std::to_string(variant.batch) + " failed: " + first_line(e.what()));
+  }
+  TracePass p = tracer::finish_pass(variant.batch, step_samples(variant, variant.batch, plan, opts), status);
+  p.sequence_length = sequence_length_of(variant);
+  return p;
+}
+
 // A run to its report; with --trace-allocations, traced: the run's own
 // requests of the allocator, then (where it completed or ran out) the same
-// configuration at half the batch, in this process and measured for
-// nothing else, so the analysis sees how each request grows with the batch.
+// configuration at half the batch, and a transformer's at three quarters
+// and half its length, each in this process and measured for nothing
+// else, so the analysis sees how each request grows with the batch and
+// the length.
 Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
                   Recorder& rec, RunObserver& obs) {
   if (!opts.trace_allocations) return rec.finish(execute(run, plan, opts, session, rec, obs));
@@ -186,27 +216,27 @@ Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const Harness
   tracer::start_pass(plan.device);
   const RunStatus status = execute(run, plan, opts, session, rec, obs);
   trace.passes.push_back(tracer::finish_pass(run.batch, step_samples(run, run.batch, plan, opts), status));
+  trace.passes.back().sequence_length = sequence_length_of(run);
   Report report = rec.finish(status);
-  const bool stopping = opts.stop != nullptr && opts.stop->requested();
-  if ((status == RunStatus::kComplete || status == RunStatus::kOom) && run.batch >= 2 && !stopping && !plan.launch) {
+  const auto stopping = [&] { return opts.stop != nullptr && opts.stop->requested(); };
+  const bool traced_whole = status == RunStatus::kComplete || status == RunStatus::kOom;
+  if (traced_whole && run.batch >= 2 && !stopping() && !plan.launch) {
     PlannedRun half = run;
     half.batch = run.batch / 2;
-    session.probe->reset_between_runs();
-    Recorder scratch(*session.probe);
-    tracer::start_pass(plan.device);
-    RunStatus half_status = RunStatus::kFailed;
-    try {
-      WorkloadOptions w = workload_options(half, plan, opts);
-      w.model_cache = session.model_cache;
-      half_status = run_workload(w, *session.probe, scratch, opts.stop);
-    } catch (const std::exception& e) {
-      obs.problem("--trace-allocations: the pass at half the batch failed: " + first_line(e.what()));
+    trace.passes.push_back(trace_pass(half, plan, opts, session, obs));
+  }
+  const std::optional<int> length = sequence_length_of(run);
+  if (traced_whole && length && *length >= 8 && !plan.launch) {
+    for (const int l : {*length * 3 / 4, *length / 2}) {
+      if (stopping()) break;
+      PlannedRun shorter = run;
+      shorter.sequence_length = l;
+      trace.passes.push_back(trace_pass(shorter, plan, opts, session, obs));
     }
-    trace.passes.push_back(tracer::finish_pass(half.batch, step_samples(half, half.batch, plan, opts), half_status));
   }
   // Where the run's reductions staged through global memory, how far such
   // a buffer grows on this device (the replay's bound on them).
-  if (plan.device.is_cuda() && largest_staging_buffer(trace.passes.front()) > 0 && !stopping) {
+  if (plan.device.is_cuda() && largest_staging_buffer(trace.passes.front()) > 0 && !stopping()) {
     session.probe->reset_between_runs();
     try {
       trace.staging_cap_bytes = tracer::measure_staging_cap(plan.device);

@@ -431,6 +431,49 @@ TEST(CudaCapacity, EveryTracedPredictionHoldsInFreshProcesses) {
   }
 }
 
+// Along a transformer's length: one traced run (passes at three lengths)
+// predicts the longest sequence each budget holds, and fresh processes
+// agree: that length completes, one token more runs out. The math kernel's
+// scores and the fused kernel's per-token memory, and the tests' own
+// transformer.
+TEST(CudaCapacity, EveryTracedSequencePredictionHoldsInFreshProcesses) {
+  REQUIRE_CUDA();
+  TempDir d;
+  struct Spec {
+    std::string name, case_arg, preset, batch, length, remedy;
+    std::vector<int> budgets;
+  };
+  const std::vector<Spec> specs = {
+      {"delta-math", "delta", "medium", "8", "1024", "none", {12000, 24000}},
+      {"delta-fused", "delta", "medium", "8", "2048", "efficient-attention", {24000}},
+      {"own-math", std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own-transformer.json", "h200", "4", "768", "none", {12000}}};
+  for (const Spec& s : specs) {
+    const std::vector<std::string> base = {kCudaExe, "--device", "cuda", "-q", "--case", s.case_arg, "--preset", s.preset,
+                                           "--steps", "2", "--batch-size-per-device", s.batch, "--remedy", s.remedy};
+    std::vector<std::string> traced = base;
+    traced.insert(traced.end(), {"--sequence-length", s.length, "--trace-allocations", "-o", d.file(s.name + ".json")});
+    const Proc t = run(traced);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    for (int b : s.budgets) {
+      SCOPED_TRACE(s.name + " at " + std::to_string(b) + " MiB");
+      const Proc cmp = run({MEMDIAG_COMPARE_EXE, d.file(s.name + ".json"), "--format", "json", "--budget-mib", std::to_string(b)});
+      ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+      const auto c = nlohmann::json::parse(cmp.out)["groups"][0]["sequence_capacity"][0];
+      ASSERT_TRUE(c["replay"].is_object()) << c["text"];
+      const std::int64_t l = c["max_sequence_length"];
+      const std::int64_t held = c["replay"]["max_sequence_length_if_workspaces_held"];
+      auto fresh = [&](std::int64_t length) {
+        std::vector<std::string> argv = base;
+        argv.insert(argv.end(), {"--sequence-length", std::to_string(length), "--memory-limit-mib", std::to_string(b),
+                                 "-o", d.file("fresh.json"), "--overwrite"});
+        return run(argv).exit_code;
+      };
+      EXPECT_EQ(fresh(l), 0) << "the predicted length " << l << " did not complete\n" << c["text"];
+      EXPECT_EQ(fresh(held + 1), 3) << "length " << held + 1 << ", above the prediction's range, did not run out\n" << c["text"];
+    }
+  }
+}
+
 // On CUDA the prediction from one plain run at the case's own batch, and the
 // search's own over its tries, are within 2% of what the search finds, or
 // the answer says why not: extrapolated from one run beyond twice its batch

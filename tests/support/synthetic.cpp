@@ -194,6 +194,7 @@ Report full_report() {
   released.kind = TraceEvent::Kind::kSegmentFree;
   p.events = {setup,   segment, event(TraceEvent::Kind::kAlloc, 4096), forward, event(TraceEvent::Kind::kFree, 0, 0),
               event(TraceEvent::Kind::kEmptyCache, 0), released, event(TraceEvent::Kind::kFailed, 64 << 20)};
+  p.sequence_length = 256;
   TracePass half = p;
   half.batch = 4;
   half.step_samples = {4};

@@ -436,6 +436,12 @@ struct SequenceCapacity {
   // d ln(held) / d ln(L) at the answer: 1 for linear growth, 2 for quadratic.
   double exponent_at_answer = 0;
   double extrapolation = 0;  // answer / longest fitted length
+  // A traced transformer run (--trace-allocations, passes at three
+  // lengths): the longest length by replaying the allocator
+  // (max_batch/max_batch_if_held read as lengths), which is then
+  // max_sequence_length; what the lines said beside it (0: no sweep to fit).
+  std::optional<ReplayCapacity> replay;
+  std::int64_t lines_max_sequence_length = 0;
 };
 
 // The largest batch per rank under each parallel mode at a world size (a

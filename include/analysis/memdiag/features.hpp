@@ -157,6 +157,9 @@ struct RunFeatures {
   // both empty).
   std::shared_ptr<const ScaledTrace> scaled_trace;
   std::string trace_unusable;
+  // The same along a transformer's length, where the trace has passes at
+  // two other lengths.
+  std::shared_ptr<const ScaledTrace> length_trace;
 };
 
 RunFeatures compute_features(const Report& report, const std::string& source);

@@ -37,12 +37,21 @@ struct ScaledRequest {
   enum class Growth { kFixed, kPerSample, kWorkspace, kStaging };
   Growth growth = Growth::kFixed;
   double fixed_bytes = 0;       // kFixed, kPerSample: the part that does not grow
-  double bytes_per_sample = 0;  // kPerSample
+  double bytes_per_sample = 0;  // kPerSample, along the batch
+  // kPerSample along the length: fixed + per token x L + per token^2 x L^2
+  // (the last a layer's scores), whole numbers of bytes.
+  double bytes_per_token = 0, bytes_per_token2 = 0;
   std::int64_t traced_bytes = 0;    // kWorkspace, kStaging: its size at traced_samples
   std::int64_t traced_samples = 0;
 };
 
 struct ScaledTrace {
+  // What the requests are functions of: the batch (samples per step) at
+  // the run's length, or a transformer's length at the run's batch.
+  enum class Axis { kBatch, kLength };
+  Axis axis = Axis::kBatch;
+  std::int64_t length = 0;                // the run's tokens per sample (kLength)
+  std::vector<std::int64_t> other_lengths;  // the passes it was fitted against (kLength)
   std::vector<ReplayOp> ops;              // the run's, in order (kAlloc's bytes as traced)
   std::vector<ScaledRequest> requests;    // by allocation id
   std::vector<std::optional<int>> step_of;  // by allocation id: the step it was made in (none: setup)
@@ -97,5 +106,15 @@ struct ReplayCapacity {
 };
 
 ReplayCapacity replay_capacity(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes);
+
+// Along a transformer's length: its requests at the run's batch as
+// functions of the tokens per sample, from passes at three lengths (the
+// run's, three quarters and half of it: a request is fixed, or a whole
+// number of bytes per token and per token squared, or a workspace).
+std::optional<ScaledTrace> scale_trace_along_length(const AllocationTrace& trace, std::string* why = nullptr);
+std::vector<ReplayOp> ops_at_length(const ScaledTrace& t, std::int64_t length, WorkspaceGrowth w);
+// ReplayCapacity with max_batch and max_batch_if_held read as the longest
+// sequence (traced_batch: the run's length).
+ReplayCapacity replay_length_capacity(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes);
 
 }  // namespace memdiag

@@ -343,6 +343,8 @@ const char* to_string(TraceEvent::Kind k);
 // One run of the configuration, traced from the allocator's first request.
 struct TracePass {
   std::int64_t batch = 0;  // the configuration's samples per step on this rank
+  // A transformer's tokens per sample in this pass (absent for an MLP).
+  std::optional<int> sequence_length;
   // Each step's samples (a batch schedule varies them), step 0 first.
   std::vector<std::int64_t> step_samples;
   RunStatus status = RunStatus::kComplete;
