@@ -8,9 +8,11 @@
 #
 #   scripts/setup.sh [debian] [torch] [tests]   the steps to take (default: debian and torch)
 #
-# tests (scripts/test.sh takes it): the packages only the tests use, into
-# the same environment: torchvision and transformers at the GPU machine's
-# versions, for the corpus of library jobs (python/jobs).
+# tests (scripts/test.sh takes it): the packages only the tests use: Debian's
+# chromium (the HTML report in a real browser), clang and libFuzzer
+# (scripts/fuzz.sh), and into the same environment torchvision and
+# transformers at the GPU machine's versions, for the corpus of library jobs
+# (python/jobs).
 #
 #   MEMDIAG_SKIP_APT=1     skip the Debian step (not root, or packages managed elsewhere)
 #   MEMDIAG_WITH_TORCH=OFF skip LibTorch (build only the report-reading half)
@@ -29,40 +31,46 @@ if [ "$#" -gt 0 ]; then
       debian) do_debian=1 ;;
       torch) do_torch=1 ;;
       tests) do_tests=1 ;;
-      -h|--help) sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) die "setup.sh: unknown step '$a' (debian, torch, tests)" ;;
     esac
   done
 fi
 
 # --- Debian packages --------------------------------------------------------
-need=()
-if [ "$do_debian" = 1 ]; then
-# chromium: the HTML report is checked in a real, headless browser.
-# clang and libclang-rt-dev (libFuzzer): scripts/fuzz.sh's targets.
-for pkg in g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv chromium \
-           clang libclang-rt-dev; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-# A python3 that can make virtual environments already (pyenv, say) does not
-# need Debian's python3-venv.
-if python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  need=("${need[@]/python3-venv}")
-fi
-need=($(printf '%s\n' "${need[@]}" | grep -v '^$' || true))
-if [ "${#need[@]}" -gt 0 ]; then
-  if [ "${MEMDIAG_SKIP_APT:-0}" = 1 ]; then
+# Installs those of the packages given that are missing (MEMDIAG_SKIP_APT=1:
+# names them instead).
+install_debian() {
+  local need=() pkg
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  # A python3 that can make virtual environments already (pyenv, say) does
+  # not need Debian's python3-venv.
+  if python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    need=("${need[@]/python3-venv}")
+  fi
+  need=($(printf '%s\n' "${need[@]}" | grep -v '^$' || true))
+  if [ "${#need[@]}" -eq 0 ]; then
+    say "Debian packages: all present ($*)"
+  elif [ "${MEMDIAG_SKIP_APT:-0}" = 1 ]; then
     say "missing Debian packages (MEMDIAG_SKIP_APT=1, not installing): ${need[*]}"
   else
-    sudo=""
+    local sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
     say "installing Debian packages: ${need[*]}"
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
   fi
-else
-  say "Debian packages: all present"
+}
+# What building needs; the tests' own (a real browser for the HTML report,
+# clang and libFuzzer for scripts/fuzz.sh) come with the tests step, so a
+# first verdict does not wait for them.
+if [ "$do_debian" = 1 ]; then
+  install_debian g++ cmake ninja-build libcli11-dev nlohmann-json3-dev libgtest-dev libgloo-dev python3-venv
 fi
+if [ "$do_tests" = 1 ]; then
+  install_debian chromium clang libclang-rt-dev
 fi
 
 # --- LibTorch -------------------------------------------------------------
