@@ -142,7 +142,13 @@ ALLOC = FakeAllocator()
 
 def install_stand_ins(api):
     fake = ALLOC
-    native = types.SimpleNamespace(read=counted("native.read", fake.read),
+    def read(device, reset_peak, device_used):
+        CALLS["native.read"] += 1
+        if device_used:
+            CALLS["native.read with cudaMemGetInfo"] += 1
+        return fake.read(device, reset_peak, device_used)
+
+    native = types.SimpleNamespace(read=read,
                                    allocated=counted("native.allocated", fake.allocated_now),
                                    reset_peak=counted("native.reset_peak", fake.reset_peak),
                                    largest_cached_block=fake.largest_cached_block)
@@ -221,6 +227,10 @@ def workload(case_name, width, batch):
                 before_step(i)
             x = torch.randn(batch, m["input_dim"])
             y = torch.randint(0, m["output_dim"], (batch,))
+            if i % 10 == 3:
+                fake.reserved += 2 * MIB  # the allocator's reserve moved
+            if i % 10 == 7:
+                fake.context += MIB  # memory made outside the allocator (a library's workspace)
             fake.set(params + state + 64 * 1024)  # the batch
             t0 = ns()
             out = model(x)
@@ -254,7 +264,7 @@ MODES = {
 }
 
 
-def recorded(model, opt, loop, steps, mode, path, times, profile=None):
+def recorded(model, opt, loop, steps, mode, path, times, profile=None, profile_first=False):
     options = dict(MODES[mode])
     rec = memdiag.record(model, opt, output=path, every=1, warmup=False, device="cuda:0", **options)
     ns = time.perf_counter_ns
@@ -267,17 +277,20 @@ def recorded(model, opt, loop, steps, mode, path, times, profile=None):
 
     def before_step(i):
         own.append(rec._host_ns)
+        if i == 0 and profile is not None and profile_first:
+            profile.enable()
         if i == STEADY_FROM:
             at["calls"] = dict(CALLS)
-            at["own"] = rec._host_ns  # the recorder's own clock (its report's host-time note)
             if profile is not None:
-                profile.enable()
+                (profile.disable if profile_first else profile.enable)()
 
     loop(steps, times, before_step)
-    if profile is not None:
+    if profile is not None and not profile_first:
         profile.disable()
     own.append(rec._host_ns)
     own_steps = [b - a for a, b in zip(own, own[1:])]
+    # The modules' hooks keep their own clock, added to the recorder's when it ends.
+    modules_ns = getattr(getattr(rec, "_modules", None), "ns", 0) or 0
     steady_calls = {k: (v - at["calls"].get(k, 0)) / (steps - STEADY_FROM) for k, v in CALLS.items()}
     t = ns()
     rec.finish()
@@ -286,7 +299,7 @@ def recorded(model, opt, loop, steps, mode, path, times, profile=None):
         report = json.load(f)
     note = [e["message"] for e in report["events"] if e["message"].startswith("recorder host time")]
     host_us = float(note[0].split(":")[1].split()[0]) if note else float("nan")
-    return report, start_ms, end_ms, (host_us, own_steps[STEADY_FROM:]), steady_calls
+    return report, start_ms, end_ms, (host_us, own_steps, modules_ns), steady_calls
 
 
 def normalised(report):
@@ -331,7 +344,7 @@ def one_case(name, args, out):
     modes = args.modes.split(",")
     plain = []
     rec_times = {m: [] for m in modes}  # per round: per step: (fwd, bwd, step, zero)
-    extra = {m: {"start": [], "end": [], "host": [], "own_steady": [], "calls": None} for m in modes}
+    extra = {m: {"start": [], "end": [], "host": [], "own": [], "modules": [], "calls": None} for m in modes}
     for r in range(args.rounds):
         t = []
         loop(args.steps, t)
@@ -344,7 +357,8 @@ def one_case(name, args, out):
             extra[mode]["start"].append(start_ms)
             extra[mode]["end"].append(end_ms)
             extra[mode]["host"].append(host_us[0])
-            extra[mode]["own_steady"].extend(host_us[1])
+            extra[mode]["own"].append(host_us[1])
+            extra[mode]["modules"].append(host_us[2])
             extra[mode]["calls"] = calls
             if r == 0 and args.reports:
                 os.makedirs(args.reports, exist_ok=True)
@@ -364,7 +378,9 @@ def one_case(name, args, out):
         average = statistics.mean(by_step)
         rows.append({"mode": mode, "steady_us": [v / 1e3 for v in steady], "first5_us": first / 1e3,
                      "average_us": average / 1e3, "host_us": median(extra[mode]["host"]),
-                     "own_steady_us": low(extra[mode]["own_steady"]) / 1e3,
+                     "own_steady_us": low([d for t in extra[mode]["own"] for d in t[STEADY_FROM:]]) / 1e3,
+                     "own_by_step_us": [low([t[k] for t in extra[mode]["own"]]) / 1e3 for k in range(args.steps)],
+                     "own_modules_us": median(extra[mode]["modules"]) / 1e3,
                      "start_ms": median(extra[mode]["start"]), "end_ms": median(extra[mode]["end"]),
                      "calls": extra[mode]["calls"]})
     return label, sum(plain_call) / 1e3, rows
@@ -375,13 +391,15 @@ def profile_case(spec, args, out):
     model, opt, loop, label = workload(name, args.width, args.batch)
     loop(3, [])
     prof = cProfile.Profile()
-    recorded(model, opt, loop, args.steps, mode, os.path.join(out, "p.json"), [], profile=prof)
+    first = args.profile_steps == "first"
+    recorded(model, opt, loop, args.steps, mode, os.path.join(out, "p.json"), [], profile=prof, profile_first=first)
     s = io.StringIO()
     stats = pstats.Stats(prof, stream=s)
     stats.sort_stats("cumulative").print_stats("python/memdiag/", 45)
-    stats.print_callers(r"module.py.*\(parameters\)|buffers")
-    print(f"cProfile, {label}, mode {mode}, steps {STEADY_FROM}-{args.steps - 1} "
-          f"({args.steps - STEADY_FROM} steps; times per call include the profiler's own)")
+    if os.environ.get("HOST_COST_DEBUG"):
+        stats.sort_stats("tottime").print_stats(25)
+    steps = f"0-{STEADY_FROM - 1}" if first else f"{STEADY_FROM}-{args.steps - 1}"
+    print(f"cProfile, {label}, mode {mode}, steps {steps} (times per call include the profiler's own)")
     print(s.getvalue())
 
 
@@ -412,6 +430,8 @@ def main():
     ap.add_argument("--quantile", type=float, default=0.2,
                     help="the quantile of a call's times taken, plain and recorded alike (default 0.2)")
     ap.add_argument("--root", help="the checkout whose python/memdiag is measured (default: this one's)")
+    ap.add_argument("--profile-steps", choices=("steady", "first"), default="steady",
+                    help="--profile: the steady steps (5 on) or the first 5")
     ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -425,8 +445,8 @@ def main():
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, CPU; stand-ins for CUDA ({args.api} readings); "
           f"width {args.width or 'the case'}, batch {args.batch or 'the case'}; {args.steps} steps x {args.rounds} "
           f"rounds, every step recorded; us: a call's median recorded time less its plain one")
-    print("own clock: the recorder's host time (its report's note), us a step: steady (steps 5 on), first 5 (ms in "
-          "all), the average over the recording; by call: the loop's calls, recorded less plain (the thread's CPU "
+    print("own clock: the recorder's host time (what its report's note adds up), us a step: steady (steps 5 on), "
+          "first 5 (ms in all), the average over the recording; by call: the loop's calls, recorded less plain (the thread's CPU "
           "time, hook dispatch included), us a steady step, the first 5 steps' extra (ms in all), the average")
     head = (f"{'case / mode':46s} {'own: steady':>11s} {'first5':>6s} {'avg':>6s} | {'plain us':>8s} {'fwd':>6s} "
             f"{'bwd':>6s} {'step':>6s} {'zero':>6s} {'steady':>7s} {'first5':>6s} {'avg':>6s} | {'start ms':>8s} "
@@ -436,8 +456,9 @@ def main():
         label, plain_us, rows = one_case(name, args, out)
         for r in rows:
             calls = ", ".join(f"{k} {v:g}" for k, v in sorted(r["calls"].items()))
-            own_first5_ms = (r["host_us"] * args.steps - r["own_steady_us"] * (args.steps - STEADY_FROM)) / 1e3
-            print(f"{label + ' / ' + r['mode']:46s} {r['own_steady_us']:11.1f} {own_first5_ms:6.2f} {r['host_us']:6.0f} | "
+            own_first5_ms = (sum(r["own_by_step_us"][:STEADY_FROM]) + r["own_modules_us"]) / 1e3
+            own_avg = (sum(r["own_by_step_us"]) + r["own_modules_us"]) / args.steps
+            print(f"{label + ' / ' + r['mode']:46s} {r['own_steady_us']:11.1f} {own_first5_ms:6.2f} {own_avg:6.0f} | "
                   f"{plain_us:8.0f} " + " ".join(f"{v:6.1f}" for v in r["steady_us"]) +
                   f" {sum(r['steady_us']):7.1f} {r['first5_us'] / 1e3:6.2f} {r['average_us']:6.1f} | "
                   f"{r['start_ms']:8.1f} {r['end_ms']:7.1f}  {calls}")

@@ -60,23 +60,55 @@ def parameters_mib(parameters, device_type=None):
     return c.bytes / MIB
 
 
+_Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
+
+
 def gradients_mib(parameters, device_type=None):
-    c = _Counter(_cuda_flag(device_type))
+    """_Counter's count of the parameters' gradients, written out: it runs
+    at two phases of every step, a gradient at a time."""
+    cuda = _cuda_flag(device_type)
+    seen = set()
+    total = 0
     for p in parameters:
-        c.add(p.grad)
-    return c.bytes / MIB
+        t = p.grad
+        if t is None:
+            continue
+        if type(t) is not _Tensor and type(t) is not _Parameter:
+            local = getattr(t, "_local_tensor", None)  # a DTensor's: this rank's shard
+            if local is not None:
+                t = local
+        if cuda is not None and t.is_cuda is not cuda:
+            continue
+        try:
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+        except (RuntimeError, NotImplementedError, AttributeError):  # no storage (a subclass, meta)
+            continue
+        if key == 0 or key in seen:
+            continue
+        seen.add(key)
+        total += storage.nbytes()
+    return total / MIB
+
+
+def state_holders(optimizers):
+    """The objects whose `state` optimizer_states() reads, in its order."""
+    out = []
+    for opt in optimizers:
+        out.append(opt)
+        for attr in ("optim", "optimizer"):
+            inner = getattr(opt, attr, None)
+            if isinstance(inner, torch.optim.Optimizer) and inner is not opt:
+                out.append(inner)
+    return out
 
 
 def optimizer_states(opt):
     """The `state` dicts an optimizer keeps: its own, and a wrapped
     optimizer's (ZeroRedundancyOptimizer keeps this rank's shard in
     `.optim.state` and leaves its own `state` empty)."""
-    out = [opt.state]
-    for attr in ("optim", "optimizer"):
-        inner = getattr(opt, attr, None)
-        if isinstance(inner, torch.optim.Optimizer) and inner is not opt:
-            out.append(inner.state)
-    return out
+    return [h.state for h in state_holders([opt])]
 
 
 def optimizer_state_mib(optimizers, device_type=None):

@@ -22,8 +22,41 @@ _MAX_DEPTH = 6
 _MAX_ITEMS = 256
 
 
+_Tensor = torch.Tensor
+_bool = torch.bool
+
+
 def sizes(args, kwargs):
     """(samples, tokens) of one forward call; None where it cannot be told."""
+    # The forward of every recorded step: tensors given as they are
+    # (model(x), model(input_ids=ids, labels=ids)), the common call, are read
+    # without the walk, in the walk's order (positional, then keywords).
+    if len(args) + (len(kwargs) if kwargs else 0) <= 64:
+        first = None
+        for t in (args if not kwargs else (*args, *kwargs.values())):
+            if not isinstance(t, _Tensor):
+                if t is None:
+                    continue
+                return _walked(args, kwargs)  # anything else: the walk
+            if t.dim() == 0:
+                continue
+            if first is None:
+                first = t
+            if t.dim() == 2 and not (t.is_floating_point() or t.is_complex()) and t.dtype != _bool:
+                return _result(first, t)
+        return _result(first, None)
+    return _walked(args, kwargs)
+
+
+def _result(first, ids):
+    if first is None:
+        return None, None
+    samples = int(first.size(0))
+    tokens = int(ids.numel()) if ids is not None and int(ids.size(0)) == samples and ids.numel() > 0 else None
+    return (samples if samples > 0 else None), tokens
+
+
+def _walked(args, kwargs):
     first = None
     ids = None
     for t in _tensors((args, kwargs or {}), 0, [0]):
@@ -35,11 +68,7 @@ def sizes(args, kwargs):
             ids = t
         if ids is not None:
             break
-    if first is None:
-        return None, None
-    samples = int(first.size(0))
-    tokens = int(ids.numel()) if ids is not None and int(ids.size(0)) == samples and ids.numel() > 0 else None
-    return (samples if samples > 0 else None), tokens
+    return _result(first, ids)
 
 
 def _token_ids(t):

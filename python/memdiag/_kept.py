@@ -95,7 +95,7 @@ class KeptTracker:
         # until a collection: they are not kept, only not yet freed.
         gc.collect()
         owned = {_storage_key(t) for t in state}
-        graph = 0
+        roots = []  # the autograd nodes of the live tensors that are not the model's state
         alive = {}
         born = {}
         with warnings.catch_warnings():
@@ -110,8 +110,9 @@ class KeptTracker:
             if key is None or key in owned:
                 continue
             alive[id(o)] = weakref.ref(o)
-            if o.grad_fn is not None:
-                graph = max(graph, _graph_size(o.grad_fn))
+            fn = o.grad_fn
+            if fn is not None:
+                roots.append(fn)
             # New since the last walk: an id is not enough, a tensor freed
             # since then leaves its id to the next one made.
             before = self._alive_before.get(id(o)) if self._alive_before is not None else None
@@ -136,7 +137,7 @@ class KeptTracker:
             self._kept_by_window.append(kept)
         self._born = born
         self._alive_before = alive
-        self._graph_nodes.append(graph)
+        self._graph_nodes.append(_largest_graph(roots))
         self._outputs = {}
         self.walk_ms += (time.perf_counter() - t0) * 1e3
         self.walks += 1
@@ -195,10 +196,27 @@ def _storage_bytes(t):
         return 0
 
 
-def _graph_size(fn):
+def _largest_graph(roots):
+    """The largest of the roots' graphs (_graph_size). A root met in a graph
+    walked already is not walked again: its graph is part of that one, no
+    larger (the last made first: a step's loss before the activations inside
+    its graph)."""
+    largest = 0
+    covered = {}  # every node walked, kept alive (see _graph_size)
+    for fn in reversed(roots):
+        if id(fn) in covered:
+            continue
+        seen = {}
+        largest = max(largest, _graph_size(fn, seen))
+        covered.update(seen)
+    return largest
+
+
+def _graph_size(fn, seen=None):
     # The nodes are kept while walking: next_functions makes a new Python
     # object per call, and a freed one's id would be taken for a seen node.
-    seen, todo = {}, [fn]
+    seen = {} if seen is None else seen
+    todo = [fn]
     while todo and len(seen) < _GRAPH_NODE_CAP:
         f = todo.pop()
         if f is None or id(f) in seen:

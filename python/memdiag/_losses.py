@@ -16,13 +16,16 @@ A loss in another dtype than float32 is converted on the device on its way
 import torch
 
 _FIRST_CHUNK = 1024
+_BLOCK = 1024  # slots made as views at a time: unbind() makes them in one call, a view per slot costs 4x
 
 
 class LossBuffer:
     def __init__(self, device):
         self._cuda = torch.device(device).type == "cuda"
         self._chunks = []
+        self._slots = ()  # views of the next free slots of the last chunk, one element each
         self._used = 0  # slots used in the last chunk
+        self._next = 0  # of _slots, the next free one
         self._kept = []  # per loss added: its value (read on the host), or (chunk, slot) of its copy
         if self._cuda:
             self._grow()
@@ -31,16 +34,28 @@ class LossBuffer:
         size = _FIRST_CHUNK << len(self._chunks)
         self._chunks.append(torch.empty(size, dtype=torch.float32, pin_memory=True))
         self._used = 0
+        self._views()
+
+    def _views(self):
+        chunk = self._chunks[-1]
+        self._slots = chunk[self._used:min(self._used + _BLOCK, chunk.numel())].unbind(0)
+        self._next = 0
 
     def add(self, loss):
         """Keeps `loss` (a one-element tensor or a number); returns its handle."""
-        if isinstance(loss, torch.Tensor) and loss.is_cuda and self._cuda:
-            if self._used == self._chunks[-1].numel():
-                self._grow()
-            chunk, slot = len(self._chunks) - 1, self._used
-            self._chunks[chunk][slot:slot + 1].copy_(loss.detach().reshape(1), non_blocking=True)
+        if self._cuda and isinstance(loss, torch.Tensor) and loss.is_cuda:
+            if self._next == len(self._slots):
+                if self._used == self._chunks[-1].numel():
+                    self._grow()
+                else:
+                    self._views()
+            src = loss.detach()
+            if src.dim() != 0:
+                src = src.reshape(())
+            self._slots[self._next].copy_(src, non_blocking=True)
+            self._next += 1
+            self._kept.append((len(self._chunks) - 1, self._used))
             self._used += 1
-            self._kept.append((chunk, slot))
         else:
             self._kept.append(float(loss.detach().float().item()) if isinstance(loss, torch.Tensor) else float(loss))
         return len(self._kept) - 1
@@ -48,4 +63,5 @@ class LossBuffer:
     def values(self):
         """Every loss, in the order added; call after the device has been
         waited for (the copies are done by then)."""
-        return [float(self._chunks[k[0]][k[1]].item()) if isinstance(k, tuple) else k for k in self._kept]
+        chunks = [c.tolist() for c in self._chunks]
+        return [chunks[k[0]][k[1]] if isinstance(k, tuple) else k for k in self._kept]

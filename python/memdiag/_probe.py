@@ -58,25 +58,42 @@ class CudaProbe:
         return _mib(torch.cuda.max_memory_allocated(self.device))
 
     def read(self, sync=True, process=True, device=True):
-        """The sample's memory fields. The caching allocator's statistics
-        are host-side and in program order, exact without a device
-        synchronisation; `sync` waits for the device first (for a phase's
-        time). `process`: this process's MiB from NVML too. NVML's call
-        costs more than the rest of a reading (29 us on the H200), and this
-        process's use can only move when the device's used memory moves, so
-        NVML is asked only when cudaMemGetInfo's figure differs from the
-        one at the last NVML reading; otherwise that reading stands.
-        `device`: ask cudaMemGetInfo (about 25 us in a training loop on the
-        H200, as much as the allocator's statistics); otherwise its last
-        figure stands unless the allocator's reserved bytes moved since, the
-        way the device's use moves in a steady loop (the recorder asks at
-        every phase of the first steps, where libraries make their memory
-        outside the allocator, and once a step after them)."""
+        """The sample's memory fields (figures(), named)."""
+        allocated, reserved, used, peak, inactive, process_mib, retries = self.figures(sync, process, device)
+        return {
+            "allocated_mib": allocated,
+            "reserved_mib": reserved,
+            "device_used_mib": used,
+            "peak_allocated_mib": peak,
+            "inactive_split_mib": inactive,
+            "process_device_mib": process_mib,
+            "alloc_retries": retries,
+        }
+
+    def figures(self, sync, process, device, reset_peak=False):
+        """(allocated, reserved, device used, peak allocated, inactive
+        split: MiB; this process's MiB or None; allocation retries). The
+        caching allocator's statistics are host-side and in program order,
+        exact without a device synchronisation; `sync` waits for the device
+        first (for a phase's time). `process`: this process's MiB from NVML
+        too. NVML's call costs more than the rest of a reading (29 us on the
+        H200), and this process's use can only move when the device's used
+        memory moves, so NVML is asked only when cudaMemGetInfo's figure
+        differs from the one at the last NVML reading; otherwise that
+        reading stands. `device`: ask cudaMemGetInfo (about 25 us in a
+        training loop on the H200, as much as the allocator's statistics);
+        otherwise its last figure stands unless the allocator's reserved
+        bytes moved since, the way the device's use moves in a steady loop
+        (the recorder asks at every phase of the first steps, where
+        libraries make their memory outside the allocator, and once a step
+        after them). `reset_peak`: the peak starts again from allocated,
+        after the reading (what begin_phase() does), in the same call."""
         if sync:
             self.sync()
-        if self.native is not None:
-            allocated, peak, reserved, inactive, retries, used_now = self.native.read(
-                self._index, False, device or self._used is None)
+        native = self.native
+        if native is not None:
+            allocated, peak, reserved, inactive, retries, used_now = native.read(
+                self._index, reset_peak, device or self._used is None)
             if used_now >= 0:
                 self._used, self._used_reserved = used_now, reserved
             elif reserved != self._used_reserved:
@@ -94,6 +111,8 @@ class CudaProbe:
                 self._used, self._used_reserved = total - free, reserved
             allocated, peak = s["allocated_bytes"]["all"]["current"], s["allocated_bytes"]["all"]["peak"]
             inactive, retries = s["inactive_split_bytes"]["all"]["current"], s["num_alloc_retries"]
+            if reset_peak:
+                torch._C._cuda_resetPeakMemoryStats(self._index)
         used = self._used
         process_mib = None
         if process:
@@ -101,15 +120,7 @@ class CudaProbe:
                 self._nvml_last = self._process_mib()
                 self._nvml_used_at = used
             process_mib = self._nvml_last
-        return {
-            "allocated_mib": allocated / MIB,
-            "reserved_mib": reserved / MIB,
-            "device_used_mib": used / MIB,
-            "peak_allocated_mib": peak / MIB,
-            "inactive_split_mib": inactive / MIB,
-            "process_device_mib": process_mib,
-            "alloc_retries": retries,
-        }
+        return (allocated / MIB, reserved / MIB, used / MIB, peak / MIB, inactive / MIB, process_mib, retries)
 
     def _process_mib(self):
         if self._nvml is None:

@@ -35,6 +35,11 @@ _STEP_PHASES = (FORWARD, BACKWARD, STEP, CLEANUP)
 AUTO_ALL_BELOW, AUTO_EVERY = 100, 100  # every=None: all of the first 100 steps, then one in 100
 
 _active = [None]  # the recorder whose hooks are installed (one at a time per process)
+_ns = time.perf_counter_ns
+_current_thread = threading.current_thread
+_is_grad_enabled = torch.is_grad_enabled
+_SETUP_PHASES = ("model_ready", "optimizer_ready")
+_now_ms = _probe.now_ms
 _backward_lock = threading.Lock()
 _original_backward = [None]
 _original_scaler_step = [None]
@@ -43,13 +48,21 @@ _oom_observer_attached = set()
 
 def _patched_backward(tensors, *args, **kwargs):
     rec = _active[0]
-    if rec is None or threading.current_thread() is not rec._thread:
+    if rec is None or _current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
-    rec._run_timed(rec._before_backward, tensors)
-    if rec._kept is not None:
-        rec._run_timed(rec._kept.backward_called, args, kwargs)
+    t = _ns()
+    try:
+        rec._before_backward(tensors)
+        if rec._kept is not None:
+            rec._kept.backward_called(args, kwargs)
+    finally:
+        rec._host_ns += _ns() - t
     result = _original_backward[0](tensors, *args, **kwargs)
-    rec._run_timed(rec._after_backward)
+    t = _ns()
+    try:
+        rec._after_backward()
+    finally:
+        rec._host_ns += _ns() - t
     return result
 
 
@@ -177,11 +190,14 @@ class Recorder:
         self._status = None
         self._probe = None
         self._params_cache = None
+        self._state_holders = ()  # the optimizers whose `state` the census counts (a wrapped one's too)
         self._last_census = None
         self._state_entries = None  # how many parameters had optimizer state at the last count
         if sync not in ("none", "step", "phase"):
             raise ValueError(f"memdiag: sync={sync!r}: 'none' (the default), 'step' or 'phase'")
         self.sync = sync
+        self._sync_phase = self._sync_step = False  # sync, as the hot path asks it (set at start())
+        self._cuda = self._cpu = False  # the probe's kind (set at start())
         self.process_memory = process_memory
         # Which steps are recorded: all of the first AUTO_ALL_BELOW, then one
         # in AUTO_EVERY (a long job's report stays readable: 100,000 steps
@@ -240,6 +256,9 @@ class Recorder:
             if self.snapshot:
                 self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
                                                   "nothing is dumped on the CPU", None))
+        self._cuda = isinstance(self._probe, _probe.CudaProbe)
+        self._cpu = isinstance(self._probe, _probe.CpuProbe)
+        self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
         self._loss_buffer = _losses.LossBuffer(self.device)  # page-locked memory first: its allocation may wait
         _active[0] = self
         if self.warmup and self.device.type == "cuda":
@@ -415,8 +434,15 @@ class Recorder:
             self._host_ns += time.perf_counter_ns() - t
 
     def _timed(self, hook):
-        """`hook` as a hook whose time counts as the recorder's."""
-        return lambda *args: self._run_timed(hook, *args)
+        """`hook` as a hook whose time counts as the recorder's (timed in
+        place: the hooks run at every phase)."""
+        def timed(*args):
+            t = _ns()
+            try:
+                return hook(*args)
+            finally:
+                self._host_ns += _ns() - t
+        return timed
 
     def _wrap(self, obj, method):
         original = getattr(obj, method)
@@ -425,8 +451,13 @@ class Recorder:
         def wrapped(*args, **kwargs):
             result = original(*args, **kwargs)
             rec = me()
-            if rec is not None and rec._active_here():
-                rec._run_timed(rec._after_zero_grad)
+            if rec is not None:
+                t = _ns()
+                try:
+                    if _active[0] is rec and _current_thread() is rec._thread and not rec._finished:
+                        rec._after_zero_grad()
+                finally:
+                    rec._host_ns += _ns() - t
             return result
 
         setattr(obj, method, wrapped)
@@ -449,10 +480,10 @@ class Recorder:
                 _original_scaler_step[0] = None
 
     def _active_here(self):
-        return _active[0] is self and threading.current_thread() is self._thread and not self._finished
+        return _active[0] is self and _current_thread() is self._thread and not self._finished
 
     def _forward_pre(self, module, args, kwargs):
-        if not self._active_here():
+        if _active[0] is not self or _current_thread() is not self._thread or self._finished:
             return
         # A forward under torch.no_grad() or inference_mode (an evaluation
         # between training steps) makes no step and no phase: counting it
@@ -460,29 +491,35 @@ class Recorder:
         # A model in eval() mode with gradients on (a validation pass that
         # forgot no_grad) is not counted either; should backward follow it
         # (a loop that trains in eval mode), backward counts it then.
-        nested = any(self._forward_stack)
-        counted = torch.is_grad_enabled() and module.training and not nested
-        self._forward_stack.append(counted)
+        stack = self._forward_stack
+        nested = True in stack
+        counted = not nested and module.training and _is_grad_enabled()
+        stack.append(counted)
         if not counted:
-            if not nested and torch.is_grad_enabled():
+            if not nested and _is_grad_enabled():
                 self._uncounted_inputs = _inputs.sizes(args, kwargs)
             return
         self._uncounted_inputs = (None, None)
-        if self._last_phase() == STEP:
+        last = self._last
+        if last == STEP:
             self._close(CLEANUP)
             self._in = BETWEEN
-        if self._in == BETWEEN or (self._in == STEP and self._last_phase() == BACKWARD):
+            last = CLEANUP
+        if self._in == BETWEEN or (self._in == STEP and last == BACKWARD):
             # A new step, or the next micro-batch of this one.
             self._count_forward()
             self._begin_phase()  # time between steps (loading data) is no phase's
             self._in = FORWARD
-            if self._kept is not None and self._step in _kept.WALKED_STEPS:
+            step = self._step
+            if self._kept is not None and step in _kept.WALKED_STEPS:
                 # Where the model was called, and what it returned: named
                 # only in the steps whose cleanups are walked.
                 self._kept.forward_called()
-            self._forward_inputs = _inputs.sizes(args, kwargs)
-            self._batch_from(self._forward_inputs[0])
-            if self._modules is not None and self._recording and self._modules.wants(self._step, self._micro):
+            self._forward_inputs = inputs = _inputs.sizes(args, kwargs)
+            if step == 0:
+                self._batch_from(inputs[0])
+            if self._modules is not None and self._recording and step in _modules.TRACKED_STEPS and \
+                    self._modules.wants(step, self._micro):
                 # A wrapper (DistributedDataParallel) is not pushed: the
                 # user's module inside it is, by the hooks, under its names.
                 self._modules.begin(module if _unwrap(module) is module else None, self._step)
@@ -490,20 +527,20 @@ class Recorder:
         # stays in the same forward phase.
 
     def _forward_post(self, module, args, output):
-        if self._active_here() and self._forward_stack:
-            counted = self._forward_stack.pop()
-            if counted and not self._forward_stack and self._kept is not None and \
-                    self._step in _kept.WALKED_STEPS:
+        stack = self._forward_stack
+        if stack and _active[0] is self and _current_thread() is self._thread and not self._finished:
+            counted = stack.pop()
+            if counted and not stack and self._kept is not None and self._step in _kept.WALKED_STEPS:
                 self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
     def _before_backward(self, tensors):
-        if not self._active_here():
+        if self._finished or _active[0] is not self:
             return
         if self._in != FORWARD:
             # A forward the model's hooks did not see (checkpoint_sequential
             # calls the model's children, not the model): it ran from the
             # previous phase's end to here.
-            if self._in == BETWEEN or (self._in == STEP and self._last_phase() == BACKWARD):
+            if self._in == BETWEEN or (self._in == STEP and self._last == BACKWARD):
                 self._count_forward()
                 # Unseen (None, None), or an eval-mode forward's inputs.
                 self._forward_inputs = self._uncounted_inputs
@@ -518,7 +555,7 @@ class Recorder:
         self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
 
     def _after_backward(self):
-        if not self._active_here() or self._in != BACKWARD or self._last_phase() != FORWARD:
+        if self._in != BACKWARD or self._last != FORWARD or self._finished or _active[0] is not self:
             return
         if self._pending_loss is not None and self._recording:
             self._losses.append(self._loss_buffer.add(self._pending_loss))
@@ -527,20 +564,20 @@ class Recorder:
         self._in = STEP  # until a step() or the next micro-batch's forward
 
     def _step_pre(self, optimizer, args, kwargs):
-        if self._active_here() and self._last_phase() == BACKWARD:
+        if self._last == BACKWARD and self._active_here():
             self._in = STEP
 
     def _step_post(self, optimizer, args, kwargs):
-        if self._active_here() and self._last_phase() == BACKWARD:
+        if self._last == BACKWARD and self._active_here():
             self._close(STEP)
             self._in = CLEANUP
 
     def _after_zero_grad(self):
-        if self._last_phase() == BACKWARD and self._in == STEP:
+        if self._last == BACKWARD and self._in == STEP:
             # zero_grad() after backward with no step() between: the loop
             # skipped the update (a check on the loss, a scaler of its own).
             self._skip_step("step() was not called before zero_grad()")
-        if self._last_phase() == STEP:
+        if self._last == STEP:
             self._close(CLEANUP)
             self._in = BETWEEN
 
@@ -563,7 +600,7 @@ class Recorder:
         return self._last  # the last boundary crossed, recorded or not
 
     def _count_forward(self):
-        if self._last_phase() in (CLEANUP, "optimizer_ready"):
+        if self._last in (CLEANUP, "optimizer_ready"):
             if self._step == 0:
                 self._step0_micro = self._micro + 1  # the loop's micro-batches a step, as step 0 ran them
             self._step += 1
@@ -578,55 +615,76 @@ class Recorder:
         else:
             self._micro += 1
 
-    def _begin_phase(self):
-        self._probe.begin_phase()
-        self._phase_started = _probe.now_ms()
+    def _begin_phase(self, reset_peak=True):
+        """The next phase's clock, and its peak (unless the reading that
+        ended the last one reset it already)."""
+        if reset_peak:
+            self._probe.begin_phase()
+        self._phase_started = _now_ms()
 
     def _close(self, phase):
         """Ends `phase` now: samples it (in a recorded step) and starts the
         next one's clock and peak."""
-        setup = phase in ("model_ready", "optimizer_ready")
+        setup = phase in _SETUP_PHASES
         self._last = phase
-        if setup or self._recording:
-            self._sample(phase, None if setup else self._step)
-        if phase == CLEANUP and self._kept is not None and self._recording:
-            self._kept.at_cleanup(self._step, self._state_tensors())
-        if phase == CLEANUP and isinstance(self._probe, _probe.CpuProbe):
-            self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
-        self._begin_phase()
+        recording = self._recording
+        cleanup = phase == CLEANUP
+        # A cleanup whose live tensors are walked collects the garbage
+        # first (memory is freed): the next phase's peak starts after it.
+        walk = cleanup and recording and self._kept is not None and self._step in _kept.WALKED_STEPS
+        reset = False
+        if setup or recording:
+            reset = self._sample(phase, None if setup else self._step, not walk)
+        if cleanup:
+            if self._kept is not None and recording:
+                # The model's state is listed only for the cleanups walked.
+                self._kept.at_cleanup(self._step, self._state_tensors() if walk else ())
+            if self._cpu:
+                self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
+        self._begin_phase(not reset)
 
-    def _sample(self, phase, step):
-        if isinstance(self._probe, _probe.CudaProbe):
+    def _sample(self, phase, step, reset_peak=False):
+        """Appends `phase`'s sample; returns whether the reading reset the
+        allocator's peak for the next phase (on CUDA, where asked: one call
+        reads the figures and resets it)."""
+        if self._cuda:
             # The allocator's counters are kept on the host in program order:
             # exact without waiting for the device. The device is waited for
             # where a time must be true: every phase with sync="phase", else
-            # once a step, at its end (and in setup).
-            wait = self.sync == "phase" or (self.sync == "step" and phase == CLEANUP) or \
-                phase in ("model_ready", "optimizer_ready")
+            # once a step, at its end (and in setup: step None).
+            cleanup = phase == CLEANUP
+            wait = step is None or self._sync_phase or (cleanup and self._sync_step)
             # The device's use at every phase of the first two steps (cuDNN,
             # NCCL and the like make theirs there), then once a step, and
             # wherever the allocator's reserve moved.
-            s = self._probe.read(sync=wait, process=self.process_memory,
-                                 device=step is None or step < 2 or phase == CLEANUP)
+            allocated, reserved, used, peak, inactive, process, retries = self._probe.figures(
+                wait, self.process_memory, step is None or step < 2 or cleanup, reset_peak)
+            sample = {"phase": phase, "step": step, "allocated_mib": allocated, "reserved_mib": reserved,
+                      "device_used_mib": used, "peak_allocated_mib": peak, "inactive_split_mib": inactive,
+                      "process_device_mib": process, "alloc_retries": retries,
+                      "elapsed_ms": max(0.0, _now_ms() - self._phase_started)}
         else:
-            s = {"allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None, "peak_allocated_mib": 0.0,
-                 "inactive_split_mib": None, "process_device_mib": None, "_mark": self._probe.mark()}
-        sample = {"phase": phase, "step": step}
-        sample.update(s)
-        sample["elapsed_ms"] = max(0.0, _probe.now_ms() - self._phase_started)
-        if phase in (FORWARD, BACKWARD):
-            sample["micro_batch"] = self._micro
+            reset_peak = False
+            mark = self._probe.mark()
+            sample = {"phase": phase, "step": step, "allocated_mib": 0.0, "reserved_mib": None,
+                      "device_used_mib": None, "peak_allocated_mib": 0.0, "inactive_split_mib": None,
+                      "process_device_mib": None, "_mark": mark,
+                      "elapsed_ms": max(0.0, _now_ms() - self._phase_started)}
         if phase == FORWARD:
+            sample["micro_batch"] = self._micro
             samples, tokens = self._forward_inputs
             if samples is not None:
                 sample["samples"] = samples
                 if tokens is not None:
                     sample["tokens"] = tokens
-        if phase == STEP and self._losses:
+        elif phase == BACKWARD:
+            sample["micro_batch"] = self._micro
+        elif phase == STEP and self._losses:
             # Read when recording ends (_resolve_losses): no wait here.
             sample["_loss_handles"] = list(self._losses)
         sample["tensors"] = self._take_census(phase) if self.census else None
         self._samples.append(sample)
+        return reset_peak
 
     def _take_census(self, phase=None):
         """The census at the end of `phase`. A role is recounted only where
@@ -634,36 +692,44 @@ class Recorder:
         and cleanup; the optimizer's state in step): a count costs a
         storage lookup per tensor, at every boundary (1.15 ms for all three
         roles of 161 parameters with AdamW on this project's 2-core machine).
-        None: recount all."""
+        None: recount all. Samples share one dict while nothing changed
+        (the report's writing copies them)."""
         kind = self.device.type
         params = self._params_cache
         if params is None:
             params = self._params_cache = self._parameters()
+            self._state_holders = _census.state_holders(self.optimizers)
         last = self._last_census
         if last is None or phase is None:
             self._state_entries = self._optimizer_state_entries()
             c = {"parameters_mib": _census.parameters_mib(params, kind),
                  "gradients_mib": _census.gradients_mib(params, kind),
                  "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
+        elif phase == BACKWARD or phase == CLEANUP:
+            gradients = _census.gradients_mib(params, kind)
+            c = last if gradients == last["gradients_mib"] else \
+                {"parameters_mib": last["parameters_mib"], "gradients_mib": gradients,
+                 "optimizer_state_mib": last["optimizer_state_mib"]}
+        elif phase == STEP:
+            # A parameter's state is made once, at its first update, and
+            # then updated in place: recounted only where parameters with
+            # state came or went (a count is 32 us for beta's 10 on the H200).
+            entries = self._optimizer_state_entries()
+            if entries != self._state_entries:
+                c = {"parameters_mib": last["parameters_mib"], "gradients_mib": last["gradients_mib"],
+                     "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
+                self._state_entries = entries
+            else:
+                c = last
         else:
-            c = dict(last)
-            if phase in (BACKWARD, CLEANUP):
-                c["gradients_mib"] = _census.gradients_mib(params, kind)
-            if phase == STEP:
-                # A parameter's state is made once, at its first update, and
-                # then updated in place: recounted only where parameters with
-                # state came or went (a count is 32 us for beta's 10 on the H200).
-                entries = self._optimizer_state_entries()
-                if entries != self._state_entries:
-                    c["optimizer_state_mib"] = _census.optimizer_state_mib(self.optimizers, kind)
-                    self._state_entries = entries
+            c = last
         if phase is not None:
             self._last_census = c
-        return dict(c)
+        return c
 
     def _optimizer_state_entries(self):
         """How many parameters have state, per optimizer state dict."""
-        return tuple(len(st) for opt in self.optimizers for st in _census.optimizer_states(opt))
+        return tuple([len(h.state) for h in self._state_holders])
 
     def _parameters(self):
         seen, out = set(), []

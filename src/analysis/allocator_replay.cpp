@@ -284,7 +284,9 @@ ReplayResult replay(const std::vector<ReplayOp>& ops, const ReplayAllocator& all
           out.failed_op = i;
           out.phase = phase;
           out.step = step;
-          out.request = allocator.caching ? round_size(op.bytes) : op.bytes;
+          // As PyTorch's message says it ("Tried to allocate"): the segment
+          // the allocator could not make.
+          out.request = allocator.caching ? allocation_size(round_size(op.bytes)) : op.bytes;
           out.at_failure = now();
           return out;
         }

@@ -37,7 +37,7 @@ const RunFeatures* search_for(const Group& g, const RunFeatures& p, double budge
 void replay_answer(CapacityPrediction& c, const ScaledTrace& t, const RunFeatures& p, double budget) {
   std::int64_t limit = 0;
   if (t.caching) {
-    if (!p.device_total_mib) {
+    if (!p.device_total_mib || !(*p.device_total_mib > 0)) {
       c.replay_unusable = "the report does not say the device's size, which a limit is a fraction of";
       return;
     }

@@ -119,7 +119,14 @@ std::int64_t largest_staging_buffer(const TracePass& p) {
 
 namespace {
 
-std::int64_t rounded(double bytes) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(bytes))); }
+// A request's size as a whole number of bytes, at least one and no more
+// than a report can hold (a scaled request far beyond any device fails the
+// replay, as it should, without overflowing).
+std::int64_t rounded(double bytes) {
+  if (!(bytes >= 1)) return 1;
+  if (bytes >= static_cast<double>(limits::kMaxExactInteger)) return limits::kMaxExactInteger;
+  return static_cast<std::int64_t>(std::llround(bytes));
+}
 
 }  // namespace
 

@@ -185,7 +185,7 @@ std::vector<LengthPoint> points_of(const Group& g, const RunFeatures& primary) {
 // The longest length by replaying a traced run's allocations, in place of
 // (or without) the lines' answer.
 void replay_length(SequenceCapacity& c, const ScaledTrace& t, const RunFeatures& p) {
-  if (t.caching && !p.device_total_mib) return;
+  if (t.caching && (!p.device_total_mib || !(*p.device_total_mib > 0))) return;
   const std::int64_t limit = t.caching ? cuda_limit_bytes(c.budget_mib, *p.device_total_mib)
                                        : static_cast<std::int64_t>(c.budget_mib * kMiB);
   c.replay = replay_length_capacity(t, c.budget_mib, limit);

@@ -336,3 +336,44 @@ TEST(AllocationTraceJson, EventsThatCannotBeAreRefusedNamingTheEvent) {
   refused("[\"a\",16384]", "[\"a\",-1]", "");
   refused("[\"a\",16384]", "[\"a\"]", "takes 1 value");
 }
+
+namespace {
+
+// The searched lengths, as the measurement file's replay table gives them:
+// run -> budget -> searched (that length completed, one more ran out).
+std::map<std::string, std::map<int, std::int64_t>> searched_lengths() {
+  std::ifstream in(std::string(MEMDIAG_SOURCE_DIR) + "/docs/measurements/h200/sequence-capacity.txt");
+  std::map<std::string, std::map<int, std::int64_t>> out;
+  const std::regex row(R"(^([a-z-]+) +(\d+) +(\d+) +(\d+) +(\d+) +[+-]\d+\.\d+% +\d+ +[+-]\d+\.\d+%$)");
+  std::string line;
+  std::smatch m;
+  while (std::getline(in, line)) {
+    if (std::regex_search(line, m, row)) out[m[1]][std::stoi(m[2])] = std::stoll(m[4]);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Along the length: from one traced run at a third to a seventh of the
+// answer (passes at three lengths), the replay gives the searched length
+// for delta's math kernel (its three score tensors in backward, which the
+// lines took as two), the fused kernel and the tests' own transformer.
+TEST(ReplayCapacity, OneTracedRunPredictsTheH200SequenceSearchesToTheToken) {
+  const auto searched = searched_lengths();
+  ASSERT_EQ(searched.size(), 3u) << "the measurement file's table";
+  for (const auto& [name, budgets] : searched) {
+    const Report r = read_fixture(name + ".json");
+    std::string why;
+    const std::optional<ScaledTrace> t = scale_trace_along_length(*r.allocation_trace, &why);
+    ASSERT_TRUE(t) << name << ": " << why;
+    EXPECT_EQ(t->axis, ScaledTrace::Axis::kLength);
+    for (const auto& [budget, found] : budgets) {
+      SCOPED_TRACE(name + " at " + std::to_string(budget) + " MiB");
+      const ReplayCapacity c =
+          replay_length_capacity(*t, budget, cuda_limit_bytes(budget, *r.environment.device_total_mib));
+      EXPECT_EQ(c.max_batch, found);
+      EXPECT_EQ(c.max_batch_if_held, found);
+    }
+  }
+}

@@ -53,8 +53,9 @@ struct ReplayState {
 struct ReplayResult {
   bool completed = true;
   // Where it failed: the op, the phase and step it was in, the request as
-  // the allocator rounded it, and the state then (after the release of
-  // every wholly free segment, as at a real failure).
+  // PyTorch's out-of-memory message gives it (the segment it could not
+  // make), and the state then (after the release of every wholly free
+  // segment, as at a real failure).
   std::optional<std::size_t> failed_op;
   Phase phase = Phase::kSetup;
   std::optional<int> step;
