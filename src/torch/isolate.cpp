@@ -101,8 +101,12 @@ Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   }
   // Read back only from a regular file: a FIFO or a pipe already gave its
   // report to whoever reads it, and opening it again would wait forever.
+  // A child that exits with a usage error wrote nothing there of its own
+  // (another run's report may be there: its own went beside it, and it
+  // said so).
   struct stat st {};
-  const bool readable = ::stat(run.output.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  const bool readable = exit_code != to_int(ExitCode::kUsage) && ::stat(run.output.c_str(), &st) == 0 &&
+                        S_ISREG(st.st_mode);
   ReadResult read = readable ? read_report_file(run.output) : ReadResult{};
   Report report;
   if (read.report) report = *read.report;
