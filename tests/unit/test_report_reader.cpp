@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <tuple>
 #include <fstream>
 #include <stdexcept>
 
@@ -299,4 +300,35 @@ TEST(ReportReader, FiguresThatCannotBeTogetherAreRefused) {
   j["samples"] = json::array();
   j["status"] = "failed";
   EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report);
+}
+
+// Values the Python recorder once wrote and the reader refuses, each at its
+// path: a variant not of printable ASCII ("é", a tab), a negative seed, a
+// negative batch, a loss beyond 1e30. The recorder refuses them at
+// construction (or leaves the loss out); the reader stays the judge.
+TEST(ReportReader, ValuesARecorderMustNotWriteAreRefused) {
+  const json base = good();
+  const std::size_t step = sample_index(base, Phase::kStep, 0);
+  const std::vector<std::tuple<std::string, json, std::string>> cases = {
+      {"/config/variant", "\u00e9", "$.config.variant"},
+      {"/config/variant", "a\tb", "$.config.variant"},
+      {"/config/seed", -5, "$.config.seed"},
+      {"/config/batch_size_per_device", -3, "$.config.batch_size_per_device"},
+      {"/samples/" + std::to_string(step) + "/loss", 1e31, "$.samples[" + std::to_string(step) + "].loss"},
+      {"/samples/" + std::to_string(step) + "/loss", -1e31, "$.samples[" + std::to_string(step) + "].loss"},
+  };
+  for (const auto& [pointer, value, path] : cases) {
+    json j = base;
+    j[json::json_pointer(pointer)] = value;
+    const InputError e = error_of(j);
+    EXPECT_EQ(e.path(), path) << pointer << " = " << value.dump() << ": " << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  // Just within: a loss of 1e30, seed 0, batch 1, a variant of 80 '~'.
+  json j = base;
+  j["samples"][step]["loss"] = 1e30;
+  j["config"]["seed"] = 0;
+  j["config"]["batch_size_per_device"] = 1;
+  j["config"]["variant"] = std::string(80, '~');
+  EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report) << error_of(j).what();
 }
