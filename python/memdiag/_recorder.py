@@ -368,9 +368,20 @@ class Recorder:
             self._module_records = self._modules.records(
                 (lambda mark: readings[mark][0]) if readings is not None else None)
         if readings is not None:
+            raised = 0
             for s in self._samples:
                 live, peak = readings[s.pop("_mark")]
+                # The tensors counted are allocated: where the profiler did
+                # not see them made (a window of the loop's own profiler
+                # without profile_memory), the census is the floor.
+                counted = round(sum((s.get("tensors") or {}).values()) * _probe.MIB)
+                if live < counted:
+                    live, raised = counted, raised + 1
                 s["allocated_mib"], s["peak_allocated_mib"] = live / _probe.MIB, max(peak, live) / _probe.MIB
+            if raised:
+                self._events.append(_report.event(
+                    "note", "", None, f"the CPU's allocated read below the tensors counted at {raised} phase"
+                    f"{'' if raised == 1 else 's'}: raised to the census there", None))
             for e in self._events:
                 if "_mark" in e:
                     _, peak = readings[e.pop("_mark")]
@@ -591,6 +602,9 @@ class Recorder:
         why, so the next forward starts the next step."""
         if self._recording:
             self._events.append(_report.event("note", STEP, self._step, f"step {self._step}: {why}", None))
+        # zero_grad() may have run before this sample: every role is counted
+        # again, not the gradients of backward (a census above allocated).
+        self._last_census = None
         self._close(STEP)
         self._in = CLEANUP
 

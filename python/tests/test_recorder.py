@@ -618,6 +618,36 @@ class Stopping(Tmp):
         self.assertEqual(open(self.path("case.json")).read(), '{"name": "mine"}\n')
         self.assertEqual(sorted(os.listdir(self.dir.name)), ["case.json", "fifo", "link.json", "taken"])
 
+    def test_an_output_under_a_regular_file_is_refused_before_the_loop_runs(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with open(self.path("notes.txt"), "w") as f:
+            f.write("mine\n")  # a file where the report's folder would be
+        for output in ("notes.txt/run.json", "notes.txt/deeper/run.json"):
+            ran = []
+            with self.assertRaisesRegex(ValueError, "^memdiag: output .*notes\\.txt.*Not a directory") as caught:
+                with memdiag.record(model, opt, output=self.path(output)):
+                    ran.append(True)
+            self.assertEqual(ran, [], f"{output}: the loop ran")
+            self.assertNotIn("\n", str(caught.exception))
+        self.assertEqual(open(self.path("notes.txt")).read(), "mine\n")
+        self.assertEqual(os.listdir(self.dir.name), ["notes.txt"])
+
+    def test_a_umask_of_077_gives_a_report_mode_0600(self):
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):  # made, then replaced: the umask's mode both times
+            old = os.umask(0o077)
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    with memdiag.record(model, opt, output=self.path("private.json")):
+                        train(model, opt, 1)
+            finally:
+                os.umask(old)
+            self.assertEqual(stat.S_IMODE(os.stat(self.path("private.json")).st_mode), 0o600)
+        self.assertEqual([n for n in os.listdir(self.dir.name) if n != "private.json"], [], "a temporary was left")
+        self.check("private.json")
+
     def test_a_report_is_replaced_with_the_umasks_mode_and_said_in_one_line(self):
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

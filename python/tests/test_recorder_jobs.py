@@ -546,7 +546,10 @@ class Launchers(unittest.TestCase):
 
     def test_a_launcher_environment_that_cannot_be_is_refused(self):
         model = torch.nn.Linear(2, 2)
-        for env in ({"RANK": "1"}, {"RANK": "2", "WORLD_SIZE": "2"}, {"RANK": "x", "WORLD_SIZE": "2"}):
+        # RANK or WORLD_SIZE alone (no launcher sets one without the other),
+        # a rank outside its world, a rank that is not a number.
+        for env in ({"RANK": "1"}, {"WORLD_SIZE": "2"}, {"RANK": "2", "WORLD_SIZE": "2"},
+                    {"RANK": "x", "WORLD_SIZE": "2"}):
             saved = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE")}
             try:
                 for k in ("RANK", "WORLD_SIZE"):

@@ -151,6 +151,34 @@ class NothingBrokenBehind(Tmp):
         self.assertEqual(phases(self.load("second.json")), expected(2))
         self.check("first.json", "second.json")
 
+    def test_every_hook_is_removed_after_an_exception_in_the_loop(self):
+        from torch.nn.modules import module as torch_module
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        backward = torch.autograd.backward
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+        global_hooks = (len(torch_module._global_forward_pre_hooks), len(torch_module._global_forward_hooks))
+        with self.assertRaisesRegex(ValueError, "^the loop's own error$"):
+            with memdiag.record(model, opt, output=self.path("raised.json")):
+                train(model, opt, 1)
+                model(torch.randn(8, 64)).sum().backward()  # step 1's forward and backward, then the error
+                raise ValueError("the loop's own error")
+        self.assertEqual(self.load("raised.json")["status"], "failed")
+        self.assertEqual((len(model._forward_pre_hooks), len(model._forward_hooks)), (0, 0))
+        self.assertEqual((len(opt._optimizer_step_pre_hooks), len(opt._optimizer_step_post_hooks)), (0, 0))
+        self.assertNotIn("zero_grad", vars(model))  # the wrappers gone: the classes' methods show through
+        self.assertNotIn("zero_grad", vars(opt))
+        self.assertIs(torch.autograd.backward, backward)
+        self.assertEqual({s: signal.getsignal(s) for s in handlers}, handlers)
+        self.assertEqual((len(torch_module._global_forward_pre_hooks), len(torch_module._global_forward_hooks)),
+                         global_hooks)
+        # The loop goes on without the recorder, and a new one records.
+        train(model, opt, 1)
+        with memdiag.record(model, opt, output=self.path("after.json")):
+            train(model, opt, 2)
+        self.assertEqual(phases(self.load("after.json")), expected(2))
+        self.check("raised.json", "after.json")
+
     def test_start_without_finish_writes_a_failed_report_at_exit(self):
         script = textwrap.dedent(f"""
             import sys

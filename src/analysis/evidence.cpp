@@ -136,7 +136,8 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
   return out;
 }
 
-std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views) {
+std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views,
+                                      std::vector<warning::RankSetIncomplete> rank_sets) {
   std::vector<Warning> out;
   for (const RunStop& s : primary.stops) out.push_back(warning::RunStopped{primary.source, s});
   {
@@ -148,6 +149,7 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
   for (const DistributedView& d : views) {
     if (d.imbalanced) out.push_back(warning::RankImbalance{d.run, d.imbalance, d.max_rank, d.max_peak_mib});
   }
+  for (warning::RankSetIncomplete& w : rank_sets) out.push_back(std::move(w));
   return out;
 }
 

@@ -24,6 +24,9 @@ std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& primary);
 const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind);
 // One view per run configuration that has more than one rank.
 std::vector<DistributedView> distributed_views(const Group& g);
+// Each rank set of a data-parallel run (world above 1, one rank or more
+// given) whose reports miss a rank of its world or repeat one.
+std::vector<warning::RankSetIncomplete> rank_set_warnings(const Group& g);
 
 // --- decide.cpp ---------------------------------------------------------------
 // The run under the most pressure: the one that would run out first.
@@ -40,7 +43,8 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
 // The forward by module, where the report carries one step's (modules.cpp).
 std::optional<evidence::ForwardByModule> forward_by_module(const RunFeatures& p);
 // How the primary run stopped, if it did, and ranks out of balance.
-std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views);
+std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views,
+                                      std::vector<warning::RankSetIncomplete> rank_sets);
 
 // --- oom.cpp ------------------------------------------------------------------
 // What made the failing phase of a run that ran out of memory exceed its

@@ -58,6 +58,7 @@ const char* warning_code(const Warning& w) {
                         [](const warning::RunStopped&) { return "run_stopped"; },
                         [](const warning::RankImbalance&) { return "rank_imbalance"; },
                         [](const warning::InputsVaried&) { return "inputs_varied"; },
+                        [](const warning::RankSetIncomplete&) { return "rank_set_incomplete"; },
                     },
                     w);
 }

@@ -23,17 +23,6 @@ double segment_for(double request_mib) {
   return 2.0 * std::ceil(request_mib / 2.0 - 1e-9);
 }
 
-bool expandable_segments_on(const std::string& settings) {
-  // PyTorch reads the last value given for a key.
-  const std::size_t at = settings.rfind("expandable_segments");
-  if (at == std::string::npos) return false;
-  const std::size_t colon = settings.find(':', at);
-  if (colon == std::string::npos) return false;
-  std::size_t v = colon + 1;
-  while (v < settings.size() && settings[v] == ' ') ++v;
-  return settings.compare(v, 4, "True") == 0;
-}
-
 // y = a + b x by least squares; none unless the x take two values.
 std::optional<std::pair<double, double>> line_through(const std::vector<std::pair<double, double>>& xy) {
   if (xy.size() < 2) return std::nullopt;

@@ -119,7 +119,10 @@ const Projection kRankSetAnyBatch{
     {Aspect::kCase, Aspect::kProducer, Aspect::kDeviceKind, Aspect::kPreset, Aspect::kSteps, Aspect::kSequence,
      Aspect::kSeed, Aspect::kMemoryLimit, Aspect::kVariant, Aspect::kWorld}};
 
-std::vector<DistributedView> distributed_views(const Group& g) {
+namespace {
+
+// The rank sets of a group, each by rank.
+std::vector<std::vector<const RunFeatures*>> rank_sets(const Group& g) {
   // Ranks that differ only in their batch are one set where each rank is
   // there once; where a rank repeats (the same job at two batches), the
   // sets are told apart by their batch.
@@ -131,39 +134,81 @@ std::vector<DistributedView> distributed_views(const Group& g) {
     for (const RunFeatures* p : peers) ranks.insert(p->id.rank);
     return ranks.size() == peers.size() ? "any-batch " + key(kRankSetAnyBatch, r.id) : key(projection::kRankSet, r.id);
   };
-  std::map<std::string, std::vector<const RunFeatures*>> runs;
-  std::vector<std::string> order;
+  std::map<std::string, std::size_t> index;
+  std::vector<std::vector<const RunFeatures*>> out;
   for (const RunFeatures& r : g.runs) {
-    const std::string k = set_key(r);
-    auto& list = runs[k];
-    if (list.empty()) order.push_back(k);
-    list.push_back(&r);
+    auto [it, fresh] = index.emplace(set_key(r), out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].push_back(&r);
   }
+  for (auto& set : out) {
+    std::stable_sort(set.begin(), set.end(),
+                     [](const RunFeatures* a, const RunFeatures* b) { return a->id.rank < b->id.rank; });
+  }
+  return out;
+}
+
+RankGaps rank_gaps(const std::vector<const RunFeatures*>& set) {
+  RankGaps gaps;
+  if (set.empty()) return gaps;
+  gaps.world_size = set.front()->id.world_size;
+  std::map<int, int> given;
+  for (const RunFeatures* r : set) ++given[r->id.rank];
+  for (const auto& [rank, times] : given) {
+    if (times > 1) gaps.repeated.push_back(rank);
+  }
+  gaps.missing_count = gaps.world_size - static_cast<std::int64_t>(given.size());
+  for (int rank = 0; rank < gaps.world_size && gaps.missing.size() < RankGaps::kMaxListedRanks; ++rank) {
+    if (!given.count(rank)) gaps.missing.push_back(rank);
+  }
+  return gaps;
+}
+
+}  // namespace
+
+std::vector<DistributedView> distributed_views(const Group& g) {
   std::vector<DistributedView> out;
-  for (const std::string& k : order) {
-    const std::vector<const RunFeatures*>& rs = runs[k];
+  for (const std::vector<const RunFeatures*>& rs : rank_sets(g)) {
     std::set<int> ranks;
     for (const RunFeatures* r : rs) ranks.insert(r->id.rank);
     if (ranks.size() < 2) continue;
     DistributedView v;
     // Rank 0's configuration names the set (its batch, where they differ).
-    const RunFeatures& first =
-        **std::min_element(rs.begin(), rs.end(), [](const RunFeatures* a, const RunFeatures* b) { return a->id.rank < b->id.rank; });
+    const RunFeatures& first = *rs.front();
     v.run = RunPoint{first.id.batch, first.id.preset, first.id.steps};
     v.variant = variant_label(first.id);
+    v.gaps = rank_gaps(rs);
     double lo = first.peak_allocated_mib;
+    std::optional<std::size_t> constraint;
     for (const RunFeatures* r : rs) {
       v.ranks.push_back({r->id.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib, r->first_step_excess_mib});
-      if (r->peak_allocated_mib > v.max_peak_mib) {
+      if (!constraint || r->peak_allocated_mib > v.max_peak_mib) {
+        constraint = v.ranks.size() - 1;
         v.max_peak_mib = r->peak_allocated_mib;
         v.max_rank = r->id.rank;
       }
       lo = std::min(lo, r->peak_allocated_mib);
     }
-    std::sort(v.ranks.begin(), v.ranks.end(), [](const RankRow& a, const RankRow& b) { return a.rank < b.rank; });
+    v.ranks[*constraint].capacity_constraint = true;
     v.imbalance = v.max_peak_mib > 0 ? (v.max_peak_mib - lo) / v.max_peak_mib : 0;
     v.imbalanced = v.imbalance > thresholds::kRankImbalance;
     out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<warning::RankSetIncomplete> rank_set_warnings(const Group& g) {
+  std::vector<warning::RankSetIncomplete> out;
+  for (const std::vector<const RunFeatures*>& rs : rank_sets(g)) {
+    warning::RankSetIncomplete w;
+    w.gaps = rank_gaps(rs);
+    if (w.gaps.world_size < 2 || !w.gaps.any()) continue;
+    const RunFeatures& first = *rs.front();
+    w.run = RunPoint{first.id.batch, first.id.preset, first.id.steps};
+    for (const RunFeatures* r : rs) {
+      if (std::count(w.gaps.repeated.begin(), w.gaps.repeated.end(), r->id.rank)) w.repeated_sources.push_back(r->source);
+    }
+    out.push_back(std::move(w));
   }
   return out;
 }

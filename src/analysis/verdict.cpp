@@ -38,7 +38,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
     v.evidence = detail::cause_evidence(v.dominant, p, v.sweeps, v.confirmed);
   }
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));
-  v.warnings = detail::collect_warnings(p, v.distributed);
+  v.warnings = detail::collect_warnings(p, v.distributed, detail::rank_set_warnings(g));
   v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   v.math_attention = p.model_attention == "math";
   v.capacity = detail::predict_capacity(g, p, budgets_mib);

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <string>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <signal.h>
@@ -69,6 +70,23 @@ extern "C" void on_stop_signal(int sig) {
   }
 }
 
+// A process a memdiag parent started (kParentPidVariable): SIGTERM when
+// that parent dies, whatever ended it, so a SIGKILLed --isolate parent
+// leaves no runner behind; the signal stops the run as any stop signal
+// does (its report written, marked interrupted). A parent already gone
+// before this line sends it now.
+void end_with_parent() {
+  const char* parent = std::getenv(kParentPidVariable);
+  if (parent == nullptr) return;
+  char* end = nullptr;
+  const long pid = std::strtol(parent, &end, 10);
+  const bool valid = end != parent && *end == '\0' && pid > 0;
+  ::unsetenv(kParentPidVariable);  // this process's own children are told of it when it starts them
+  if (!valid) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != static_cast<pid_t>(pid)) ::kill(::getpid(), SIGTERM);
+}
+
 }  // namespace
 
 StopRequest& stop_request() { return g_stop; }
@@ -96,6 +114,7 @@ void install_stop_signals() {
     ::unsetenv(kHeldVariable);
     ::sigprocmask(SIG_UNBLOCK, &release, nullptr);
   }
+  end_with_parent();
 }
 
 void hold_stop_signals() {

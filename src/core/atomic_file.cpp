@@ -9,7 +9,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cstdio>
+
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,7 +177,114 @@ Target resolve(const std::string& path, std::string& why_not) {
   return t;
 }
 
+// Creates tmp (registered for removal by the caller) with the text and
+// the mode a replaced file keeps; removes it and throws on failure.
+void fill_temp(const std::string& tmp, const Target& t, const std::string& path, const std::string& text) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(path + ": cannot create (" + why() + ")");
+  try {
+    if (t.exists) (void)::fchmod(fd, t.mode);  // a replaced file keeps its permissions
+    write_all(fd, text, path);
+    if (::close(fd) != 0) throw IoError(path + ": write failed (" + why() + ")");
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+// An exclusive flock(2) on a directory while it lives. Best effort: a file
+// system without locks (some network ones) is written without it.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+  }
+  ~DirectoryLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing the descriptor lets the lock go
+  }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// rename(2) that fails with EEXIST instead of replacing, where the file
+// system can say so; plain rename where it cannot (the caller holds the
+// directory's lock then).
+int rename_no_replace(const std::string& from, const std::string& to) {
+#ifdef RENAME_NOREPLACE
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return -1;
+#endif
+  return ::rename(from.c_str(), to.c_str());
+}
+
+// <dir>/<stem>-N<extension> for N from 2: the first name free, taken.
+std::string keep_beside(const std::string& tmp, const std::string& target, const std::string& path) {
+  const std::string dir = parent_of(target), base = base_of(target);
+  const auto dot = base.find_last_of('.');
+  const std::string stem = dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+  const std::string ext = dot == std::string::npos || dot == 0 ? "" : base.substr(dot);
+  for (int n = 2; n < 10000; ++n) {
+    const std::string candidate = dir + "/" + stem + "-" + std::to_string(n) + ext;
+    if (rename_no_replace(tmp, candidate) == 0) return candidate;
+    if (errno != EEXIST) throw IoError(path + ": cannot keep the report beside it as " + candidate + " (" + why() + ")");
+  }
+  throw IoError(path + ": no free name beside it to keep the report");
+}
+
 }  // namespace
+
+GuardedWrite write_file_guarded(const std::string& path, const std::string& text,
+                                const std::function<std::string()>& refuse) {
+  if (path.empty()) throw IoError("empty path");
+  std::string why_not;
+  const Target t = resolve(path, why_not);
+  if (!why_not.empty()) throw IoError(path + ": " + why_not);
+  if (t.fd >= 0 || t.stream) {
+    write_file_atomically(path, text);
+    return {};
+  }
+  make_parents(parent_of(t.path), path);
+  const std::string tmp = temp_beside(t.path);
+  CleanupPath cleanup(tmp, CleanupPath::Kind::kFile);
+  fill_temp(tmp, t, path, text);
+  GuardedWrite out;
+  try {
+    const DirectoryLock lock(parent_of(t.path));
+    for (int attempt = 0;; ++attempt) {
+      struct stat st {};
+      if (::stat(t.path.c_str(), &st) != 0) {
+        if (rename_no_replace(tmp, t.path) == 0) break;
+        if (errno != EEXIST) throw IoError(path + ": cannot move into place (" + why() + ")");
+        // It appeared meanwhile (a writer without the lock): look at it,
+        // unless it is still not there to stat (a link to nothing).
+        if (attempt < 2) continue;
+        out.refused = "something that is not a file appeared there meanwhile";
+      } else {
+        out.refused = S_ISREG(st.st_mode) ? refuse() : "is no longer a regular file";
+      }
+      if (!out.refused.empty()) {
+        out.kept_at = keep_beside(tmp, t.path, path);
+        break;
+      }
+      if (::rename(tmp.c_str(), t.path.c_str()) != 0) throw IoError(path + ": cannot move into place (" + why() + ")");
+      break;
+    }
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  cleanup.release();
+  return out;
+}
 
 void write_file_atomically(const std::string& path, const std::string& text) {
   if (path.empty()) throw IoError("empty path");
@@ -202,16 +312,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   // Registered before it exists: a second signal while it is written
   // removes it rather than leaving a torn temporary behind.
   CleanupPath cleanup(tmp, CleanupPath::Kind::kFile);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(path + ": cannot create (" + why() + ")");
-  try {
-    if (t.exists) (void)::fchmod(fd, t.mode);  // a replaced file keeps its permissions
-    write_all(fd, text, path);
-    if (::close(fd) != 0) throw IoError(path + ": write failed (" + why() + ")");
-  } catch (...) {
-    ::unlink(tmp.c_str());
-    throw;
-  }
+  fill_temp(tmp, t, path, text);
   if (::rename(tmp.c_str(), t.path.c_str()) != 0) {
     const std::string reason = why();
     ::unlink(tmp.c_str());

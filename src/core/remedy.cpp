@@ -4,9 +4,11 @@
 #include "memdiag/errors.hpp"
 #include "memdiag/suggest.hpp"
 
-#include <vector>
 #include <algorithm>
+#include <cctype>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 namespace memdiag {
 
@@ -274,20 +276,57 @@ std::string allocator_settings_of(const std::vector<Remedy>& remedies) {
   return out;
 }
 
-std::string merge_allocator_settings(const std::string& base, const std::string& over) {
-  std::vector<std::pair<std::string, std::string>> items;  // key, key:value
-  auto add = [&items](const std::string& list) {
-    std::istringstream in(list);
-    for (std::string item; std::getline(in, item, ',');) {
-      if (item.empty()) continue;
-      const std::string key = item.substr(0, item.find(':'));
-      auto it = std::find_if(items.begin(), items.end(), [&](const auto& kv) { return kv.first == key; });
-      if (it != items.end()) it->second = item;
-      else items.emplace_back(key, item);
+std::vector<AllocatorSetting> read_allocator_conf(const std::string& flag, const std::string& text) {
+  // The tokens as ConfigTokenizer makes them.
+  std::vector<std::string> tokens;
+  std::string buffer;
+  for (char ch : text) {
+    if (ch == ',' || ch == ':' || ch == '[' || ch == ']') {
+      if (!buffer.empty()) tokens.push_back(std::move(buffer));
+      buffer.clear();
+      tokens.emplace_back(1, ch);
+    } else if (!std::isspace(static_cast<unsigned char>(ch))) {
+      buffer += ch;
     }
-  };
-  add(base);
-  add(over);
+  }
+  if (!buffer.empty()) tokens.push_back(std::move(buffer));
+  const auto fail = [&](const std::string& why) { throw UsageError(flag + ": " + why + " in '" + text + "'"); };
+  const auto separator = [](const std::string& t) { return t == "," || t == ":" || t == "[" || t == "]"; };
+  std::vector<AllocatorSetting> out;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    AllocatorSetting s;
+    s.key = tokens[i];
+    if (separator(s.key)) fail(s.key == "," ? "an empty setting" : "'" + s.key + "' where a key should be");
+    if (i + 1 >= tokens.size() || tokens[i + 1] != ":") fail("'" + s.key + "' has no value (" + s.key + ":VALUE)");
+    i += 2;
+    if (i >= tokens.size() || (separator(tokens[i]) && tokens[i] != "[")) {
+      fail("'" + s.key + "' has no value (" + s.key + ":VALUE)");
+    }
+    if (tokens[i] == "[") {
+      s.list = true;
+      while (++i < tokens.size() && tokens[i] != "]") s.value += tokens[i];
+      if (i >= tokens.size()) fail("the list of '" + s.key + "' has no closing ']'");
+    } else {
+      s.value = tokens[i];
+    }
+    if (i + 1 < tokens.size()) {
+      if (tokens[i + 1] != ",") fail("'" + tokens[i + 1] + "' after " + s.key + "'s value, where ',' should be");
+      ++i;
+    }
+    auto same = std::find_if(out.begin(), out.end(), [&](const AllocatorSetting& o) { return o.key == s.key; });
+    if (same != out.end()) *same = std::move(s);  // the last value wins
+    else out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string merge_allocator_settings(const std::string& base, const std::string& over) {
+  std::vector<AllocatorSetting> items = read_allocator_conf("allocator settings", base);
+  for (AllocatorSetting& s : read_allocator_conf("allocator settings", over)) {
+    auto it = std::find_if(items.begin(), items.end(), [&](const AllocatorSetting& o) { return o.key == s.key; });
+    if (it != items.end()) *it = std::move(s);
+    else items.push_back(std::move(s));
+  }
   auto rank = [](const std::string& key) {
     int i = 0;
     for (RemedyKind k : all_values<RemedyKind>()) {
@@ -296,10 +335,22 @@ std::string merge_allocator_settings(const std::string& base, const std::string&
     }
     return i;
   };
-  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return rank(a.key) < rank(b.key); });
   std::string out;
-  for (const auto& kv : items) out += (out.empty() ? "" : ",") + kv.second;
+  for (const AllocatorSetting& s : items) {
+    out += (out.empty() ? "" : ",") + s.key + ":" + (s.list ? "[" + s.value + "]" : s.value);
+  }
   return out;
+}
+
+bool expandable_segments_on(const std::string& settings) {
+  try {
+    for (const AllocatorSetting& s : read_allocator_conf("allocator settings", settings)) {
+      if (s.key == "expandable_segments") return !s.list && s.value == "True";
+    }
+  } catch (const UsageError&) {
+  }
+  return false;
 }
 
 bool has_process_scope(const std::vector<Remedy>& remedies) {
@@ -313,24 +364,27 @@ std::vector<Remedy> parse_allocator_settings(const std::string& flag, const std:
   for (RemedyKind k : all_values<RemedyKind>()) {
     if (definition(k).allocator_key) keys += (keys.empty() ? "" : ", ") + std::string(definition(k).allocator_key);
   }
-  std::istringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    const auto colon = item.find(':');
-    const std::string key = item.substr(0, colon);
-    const std::string value = colon == std::string::npos ? "" : item.substr(colon + 1);
+  for (const AllocatorSetting& s : read_allocator_conf(flag, text)) {
+    const std::string item = s.key + ":" + (s.list ? "[" + s.value + "]" : s.value);
     std::optional<RemedyKind> kind;
     for (RemedyKind k : all_values<RemedyKind>()) {
-      if (definition(k).allocator_key && key == definition(k).allocator_key) kind = k;
+      if (definition(k).allocator_key && s.key == definition(k).allocator_key) kind = k;
     }
     if (!kind) {
       throw UsageError(flag + ": '" + item + "' is not a setting memdiag measures (key:value, with the keys " + keys +
                        ", joined with ',')");
     }
-    if (value.empty()) throw UsageError(flag + ": '" + item + "' has no value (" + key + ":VALUE)");
+    if (s.list) {
+      throw UsageError(flag + ": '" + item + "': bracketed per-interval lists are not supported (" + s.key +
+                       " takes one value here" +
+                       (*kind == RemedyKind::kRoundupPow2 ? ", the divisions for every size: " + s.key + ":4)" : ")"));
+    }
+    const std::string& value = s.value;
     std::string remedy = to_string(*kind);
     if (*kind == RemedyKind::kExpandableSegments) {
-      if (value == "False" || value == "false") continue;  // the default
-      if (value != "True" && value != "true") throw UsageError(flag + ": '" + item + "': the value is True or False");
+      // PyTorch reads these two spellings only.
+      if (value == "False") continue;  // the default
+      if (value != "True") throw UsageError(flag + ": '" + item + "': the value is True or False, as PyTorch spells them");
     } else if (*kind == RemedyKind::kGcThreshold) {
       // A fraction in (0, 1), to the hundredth memdiag records.
       const bool ok = value.size() >= 3 && value.size() <= 4 && value.compare(0, 2, "0.") == 0 &&
@@ -341,11 +395,8 @@ std::vector<Remedy> parse_allocator_settings(const std::string& flag, const std:
     } else {
       remedy += "=" + value;
     }
-    const Remedy r = parse_one(flag, remedy);
-    if (find_remedy(out, r.kind)) throw UsageError(flag + ": " + key + " given twice in '" + text + "'");
-    out.push_back(r);
+    out.push_back(parse_one(flag, remedy));
   }
-  if (!text.empty() && text.back() == ',') throw UsageError(flag + ": empty setting in '" + text + "'");
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -3,6 +3,7 @@
 #include "json_reader.hpp"
 #include "memdiag/case_spec.hpp"
 #include "memdiag/enum_names.hpp"
+#include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
 
 #include <algorithm>
@@ -46,6 +47,10 @@ OomDetails read_oom(const JsonNode& n) {
   o.samples = n.opt_integer("samples", 1, limits::kMaxBatch);
   o.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
   if (o.tokens && o.samples && *o.tokens < *o.samples) n.field("tokens").fail("fewer tokens than samples");
+  if (o.allocated_mib && o.reserved_mib && *o.allocated_mib > *o.reserved_mib + limits::kPeakSlackMiB) {
+    n.field("allocated_mib").fail("allocated " + format_mib(*o.allocated_mib) + " MiB is above reserved " +
+                                  format_mib(*o.reserved_mib) + " MiB (an allocator hands out only what it reserved)");
+  }
   return o;
 }
 
@@ -91,6 +96,24 @@ Sample read_sample(const JsonNode& n) {
   }
   if (s.peak_allocated_mib + limits::kPeakSlackMiB < s.allocated_mib) {
     n.field("peak_allocated_mib").fail("peak is below allocated");
+  }
+  // Figures one allocator and one device give together: the allocator hands
+  // out only what it reserved, the device's use includes this process's
+  // reservation, and the census counts live tensors, which are allocated.
+  if (s.reserved_mib && s.allocated_mib > *s.reserved_mib + limits::kPeakSlackMiB) {
+    n.field("allocated_mib").fail("allocated " + format_mib(s.allocated_mib) + " MiB is above reserved " +
+                                  format_mib(*s.reserved_mib) + " MiB (an allocator hands out only what it reserved)");
+  }
+  if (s.reserved_mib && s.device_used_mib && *s.device_used_mib + limits::kPeakSlackMiB < *s.reserved_mib) {
+    n.field("device_used_mib").fail("device used " + format_mib(*s.device_used_mib) + " MiB is below reserved " +
+                                    format_mib(*s.reserved_mib) + " MiB (the device's use includes what was reserved)");
+  }
+  if (s.tensors) {
+    const double census = s.tensors->parameters_mib + s.tensors->gradients_mib + s.tensors->optimizer_state_mib;
+    if (census > s.allocated_mib + limits::kPeakSlackMiB) {
+      n.field("tensors").fail("the census's " + format_mib(census) + " MiB is above allocated " +
+                              format_mib(s.allocated_mib) + " MiB (the tensors counted are allocated)");
+    }
   }
   return s;
 }
@@ -520,6 +543,25 @@ AllocationTrace read_allocation_trace(const JsonNode& n) {
   return t;
 }
 
+// What a run that completed must show: the samples it took, and a peak
+// within the memory limit it ran under (the allocator refuses beyond it, so
+// a run above its limit ran out of memory, not completed).
+void check_complete(const Report& r, const JsonNode& root) {
+  const JsonNode samples = root.field("samples");
+  if (r.samples.empty()) samples.fail("a complete run has no samples (it records at least model_ready)");
+  if (!r.config.memory_limit_mib) return;
+  const auto peak = std::max_element(r.samples.begin(), r.samples.end(), [](const Sample& a, const Sample& b) {
+    return a.peak_allocated_mib < b.peak_allocated_mib;
+  });
+  if (peak->peak_allocated_mib > *r.config.memory_limit_mib + limits::kPeakSlackMiB) {
+    samples.at(static_cast<std::size_t>(peak - r.samples.begin()))
+        .field("peak_allocated_mib")
+        .fail("peak allocated " + format_mib(peak->peak_allocated_mib) +
+              " MiB is above config.memory_limit_mib " + format_mib(*r.config.memory_limit_mib) +
+              " MiB in a complete run (beyond its limit a run runs out of memory)");
+  }
+}
+
 Report read(const JsonNode& root) {
   if (!root.raw().is_object()) {
     root.fail(std::string("expected a report object, got ") + JsonNode::type_name(root.raw()));
@@ -589,6 +631,7 @@ Report read(const JsonNode& root) {
   for (std::size_t i = 0; i < events.size(); ++i) r.events.push_back(read_event(events.at(i)));
 
   r.status = root.field("status").as_enum<RunStatus>();
+  if (r.status == RunStatus::kComplete) check_complete(r, root);
   if (root.given("capacity")) r.capacity = read_capacity(root.field("capacity"));
   if (root.given("allocation_trace")) r.allocation_trace = read_allocation_trace(root.field("allocation_trace"));
   return r;

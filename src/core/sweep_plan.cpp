@@ -3,6 +3,7 @@
 #include "json_reader.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/limits.hpp"
+#include "memdiag/output_names.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -165,6 +166,13 @@ std::vector<RunRequest> parse_plan_text(const std::string& text, const std::stri
     RunRequest r;
     r.name = n.str("name");
     if (!plain_name(r.name)) n.field("name").fail("'" + r.name + "' is not a name of letters, digits, '_' and '-'");
+    // A run's report is named after it: a longer name would be cut, and two
+    // names alike in their first characters would name one file.
+    if (r.name.size() > kMaxFileNamePart) {
+      n.field("name").fail("'" + r.name.substr(0, 24) + "...' is " + std::to_string(r.name.size()) +
+                           " characters; a run's name is at most " + std::to_string(kMaxFileNamePart) +
+                           " (its report is named after it)");
+    }
     if (!names.insert(r.name).second) n.field("name").fail("'" + r.name + "' names two runs");
     r.case_arg = n.str("case");
     if (r.case_arg.empty()) n.field("case").fail("empty case");

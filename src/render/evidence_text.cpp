@@ -383,6 +383,22 @@ std::string describe(const Evidence& e) {
       e);
 }
 
+namespace {
+// "rank 2", "ranks 2 and 3", "ranks 2, 3 and 4"; with more than listed,
+// "ranks 2, 3, ... (7 of world 9)".
+std::string rank_list(const std::vector<int>& ranks, std::int64_t count, int world_size) {
+  std::string s = ranks.size() == 1 && count == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const bool last = i + 1 == ranks.size() && static_cast<std::int64_t>(ranks.size()) == count;
+    s += (i == 0 ? "" : last ? " and " : ", ") + std::to_string(ranks[i]);
+  }
+  if (static_cast<std::int64_t>(ranks.size()) < count) {
+    s += ", ... (" + std::to_string(count) + " of world " + std::to_string(world_size) + ")";
+  }
+  return s;
+}
+}  // namespace
+
 std::string describe(const Warning& w) {
   return std::visit(Overload{
                         [](const warning::RunStopped& x) { return x.source + ": " + describe(x.stop); },
@@ -390,6 +406,25 @@ std::string describe(const Warning& w) {
                           return describe_rank_run(x.run) + ": ranks imbalanced, peak differs by " +
                                  format_fixed(100 * x.imbalance, 0) + "%; rank " + std::to_string(x.max_rank) +
                                  " is the capacity constraint at " + mib(x.max_peak_mib);
+                        },
+                        [](const warning::RankSetIncomplete& x) {
+                          std::string s = describe_rank_run(x.run) + ": the reports do not make the run's world of " +
+                                          std::to_string(x.gaps.world_size) + " ranks:";
+                          if (x.gaps.missing_count > 0) {
+                            s += " " + rank_list(x.gaps.missing, x.gaps.missing_count, x.gaps.world_size) +
+                                 " not given";
+                          }
+                          if (!x.gaps.repeated.empty()) {
+                            s += std::string(x.gaps.missing_count > 0 ? ";" : "") + " " +
+                                 rank_list(x.gaps.repeated, static_cast<std::int64_t>(x.gaps.repeated.size()),
+                                           x.gaps.world_size) +
+                                 " given more than once (";
+                            for (std::size_t i = 0; i < x.repeated_sources.size(); ++i) {
+                              s += (i ? ", " : "") + x.repeated_sources[i];
+                            }
+                            s += ")";
+                          }
+                          return s + "; per-rank figures and the capacity constraint are the given reports' only";
                         },
                         [](const warning::InputsVaried& x) {
                           std::string s = x.source + ": what the steps were given varied:";

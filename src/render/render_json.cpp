@@ -155,6 +155,11 @@ json figures(const Warning& w) {
                           return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
                                   {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}};
                         },
+                        [](const warning::RankSetIncomplete& x) -> json {
+                          return {{"run", point_json(x.run)}, {"world_size", x.gaps.world_size},
+                                  {"missing_ranks", x.gaps.missing}, {"missing_count", x.gaps.missing_count},
+                                  {"repeated_ranks", x.gaps.repeated}, {"repeated_sources", x.repeated_sources}};
+                        },
                         [](const warning::InputsVaried& x) -> json {
                           const auto range = [](const std::optional<SizeRange>& r) -> json {
                             if (!r) return nullptr;
@@ -441,11 +446,14 @@ json group_json(const Group& g, const Verdict& v) {
     for (const RankRow& r : d.ranks) {
       ranks.push_back({{"rank", r.rank}, {"source", r.source}, {"peak_allocated_mib", r.peak_allocated_mib},
                        {"forward_increment_mib", opt(r.forward_increment_mib)},
-                       {"first_step_excess_mib", opt(r.first_step_excess_mib)}});
+                       {"first_step_excess_mib", opt(r.first_step_excess_mib)},
+                       {"capacity_constraint", r.capacity_constraint}});
     }
     dist.push_back({{"run", describe_rank_run(d.run)}, {"run_point", point_json(d.run)}, {"ranks", ranks},
                     {"capacity_constraint_rank", d.max_rank}, {"max_peak_mib", d.max_peak_mib},
-                    {"imbalance", d.imbalance}, {"imbalanced", d.imbalanced}});
+                    {"imbalance", d.imbalance}, {"imbalanced", d.imbalanced}, {"world_size", d.gaps.world_size},
+                    {"missing_ranks", d.gaps.missing}, {"missing_count", d.gaps.missing_count},
+                    {"repeated_ranks", d.gaps.repeated}});
   }
   json evidence = json::array(), evidence_data = json::array();
   if (const std::string why = describe(v.decision, v.primary_source); !why.empty()) evidence.push_back(why);

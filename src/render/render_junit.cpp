@@ -134,6 +134,18 @@ std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
            std::nullopt};
     inputs.push_back(c);
   }
+  // A rank set the reports do not make whole: the per-rank checks read only
+  // the ranks given, so the check of the set is shown as not made (skipped,
+  // with the warning), not as passed, and fails nothing.
+  for (std::size_t i = 0; i < a.verdicts.size() && i < a.groups.size(); ++i) {
+    for (const Warning& w : a.verdicts[i].warnings) {
+      const auto* gaps = std::get_if<warning::RankSetIncomplete>(&w);
+      if (gaps == nullptr) continue;
+      Case c{"memdiag.inputs", a.groups[i].label + ": the ranks of " + describe_rank_run(gaps->run) + " make its world",
+             std::nullopt, "", std::nullopt, describe(w)};
+      inputs.push_back(c);
+    }
+  }
   Counts all;
   for (const auto* v : {&expect, &fail_on, &baseline, &inputs}) {
     for (const Case& c : *v) all.add(c);

@@ -364,7 +364,7 @@ Table ranks_table(const DistributedView& d) {
   for (const RankRow& r : d.ranks) {
     t.rows.push_back({std::to_string(r.rank), std::filesystem::path(r.source).filename().string(),
                       format_mib(r.peak_allocated_mib), format_mib(r.forward_increment_mib),
-                      format_mib(r.first_step_excess_mib), r.rank == d.max_rank ? "<- capacity constraint" : ""});
+                      format_mib(r.first_step_excess_mib), r.capacity_constraint ? "<- capacity constraint" : ""});
   }
   return t;
 }

@@ -126,7 +126,15 @@ class C10dCommunicator final : public Communicator {
 }  // namespace
 
 std::optional<LaunchInfo> launch_from_environment() {
-  if (!env("RANK") || !env("WORLD_SIZE")) return std::nullopt;
+  if (!env("RANK") && !env("WORLD_SIZE")) return std::nullopt;
+  // One without the other is no launcher's: running as one process would
+  // write a report that is not the rank the job meant.
+  for (const auto& [given, missing] : {std::pair{"RANK", "WORLD_SIZE"}, std::pair{"WORLD_SIZE", "RANK"}}) {
+    if (env(given) && !env(missing)) {
+      throw UsageError(std::string(given) + "='" + *env(given) + "' is set and " + missing +
+                       " is not: a launcher sets both (torchrun does), a single process neither");
+    }
+  }
   LaunchInfo l;
   l.world_size = env_int("WORLD_SIZE", 1, 1 << 20);
   l.rank = env_int("RANK", 0, l.world_size - 1);

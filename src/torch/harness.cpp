@@ -10,6 +10,7 @@
 #include "memdiag/errors.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/memory_snapshot.hpp"
+#include "memdiag/output_guard.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
 #include "memdiag/replay_capacity.hpp"
@@ -293,12 +294,19 @@ int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& se
   show_progress(rec, run, plan, obs);
   Report report = finish_run(run, plan, opts, session, rec, obs);
   const bool snapshots_ok = write_snapshots(opts, report, obs);
+  GuardedWrite written;
   try {
-    write_report(run.output, report);
+    written = write_own_report(run.output, report);
   } catch (const std::exception& e) {
     obs.problem(std::string("--output: ") + e.what());
     obs.run_finished(report, "");
     return to_int(ExitCode::kFailed);
+  }
+  if (!written.refused.empty()) {
+    // Another run wrote there meanwhile: its report stays, and so does this one.
+    obs.problem(detail::kept_beside_line(run.output, written));
+    obs.run_finished(report, written.kept_at);
+    return to_int(ExitCode::kUsage);
   }
   obs.run_finished(report, run.output);
   if (!snapshots_ok && report.status == RunStatus::kComplete) return to_int(ExitCode::kFailed);
@@ -310,6 +318,7 @@ int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& se
 int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
   std::vector<SweepRow> rows;
   std::vector<RunStatus> statuses;
+  bool kept_beside = false;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const PlannedRun& run = plan.runs[i];
     if (i > 0) session.probe->reset_between_runs();
@@ -320,7 +329,11 @@ int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& ses
     } else {
       report = detail::run_configuration(run, plan, opts, session, obs);
       try {
-        write_report(run.output, report);
+        const GuardedWrite written = write_own_report(run.output, report);
+        if (!written.refused.empty()) {
+          obs.problem(detail::kept_beside_line(run.output, written));
+          kept_beside = true;
+        }
       } catch (const std::exception& e) {
         obs.problem(std::string("--output: ") + e.what());
         report.status = RunStatus::kFailed;
@@ -341,7 +354,8 @@ int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& ses
     if (plan.launch && report.status != RunStatus::kComplete) break;
   }
   obs.sweep_finished(rows, plan.runs.size());
-  return to_int(exit_code_for(statuses));
+  const ExitCode code = exit_code_for(statuses);
+  return to_int(kept_beside && code != ExitCode::kInterrupted ? ExitCode::kUsage : code);
 }
 
 }  // namespace

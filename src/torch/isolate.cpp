@@ -5,6 +5,7 @@
 #include "memdiag/exit_code.hpp"
 #include "memdiag/report_reader.hpp"
 #include "memdiag/run_spec.hpp"
+#include "memdiag/stop_request.hpp"
 #include "run_plan.hpp"
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -72,7 +74,20 @@ int run_child(const std::vector<std::string>& argv, const StopRequest* stop, boo
   posix_spawnattr_init(&attr);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
   posix_spawnattr_setpgroup(&attr, 0);
-  const int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), environ);
+  // The child ends with this process, whatever ends it: it is told which
+  // process to outlive no longer (kParentPidVariable; its runner sets
+  // PR_SET_PDEATHSIG for it).
+  const std::string parent = std::string(kParentPidVariable) + "=" + std::to_string(::getpid());
+  std::vector<char*> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kParentPidVariable, std::strlen(kParentPidVariable)) != 0 ||
+        (*e)[std::strlen(kParentPidVariable)] != '=') {
+      env.push_back(*e);
+    }
+  }
+  env.push_back(const_cast<char*>(parent.c_str()));
+  env.push_back(nullptr);
+  const int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
@@ -101,8 +116,12 @@ Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   }
   // Read back only from a regular file: a FIFO or a pipe already gave its
   // report to whoever reads it, and opening it again would wait forever.
+  // A child that exits with a usage error wrote nothing there of its own
+  // (another run's report may be there: its own went beside it, and it
+  // said so).
   struct stat st {};
-  const bool readable = ::stat(run.output.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  const bool readable = exit_code != to_int(ExitCode::kUsage) && ::stat(run.output.c_str(), &st) == 0 &&
+                        S_ISREG(st.st_mode);
   ReadResult read = readable ? read_report_file(run.output) : ReadResult{};
   Report report;
   if (read.report) report = *read.report;

@@ -18,6 +18,7 @@
 #include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/probes.hpp"
+#include "memdiag/output_guard.hpp"
 #include "memdiag/report_json.hpp"
 #include "memdiag/replay_capacity.hpp"
 #include "memdiag/report_reader.hpp"
@@ -211,6 +212,9 @@ class Search {
     RunLabel label = base_.label;
     label.batch = static_cast<int>(std::max<std::int64_t>(1, lo_));
     output_ = opts_.output.empty() ? base_.output : expand_output(opts_.output, label);
+    // A name made from the batch found: what is there now is what the
+    // write may replace (the checks looked at the base's name).
+    if (output_ != base_.output) remember_output(output_);
   }
 
   // Fresh processes can run side by side: on the CPU, and on CUDA where
@@ -337,7 +341,13 @@ class Search {
   bool write(Report report) {
     report.capacity = c_;
     try {
-      write_report(output_, report);
+      const GuardedWrite written = write_own_report(output_, report);
+      if (!written.refused.empty()) {
+        // Another run wrote there meanwhile: both reports stay.
+        obs_.problem(detail::kept_beside_line(output_, written));
+        output_ = written.kept_at;
+        kept_beside_ = true;
+      }
       return true;
     } catch (const std::exception& e) {
       obs_.problem(std::string("--output: ") + e.what());
@@ -363,7 +373,9 @@ class Search {
                  (written && lo_ > 0 ? "the largest batch that fitted so far (" + std::to_string(lo_) + ") is in " + output_
                  : written ? "no batch fitted before it stopped; the try that stopped is in " + output_
                           : std::string("nothing written")));
-    return to_int(stopped_ == RunStatus::kInterrupted ? ExitCode::kInterrupted : ExitCode::kFailed);
+    return to_int(stopped_ == RunStatus::kInterrupted ? ExitCode::kInterrupted
+                  : kept_beside_                        ? ExitCode::kUsage
+                                                        : ExitCode::kFailed);
   }
 
   // A fresh process shares the device with this one, whose CUDA context and
@@ -396,6 +408,7 @@ class Search {
     }
     obs_.search_finished(c_, output_);
     if (interrupted) return to_int(ExitCode::kInterrupted);
+    if (kept_beside_) return to_int(ExitCode::kUsage);
     return to_int(lo_ == 0 ? ExitCode::kOom : ExitCode::kOk);
   }
 
@@ -414,6 +427,7 @@ class Search {
   std::optional<Report> stopped_report_; // the try that was interrupted or failed
   RunStatus stopped_ = RunStatus::kComplete;
   std::string output_;
+  bool kept_beside_ = false;  // another run wrote output_ meanwhile; this report went beside it
 };
 
 }  // namespace

@@ -158,6 +158,7 @@ void check_outputs(const ResolvedPlan& plan, const Varying& v, const InputFiles&
       throw UsageError("--output: " + run.output + ": " + why);
     }
     check_existing_report(run, plan, opts);
+    remember_output(run.output);  // what the write may replace: this, and nothing written meanwhile
   }
 }
 
@@ -202,6 +203,10 @@ void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& 
 }
 
 }  // namespace
+
+std::string kept_beside_line(const std::string& output, const GuardedWrite& written) {
+  return "--output: " + output + ": " + written.refused + "; this run's report is at " + written.kept_at;
+}
 
 bool needs_own_process(const PlannedRun& run, const ResolvedPlan& plan) {
   return plan.runs.size() > 1 && plan.device.is_cuda() && has_process_scope(run.remedies);

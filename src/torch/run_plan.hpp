@@ -3,6 +3,7 @@
 // and checked before anything runs.
 #pragma once
 
+#include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
 #include "memdiag/distributed.hpp"
 #include "memdiag/report.hpp"
@@ -91,6 +92,10 @@ Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const Harne
 // allocator setting on CUDA acts on the whole process and on segments made
 // after it, so it cannot be set for one run of a sweep and undone.
 bool needs_own_process(const PlannedRun& run, const ResolvedPlan& plan);
+
+// The one line for a report kept beside its output (write_own_report):
+// "--output: OUT: why; this run's report is at KEPT".
+std::string kept_beside_line(const std::string& output, const GuardedWrite& written);
 // This executable running one configuration quietly, as --isolate's
 // children and the capacity search's confirmations do; output is its report.
 std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,

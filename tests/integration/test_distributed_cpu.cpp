@@ -119,17 +119,24 @@ TEST(DistributedCpu, APeerThatDiesMidRunStopsTheOthers) {
 
 TEST(DistributedCpu, MalformedLauncherVariablesAreAUsageError) {
   TempDir d;
-  const Proc bad = [&] {
+  // A rank outside its world; RANK or WORLD_SIZE without the other (no
+  // launcher sets one alone: the run would be a single process that is not
+  // the rank the job meant). Each names the variable, exit 2, nothing written.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"RANK=3", "WORLD_SIZE=2"}, "RANK='3'"},
+      {{"RANK=1"}, "RANK='1' is set and WORLD_SIZE is not"},
+      {{"WORLD_SIZE=2"}, "WORLD_SIZE='2' is set and RANK is not"},
+  };
+  for (const auto& [environment, says] : cases) {
     const pid_t pid = spawn({kDistExe, "--case", "beta", "--device", "cpu", "-o", d.file("b.json")}, "/dev/null",
-                            d.file("o"), d.file("e"), {"RANK=3", "WORLD_SIZE=2"});
-    Proc r;
-    r.exit_code = wait_exit_code(pid);
-    r.err = read_text(d.file("e"));
-    return r;
-  }();
-  EXPECT_EQ(bad.exit_code, to_int(ExitCode::kUsage));
-  EXPECT_NE(bad.err.find("RANK='3'"), std::string::npos) << bad.err;
-  EXPECT_FALSE(exists(d.file("b.json")));
+                            d.file("o"), d.file("e"), environment);
+    const int code = wait_exit_code(pid);
+    const std::string err = read_text(d.file("e"));
+    EXPECT_EQ(code, to_int(ExitCode::kUsage)) << says << ": " << err;
+    EXPECT_NE(err.find(says), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_FALSE(exists(d.file("b.json"))) << says;
+  }
 }
 
 // Ranks sharing a host share its cores: each takes its part of the thread

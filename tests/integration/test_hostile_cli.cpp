@@ -17,6 +17,8 @@
 #include <chrono>
 #include <functional>
 #include <filesystem>
+#include <set>
+#include <tuple>
 #include <thread>
 
 using namespace memdiag;
@@ -179,6 +181,72 @@ TEST(HostileFiles, ReusingAnOutputDirectoryNeverReplacesAnotherConfigurationsRep
                            "--quiet", "--overwrite"});
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(load_report(dir + "/gamma-steps2.json").config.batch_size_per_device, 512);
+}
+
+// Two runs of different configurations into one output at once: the check
+// of what is there and the write are one step, so neither replaces the
+// other's report unseen. Run A is held (SIGSTOP) once its checks passed,
+// while run B runs and writes; A, let go, finds B's report there: it keeps
+// it, puts its own beside it and says so (exit 2, one line). Then the two
+// start together, free-running: whatever the timing, never both exit 0
+// with one report gone.
+TEST(HostileFiles, ConcurrentRunsIntoOneOutputNeverLoseAReport) {
+  TempDir d;
+  const std::vector<std::string> tiny = {"--case", "alpha", "--preset", "small", "--device", "cpu"};
+  auto args = [&](const std::vector<std::string>& output, const std::string& batch, const std::string& steps) {
+    std::vector<std::string> a{kDiag};
+    a.insert(a.end(), tiny.begin(), tiny.end());
+    a.insert(a.end(), {"--batch-size-per-device", batch, "--steps", steps});
+    a.insert(a.end(), output.begin(), output.end());
+    return a;
+  };
+  auto batch_of = [](const std::string& path) { return load_report(path).config.batch_size_per_device; };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> outputs = {
+      {"an --output-dir", {"--output-dir", d.file("dir")}},
+      {"a template", {"-o", d.file("template") + "/{case}.json"}},
+      {"a file named", {"-o", d.file("named") + "/alpha.json"}},
+  };
+  for (const auto& [what, output] : outputs) {
+    const std::string dir = output[0] == "--output-dir" ? output[1] : fs::path(output[1]).parent_path().string();
+    const std::string target = dir + "/alpha.json";
+    const std::string tag = fs::path(dir).filename().string();
+    // A hundred small steps: still running when the poll below sees its header.
+    const pid_t a = spawn(args(output, "8", "100"), "/dev/null", d.file(tag + "-a.out"), d.file(tag + "-a.err"));
+    // Its header is printed once the plan and its outputs are checked.
+    wait_until([&] { return read_text(d.file(tag + "-a.out")).find("memdiag ") != std::string::npos; });
+    ASSERT_EQ(kill(a, SIGSTOP), 0);
+    const Proc b = run(args(output, "16", "1"));
+    EXPECT_EQ(b.exit_code, 0) << what << ": " << b.err;
+    ASSERT_EQ(kill(a, SIGCONT), 0);
+    const int a_code = wait_exit_code(a);
+    const std::string a_err = read_text(d.file(tag + "-a.err"));
+    EXPECT_EQ(a_code, to_int(ExitCode::kUsage)) << what << ": " << a_err;
+    EXPECT_EQ(std::count(a_err.begin(), a_err.end(), '\n'), 1) << a_err;
+    EXPECT_NE(a_err.find("another run wrote a report of another configuration there"), std::string::npos) << a_err;
+    EXPECT_NE(a_err.find("this run's report is at " + dir + "/alpha-2.json"), std::string::npos) << a_err;
+    EXPECT_EQ(batch_of(target), 16) << what << ": B's report stays";
+    EXPECT_EQ(batch_of(dir + "/alpha-2.json"), 8) << what << ": A's report is beside it";
+    EXPECT_EQ(count_files(dir, ".tmp"), 0u) << what;
+  }
+  // Free-running, started together, a few times.
+  for (int round = 0; round < 3; ++round) {
+    const std::string dir = d.file("together" + std::to_string(round));
+    const std::vector<std::string> output = {"--output-dir", dir};
+    const pid_t a = spawn(args(output, "8", "1"), "/dev/null", d.file("ta.out"), d.file("ta.err"));
+    const pid_t b = spawn(args(output, "16", "1"), "/dev/null", d.file("tb.out"), d.file("tb.err"));
+    const int a_code = wait_exit_code(a), b_code = wait_exit_code(b);
+    EXPECT_FALSE(a_code == 0 && b_code == 0) << "both succeeded: " << count_files(dir, ".json") << " report(s)";
+    // Each run that ran has its report: the one refused up front ran nothing.
+    std::set<int> batches;
+    for (const auto& e : fs::directory_iterator(dir)) batches.insert(batch_of(e.path().string()));
+    for (const auto& [code, batch, err] : {std::tuple{a_code, 8, read_text(d.file("ta.err"))},
+                                           std::tuple{b_code, 16, read_text(d.file("tb.err"))}}) {
+      const bool refused_before = code == to_int(ExitCode::kUsage) && err.find("Use another --output-dir") != std::string::npos;
+      if (!refused_before) {
+        EXPECT_TRUE(batches.count(batch)) << "batch " << batch << " exit " << code << ": " << err;
+      }
+    }
+  }
 }
 
 // --- 2. Signals ------------------------------------------------------------------

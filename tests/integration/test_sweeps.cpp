@@ -221,3 +221,28 @@ TEST(Sweeps, IsolateForwardsEveryStopSignalAndLeavesNoChildBehind) {
     EXPECT_TRUE(processes_mentioning(d.path()).empty()) << "a child outlived its parent";
   }
 }
+
+// Whatever ends --isolate's parent, SIGKILL included (which it cannot pass
+// on), its child ends too: the runner it started is told to stop when its
+// parent dies (PR_SET_PDEATHSIG), writes its report as interrupted, and is
+// gone within seconds rather than running its 100,000 steps.
+TEST(Sweeps, IsolateChildEndsWhenItsParentIsKilled) {
+  TempDir d("isolate-parent-killed");
+  const std::string first = d.path() + "/alpha-steps100000.json";
+  const pid_t pid = spawn({kSweepExe, "--case", "alpha", "--steps", "100000,1", "--device", "cpu", "--isolate",
+                           "--output-dir", d.path()},
+                          "/dev/null", d.file("stdout"), d.file("stderr"));
+  for (int i = 0; i < 600 && !catches(processes_mentioning(first), SIGTERM); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(processes_mentioning(first).empty()) << "no child started: " << read_text(d.file("stderr"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit_code(pid), 128 + SIGKILL);
+  for (int i = 0; i < 200 && !processes_mentioning(d.path()).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(processes_mentioning(d.path()).empty()) << "the child outlived its SIGKILLed parent by 10 s";
+  EXPECT_EQ(load_report(first).status, RunStatus::kInterrupted);
+  EXPECT_FALSE(exists(d.path() + "/alpha-steps1.json"));
+}

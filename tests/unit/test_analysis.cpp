@@ -92,6 +92,39 @@ TEST(Features, ASampledRunReadsAsTheWholeRun) {
   }
 }
 
+// A batch schedule (a ramp of 16, 32, 48 and 64 samples of a configured
+// 64): each step's forward costs 0.5 MiB a sample. The per-sample figure
+// comes from each step's own forward samples; the configured batch would
+// make it the steady median over 64, 0.375 (25% low).
+TEST(Features, AScheduleReadsPerSampleFromEachStepsOwnForward) {
+  Synth s;
+  s.batch = 64;
+  s.steps = 8;
+  s.activations_mib = 0;
+  Report r = synth(s);
+  const std::int64_t ramp[] = {16, 32, 48, 64};
+  for (Sample& x : r.samples) {
+    if (x.phase != Phase::kForward) continue;
+    x.samples = ramp[*x.step % 4];
+    x.allocated_mib += 0.5 * static_cast<double>(*x.samples);
+    x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+  }
+  const RunFeatures f = compute_features(r, "ramp.json");
+  ASSERT_TRUE(f.forward_per_sample_mib);
+  EXPECT_NEAR(*f.forward_per_sample_mib, 0.5, 1e-9);
+  ASSERT_TRUE(f.forward_increment_mib);
+  EXPECT_NEAR(*f.forward_increment_mib / 64, 0.375, 1e-9) << "the configured batch's figure, not used";
+  ASSERT_TRUE(f.step_samples);
+  EXPECT_EQ(f.step_samples->least, 16);
+  EXPECT_EQ(f.step_samples->most, 64);
+  // And the verdict's evidence says the same.
+  const Verdict v = analyse({{"ramp.json", r}}).verdicts.front();
+  const auto* fwd = find<evidence::ForwardIncrement>(v);
+  ASSERT_TRUE(fwd) << "dominant: " << to_string(v.dominant);
+  ASSERT_TRUE(fwd->per_sample_mib);
+  EXPECT_NEAR(*fwd->per_sample_mib, 0.5, 1e-9);
+}
+
 TEST(Features, LocalBatchDoesNotOverflow) {
   RunConfig c;
   c.batch_size_per_device = 1 << 30;

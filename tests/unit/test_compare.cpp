@@ -116,3 +116,65 @@ TEST(RunCompare, AFileNameThatIsNotUtf8DoesNotStopTheJsonOutput) {
   const auto j = nlohmann::json::parse(r.out);  // valid JSON, the bytes replaced
   EXPECT_NE(j["groups"][0]["runs"][0]["source"].get<std::string>().find("\xEF\xBF\xBD"), std::string::npos);
 }
+
+// The reports of a data-parallel run that do not make its world: a rank
+// given twice (both copies at the highest peak) and a rank missing (world 3,
+// ranks 0 and 1). Every format warns, and one row only is the capacity
+// constraint.
+TEST(RunCompare, ARankGivenTwiceOrMissingWarnsInEveryFormat) {
+  TempDir d;
+  auto rank_report = [&](const std::string& name, int rank, int world, double activations, const std::string& host) {
+    Synth s;
+    s.case_name = "model";
+    s.rank = rank;
+    s.world_size = world;
+    s.activations_mib = activations;
+    Report r = synth(s);
+    r.environment.host = host;  // the same rank's copies differ in bytes
+    write_report(d.file(name), r);
+    return d.file(name);
+  };
+  const std::vector<std::string> twice = {rank_report("twice-0.json", 0, 2, 40, "a"),
+                                          rank_report("twice-1.json", 1, 2, 60, "a"),
+                                          rank_report("twice-1-again.json", 1, 2, 60, "b")};
+  const std::vector<std::string> missing = {rank_report("w3-0.json", 0, 3, 40, "a"),
+                                            rank_report("w3-1.json", 1, 3, 60, "a")};
+  const std::vector<std::pair<std::vector<std::string>, std::string>> sets = {
+      {twice, "rank 1 given more than once"}, {missing, "rank 2 not given"}};
+  for (const auto& [inputs, says] : sets) {
+    for (OutputFormat f : {OutputFormat::kText, OutputFormat::kMarkdown, OutputFormat::kJson, OutputFormat::kHtml,
+                           OutputFormat::kJunit}) {
+      const Result r = compare(options(inputs, f));
+      EXPECT_EQ(r.code, to_int(ExitCode::kOk)) << r.err;
+      EXPECT_NE(r.out.find(says), std::string::npos) << static_cast<int>(f) << ":\n" << r.out;
+    }
+    const Result text = compare(options(inputs));
+    std::size_t marks = 0;
+    for (std::size_t at = text.out.find("<- capacity constraint"); at != std::string::npos;
+         at = text.out.find("<- capacity constraint", at + 1)) {
+      ++marks;
+    }
+    EXPECT_EQ(marks, 1u) << text.out;
+    const nlohmann::json j = nlohmann::json::parse(compare(options(inputs, OutputFormat::kJson)).out);
+    const nlohmann::json& dist = j["groups"][0]["distributed"][0];
+    int flagged = 0;
+    for (const auto& row : dist["ranks"]) flagged += row["capacity_constraint"].get<bool>() ? 1 : 0;
+    EXPECT_EQ(flagged, 1) << dist.dump(1);
+    bool coded = false;
+    for (const auto& w : j["groups"][0]["warning_data"]) coded = coded || w["code"] == "rank_set_incomplete";
+    EXPECT_TRUE(coded) << j["groups"][0]["warning_data"].dump(1);
+    const Result junit = compare(options(inputs, OutputFormat::kJunit));
+    EXPECT_NE(junit.out.find("skipped=\"1\""), std::string::npos) << junit.out;
+    EXPECT_NE(junit.out.find("failures=\"0\""), std::string::npos) << junit.out;
+  }
+  // JSON: which ranks, as data.
+  const nlohmann::json j = nlohmann::json::parse(compare(options(missing, OutputFormat::kJson)).out);
+  EXPECT_EQ(j["groups"][0]["distributed"][0]["missing_ranks"], nlohmann::json::array({2}));
+  EXPECT_EQ(j["groups"][0]["distributed"][0]["world_size"], 3);
+  // A whole set says nothing of the kind.
+  const Result whole = compare(options({twice[0], twice[1]}));
+  EXPECT_EQ(whole.out.find("do not make the run's world"), std::string::npos) << whole.out;
+  // One rank of a world of two, alone: the other rank is named as not given.
+  const Result alone = compare(options({twice[0]}));
+  EXPECT_NE(alone.out.find("rank 1 not given"), std::string::npos) << alone.out;
+}

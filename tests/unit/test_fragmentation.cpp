@@ -302,9 +302,9 @@ TEST(AllocatorSettings, BadValuesAreRefusedNamingTheFlag) {
       EXPECT_EQ(std::string(e.what()).rfind("--remedy: ", 0), 0u) << e.what();
     }
   }
-  for (const char* bad : {"backend:cudaMallocAsync", "expandable_segments:yes", "garbage_collection_threshold:1.5",
-                          "max_split_size_mb:", "expandable_segments:True,expandable_segments:True",
-                          "max_split_size_mb:64,"}) {
+  for (const char* bad : {"backend:cudaMallocAsync", "expandable_segments:yes", "expandable_segments:true",
+                          "garbage_collection_threshold:1.5", "max_split_size_mb:", "max_split_size_mb:64,,",
+                          ",max_split_size_mb:64", "max_split_size_mb:64:", "roundup_power2_divisions:[4"}) {
     try {
       parse_allocator_settings("--allocator-settings", bad);
       ADD_FAILURE() << bad;
@@ -312,6 +312,58 @@ TEST(AllocatorSettings, BadValuesAreRefusedNamingTheFlag) {
       EXPECT_EQ(std::string(e.what()).rfind("--allocator-settings: ", 0), 0u) << e.what();
     }
   }
+}
+
+// --allocator-settings and the analysis read PYTORCH_ALLOC_CONF with one
+// reader, as PyTorch's own ConfigTokenizer and parseArgs read it: spaces
+// dropped, the last value of a key winning, bracketed lists kept whole.
+TEST(AllocatorSettings, ReadAsPyTorchReadsThem) {
+  const std::string flag = "--allocator-settings";
+  // The last value wins: True then False is PyTorch's default (it was
+  // recorded as True), True twice is True (it was refused).
+  EXPECT_TRUE(parse_allocator_settings(flag, "expandable_segments:True,expandable_segments:False").empty());
+  EXPECT_EQ(parse_allocator_settings(flag, "expandable_segments:False,expandable_segments:True"),
+            parse_remedies("--remedy", "expandable-segments"));
+  EXPECT_EQ(parse_allocator_settings(flag, "expandable_segments:True,expandable_segments:True"),
+            parse_remedies("--remedy", "expandable-segments"));
+  EXPECT_EQ(parse_allocator_settings(flag, "max_split_size_mb:64,max_split_size_mb:128"),
+            parse_remedies("--remedy", "max-split=128"));
+  EXPECT_FALSE(expandable_segments_on("expandable_segments:True,expandable_segments:False"));
+  EXPECT_TRUE(expandable_segments_on("expandable_segments:False,expandable_segments:True"));
+  // Whitespace around keys, values and separators is dropped.
+  for (const char* text : {"expandable_segments: True", " expandable_segments : True ", "expandable_segments:\tTrue"}) {
+    EXPECT_EQ(parse_allocator_settings(flag, text), parse_remedies("--remedy", "expandable-segments")) << text;
+    EXPECT_TRUE(expandable_segments_on(text)) << text;
+  }
+  EXPECT_EQ(parse_allocator_settings(flag, "max_split_size_mb: 64 , garbage_collection_threshold :0.6"),
+            parse_remedies("--remedy", "max-split=64+gc-threshold=60"));
+  // A trailing ',' is read (PyTorch reads it); an empty setting is not.
+  EXPECT_EQ(parse_allocator_settings(flag, "max_split_size_mb:64,"), parse_remedies("--remedy", "max-split=64"));
+  // A bracketed per-interval list is one setting, not split at its inner
+  // commas: refused, saying that such lists are not supported.
+  try {
+    parse_allocator_settings(flag, "roundup_power2_divisions:[256:1,512:2,>:4]");
+    ADD_FAILURE() << "a bracketed list was accepted";
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("--allocator-settings: 'roundup_power2_divisions:[256:1,512:2,>:4]': bracketed per-interval "
+                         "lists are not supported",
+                         0),
+              0u)
+        << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos);
+  }
+  const auto listed = read_allocator_conf(flag, "roundup_power2_divisions:[256:1, 512:2, >:4],expandable_segments:True");
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_TRUE(listed[0].list);
+  EXPECT_EQ(listed[0].value, "256:1,512:2,>:4");
+  EXPECT_EQ(listed[1].key, "expandable_segments");
+  // The analysis reads the same list: the setting after it still counts.
+  EXPECT_TRUE(expandable_segments_on("roundup_power2_divisions:[256:1,512:2,>:4],expandable_segments:True"));
+  EXPECT_FALSE(expandable_segments_on("roundup_power2_divisions:[256:1,expandable_segments:True]"));
+  // And the merge keeps a list whole.
+  EXPECT_EQ(merge_allocator_settings("roundup_power2_divisions:[256:1,>:4]", "expandable_segments:True"),
+            "expandable_segments:True,roundup_power2_divisions:[256:1,>:4]");
 }
 
 TEST(AllocatorSettings, TheEnvironmentsAndTheRunsAreOneListInPyTorchsOrder) {

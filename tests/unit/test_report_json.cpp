@@ -209,6 +209,8 @@ TEST(ReportJson, ReportsAtTheLimitsReadBackAndOnePastIsRefused) {
   r.model.parameter_bytes = limits::kMaxExactInteger;
   r.samples.back().peak_allocated_mib = limits::kAbsurdMiB;
   r.samples.back().allocated_mib = limits::kAbsurdMiB;
+  r.samples.back().reserved_mib = limits::kAbsurdMiB;  // allocated within reserved, reserved within used
+  r.samples.back().device_used_mib = limits::kAbsurdMiB;
   const std::string text = dump_report(r);
   ReadResult back = parse_report_text(text, "edge.json");
   ASSERT_FALSE(back.error) << back.error->what();

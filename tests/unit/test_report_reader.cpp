@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <tuple>
 #include <fstream>
 #include <stdexcept>
 
@@ -221,4 +223,112 @@ TEST(ReportReader, ANumberBeyondADoubleIsOneErrorNotAnAbort) {
   const InputError e = error_of(text);
   EXPECT_EQ(e.path(), "$");
   EXPECT_NE(e.message().find("number overflow"), std::string::npos) << e.what();
+}
+
+// Figures that cannot stand together are refused, one mutated report per
+// rule, each at the path of the figure that breaks it and naming the rule
+// (--check called them valid, and the comparer then printed "device used -
+// reserved: -162.0 MiB" and a negative trend).
+TEST(ReportReader, FiguresThatCannotBeTogetherAreRefused) {
+  struct Case {
+    const char* rule;
+    std::function<void(json&)> mutate;
+    std::string path;
+    std::string says;
+  };
+  const json base = good();  // CUDA, complete, reserved and device used on every sample
+  const std::size_t bwd = sample_index(base, Phase::kBackward, 1);
+  const std::string at = "$.samples[" + std::to_string(bwd) + "]";
+  const double reserved = base["samples"][bwd]["reserved_mib"].get<double>();
+  const double allocated = base["samples"][bwd]["allocated_mib"].get<double>();
+  const std::vector<Case> cases = {
+      {"allocated above reserved",
+       [&](json& j) {
+         j["samples"][bwd]["allocated_mib"] = reserved + 1;
+         j["samples"][bwd]["peak_allocated_mib"] = reserved + 1;
+       },
+       at + ".allocated_mib", "is above reserved"},
+      {"device used below reserved", [&](json& j) { j["samples"][bwd]["device_used_mib"] = reserved - 1; },
+       at + ".device_used_mib", "is below reserved"},
+      {"a census above allocated",
+       [&](json& j) {
+         j["samples"][bwd]["tensors"] = {
+             {"parameters_mib", allocated / 2}, {"gradients_mib", allocated / 2}, {"optimizer_state_mib", 1.0}};
+       },
+       at + ".tensors", "census's"},
+      {"a complete run above its limit",
+       [&](json& j) { j["config"]["memory_limit_mib"] = allocated / 2; },
+       "", "above config.memory_limit_mib"},
+      {"a complete run with no samples", [&](json& j) { j["samples"] = json::array(); }, "$.samples",
+       "a complete run has no samples"},
+      {"an oom's allocated above its reserved",
+       [&](json& j) {
+         j["status"] = "oom";
+         j["events"].push_back({{"kind", "oom"}, {"phase", "forward"}, {"step", 3}, {"message", "out of memory"},
+                                {"oom", {{"allocated_mib", 30.0}, {"reserved_mib", 20.0}}}});
+       },
+       "$.events[0].oom.allocated_mib", "is above reserved"},
+  };
+  for (const Case& c : cases) {
+    json j = base;
+    c.mutate(j);
+    const InputError e = error_of(j);
+    if (!c.path.empty()) {
+      EXPECT_EQ(e.path(), c.path) << c.rule << ": " << e.what();
+    }
+    EXPECT_NE(e.message().find(c.says), std::string::npos) << c.rule << ": " << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << c.rule;
+    EXPECT_EQ(std::string(e.what()).rfind("f.json: $.", 0), 0u) << c.rule << ": " << e.what();
+  }
+  // The limit's rule names the sample with the run's highest peak.
+  json j = base;
+  j["config"]["memory_limit_mib"] = allocated / 2;
+  EXPECT_NE(error_of(j).path().find(".peak_allocated_mib"), std::string::npos);
+  // Within the rules: exactly at the limit, census equal to allocated, and a
+  // run that ran out above its limit (the failure is what it records).
+  j = base;
+  double peak = 0;
+  for (const json& s : j["samples"]) peak = std::max(peak, s["peak_allocated_mib"].get<double>());
+  j["config"]["memory_limit_mib"] = peak;
+  j["samples"][bwd]["tensors"] = {{"parameters_mib", allocated}, {"gradients_mib", 0.0}, {"optimizer_state_mib", 0.0}};
+  EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report) << error_of(j).what();
+  j["config"]["memory_limit_mib"] = peak / 2;
+  j["status"] = "oom";
+  EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report);
+  // A run that stopped before its first sample is read: it says so by its status.
+  j = base;
+  j["samples"] = json::array();
+  j["status"] = "failed";
+  EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report);
+}
+
+// Values the Python recorder once wrote and the reader refuses, each at its
+// path: a variant not of printable ASCII ("é", a tab), a negative seed, a
+// negative batch, a loss beyond 1e30. The recorder refuses them at
+// construction (or leaves the loss out); the reader stays the judge.
+TEST(ReportReader, ValuesARecorderMustNotWriteAreRefused) {
+  const json base = good();
+  const std::size_t step = sample_index(base, Phase::kStep, 0);
+  const std::vector<std::tuple<std::string, json, std::string>> cases = {
+      {"/config/variant", "\u00e9", "$.config.variant"},
+      {"/config/variant", "a\tb", "$.config.variant"},
+      {"/config/seed", -5, "$.config.seed"},
+      {"/config/batch_size_per_device", -3, "$.config.batch_size_per_device"},
+      {"/samples/" + std::to_string(step) + "/loss", 1e31, "$.samples[" + std::to_string(step) + "].loss"},
+      {"/samples/" + std::to_string(step) + "/loss", -1e31, "$.samples[" + std::to_string(step) + "].loss"},
+  };
+  for (const auto& [pointer, value, path] : cases) {
+    json j = base;
+    j[json::json_pointer(pointer)] = value;
+    const InputError e = error_of(j);
+    EXPECT_EQ(e.path(), path) << pointer << " = " << value.dump() << ": " << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  // Just within: a loss of 1e30, seed 0, batch 1, a variant of 80 '~'.
+  json j = base;
+  j["samples"][step]["loss"] = 1e30;
+  j["config"]["seed"] = 0;
+  j["config"]["batch_size_per_device"] = 1;
+  j["config"]["variant"] = std::string(80, '~');
+  EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report) << error_of(j).what();
 }

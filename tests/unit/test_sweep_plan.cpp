@@ -1,4 +1,5 @@
 #include "memdiag/errors.hpp"
+#include "memdiag/output_names.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include "test_paths.hpp"
@@ -81,6 +82,30 @@ TEST(SweepPlan, PlanFilesAreStrict) {
             "p.json: $.runs[0].name: '../x' is not a name of letters, digits, '_' and '-'");
   EXPECT_EQ(error(R"({"runs": [{"name": "a", "case": "alpha", "steps": 0}]})"),
             "p.json: $.runs[0].steps: value 0 is out of range [1, 10000000]");
+}
+
+// A run's report is named after it, and a file name part holds
+// kMaxFileNamePart characters: a name of 96 is kept whole, one of 97 is
+// refused naming the entry and the limit (it was cut silently, so two
+// names alike in their first 96 characters named one report).
+TEST(SweepPlan, ANameLongerThanAFileNamePartIsRefused) {
+  auto plan = [](const std::string& name) {
+    return R"({"runs": [{"name": "short", "case": "alpha"}, {"name": ")" + name + R"(", "case": "alpha"}]})";
+  };
+  const std::string longest(kMaxFileNamePart, 'n');
+  const auto runs = parse_plan_text(plan(longest), "p.json");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[1].name, longest);
+  EXPECT_EQ(kMaxFileNamePart, 96u);
+  try {
+    parse_plan_text(plan(std::string(97, 'n')), "p.json");
+    ADD_FAILURE() << "a 97-character name was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.path(), "$.runs[1].name");
+    EXPECT_EQ(std::string(e.what()),
+              "p.json: $.runs[1].name: 'nnnnnnnnnnnnnnnnnnnnnnnn...' is 97 characters; a run's name is at most 96 "
+              "(its report is named after it)");
+  }
 }
 
 TEST(SweepPlan, TheShippedReferencePlanReads) {

@@ -89,6 +89,21 @@ struct RankRow {
   double peak_allocated_mib = 0;
   std::optional<double> forward_increment_mib;
   std::optional<double> first_step_excess_mib;
+  // The row of the highest peak: one row of a set, even where its rank
+  // was given twice.
+  bool capacity_constraint = false;
+};
+
+// What a rank set lacks or repeats against its world size: ranks of the
+// world no report was given for (the first kMaxListedRanks of them, and how
+// many), and ranks given by more than one report.
+struct RankGaps {
+  static constexpr std::size_t kMaxListedRanks = 16;
+  int world_size = 1;
+  std::vector<int> missing;  // the first kMaxListedRanks
+  std::int64_t missing_count = 0;
+  std::vector<int> repeated;
+  bool any() const { return missing_count > 0 || !repeated.empty(); }
 };
 
 struct DistributedView {
@@ -96,6 +111,7 @@ struct DistributedView {
   std::string variant;         // variant_label of the ranks' runs
   std::vector<RankRow> ranks;  // by rank
   int max_rank = 0;            // the capacity constraint
+  RankGaps gaps;
   double max_peak_mib = 0;
   double imbalance = 0;  // (max - min) / max of peak
   bool imbalanced = false;
@@ -296,8 +312,17 @@ struct InputsVaried {
   std::optional<SizeRange> tokens;   // set where the tokens varied
   std::int64_t configured_batch = 0;
 };
+// The reports of a data-parallel run do not make its world: a rank missing
+// (world 3, ranks 0 and 1) or given twice. Per-rank figures and the
+// capacity constraint are the given ranks' only.
+struct RankSetIncomplete {
+  RunPoint run;
+  RankGaps gaps;
+  std::vector<std::string> repeated_sources;  // the reports of the repeated ranks, by rank
+};
 }  // namespace warning
-using Warning = std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried>;
+using Warning =
+    std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried, warning::RankSetIncomplete>;
 const char* warning_code(const Warning& w);
 
 // A variant measured against the baseline: a run of the group that differs

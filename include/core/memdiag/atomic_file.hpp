@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace memdiag {
@@ -15,6 +16,24 @@ namespace memdiag {
 // removed and IoError names the path and errno's text; a second signal
 // meanwhile removes it too (memdiag/exit_cleanup.hpp).
 void write_file_atomically(const std::string& path, const std::string& text);
+
+// write_file_atomically with a last look at what it would replace, made
+// with the target's directory locked (flock(2) on the directory, which
+// every guarded write takes) right before the rename, so that the look and
+// the write are one step for every guarded writer. `refuse` is asked only
+// when a file is there then, and says why not to replace it (empty: go
+// ahead). Refused, the file stays as it is and the text goes to a new name
+// beside it (<stem>-N<extension>, N from 2, created without replacing
+// anything): nothing is lost either way. A target with nothing there is
+// created without replacing what may have appeared meanwhile
+// (renameat2's RENAME_NOREPLACE where the file system has it). Streams and
+// descriptors are written as write_file_atomically writes them.
+struct GuardedWrite {
+  std::string refused;  // why the target was not replaced; empty when it was written
+  std::string kept_at;  // where the text went instead
+};
+GuardedWrite write_file_guarded(const std::string& path, const std::string& text,
+                                const std::function<std::string()>& refuse);
 
 // Checks, before a long run, that write_file_atomically(path) will work: its
 // directory exists and a file can be created there (tried, then removed:

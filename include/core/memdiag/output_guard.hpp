@@ -5,6 +5,9 @@
 // same configuration unless told to). One set of rules for both executables.
 #pragma once
 
+#include "memdiag/atomic_file.hpp"
+#include "memdiag/report.hpp"
+
 #include <string>
 #include <vector>
 
@@ -41,5 +44,18 @@ std::string check_output(const std::string& output, const InputFiles& inputs);
 // For memory_diagnostics: why an existing regular file at output is not a
 // memdiag report it may replace, empty when it is one or nothing is there.
 std::string check_replaces_only_a_report(const std::string& output);
+
+// For memory_diagnostics: what is at output now (nothing, or that file:
+// device, inode, size, times) is what its checks looked at, so its write
+// may replace it. Called once the checks of a run's output passed.
+void remember_output(const std::string& output);
+
+// memory_diagnostics writing its report (write_file_guarded): the check and
+// the write are one step. A file at output that is not the one this
+// process's checks looked at, or its own last write (another run's,
+// written while this one ran), is replaced only when it is a report of the
+// same configuration (projection::kBaselineMatch); otherwise it stays and
+// this report goes beside it, and the result says why and where.
+GuardedWrite write_own_report(const std::string& output, const Report& report);
 
 }  // namespace memdiag

@@ -77,14 +77,38 @@ struct Remedy {
 std::string allocator_settings_of(const std::vector<Remedy>& remedies);
 // The value a remedy gives its allocator key: "True", "64", "0.60".
 std::string allocator_value(const Remedy& r);
+// One setting of PYTORCH_ALLOC_CONF: its key and its value, one token or
+// (list) the text inside a bracketed list ("256:1,512:2,>:4").
+struct AllocatorSetting {
+  std::string key;
+  std::string value;
+  bool list = false;
+};
+// PYTORCH_ALLOC_CONF's settings read as PyTorch's own parser reads them
+// (c10::CachingAllocator::ConfigTokenizer and
+// AcceleratorAllocatorConfig::parseArgs, torch 2.11): whitespace anywhere
+// is dropped; ',', ':', '[' and ']' are tokens of their own; each setting
+// is key:value or key:[list], joined with ',' (one trailing ',' allowed);
+// a key given again replaces its value (the last wins), keeping its first
+// place. Any key is read; throws UsageError naming `flag` where the text is
+// not that grammar. The one reader of that syntax: --allocator-settings,
+// the merge below and expandable_segments_on.
+std::vector<AllocatorSetting> read_allocator_conf(const std::string& flag, const std::string& text);
 // --allocator-settings 'expandable_segments:True,max_split_size_mb:64' as
-// the remedies that set them; throws UsageError naming the flag for a key
-// memdiag does not measure, a bad value or a key given twice.
+// the remedies that set them (read by read_allocator_conf: the last value
+// of a key wins, as in PyTorch); throws UsageError naming the flag for a key
+// memdiag does not measure, a bad value or a bracketed list (memdiag's
+// roundup-pow2 is one division count for every size).
 std::vector<Remedy> parse_allocator_settings(const std::string& flag, const std::string& text);
-// Settings `over` laid on `base` (both key:value lists joined with ','):
-// keys of `over` replace those of `base`; keys in the order memdiag spells
-// them (its remedies' order, then any others as they came).
+// Settings `over` laid on `base` (both PYTORCH_ALLOC_CONF text): keys of
+// `over` replace those of `base`; keys in the order memdiag spells them (its
+// remedies' order, then any others as they came).
 std::string merge_allocator_settings(const std::string& base, const std::string& over);
+// Whether a process under these settings (PYTORCH_ALLOC_CONF text, as a
+// report's config.allocator_settings holds it) has expandable segments:
+// the last expandable_segments value is True. False for text PyTorch would
+// not read.
+bool expandable_segments_on(const std::string& settings);
 // Whether any remedy of the set acts on the whole process.
 bool has_process_scope(const std::vector<Remedy>& remedies);
 

@@ -36,4 +36,10 @@ class StopRequest {
 // "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
 std::string signal_name(int signal);
 
+// The environment variable a memdiag process sets, to its pid, for a child
+// it starts (--isolate's runs, --find-max-batch's confirmations): the child
+// is sent SIGTERM when that parent dies, whatever ended it (SIGKILL
+// included), and stops as for any stop signal (src/cli/signals.cpp).
+inline constexpr const char* kParentPidVariable = "MEMDIAG_PARENT_PID";
+
 }  // namespace memdiag

@@ -31,7 +31,8 @@ struct LaunchInfo {
 };
 
 // nullopt when the variables are absent (a plain single-process run).
-// Throws UsageError naming the variable when one is malformed.
+// Throws UsageError naming the variable when one is malformed, or when
+// RANK or WORLD_SIZE is set without the other (naming the one missing).
 std::optional<LaunchInfo> launch_from_environment();
 
 // A CPU rank's share of this host's cores: the intra-op thread pool's
