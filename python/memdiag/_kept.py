@@ -118,8 +118,8 @@ class KeptTracker:
             before = self._alive_before.get(id(o)) if self._alive_before is not None else None
             if self._alive_before is not None and (before is None or before() is not o):
                 made = self._outputs.get(id(o))
-                sig = (tuple(o.shape), str(o.dtype).replace("torch.", ""), o.device.type,
-                       type(o.grad_fn).__name__ if o.grad_fn is not None else None, made[0] if made else None)
+                sig = (tuple(o.shape), str(o.dtype).replace("torch.", ""), key[0],
+                       type(fn).__name__ if fn is not None else None, made[0] if made else None)
                 record = {"shape": list(sig[0]), "dtype": sig[1], "device": sig[2], "grad_fn": sig[3],
                           "made_by": f"{made[0]} of {made[1]}" if made else None,
                           "where": self._where if made else None}
@@ -184,7 +184,11 @@ def live_cpu_tensors():
 def _storage_key(t):
     try:
         s = t.untyped_storage()
-        return (t.device.type, t.device.index, s.data_ptr(), s.nbytes()) if s.nbytes() else None
+        n = s.nbytes()
+        if not n:
+            return None
+        d = t.device
+        return (d.type, d.index, s.data_ptr(), n)
     except (RuntimeError, NotImplementedError):  # a meta or sparse tensor: nothing to count
         return None
 
@@ -245,13 +249,23 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
 
+_LIBRARY = {}  # an absolute file name -> whether it is torch's, memdiag's or an installed library's
+
+
 def _caller():
     """file:line of the first frame outside torch, memdiag and the
     libraries a model comes from."""
     f = sys._getframe(2)
     while f is not None:
-        name = os.path.abspath(f.f_code.co_filename)
-        if not (name.startswith(_HERE) or name.startswith(_TORCH) or f"{os.sep}site-packages{os.sep}" in name):
+        filename = f.f_code.co_filename
+        library = _LIBRARY.get(filename)
+        if library is None:
+            name = os.path.abspath(filename)  # a relative name: from the working directory of now
+            library = name.startswith(_HERE) or name.startswith(_TORCH) or f"{os.sep}site-packages{os.sep}" in name
+            if os.path.isabs(filename):
+                _LIBRARY[filename] = library
+        if not library:
+            name = os.path.abspath(filename)
             rel = os.path.relpath(name)
             return f"{rel if not rel.startswith('..') else name}:{f.f_lineno}"
         f = f.f_back

@@ -16,6 +16,7 @@ A loss in another dtype than float32 is converted on the device on its way
 import torch
 
 _FIRST_CHUNK = 1024
+_grad_enabled, _set_grad_enabled = torch._C.is_grad_enabled, torch._C._set_grad_enabled
 _BLOCK = 1024  # slots made as views at a time: unbind() makes them in one call, a view per slot costs 4x
 
 
@@ -49,10 +50,14 @@ class LossBuffer:
                     self._grow()
                 else:
                     self._views()
-            src = loss.detach()
-            if src.dim() != 0:
-                src = src.reshape(())
-            self._slots[self._next].copy_(src, non_blocking=True)
+            # Without autograd (the loss requires grad; its copy must not):
+            # cheaper than a detached view a step.
+            enabled = _grad_enabled()
+            _set_grad_enabled(False)
+            try:
+                self._slots[self._next].copy_(loss if loss.dim() == 0 else loss.reshape(()), non_blocking=True)
+            finally:
+                _set_grad_enabled(enabled)
             self._next += 1
             self._kept.append((len(self._chunks) - 1, self._used))
             self._used += 1

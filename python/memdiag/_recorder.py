@@ -40,6 +40,7 @@ _current_thread = threading.current_thread
 _is_grad_enabled = torch.is_grad_enabled
 _SETUP_PHASES = ("model_ready", "optimizer_ready")
 _now_ms = _probe.now_ms
+_NO_EXTRA = (None, None, None)  # a sample's micro-batch, forward inputs and loss handles
 _backward_lock = threading.Lock()
 _original_backward = [None]
 _original_scaler_step = [None]
@@ -360,6 +361,7 @@ class Recorder:
             _signals.uninstall(self)  # after the write: a signal meanwhile was held
 
     def _write_report(self):
+        self._samples = [s if type(s) is dict else _sample_dict(s) for s in self._samples]
         readings = None
         if isinstance(self._probe, _probe.CpuProbe):
             readings = self._probe.stop()
@@ -658,9 +660,10 @@ class Recorder:
         self._begin_phase(not reset)
 
     def _sample(self, phase, step, reset_peak=False):
-        """Appends `phase`'s sample; returns whether the reading reset the
-        allocator's peak for the next phase (on CUDA, where asked: one call
-        reads the figures and resets it)."""
+        """Appends `phase`'s sample (as a tuple: the report's dict is made
+        when recording ends, _sample_dict); returns whether the reading
+        reset the allocator's peak for the next phase (on CUDA, where asked:
+        one call reads the figures and resets it)."""
         if self._cuda:
             # The allocator's counters are kept on the host in program order:
             # exact without waiting for the device. The device is waited for
@@ -671,33 +674,21 @@ class Recorder:
             # The device's use at every phase of the first two steps (cuDNN,
             # NCCL and the like make theirs there), then once a step, and
             # wherever the allocator's reserve moved.
-            allocated, reserved, used, peak, inactive, process, retries = self._probe.figures(
-                wait, self.process_memory, step is None or step < 2 or cleanup, reset_peak)
-            sample = {"phase": phase, "step": step, "allocated_mib": allocated, "reserved_mib": reserved,
-                      "device_used_mib": used, "peak_allocated_mib": peak, "inactive_split_mib": inactive,
-                      "process_device_mib": process, "alloc_retries": retries,
-                      "elapsed_ms": max(0.0, _now_ms() - self._phase_started)}
+            figures = self._probe.figures(wait, self.process_memory, step is None or step < 2 or cleanup, reset_peak)
         else:
             reset_peak = False
-            mark = self._probe.mark()
-            sample = {"phase": phase, "step": step, "allocated_mib": 0.0, "reserved_mib": None,
-                      "device_used_mib": None, "peak_allocated_mib": 0.0, "inactive_split_mib": None,
-                      "process_device_mib": None, "_mark": mark,
-                      "elapsed_ms": max(0.0, _now_ms() - self._phase_started)}
+            figures = self._probe.mark()  # read off the profiler's timeline when recording ends
+        elapsed = _now_ms() - self._phase_started
         if phase == FORWARD:
-            sample["micro_batch"] = self._micro
-            samples, tokens = self._forward_inputs
-            if samples is not None:
-                sample["samples"] = samples
-                if tokens is not None:
-                    sample["tokens"] = tokens
+            extra = (self._micro, self._forward_inputs, None)
         elif phase == BACKWARD:
-            sample["micro_batch"] = self._micro
+            extra = (self._micro, None, None)
         elif phase == STEP and self._losses:
             # Read when recording ends (_resolve_losses): no wait here.
-            sample["_loss_handles"] = list(self._losses)
-        sample["tensors"] = self._take_census(phase) if self.census else None
-        self._samples.append(sample)
+            extra = (None, None, tuple(self._losses))
+        else:
+            extra = _NO_EXTRA
+        self._samples.append((phase, step, figures, elapsed, extra, self._take_census(phase) if self.census else None))
         return reset_peak
 
     def _take_census(self, phase=None):
@@ -998,6 +989,32 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     says which modules and module types hold the forward's memory; about
     two allocator readings a module call on those steps only)."""
     return Recorder(model, optimizer, output, **options)
+
+
+def _sample_dict(sample):
+    """A sample as the report holds it, from what _sample kept."""
+    phase, step, figures, elapsed, (micro, inputs, losses), census = sample
+    if type(figures) is tuple:  # CUDA
+        allocated, reserved, used, peak, inactive, process, retries = figures
+        s = {"phase": phase, "step": step, "allocated_mib": allocated, "reserved_mib": reserved,
+             "device_used_mib": used, "peak_allocated_mib": peak, "inactive_split_mib": inactive,
+             "process_device_mib": process, "alloc_retries": retries}
+    else:  # the CPU: a mark on the profiler's timeline
+        s = {"phase": phase, "step": step, "allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None,
+             "peak_allocated_mib": 0.0, "inactive_split_mib": None, "process_device_mib": None, "_mark": figures}
+    s["elapsed_ms"] = max(0.0, elapsed)
+    if micro is not None:
+        s["micro_batch"] = micro
+    if inputs is not None:
+        samples, tokens = inputs
+        if samples is not None:
+            s["samples"] = samples
+            if tokens is not None:
+                s["tokens"] = tokens
+    if losses:
+        s["_loss_handles"] = list(losses)
+    s["tensors"] = census
+    return s
 
 
 def _unwrap(model):
