@@ -39,7 +39,7 @@ _ns = time.perf_counter_ns
 _current_thread = threading.current_thread
 _is_grad_enabled = torch.is_grad_enabled
 _SETUP_PHASES = ("model_ready", "optimizer_ready")
-_now_ms = _probe.now_ms
+_perf_counter = time.perf_counter  # a phase's clock, in ms: as _probe.now_ms() reads it
 _NO_EXTRA = (None, None, None)  # a sample's micro-batch, forward inputs and loss handles
 _backward_lock = threading.Lock()
 _original_backward = [None]
@@ -631,65 +631,61 @@ class Recorder:
         else:
             self._micro += 1
 
-    def _begin_phase(self, reset_peak=True):
-        """The next phase's clock, and its peak (unless the reading that
-        ended the last one reset it already)."""
-        if reset_peak:
-            self._probe.begin_phase()
-        self._phase_started = _now_ms()
+    def _begin_phase(self):
+        """The next phase's clock and peak."""
+        self._probe.begin_phase()
+        self._phase_started = _perf_counter() * 1000.0
 
     def _close(self, phase):
         """Ends `phase` now: samples it (in a recorded step) and starts the
-        next one's clock and peak."""
-        setup = phase in _SETUP_PHASES
+        next one's clock and peak. A sample is kept as a tuple (phase, step,
+        the reading, its time, the micro-batch, forward inputs and loss
+        handles, the census): the report's dict is made when recording ends
+        (_sample_dict). It runs at every phase: written out in one."""
         self._last = phase
         recording = self._recording
+        setup = phase in _SETUP_PHASES
         cleanup = phase == CLEANUP
-        # A cleanup whose live tensors are walked collects the garbage
-        # first (memory is freed): the next phase's peak starts after it.
-        walk = cleanup and recording and self._kept is not None and self._step in _kept.WALKED_STEPS
-        reset = False
-        if setup or recording:
-            reset = self._sample(phase, None if setup else self._step, not walk)
+        reset = False  # whether the reading reset the peak for the next phase
+        if recording or setup:
+            step = None if setup else self._step
+            if self._cuda:
+                # The allocator's counters are kept on the host in program
+                # order: exact without waiting for the device. The device is
+                # waited for where a time must be true: every phase with
+                # sync="phase", else once a step, at its end (and in setup).
+                # The device's use at every phase of the first two steps
+                # (cuDNN, NCCL and the like make theirs there), then once a
+                # step, and wherever the allocator's reserve moved. The peak
+                # is reset in the reading's call, unless a walk of the live
+                # tensors follows (it collects garbage first: the next
+                # phase's peak starts after it).
+                reset = not (cleanup and self._kept is not None and step in _kept.WALKED_STEPS)
+                figures = self._probe.figures(step is None or self._sync_phase or (cleanup and self._sync_step),
+                                              self.process_memory, step is None or step < 2 or cleanup, reset)
+            else:
+                figures = self._probe.mark()  # read off the profiler's timeline when recording ends
+            elapsed = _perf_counter() * 1000.0 - self._phase_started
+            if phase == FORWARD:
+                extra = (self._micro, self._forward_inputs, None)
+            elif phase == BACKWARD:
+                extra = (self._micro, None, None)
+            elif phase == STEP and self._losses:
+                # Read when recording ends (_resolve_losses): no wait here.
+                extra = (None, None, tuple(self._losses))
+            else:
+                extra = _NO_EXTRA
+            self._samples.append((phase, step, figures, elapsed, extra,
+                                  self._take_census(phase) if self.census else None))
         if cleanup:
             if self._kept is not None and recording:
                 # The model's state is listed only for the cleanups walked.
-                self._kept.at_cleanup(self._step, self._state_tensors() if walk else ())
+                self._kept.at_cleanup(self._step, self._state_tensors() if self._step in _kept.WALKED_STEPS else ())
             if self._cpu:
                 self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
-        self._begin_phase(not reset)
-
-    def _sample(self, phase, step, reset_peak=False):
-        """Appends `phase`'s sample (as a tuple: the report's dict is made
-        when recording ends, _sample_dict); returns whether the reading
-        reset the allocator's peak for the next phase (on CUDA, where asked:
-        one call reads the figures and resets it)."""
-        if self._cuda:
-            # The allocator's counters are kept on the host in program order:
-            # exact without waiting for the device. The device is waited for
-            # where a time must be true: every phase with sync="phase", else
-            # once a step, at its end (and in setup: step None).
-            cleanup = phase == CLEANUP
-            wait = step is None or self._sync_phase or (cleanup and self._sync_step)
-            # The device's use at every phase of the first two steps (cuDNN,
-            # NCCL and the like make theirs there), then once a step, and
-            # wherever the allocator's reserve moved.
-            figures = self._probe.figures(wait, self.process_memory, step is None or step < 2 or cleanup, reset_peak)
-        else:
-            reset_peak = False
-            figures = self._probe.mark()  # read off the profiler's timeline when recording ends
-        elapsed = _now_ms() - self._phase_started
-        if phase == FORWARD:
-            extra = (self._micro, self._forward_inputs, None)
-        elif phase == BACKWARD:
-            extra = (self._micro, None, None)
-        elif phase == STEP and self._losses:
-            # Read when recording ends (_resolve_losses): no wait here.
-            extra = (None, None, tuple(self._losses))
-        else:
-            extra = _NO_EXTRA
-        self._samples.append((phase, step, figures, elapsed, extra, self._take_census(phase) if self.census else None))
-        return reset_peak
+        if not reset:
+            self._probe.begin_phase()
+        self._phase_started = _perf_counter() * 1000.0
 
     def _take_census(self, phase=None):
         """The census at the end of `phase`. A role is recounted only where
