@@ -528,7 +528,8 @@ class Recorder:
                 # Where the model was called, and what it returned: named
                 # only in the steps whose cleanups are walked.
                 self._kept.forward_called()
-            self._forward_inputs = inputs = _inputs.sizes(args, kwargs)
+            # Read where a sample takes them (a step not recorded has none).
+            self._forward_inputs = inputs = _inputs.sizes(args, kwargs) if self._recording else (None, None)
             if step == 0:
                 self._batch_from(inputs[0])
             if self._modules is not None and self._recording and step in _modules.TRACKED_STEPS and \
