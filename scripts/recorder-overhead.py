@@ -20,6 +20,14 @@ the MLPs, a job of --long-steps steps at the recorder's defaults (every step
 of the first 100, then one in 100) and bare, against a plain loop as long. Where a
 loop is bound by the device that host time hides behind the device's work;
 where it is bound by launches, it is what the loop pays.
+
+The recorder's once-a-job work inside the loop falls in its first 5 steps
+(the modules' readings at steps 0 and 1, the walks of the live tensors at
+the cleanups of steps 1 to 4): every loop (plain and recorded) also waits
+for the device after its step 4, and the last columns give the steady
+steps apart (steps 5 on, each mode against the plain loop's steps 5 on, the
+recorder's own host time a step there) and what the first 5 steps cost
+once (ms, recorded at the defaults less plain).
 """
 import argparse
 import json
@@ -86,12 +94,32 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def timed(device, fn, steps):
+FIRST = 5  # steps 0-4: the recorder's once-a-job work (modules' readings at steps 0 and 1, kept walks at 1-4)
+
+
+def timed(device, fn, steps, split=None):
+    """ms per step of fn(steps), from a synchronised start to a synchronised
+    end. With `split` (a dict) and more than FIRST steps, the device is also
+    waited for after step FIRST - 1 (split["at"](), if given, is called
+    there), and split gets the ms per step of the steps after it ("steady")
+    and the ms of the first FIRST ("first_ms")."""
     sync(device)
     t = time.perf_counter()
-    fn(steps)
+    if split is None or steps <= FIRST:
+        fn(steps)
+        sync(device)
+        return (time.perf_counter() - t) * 1000.0 / steps
+    fn(FIRST)
     sync(device)
-    return (time.perf_counter() - t) * 1000.0 / steps
+    if "at" in split:
+        split["at"]()
+    t1 = time.perf_counter()
+    fn(steps - FIRST)
+    sync(device)
+    t2 = time.perf_counter()
+    split["steady"] = (t2 - t1) * 1000.0 / (steps - FIRST)
+    split["first_ms"] = (t1 - t) * 1000.0
+    return (t2 - t) * 1000.0 / steps
 
 
 def one(name, args):
@@ -115,13 +143,21 @@ def one(name, args):
     ratios = {k: [] for k in modes}
     long_ratios = {"defaults": [], "bare": []}
     fixed, host = [], {"recorded": [], "no census": []}
+    steady = {"recorded": [], "no census": []}  # steps FIRST on, against the plain loop's
+    steady_host, first_ms = [], []
     for _ in range(args.rounds):
+        plain_split = {}
         for k, fn in modes.items():
-            times[k].append(timed(device, fn, args.steps) if k == "plain" else fn(args.steps))
+            times[k].append(timed(device, fn, args.steps, plain_split) if k == "plain" else fn(args.steps))
             if k == "recorded":
                 fixed.append(_recorded.fixed_ms)
+                if "steady" in _recorded.split:
+                    first_ms.append(_recorded.split["first_ms"] - plain_split["first_ms"])
+                    steady_host.append(_recorded.host_steady_us)
             if k in host:
                 host[k].append(_recorded.host_us)
+            if k in steady and "steady" in _recorded.split:
+                steady[k].append(_recorded.split["steady"] / plain_split["steady"])
         # Each mode against the plain loop of its own round: the host's
         # speed drifts between rounds by more than the overheads measured.
         for k in modes:
@@ -140,6 +176,9 @@ def one(name, args):
     def over(k):
         return (statistics.median(ratios[k]) - 1) * 100
 
+    def over_steady(k):
+        return (statistics.median(steady[k]) - 1) * 100 if steady[k] else float("nan")
+
     def over_long(k):
         return (statistics.median(long_ratios[k]) - 1) * 100 if long_ratios[k] else float("nan")
 
@@ -148,6 +187,9 @@ def one(name, args):
             "overhead_sync_phase": over("sync per phase"), "overhead_no_nvml": over("no NVML"),
             "overhead_bare": over("bare"), "overhead_every10": over("every 10"),
             "overhead_long_defaults": over_long("defaults"), "overhead_long_bare": over_long("bare"),
+            "overhead_steady": over_steady("recorded"), "overhead_steady_no_census": over_steady("no census"),
+            "host_steady_us": statistics.median(steady_host) if steady_host else float("nan"),
+            "first5_ms": statistics.median(first_ms) if first_ms else float("nan"),
             "start_end_ms": statistics.median(fixed),
             "host_us": statistics.median(host["recorded"]), "host_us_no_census": statistics.median(host["no census"])}
 
@@ -160,9 +202,17 @@ def _recorded(model, opt, loop, steps, path, census, sync="none", process_memory
     timed apart (the 'start+end' column)."""
     device = next(model.parameters()).device
     t0 = time.perf_counter()
+    at = []
+    _recorded.split = {}
     with memdiag.record(model, opt, output=path, census=census, sync=sync, process_memory=process_memory,
-                        every=every):
-        per_step = timed(device, loop, steps)
+                        every=every) as rec:
+        # The short loops' modes (every=1, every=10) wait after step 4 as
+        # the plain loop does, the long job's do not.
+        if every is not None:
+            _recorded.split = {"at": lambda: at.append(rec._host_ns)}
+        per_step = timed(device, loop, steps, _recorded.split if every is not None else None)
+        if at:
+            _recorded.host_steady_us = (rec._host_ns - at[0]) / 1e3 / (steps - FIRST)
         t1 = time.perf_counter()
     _recorded.fixed_ms = (time.perf_counter() - t0) * 1000.0 - per_step * steps
     with open(path) as f:
@@ -194,7 +244,8 @@ def main():
                                         else f"torch's Python API ({_native.why()})"))
     print(f"{'workload':28s} {'plain ms/step':>13s} {'recorded':>9s} {'overhead':>9s} {'no census':>10s} {'overhead':>9s} "
           f"{'sync/step':>10s} {'overhead':>9s} {'no NVML':>9s} {'bare':>9s} {'start+end ms':>12s} "
-          f"{'host us/step':>12s} {'(no census)':>11s} {'every 10':>9s} {'long: defaults':>14s} {'bare':>7s}")
+          f"{'host us/step':>12s} {'(no census)':>11s} {'every 10':>9s} {'long: defaults':>14s} {'bare':>7s} "
+          f"{'steady: recorded':>16s} {'no census':>9s} {'host us':>7s} {'first 5 ms':>10s}")
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device,
                "--steps", str(args.steps), "--rounds", str(args.rounds), "--long-steps", str(args.long_steps)] + (["--preset", args.preset] if args.preset else [])
@@ -208,7 +259,9 @@ def main():
               f"{r['overhead_sync_phase']:8.1f}% {r['overhead_no_nvml']:8.1f}% {r['overhead_bare']:8.1f}% {r['start_end_ms']:12.1f} "
               f"{r['host_us']:12.0f} {r['host_us_no_census']:11.0f} {r['overhead_every10']:8.1f}% "
               + (f"{r['overhead_long_defaults']:13.1f}% {r['overhead_long_bare']:6.1f}%"
-                 if r["overhead_long_defaults"] == r["overhead_long_defaults"] else f"{'-':>14s} {'-':>7s}"))
+                 if r["overhead_long_defaults"] == r["overhead_long_defaults"] else f"{'-':>14s} {'-':>7s}")
+              + f" {r['overhead_steady']:15.1f}% {r['overhead_steady_no_census']:8.1f}% {r['host_steady_us']:7.0f} "
+                f"{r['first5_ms']:10.2f}")
     return 0
 
 
