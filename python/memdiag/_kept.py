@@ -86,7 +86,9 @@ class KeptTracker:
 
     def at_cleanup(self, step, state):
         """Walks the live tensors after step `step`'s cleanup, if it is one
-        walked. state: the tensors that are the model's (not kept)."""
+        walked. state: the tensors that are the model's (not kept), or a
+        function that lists them (called only where a live tensor made
+        since recording began needs telling from them)."""
         if step not in WALKED_STEPS:
             self._outputs = {}
             return
@@ -94,7 +96,7 @@ class KeptTracker:
         # Tensors in reference cycles (a non-leaf and its graph) linger
         # until a collection: they are not kept, only not yet freed.
         gc.collect()
-        owned = {_storage_key(t) for t in state}
+        owned = None  # the storages of the model's state, once a tensor needs telling from them
         roots = []  # the autograd nodes of the live tensors that are not the model's state
         alive = {}
         born = {}
@@ -107,7 +109,11 @@ class KeptTracker:
             if isinstance(o, torch.nn.Parameter):
                 continue
             key = _storage_key(o)
-            if key is None or key in owned:
+            if key is None:
+                continue
+            if owned is None:
+                owned = {_storage_key(t) for t in (state() if callable(state) else state)}
+            if key in owned:
                 continue
             alive[id(o)] = weakref.ref(o)
             fn = o.grad_fn

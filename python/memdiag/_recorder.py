@@ -680,8 +680,8 @@ class Recorder:
                                   self._take_census(phase) if self.census else None))
         if cleanup:
             if self._kept is not None and recording:
-                # The model's state is listed only for the cleanups walked.
-                self._kept.at_cleanup(self._step, self._state_tensors() if self._step in _kept.WALKED_STEPS else ())
+                # The model's state is listed only where a walk needs it.
+                self._kept.at_cleanup(self._step, self._state_tensors)
             if self._cpu:
                 self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
         if not reset:

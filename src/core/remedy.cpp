@@ -22,6 +22,12 @@ const char* to_string(RemedyKind k) {
     case RemedyKind::kFixGraph: return "fix-graph";
     case RemedyKind::kSgd: return "sgd";
     case RemedyKind::kEfficientAttention: return "efficient-attention";
+    case RemedyKind::kStateBf16: return "state-bf16";
+    case RemedyKind::kState8bit: return "state-8bit";
+    case RemedyKind::kAdafactor: return "adafactor";
+    case RemedyKind::kOffloadState: return "offload-state";
+    case RemedyKind::kOffloadActivations: return "offload-activations";
+    case RemedyKind::kSplit: return "split";
     case RemedyKind::kExpandableSegments: return "expandable-segments";
     case RemedyKind::kMaxSplit: return "max-split";
     case RemedyKind::kGcThreshold: return "gc-threshold";
@@ -67,6 +73,38 @@ const RemedyDefinition& definition(RemedyKind k) {
       "a transformer's attention through PyTorch's fused scaled-dot-product kernel (flash or memory-efficient where "
       "the device and dtype allow) instead of spelt-out scores: the length x length scores are not kept",
       S::kRun, {Cause::kActivations}, false, nullptr, true};
+  static const RemedyDefinition state_bf16{
+      RemedyKind::kStateBf16, P::kNone, 1, 999999, false, "state-bf16",
+      "Adam/AdamW's two moments kept in bfloat16 (4 bytes per parameter instead of 8), the weights and the update "
+      "arithmetic in fp32",
+      S::kRun, {Cause::kOptimizerState}, true};
+  static const RemedyDefinition state_8bit{
+      RemedyKind::kState8bit, P::kNone, 1, 999999, false, "state-8bit",
+      "Adam/AdamW's moments kept in 8 bits, in blocks of 256 values with a float scale each (the first moment signed, "
+      "the second as its square root): about 2 bytes per parameter instead of 8",
+      S::kRun, {Cause::kOptimizerState}, true};
+  static const RemedyDefinition adafactor{
+      RemedyKind::kAdafactor, P::kNone, 1, 999999, false, "adafactor",
+      "the case's optimizer replaced by Adafactor as torch.optim.Adafactor defines it (its defaults): a matrix's second "
+      "moment kept as a row and a column factor, O(m+n) instead of O(mn), and no first moment",
+      S::kRun, {Cause::kOptimizerState}, true};
+  static const RemedyDefinition offload_state{
+      RemedyKind::kOffloadState, P::kNone, 1, 999999, false, "offload-state",
+      "Adam/AdamW's moments and an fp32 copy of the weights kept in host memory and stepped there: each step copies "
+      "the gradients to the host and the weights back (no optimizer state on the device)",
+      S::kRun, {Cause::kOptimizerState}, false};
+  static const RemedyDefinition offload_activations{
+      RemedyKind::kOffloadActivations, P::kNone, 1, 999999, false, "offload-activations",
+      "what an MLP's layers save for backward copied to pinned host memory in forward and back in backward: the "
+      "activations leave the device between the two",
+      S::kRun, {Cause::kActivations}, false};
+  static const RemedyDefinition split{
+      RemedyKind::kSplit, P::kRequired, 2, 999999, false, "split=K",
+      "the source's batch splitting: forward in K chunks, the outputs concatenated, one backward; every chunk's "
+      "activations are kept until that backward (accumulate=K is the form that divides them)",
+      // It answers no cause: it is measured to show the source's form does
+      // not help, so a verdict never lists it as a run to make.
+      S::kRun, {}, false};
   // The allocator's settings act on the process's allocator, and in it on
   // segments made after they were set: a sweep runs each in a fresh child.
   static const RemedyDefinition expandable{
@@ -97,6 +135,12 @@ const RemedyDefinition& definition(RemedyKind k) {
     case RemedyKind::kFixGraph: return fix_graph;
     case RemedyKind::kSgd: return sgd;
     case RemedyKind::kEfficientAttention: return efficient_attention;
+    case RemedyKind::kStateBf16: return state_bf16;
+    case RemedyKind::kState8bit: return state_8bit;
+    case RemedyKind::kAdafactor: return adafactor;
+    case RemedyKind::kOffloadState: return offload_state;
+    case RemedyKind::kOffloadActivations: return offload_activations;
+    case RemedyKind::kSplit: return split;
     case RemedyKind::kExpandableSegments: return expandable;
     case RemedyKind::kMaxSplit: return max_split;
     case RemedyKind::kGcThreshold: return gc_threshold;
@@ -197,6 +241,24 @@ std::vector<Remedy> parse_remedies(const std::string& flag, const std::string& t
   if (find_remedy(out, RemedyKind::kBf16) && find_remedy(out, RemedyKind::kAutocastBf16)) {
     throw UsageError(flag + ": bf16 and autocast-bf16 exclude each other (bf16 weights leave nothing to autocast)");
   }
+  // One way of keeping the optimizer's state at a time.
+  std::vector<std::string> state;
+  for (RemedyKind k : {RemedyKind::kSgd, RemedyKind::kStateBf16, RemedyKind::kState8bit, RemedyKind::kAdafactor,
+                       RemedyKind::kOffloadState}) {
+    if (find_remedy(out, k)) state.push_back(to_string(k));
+  }
+  if (state.size() > 1) {
+    throw UsageError(flag + ": " + state[0] + " and " + state[1] +
+                     " exclude each other (each decides how the optimizer keeps its state; measure them one at a time)");
+  }
+  if (find_remedy(out, RemedyKind::kBf16) && (find_remedy(out, RemedyKind::kStateBf16) || find_remedy(out, RemedyKind::kState8bit))) {
+    throw UsageError(flag + ": bf16 already keeps the optimizer's state in bfloat16; state-bf16 and state-8bit are for "
+                     "fp32 weights");
+  }
+  if (find_remedy(out, RemedyKind::kOffloadActivations) && find_remedy(out, RemedyKind::kCheckpoint)) {
+    throw UsageError(flag + ": offload-activations and checkpoint exclude each other (each decides what backward "
+                     "finds saved; measure them one at a time)");
+  }
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -224,6 +286,27 @@ std::vector<Remedy> resolve_remedies(std::vector<Remedy> remedies, const RemedyC
                            case_name + " has none");
         }
         break;
+      case RemedyKind::kSplit:
+        if (r.param > c.batch) {
+          throw UsageError("--remedy: split=" + std::to_string(r.param) + " needs at least that many samples per step; " +
+                           case_name + " runs " + std::to_string(c.batch));
+        }
+        break;
+      case RemedyKind::kStateBf16:
+      case RemedyKind::kState8bit:
+      case RemedyKind::kOffloadState:
+        if (!c.adam_state) {
+          throw UsageError("--remedy: " + std::string(to_string(r.kind)) + " keeps Adam/AdamW's moments otherwise; " +
+                           case_name + "'s optimizer has none");
+        }
+        break;
+      case RemedyKind::kOffloadActivations:
+        if (c.transformer) {
+          throw UsageError("--remedy: offload-activations offloads an MLP's layers; " + case_name +
+                           " is a transformer (checkpoint or efficient-attention measure its activations)");
+        }
+        break;
+      case RemedyKind::kAdafactor:
       case RemedyKind::kBf16:
       case RemedyKind::kAutocastBf16:
       case RemedyKind::kEmptyCache:
@@ -261,7 +344,13 @@ std::string allocator_value(const Remedy& r) {
     case RemedyKind::kEmptyCache:
     case RemedyKind::kFixGraph:
     case RemedyKind::kSgd:
-    case RemedyKind::kEfficientAttention: break;
+    case RemedyKind::kEfficientAttention:
+    case RemedyKind::kStateBf16:
+    case RemedyKind::kState8bit:
+    case RemedyKind::kAdafactor:
+    case RemedyKind::kOffloadState:
+    case RemedyKind::kOffloadActivations:
+    case RemedyKind::kSplit: break;
   }
   return "";
 }

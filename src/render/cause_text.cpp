@@ -30,16 +30,20 @@ const CauseText& text_of(Cause c) {
   static const CauseText activations{
       "forward activations", "forward increment (steady state)",
       "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "
-      "checkpointing to recompute intermediates in backward, or use lower-precision (bf16) activations or a "
-      "memory-efficient kernel.",
+      "checkpointing to recompute intermediates in backward, offload what layers save for backward to host "
+      "memory (torch.autograd.graph.save_on_cpu), or use lower-precision (bf16) activations or a memory-efficient "
+      "kernel.",
       {"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
+       "Splitting the batch into chunks run forward before one backward: every chunk's activations stay saved "
+       "until that backward; only a backward per chunk (gradient accumulation) divides them.",
        "Optimizer-state sharding or a lighter optimizer: the optimizer's state is not what grows with the batch.",
        {"Fixing graph lifetime: the post-cleanup allocation is stable, nothing is being retained across steps.",
         true}}};
   static const CauseText optimizer_state{
       "optimizer state (persistent per-parameter buffers)", "persistent increase made once, at the first step",
       "Shard optimizer state across data-parallel ranks (ZeRO-1 / FSDP), use a lower-memory optimizer (SGD with "
-      "momentum, Adafactor, 8-bit Adam), or keep optimizer state in lower precision where that is acceptable.",
+      "momentum, Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit "
+      "blocks as in 8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).",
       {"Activation checkpointing: it recomputes forward intermediates; the moment buffers persist between steps "
        "regardless.",
        "A smaller batch: the state is per parameter, not per sample.",

@@ -313,6 +313,12 @@ const char* change_in_a_job(RemedyKind k) {
     case RemedyKind::kFixGraph: return "backward without retain_graph, and loss.item() where the loss is kept";
     case RemedyKind::kSgd: return "torch.optim.SGD in the optimizer's place";
     case RemedyKind::kEfficientAttention: return "torch.nn.functional.scaled_dot_product_attention for the attention";
+    case RemedyKind::kStateBf16: return "the optimizer's exp_avg and exp_avg_sq kept in torch.bfloat16";
+    case RemedyKind::kState8bit: return "an 8-bit optimizer (torchao.optim.AdamW8bit, bitsandbytes.optim.AdamW8bit)";
+    case RemedyKind::kAdafactor: return "torch.optim.Adafactor in the optimizer's place";
+    case RemedyKind::kOffloadState: return "torchao.optim.CPUOffloadOptimizer around the optimizer";
+    case RemedyKind::kOffloadActivations: return "torch.autograd.graph.save_on_cpu(pin_memory=True) around the forward";
+    case RemedyKind::kSplit: return "torch.cat([model(c) for c in torch.split(x, n // K)]) before one backward";
     case RemedyKind::kExpandableSegments: return "PYTORCH_ALLOC_CONF=expandable_segments:True";
     case RemedyKind::kMaxSplit: return "PYTORCH_ALLOC_CONF=max_split_size_mb:N";
     case RemedyKind::kGcThreshold: return "PYTORCH_ALLOC_CONF=garbage_collection_threshold:P";

@@ -41,6 +41,7 @@ RemedyContext remedy_context(const ModelSpec& m, int batch) {
   if (m.kind == ModelKind::kTransformer) c.checkpoint_default = c.checkpoint_modules;
   c.batch = batch;
   c.math_attention = m.kind == ModelKind::kTransformer && m.attention == AttentionKernel::kMath;
+  c.transformer = m.kind == ModelKind::kTransformer;
   return c;
 }
 

@@ -74,8 +74,9 @@ PlannedRun resolve_request(const RunRequest& req, const HarnessOptions& opts, Ca
   } else if (req.sequence_length) {
     throw UsageError("--sequence-length: " + run.spec.name + " is an MLP, which has no sequence (a transformer case has)");
   }
-  run.remedies = resolve_remedies(req.remedies, remedy_context(p.model, static_cast<int>(run.spec.min_batch_samples(run.batch))),
-                                 run.spec.name);
+  RemedyContext context = remedy_context(p.model, static_cast<int>(run.spec.min_batch_samples(run.batch)));
+  context.adam_state = run.spec.optimizer.type != OptimizerType::kSgd;
+  run.remedies = resolve_remedies(req.remedies, context, run.spec.name);
   run.label = RunLabel{req.name, run.spec.name, run.preset, run.batch, run.steps, remedies_label(run.remedies),
                        run.sequence_length};
   return run;

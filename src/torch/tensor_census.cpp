@@ -1,4 +1,5 @@
 #include "memdiag/tensor_census.hpp"
+#include "optimizers.hpp"
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -35,6 +36,9 @@ void add_state(Counter& c, const torch::optim::OptimizerParamState& s) {
     c.add(b->max_exp_avg_sq());
   } else if (auto* m = dynamic_cast<const torch::optim::SGDParamState*>(&s)) {
     c.add(m->momentum_buffer());
+  } else if (auto* own = dynamic_cast<const CountedState*>(&s)) {
+    // memdiag's own optimizers (optimizers.hpp): what they keep on the device.
+    for (const torch::Tensor& t : own->device_tensors()) c.add(t);
   }
 }
 

@@ -10,6 +10,8 @@
 #include "data_parallel.hpp"
 #include "sharded_units.hpp"
 #include "model.hpp"
+#include "offload.hpp"
+#include "optimizers.hpp"
 
 #include <c10/util/Exception.h>
 #include <torch/nn/functional/loss.h>
@@ -34,8 +36,21 @@
 namespace memdiag {
 namespace {
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o,
+// How the optimizer keeps its state, as a remedy changes it.
+enum class StateKeeping { kAsBuilt, kBf16, kBlockwise8bit, kOnHost, kAdafactor };
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerSpec& o, StateKeeping keeping,
                                                         const std::vector<torch::Tensor>& params) {
+  if (keeping == StateKeeping::kAdafactor) return std::make_unique<Adafactor>(params, AdafactorOptions());
+  if (keeping != StateKeeping::kAsBuilt && o.type != OptimizerType::kSgd) {
+    CompactAdamOptions c(o.lr);
+    c.beta1(o.beta1).beta2(o.beta2).eps(o.eps).weight_decay(o.weight_decay).decoupled(o.type == OptimizerType::kAdamW);
+    c.format(keeping == StateKeeping::kBf16           ? MomentFormat::kBf16
+             : keeping == StateKeeping::kBlockwise8bit ? MomentFormat::kBlockwise8bit
+                                                       : MomentFormat::kFp32);
+    c.on_host(keeping == StateKeeping::kOnHost);
+    return std::make_unique<CompactAdam>(params, c);
+  }
   switch (o.type) {
     case OptimizerType::kAdamW:
       return std::make_unique<torch::optim::AdamW>(
@@ -66,6 +81,9 @@ struct Effective {
   int micro_batches = 1;
   bool autocast_bf16 = false;
   bool empty_cache = false;
+  StateKeeping state = StateKeeping::kAsBuilt;
+  bool offload_activations = false;
+  int split = 1;  // forward in this many chunks, one backward
 };
 
 Effective effective(const WorkloadOptions& o) {
@@ -92,6 +110,12 @@ Effective effective(const WorkloadOptions& o) {
         e.optimizer.momentum = 0;
         break;
       case RemedyKind::kEfficientAttention: e.model.attention = AttentionKernel::kSdpa; break;
+      case RemedyKind::kStateBf16: e.state = StateKeeping::kBf16; break;
+      case RemedyKind::kState8bit: e.state = StateKeeping::kBlockwise8bit; break;
+      case RemedyKind::kAdafactor: e.state = StateKeeping::kAdafactor; break;
+      case RemedyKind::kOffloadState: e.state = StateKeeping::kOnHost; break;
+      case RemedyKind::kOffloadActivations: e.offload_activations = true; break;
+      case RemedyKind::kSplit: e.split = r.param; break;
       // Allocator settings act on the process, set by the harness before
       // the allocator's first segment; the training itself is the baseline's.
       case RemedyKind::kExpandableSegments:
@@ -316,7 +340,7 @@ class Training {
         if (!sharded_ || owner_[i] == o_.comm->rank()) owned.push_back(params_[i]);
       }
     }
-    optimizer_ = make_optimizer(e_.optimizer, owned);
+    optimizer_ = make_optimizer(e_.optimizer, e_.state, owned);
     rec_.mark(Phase::kOptimizerReady, census());
   }
 
@@ -354,6 +378,8 @@ class Training {
       if (e_.autocast_bf16) cast.emplace(o_.device.type(), torch::kBFloat16);
       logits_ = e_.checkpoint_segments > 0 ? checkpoint_sequential(model_, e_.checkpoint_segments, x_, e_.autocast_bf16)
                 : units_                     ? forward_by_unit(x_)
+                : e_.split > 1               ? split_forward(x_)
+                : e_.offload_activations     ? offloaded_forward(model_, mspec_.activation, x_)
                                              : model_->forward(x_);
     }
     // A transformer's logits are [batch, length, vocab]: one prediction per token.
@@ -364,6 +390,18 @@ class Training {
     // A transformer's input is [batch, length] token ids; an MLP's, features.
     const bool token_ids = x_.dim() == 2 && !x_.is_floating_point();
     rec_.note_inputs(x_.size(0), token_ids ? std::optional<std::int64_t>(x_.numel()) : std::nullopt);
+  }
+
+  // split=K, as the source writes it: outputs = [model(chunk) for chunk in
+  // torch.split(x, n / K)]; torch.cat(outputs). Every chunk's graph stays
+  // until the one backward.
+  torch::Tensor split_forward(const torch::Tensor& x) {
+    const std::int64_t chunk = (x.size(0) + e_.split - 1) / e_.split;
+    std::vector<torch::Tensor> outs;
+    for (const torch::Tensor& c : x.split(chunk)) {
+      outs.push_back(e_.offload_activations ? offloaded_forward(model_, mspec_.activation, c) : model_->forward(c));
+    }
+    return torch::cat(outs);
   }
 
   void backward(int mb) {

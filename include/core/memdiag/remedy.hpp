@@ -23,6 +23,12 @@ enum class RemedyKind {
   kFixGraph,      // backward without retain_graph, the logged loss a detached CPU scalar
   kSgd,           // the case's optimizer replaced by stateless SGD
   kEfficientAttention,  // a transformer's attention through PyTorch's fused kernel
+  kStateBf16,     // Adam/AdamW's moments kept in bfloat16, the weights in fp32
+  kState8bit,     // Adam/AdamW's moments kept in 8 bits, blockwise (memdiag's own quantiser)
+  kAdafactor,     // the case's optimizer replaced by Adafactor (torch.optim.Adafactor's algorithm)
+  kOffloadState,  // Adam/AdamW's state (and an fp32 copy of the weights) in host memory, stepped there
+  kOffloadActivations,  // what the MLP's layers save for backward kept in pinned host memory
+  kSplit,         // split=K: the seed's batch splitting, forward in K chunks concatenated, one backward
   // The CUDA caching allocator's settings (PYTORCH_ALLOC_CONF), process-wide:
   kExpandableSegments,  // expandable_segments:True
   kMaxSplit,            // max-split=N: max_split_size_mb:N
@@ -132,6 +138,11 @@ struct RemedyContext {
   // The model's attention is spelt out (a transformer with the math
   // kernel): what efficient-attention replaces.
   bool math_attention = false;
+  // The model is a transformer (offload-activations offloads MLP layers).
+  bool transformer = false;
+  // The case's optimizer keeps Adam/AdamW's two moments (what state-bf16,
+  // state-8bit and offload-state keep otherwise).
+  bool adam_state = false;
 };
 // With the defaults filled in (a bare checkpoint becomes checkpoint=N), so
 // the report says what ran. Throws UsageError (naming --remedy) for a set
