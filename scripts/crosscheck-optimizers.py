@@ -22,9 +22,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from memdiag_warmup import warm_up
+from memdiag_warmup import build_mlp, warm_up
 
-ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh}
 EXACT = {"", "offload-state", "adafactor", "sgd"}
 
 
@@ -34,12 +33,7 @@ def python_losses(report, device):
     remedies = cfg.get("remedies", [])
     torch.manual_seed(cfg["seed"])
     warm_up(device)
-    layers, width = [], m["input_dim"]
-    for _ in range(m["depth"]):
-        layers += [torch.nn.Linear(width, m["hidden_dim"]), ACTIVATIONS[m["activation"]]()]
-        width = m["hidden_dim"]
-    layers.append(torch.nn.Linear(width, m["output_dim"]))
-    model = torch.nn.Sequential(*layers).to(device)
+    model = build_mlp(m, device)
     params = list(model.parameters())
     if "adafactor" in remedies:
         opt = torch.optim.Adafactor(params, foreach=False)

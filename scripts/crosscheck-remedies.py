@@ -28,10 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint_sequential
 
-from memdiag_warmup import warm_up
+from memdiag_warmup import build_mlp, warm_up
 
 MIB = 1024.0 * 1024.0
-ACTIVATIONS = {"relu": torch.nn.ReLU, "gelu": torch.nn.GELU, "tanh": torch.nn.Tanh}
 
 
 def parse_remedies(names):
@@ -67,12 +66,7 @@ def run(report, device):
     # The warm-up memory_diagnostics does: cuBLAS workspaces for both threads.
     warm_up(device)
 
-    layers, width = [], m["input_dim"]
-    for _ in range(m["depth"]):
-        layers += [torch.nn.Linear(width, m["hidden_dim"]), ACTIVATIONS[m["activation"]]()]
-        width = m["hidden_dim"]
-    layers.append(torch.nn.Linear(width, m["output_dim"]))
-    model = torch.nn.Sequential(*layers).to(device)
+    model = build_mlp(m, device)
     probe.mark("model_ready")
     o = case["optimizer"]
     opt = torch.optim.SGD(model.parameters(), lr=o["lr"], momentum=o.get("momentum", 0.0),

@@ -89,15 +89,18 @@ torch::Tensor host_zeros_like(const torch::Tensor& p) {
   return torch::zeros(p.sizes(), opts);
 }
 
+// The closure's loss, with gradients on (as torch::optim's own steps do).
+torch::Tensor evaluate(const torch::optim::Optimizer::LossClosure& closure) {
+  if (closure == nullptr) return {};
+  at::AutoGradMode enable_grad(true);
+  return closure();
+}
+
 }  // namespace
 
 torch::Tensor CompactAdam::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = evaluate(closure);
   for (auto& group : param_groups_) {
     auto& o = static_cast<CompactAdamOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -205,11 +208,7 @@ Adafactor::Adafactor(std::vector<torch::Tensor> params, AdafactorOptions options
 // norms, lerp, the estimate clamped by eps1 squared, the update clipped.
 torch::Tensor Adafactor::step(LossClosure closure) {
   torch::NoGradGuard no_grad;
-  torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
+  torch::Tensor loss = evaluate(closure);
   for (auto& group : param_groups_) {
     auto& o = static_cast<AdafactorOptions&>(group.options());
     for (auto& param : group.params()) {
