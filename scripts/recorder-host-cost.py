@@ -5,7 +5,7 @@ measured without a GPU.
 
     python3 scripts/recorder-host-cost.py [--cases alpha,beta,gamma] [--steps 50] [--rounds 7]
         [--modes defaults,no-census,minimal] [--width 64] [--batch 8] [--api native|python]
-        [--reports DIR] [--profile CASE:MODE]
+        [--quantile 0.2] [--root DIR] [--reports DIR] [--profile CASE:MODE [--profile-steps first]]
 
 The recorder is made for device cuda:0 and every torch.cuda query it makes
 is replaced, in this process only, by a cheap stand-in that returns
@@ -16,14 +16,18 @@ reading), cudaMemGetInfo, synchronize, NVML (a pynvml module that
 answers for this process), the device's properties. The figures the
 stand-ins give follow a fake allocator that the loop itself moves at its
 own points (the batch, the forward's activations, the gradients, the
-optimizer's state), so a report's figures depend on where in the loop the
-recorder read, not on how many times it did. The census counts the model's
-CPU tensors as the device's (memdiag._census._cuda_flag answers False for
-cuda: the same per-tensor work). What is left is memdiag's own Python: the
-hooks' bookkeeping, the census, the readings' handling, the loss copy (on
-the CPU a loss is read with .item(); the CUDA copy's tensor calls are timed
-apart, under "calls"), the kept walks at the cleanups of steps 1-4 and the
-modules' readings on steps 0 and 1.
+optimizer's state, a reserve that grows and memory made outside the
+allocator now and then), so a report's figures depend on where in the loop
+the recorder read, not on how many times it did. The census counts the
+model's CPU tensors as the device's (memdiag._census._cuda_flag answers
+False for cuda: the same per-tensor work). What is left is memdiag's own
+Python: the hooks' bookkeeping, the census, the readings' handling, the
+loss copy (on the CPU a loss is read with .item(); the CUDA copy's tensor
+calls are timed apart, under "calls"), the kept walks at the cleanups of
+steps 1-4 and the modules' readings on steps 0 and 1. What the device's
+own calls cost (the native reading, cudaMemGetInfo, NVML, the loss's copy
+to page-locked memory) is not here: the stand-ins' calls a steady step say
+how many a step still makes.
 
 The models are memdiag's MLP cases (cases/*.json, their default presets,
 their optimizers and graph settings, as scripts/recorder-overhead.py runs
@@ -31,19 +35,27 @@ them) with their widths shrunk to --width, so that the loop's own compute
 is small beside the recorder's work: what the recorder does depends on
 the number of parameters, modules and phases, not on their sizes.
 
-Each call of the loop (the model's forward, backward, step, zero_grad) is
-timed, plain and recorded, in alternating rounds; a call's cost is its
-recorded time less its plain time (medians). Printed per case and mode:
-the steady step (steps 5 on: forward, backward, step, zero_grad, total),
-the first five steps' extra, the average over the --steps steps of a
-recording (what scripts/recorder-overhead.py's loops pay), the recorder's
-own clock (its report's host-time note), start and finish, and the
-stand-ins' calls per steady step (the device queries a step still makes).
+Modes: defaults; no-census (census=False); minimal (census, NVML, kept
+and modules off). In alternating rounds, a plain loop and a recording of
+each mode, every step recorded. Two clocks:
+- own: the recorder's host time (what its report's note adds up), read
+  around each of the loop's calls (the model's forward, backward, step,
+  zero_grad): per call of a steady step (steps 5 on), a steady step in all,
+  the first 5 steps (ms in all: the modules' readings at steps 0 and 1, the
+  kept walks at 1-4) and a step on average over the recording;
+- by call: the thread's CPU time of each of the loop's calls, recorded less
+  plain (torch's dispatch of the hooks included), likewise.
+A figure is a low quantile (--quantile) over steps and rounds, plain and
+recorded alike: what runs beside the benchmark on a shared machine only
+adds. Then starting and ending the recording (ms), and the stand-ins'
+calls a steady step.
 
---reports DIR writes each case and mode's first report with its times
-taken out (to compare two versions' figures: they must be identical).
---profile CASE:MODE prints cProfile's view of memdiag's functions over a
-recording of that case (the steady steps).
+--root DIR measures the recorder of another checkout's python/ (an earlier
+commit's: git archive COMMIT python VERSION | tar -x -C DIR). --reports DIR
+writes each case and mode's first report with its times taken out (two
+versions' must be identical). --profile CASE:MODE prints cProfile's view of
+memdiag's functions over the steady steps of a recording (--profile-steps
+first: steps 0-4).
 """
 import argparse
 import copy
@@ -79,6 +91,7 @@ GIB = 1 << 30
 STEADY_FROM = 5  # steps 0-4: the modules' readings (0, 1) and the kept walks (1-4)
 
 CALLS = Counter()  # stand-in calls
+OWN_CLOCK = [None]  # while a recorder records: its own clock (ns), read around each of the loop's calls
 
 
 def counted(name, fn):
@@ -222,6 +235,7 @@ def workload(case_name, width, batch):
     def run(steps, times, before_step):
         kept = []
         state = 0
+        clock = OWN_CLOCK[0] or (lambda: 0)
         for i in range(steps):
             if before_step is not None:
                 before_step(i)
@@ -232,26 +246,35 @@ def workload(case_name, width, batch):
             if i % 10 == 7:
                 fake.context += MIB  # memory made outside the allocator (a library's workspace)
             fake.set(params + state + 64 * 1024)  # the batch
+            o0 = clock()
             t0 = ns()
             out = model(x)
             t1 = ns()
+            o1 = clock()
             fake.set(params + state + 64 * 1024 + 8 * MIB)  # the forward's activations, the loss
             loss = F.cross_entropy(out, y)
+            o2 = clock()
             t2 = ns()
             loss.backward(retain_graph=retain)
             t3 = ns()
+            o3 = clock()
             fake.set(params + state + params + 64 * 1024)  # the gradients
             if keep:
                 kept.append(loss)
+            t4a = ns()
             opt.step()
             t4 = ns()
+            o4 = clock()
             state = params if opt.state else 0
             fake.set(params + state + params + 64 * 1024)
             del x, y, out, loss
+            t5a = ns()
             opt.zero_grad(set_to_none=True)
             t5 = ns()
+            o5 = clock()
             fake.set(params + state)
-            times.append((t1 - t0, t3 - t2, t4 - t3, t5 - t4))
+            # per step: the loop's calls (forward, backward, step, zero_grad), then the recorder's own clock in each
+            times.append((t1 - t0, t3 - t2, t4 - t4a, t5 - t5a, o1 - o0, o3 - o2, o4 - o3, o5 - o4))
 
     label = f"{case_name} {preset} ({len(list(model.parameters()))} params, {len(list(model.modules()))} modules)"
     return model, opt, loop, label
@@ -284,7 +307,11 @@ def recorded(model, opt, loop, steps, mode, path, times, profile=None, profile_f
             if profile is not None:
                 (profile.disable if profile_first else profile.enable)()
 
-    loop(steps, times, before_step)
+    OWN_CLOCK[0] = lambda: rec._host_ns
+    try:
+        loop(steps, times, before_step)
+    finally:
+        OWN_CLOCK[0] = None
     if profile is not None and not profile_first:
         profile.disable()
     own.append(rec._host_ns)
@@ -365,18 +392,20 @@ def one_case(name, args, out):
                 with open(os.path.join(args.reports, f"{name}-{mode}.json"), "w") as f:
                     json.dump(normalised(report), f, indent=1, sort_keys=True)
     plain_call = [low([s[i] for t in plain for s in t[STEADY_FROM:]]) for i in range(4)]
-    plain_step = [low([sum(t[k]) for t in plain]) for k in range(args.steps)]
+    plain_step = [low([sum(t[k][:4]) for t in plain]) for k in range(args.steps)]
     rows = []
     for mode in modes:
         rounds = rec_times[mode]
         steady = [low([s[i] for t in rounds for s in t[STEADY_FROM:]]) - plain_call[i] for i in range(4)]
         # Per step index, over rounds, less the plain step's.
-        by_step = [low([sum(t[k]) for t in rounds]) - plain_step[k] for k in range(args.steps)]
+        by_step = [low([sum(t[k][:4]) for t in rounds]) - plain_step[k] for k in range(args.steps)]
         first = sum(by_step[:STEADY_FROM])
         if os.environ.get("HOST_COST_DEBUG"):
             print(mode, [round(v / 1e3) for v in by_step[:8]])
         average = statistics.mean(by_step)
+        own_call = [low([s[4 + i] for t in rounds for s in t[STEADY_FROM:]]) for i in range(4)]
         rows.append({"mode": mode, "steady_us": [v / 1e3 for v in steady], "first5_us": first / 1e3,
+                     "own_call_us": [v / 1e3 for v in own_call],
                      "average_us": average / 1e3, "host_us": median(extra[mode]["host"]),
                      "own_steady_us": low([d for t in extra[mode]["own"] for d in t[STEADY_FROM:]]) / 1e3,
                      "own_by_step_us": [low([t[k] for t in extra[mode]["own"]]) / 1e3 for k in range(args.steps)],
@@ -404,14 +433,28 @@ def profile_case(spec, args, out):
 
 
 def call_costs():
-    """The CUDA loss copy's tensor calls (memdiag/_losses.py), timed on CPU tensors."""
+    """The CUDA loss copy's tensor calls (memdiag/_losses.py: the CPU's
+    loss takes the other branch, .item()), timed on CPU tensors: what the
+    copy asked of torch's Python binding before 2026-12-04, and now."""
     import timeit
     loss = torch.tensor(2.5, requires_grad=True) * 1.0
     chunk = torch.empty(1024)
+    slots = chunk.unbind(0)
+    enabled, set_enabled = torch._C.is_grad_enabled, torch._C._set_grad_enabled
+
+    def now():
+        e = enabled()
+        set_enabled(False)
+        try:
+            slots[3].copy_(loss if loss.dim() == 0 else loss.reshape(()), non_blocking=True)
+        finally:
+            set_enabled(e)
+
     n = 20000
-    for label, fn in (("loss copy: chunk[s:s+1].copy_(loss.detach().reshape(1), non_blocking=True)",
-                       lambda: chunk[3:4].copy_(loss.detach().reshape(1), non_blocking=True)),):
-        t = min(timeit.repeat(fn, number=n, repeat=3)) / n * 1e6
+    for label, fn in (("loss copy before: chunk[s:s+1].copy_(loss.detach().reshape(1), non_blocking=True)",
+                       lambda: chunk[3:4].copy_(loss.detach().reshape(1), non_blocking=True)),
+                      ("loss copy now: slots[s].copy_(loss, non_blocking=True), grad mode off around it", now)):
+        t = min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
         print(f"  {label}: {t:.1f} us")
 
 
@@ -444,13 +487,15 @@ def main():
     print(f"memdiag {memdiag.__version__} from {os.path.dirname(memdiag.__file__)}")
     print(f"torch {torch.__version__}, Python {sys.version.split()[0]}, CPU; stand-ins for CUDA ({args.api} readings); "
           f"width {args.width or 'the case'}, batch {args.batch or 'the case'}; {args.steps} steps x {args.rounds} "
-          f"rounds, every step recorded; us: a call's median recorded time less its plain one")
-    print("own clock: the recorder's host time (what its report's note adds up), us a step: steady (steps 5 on), "
-          "first 5 (ms in all), the average over the recording; by call: the loop's calls, recorded less plain (the thread's CPU "
-          "time, hook dispatch included), us a steady step, the first 5 steps' extra (ms in all), the average")
-    head = (f"{'case / mode':46s} {'own: steady':>11s} {'first5':>6s} {'avg':>6s} | {'plain us':>8s} {'fwd':>6s} "
-            f"{'bwd':>6s} {'step':>6s} {'zero':>6s} {'steady':>7s} {'first5':>6s} {'avg':>6s} | {'start ms':>8s} "
-            f"{'end ms':>7s}  stand-in calls a steady step")
+          f"rounds, every step recorded; times: the {args.quantile:g} quantile over steps and rounds")
+    print("own clock: the recorder's host time (what its report's note adds up), us: in each of the loop's calls "
+          "of a steady step (steps 5 on: forward, backward, step, zero_grad), a steady step in all, the first 5 "
+          "steps (ms in all), a step on average over the recording (what its note says)")
+    print("by call: the loop's calls, recorded less plain (the thread's CPU time: torch's hook dispatch included), "
+          "us, likewise; then starting and ending the recording (ms) and the stand-ins' calls a steady step")
+    head = (f"{'case / mode':46s} {'own: fwd':>8s} {'bwd':>5s} {'step':>5s} {'zero':>5s} {'steady':>6s} {'first5':>6s} "
+            f"{'avg':>5s} | {'plain us':>8s} {'fwd':>6s} {'bwd':>6s} {'step':>6s} {'zero':>6s} {'steady':>7s} "
+            f"{'first5':>6s} {'avg':>6s} | {'start ms':>8s} {'end ms':>7s}  stand-in calls a steady step")
     print(head)
     for name in args.cases.split(","):
         label, plain_us, rows = one_case(name, args, out)
@@ -458,7 +503,8 @@ def main():
             calls = ", ".join(f"{k} {v:g}" for k, v in sorted(r["calls"].items()))
             own_first5_ms = (sum(r["own_by_step_us"][:STEADY_FROM]) + r["own_modules_us"]) / 1e3
             own_avg = (sum(r["own_by_step_us"]) + r["own_modules_us"]) / args.steps
-            print(f"{label + ' / ' + r['mode']:46s} {r['own_steady_us']:11.1f} {own_first5_ms:6.2f} {own_avg:6.0f} | "
+            print(f"{label + ' / ' + r['mode']:46s} " + " ".join(f"{v:{w}.1f}" for v, w in zip(r["own_call_us"], (8, 5, 5, 5))) +
+                  f" {r['own_steady_us']:6.1f} {own_first5_ms:6.2f} {own_avg:5.0f} | "
                   f"{plain_us:8.0f} " + " ".join(f"{v:6.1f}" for v in r["steady_us"]) +
                   f" {sum(r['steady_us']):7.1f} {r['first5_us'] / 1e3:6.2f} {r['average_us']:6.1f} | "
                   f"{r['start_ms']:8.1f} {r['end_ms']:7.1f}  {calls}")
