@@ -64,10 +64,20 @@ _Tensor = torch.Tensor
 _Parameter = torch.nn.Parameter
 
 
-def gradients_mib(parameters, device_type=None):
+def gradients_mib(parameters, device_type=None, native=None):
     """_Counter's count of the parameters' gradients, written out: it runs
-    at two phases of every step, a gradient at a time."""
+    at two phases of every step, a gradient at a time. native: the native
+    reading's gradient_bytes (native/allocator_reading.cpp), the same count
+    without a Python object a gradient; where it declines (-1: DTensor's
+    shards), the count here."""
     cuda = _cuda_flag(device_type)
+    if native is not None:
+        try:
+            n = native(parameters, -1 if cuda is None else int(cuda))
+        except Exception:  # the count here, whatever the native one met
+            n = -1
+        if n >= 0:
+            return n / MIB
     seen = set()
     total = 0
     for p in parameters:

@@ -5,7 +5,10 @@ cached by it (~/.cache/torch_extensions, or TORCH_EXTENSIONS_DIR).
 Why: one reading through torch's Python API (torch._C._cuda_memoryStats)
 builds a nested dict of every statistic for the four the recorder needs,
 and costs a launch-bound loop tens of microseconds a phase; the native one
-returns them as a tuple. The build needs a C++ compiler and the CUDA
+returns them as a tuple, and resets the peak in the same call. It also
+counts the census's gradients (gradient_bytes): from Python each gradient
+set_to_none made anew costs a tensor and a storage object, at every
+backward. The build needs a C++ compiler and the CUDA
 toolkit's headers (nvcc's CUDA_HOME), and takes tens of seconds once per
 machine and torch version; where it cannot be built the recorder reads
 through the Python API, as before, and the report says why.

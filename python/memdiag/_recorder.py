@@ -192,6 +192,7 @@ class Recorder:
         self._probe = None
         self._params_cache = None
         self._state_holders = ()  # the optimizers whose `state` the census counts (a wrapped one's too)
+        self._gradient_bytes = None  # the native count of the gradients (set at start())
         self._last_census = None
         self._state_entries = None  # how many parameters had optimizer state at the last count
         if sync not in ("none", "step", "phase"):
@@ -259,6 +260,8 @@ class Recorder:
                                                   "nothing is dumped on the CPU", None))
         self._cuda = isinstance(self._probe, _probe.CudaProbe)
         self._cpu = isinstance(self._probe, _probe.CpuProbe)
+        # The census's gradients counted natively where the native reading was built.
+        self._gradient_bytes = getattr(getattr(self._probe, "native", None), "gradient_bytes", None)
         self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
         self._loss_buffer = _losses.LossBuffer(self.device)  # page-locked memory first: its allocation may wait
         _active[0] = self
@@ -705,10 +708,10 @@ class Recorder:
         if last is None or phase is None:
             self._state_entries = self._optimizer_state_entries()
             c = {"parameters_mib": _census.parameters_mib(params, kind),
-                 "gradients_mib": _census.gradients_mib(params, kind),
+                 "gradients_mib": _census.gradients_mib(params, kind, self._gradient_bytes),
                  "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
         elif phase == BACKWARD or phase == CLEANUP:
-            gradients = _census.gradients_mib(params, kind)
+            gradients = _census.gradients_mib(params, kind, self._gradient_bytes)
             c = last if gradients == last["gradients_mib"] else \
                 {"parameters_mib": last["parameters_mib"], "gradients_mib": gradients,
                  "optimizer_state_mib": last["optimizer_state_mib"]}

@@ -138,6 +138,28 @@ class ReferenceWorkloads(Cuda):
         native.read(index, True, False)
         self.assertEqual(torch.cuda.max_memory_allocated(index), torch.cuda.memory_allocated(index))
 
+    def test_the_native_census_counts_the_gradients_python_counts(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from memdiag import _census, _native
+        native = _native.load()
+        self.assertIsNotNone(native, f"the native allocator reading was not built: {_native.why()}")
+        model = torch.nn.Sequential(*[torch.nn.Linear(64, 64) for _ in range(4)]).cuda()
+        model(torch.randn(8, 64, device="cuda")).sum().backward()
+        params = list(model.parameters())
+        bucket = torch.zeros(100000, device="cuda")  # gradients as views of one storage (DDP's bucket views)
+        params[0].grad = bucket[:params[0].numel()].view_as(params[0])
+        params[1].grad = bucket[5000:5000 + params[1].numel()].view_as(params[1])
+        params[2].grad = None
+        on_cpu = torch.nn.Parameter(torch.zeros(5))  # counted off the device only
+        on_cpu.grad = torch.ones(5)
+        for ps in (params, params + [on_cpu] + params[:2], [], [on_cpu]):
+            for device_type, flag in (("cuda", 1), ("cpu", 0), (None, -1)):
+                self.assertEqual(native.gradient_bytes(ps, flag) / MIB, _census.gradients_mib(ps, device_type),
+                                 (len(ps), device_type))
+        for p in params:
+            p.grad = None
+        self.assertEqual(native.gradient_bytes(params, 1), 0)
+
     def test_out_of_memory_under_a_limit_names_the_failing_phase(self):
         # alpha at a batch whose forward cannot fit 600 MiB (a limit no issue names).
         case = CASES[0]
