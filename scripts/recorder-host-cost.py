@@ -153,7 +153,21 @@ class FakeAllocator:
 ALLOC = FakeAllocator()
 
 
-def install_stand_ins(api):
+def native_census():
+    """The native reading's gradient_bytes, built here with
+    torch.utils.cpp_extension from python/memdiag/native/allocator_reading.cpp
+    (the CUDA toolkit's nvcc and headers; no device needed to load it)."""
+    from torch.utils import cpp_extension
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
+    t = time.perf_counter()
+    source = os.path.join(os.path.dirname(_native.__file__), "native", "allocator_reading.cpp")
+    module = cpp_extension.load(name="memdiag_allocator_reading", sources=[source], extra_cflags=["-O2"],
+                                with_cuda=True, verbose=False)
+    print(f"native census: {module.__file__} ({time.perf_counter() - t:.1f} s to build or load)")
+    return module.gradient_bytes
+
+
+def install_stand_ins(api, gradient_bytes=None):
     fake = ALLOC
     def read(device, reset_peak, device_used):
         CALLS["native.read"] += 1
@@ -161,7 +175,7 @@ def install_stand_ins(api):
             CALLS["native.read with cudaMemGetInfo"] += 1
         return fake.read(device, reset_peak, device_used)
 
-    native = types.SimpleNamespace(read=read,
+    native = types.SimpleNamespace(read=read, **({"gradient_bytes": gradient_bytes} if gradient_bytes else {}),
                                    allocated=counted("native.allocated", fake.allocated_now),
                                    reset_peak=counted("native.reset_peak", fake.reset_peak),
                                    largest_cached_block=fake.largest_cached_block)
@@ -472,6 +486,9 @@ def main():
     ap.add_argument("--profile", metavar="CASE:MODE")
     ap.add_argument("--quantile", type=float, default=0.2,
                     help="the quantile of a call's times taken, plain and recorded alike (default 0.2)")
+    ap.add_argument("--native-census", action="store_true",
+                    help="the census's gradients counted by the native reading's gradient_bytes, built here "
+                         "(torch.utils.cpp_extension, the CUDA toolkit; the stand-in reading has none otherwise)")
     ap.add_argument("--root", help="the checkout whose python/memdiag is measured (default: this one's)")
     ap.add_argument("--profile-steps", choices=("steady", "first"), default="steady",
                     help="--profile: the steady steps (5 on) or the first 5")
@@ -479,7 +496,7 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     QUANTILE[0] = args.quantile
-    install_stand_ins(args.api)
+    install_stand_ins(args.api, native_census() if args.native_census else None)
     out = tempfile.mkdtemp(prefix="memdiag-host-cost-")
     if args.profile:
         profile_case(args.profile, args, out)
