@@ -47,6 +47,8 @@ void read_samples(const Report& r, RunFeatures& f) {
     }
     if (s.inactive_split_mib) f.max_inactive_split_mib = std::max(f.max_inactive_split_mib.value_or(0), *s.inactive_split_mib);
     if (s.alloc_retries) f.alloc_retries = std::max(f.alloc_retries.value_or(0), *s.alloc_retries);
+    if (s.host_resident_mib) f.peak_host_resident_mib = std::max(f.peak_host_resident_mib.value_or(0), *s.host_resident_mib);
+    if (s.host_pinned_mib) f.peak_host_pinned_mib = std::max(f.peak_host_pinned_mib.value_or(0), *s.host_pinned_mib);
     if (!s.step && s.phase == Phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
     if (!s.step && s.phase == Phase::kModelReady) f.model_ready_mib = s.allocated_mib;
     if (s.step) {
@@ -280,6 +282,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
     }
   }
   read_samples(r, f);
+  f.host_own_process = r.environment.earlier_runs_in_process.value_or(0) == 0;
   read_events(r, f);
   // Time per step: the median of the steps after the first, which pays for
   // each kernel's first call in the process (x0.24 or x2.20 of the baseline

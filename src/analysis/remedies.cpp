@@ -58,6 +58,14 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.first_step_persistent_mib = r.first_step_persistent_mib;
   row.growth_per_step_mib = r.growth_per_step_mib;
   row.final_reserved_mib = r.final_reserved_mib;
+  // The host's figures are a process's: compared only where both runs had
+  // one of their own (a one-process sweep's later runs carry what earlier
+  // ones left in the C library's heap).
+  if (r.host_own_process && base.host_own_process) {
+    row.host_peak_mib = r.peak_host_resident_mib;
+    row.baseline_host_peak_mib = base.peak_host_resident_mib;
+    row.host_pinned_peak_mib = r.peak_host_pinned_mib;
+  }
   row.ms_per_step = r.ms_per_step;
   row.ms_per_step_min = r.ms_per_step_min;
   row.ms_per_step_max = r.ms_per_step_max;

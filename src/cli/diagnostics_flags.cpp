@@ -27,7 +27,8 @@ constexpr const char* kFooter = R"(Phases, recorded in this order (MiB at the en
                    cleanup (zero_grad(set_to_none) and the step's tensors dropped)
 Fields: allocated_mib = live tensors; reserved_mib = caching-allocator segments
 (CUDA); device_used_mib = whole device per cudaMemGetInfo; peak_allocated_mib;
-inactive_split_mib = fragmentation; process_device_mib = NVML, this process.
+inactive_split_mib = fragmentation; process_device_mib = NVML, this process;
+host_resident_mib = this process's RAM; host_pinned_mib = pinned host bytes (CUDA).
 On CPU every tensor goes through a tracking allocator; reserved and device are null.
 
 Data parallel: started by a launcher, it joins a c10d process group (NCCL on

@@ -37,6 +37,8 @@ const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census, st
   s.inactive_split_mib = r.inactive_split_mib;
   s.alloc_retries = r.alloc_retries;
   s.process_device_mib = r.process_device_mib;
+  s.host_resident_mib = r.host_resident_mib;
+  s.host_pinned_mib = r.host_pinned_mib;
   s.elapsed_ms = std::chrono::duration<double, std::milli>(now - phase_start_).count();
   s.tensors = census;
   s.micro_batch = micro_batch;

@@ -32,6 +32,10 @@ json to_json(const Sample& s) {
       {"elapsed_ms", s.elapsed_ms},
   };
   if (s.alloc_retries) j["alloc_retries"] = *s.alloc_retries;
+  // Absent, not null, where the writer could not read the host (earlier
+  // reports, writers without /proc).
+  if (s.host_resident_mib) j["host_resident_mib"] = *s.host_resident_mib;
+  if (s.host_pinned_mib) j["host_pinned_mib"] = *s.host_pinned_mib;
   if (s.micro_batch) j["micro_batch"] = *s.micro_batch;
   if (s.samples) j["samples"] = *s.samples;
   if (s.tokens) j["tokens"] = *s.tokens;
@@ -97,7 +101,7 @@ json to_json(const RunConfig& c) {
 }
 
 json to_json(const Environment& e) {
-  return {
+  json j = {
       {"device_name", e.device_name},
       {"device_total_mib", opt(e.device_total_mib)},
       {"torch_version", e.torch_version},
@@ -107,6 +111,8 @@ json to_json(const Environment& e) {
       {"start_time", e.start_time},
       {"memdiag_version", e.memdiag_version},
   };
+  if (e.earlier_runs_in_process) j["earlier_runs_in_process"] = *e.earlier_runs_in_process;
+  return j;
 }
 
 

@@ -77,6 +77,8 @@ Sample read_sample(const JsonNode& n) {
   s.peak_allocated_mib = n.mib("peak_allocated_mib");
   s.inactive_split_mib = n.opt_mib("inactive_split_mib");
   s.process_device_mib = n.opt_mib("process_device_mib");
+  s.host_resident_mib = n.opt_mib("host_resident_mib");
+  s.host_pinned_mib = n.opt_mib("host_pinned_mib");
   s.alloc_retries = n.opt_integer("alloc_retries", 0, limits::kMaxExactInteger);
   s.elapsed_ms = n.field("elapsed_ms").as_number(0, limits::kMaxElapsedMs);
   if (auto mb = n.opt_integer("micro_batch", 0, limits::kMaxBatch)) s.micro_batch = static_cast<int>(*mb);
@@ -314,6 +316,7 @@ Environment read_environment(const JsonNode& e) {
   env.host = e.str("host");
   env.start_time = e.str("start_time");
   env.memdiag_version = e.opt_str("memdiag_version").value_or("");
+  if (auto n = e.opt_integer("earlier_runs_in_process", 0, limits::kMaxSteps)) env.earlier_runs_in_process = static_cast<int>(*n);
   return env;
 }
 

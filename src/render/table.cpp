@@ -106,6 +106,15 @@ Table runs_table(const Group& g) {
   bool allocator = false;
   for (const RunFeatures& r : g.runs) allocator = allocator || r.alloc_retries.has_value();
   if (allocator) t.headers.insert(t.headers.end() - 1, {"stranded MiB", "retries"});
+  // The host where the reports say (memdiag's own runs): what offloading
+  // and pinned copies cost there.
+  bool host = false, pinned = false;
+  for (const RunFeatures& r : g.runs) {
+    host = host || r.peak_host_resident_mib.has_value();
+    pinned = pinned || r.peak_host_pinned_mib.has_value();
+  }
+  if (host) t.headers.insert(t.headers.end() - 1, "host MiB");
+  if (pinned) t.headers.insert(t.headers.end() - 1, "pinned MiB");
   for (const RunFeatures& r : g.runs) {
     t.rows.push_back({
         std::filesystem::path(r.source).filename().string(),
@@ -126,6 +135,8 @@ Table runs_table(const Group& g) {
       row.insert(row.end() - 1, {format_mib(r.max_inactive_split_mib),
                                  r.alloc_retries ? std::to_string(*r.alloc_retries) : std::string("-")});
     }
+    if (host) t.rows.back().insert(t.rows.back().end() - 1, format_mib(r.peak_host_resident_mib));
+    if (pinned) t.rows.back().insert(t.rows.back().end() - 1, format_mib(r.peak_host_pinned_mib));
     if (remedies) t.rows.back().insert(t.rows.back().begin() + 1, variant_label(r.id));
   }
   return t;
@@ -193,6 +204,12 @@ Table remedies_table(const Verdict& v) {
     t.headers.push_back("model state MiB/rank");
     t.headers.push_back("formula");
   }
+  // The host's side of a remedy (offloading moves memory there): the most
+  // held resident against the baseline's, where both reports say.
+  const bool host = std::any_of(v.remedies.begin(), v.remedies.end(), [](const RemedyRow& r) {
+    return r.host_peak_mib.has_value() && r.baseline_host_peak_mib.has_value();
+  });
+  if (host) t.headers.insert(t.headers.begin() + (several ? 8 : 7), {"host MiB", "host vs baseline"});
   for (const RemedyRow& r : v.remedies) {
     t.rows.push_back({
         r.remedy,
@@ -208,6 +225,12 @@ Table remedies_table(const Verdict& v) {
         r.max_loss_diff ? format_percent(*r.max_loss_diff, 4) : "-",
         r.status != RunStatus::kComplete ? to_string(r.status) : (r.reduces_cause ? "yes" : "no"),
     });
+    if (host) {
+      const bool both = r.host_peak_mib && r.baseline_host_peak_mib;
+      t.rows.back().insert(t.rows.back().begin() + 7,
+                           {format_mib(r.host_peak_mib),
+                            both ? format_signed_mib(*r.host_peak_mib - *r.baseline_host_peak_mib) : std::string("-")});
+    }
     if (several) t.rows.back().insert(t.rows.back().begin() + 1, std::filesystem::path(r.baseline_source).filename().string());
     if (modes) {
       t.rows.back().push_back(format_mib(r.model_state_mib));

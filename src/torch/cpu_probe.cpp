@@ -1,5 +1,6 @@
 #include "memdiag/probes.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/host_memory.hpp"
 #include "build_config.hpp"
 #include "memdiag/report.hpp"
 #include "memdiag/tracking_allocator.hpp"
@@ -17,6 +18,7 @@ class CpuProbe final : public MemoryProbe {
     ProbeReading r;
     r.allocated_mib = to_mib(alloc_.current_bytes());
     r.peak_allocated_mib = to_mib(alloc_.peak_bytes());
+    r.host_resident_mib = host_resident_mib();
     return r;
   }
   void reset_peak() override { alloc_.reset_peak(); }

@@ -1,10 +1,12 @@
 #include "memdiag/probes.hpp"
 #include "memdiag/allocation_tracer.hpp"
 #include "memdiag/errors.hpp"
+#include "memdiag/host_memory.hpp"
 #include "memdiag/memory_snapshot.hpp"
 #include "memdiag/report.hpp"
 
 #include <ATen/Context.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -109,6 +111,10 @@ class CudaProbe final : public MemoryProbe {
       r.device_used_mib = to_mib(static_cast<std::int64_t>(total_b - free_b));
     }
     if (!pci_bus_id_.empty()) r.process_device_mib = nvml_process_mib(pci_bus_id_);
+    r.host_resident_mib = host_resident_mib();
+    // Pinned blocks the host allocator holds, in use or cached for reuse:
+    // the page-locked RAM the process keeps (offloaded state, pinned copies).
+    r.host_pinned_mib = to_mib(at::getHostAllocator(at::kCUDA)->get_stats().allocated_bytes.current);
     return r;
   }
 
@@ -134,6 +140,9 @@ class CudaProbe final : public MemoryProbe {
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(device_);
     c10::cuda::CUDACachingAllocator::resetAccumulatedStats(device_);
+    // A run's pinned blocks (offloaded state) would otherwise stay cached
+    // into the next run's host figures.
+    at::getHostAllocator(at::kCUDA)->empty_cache();
   }
 
  private:

@@ -291,6 +291,7 @@ int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& se
   const PlannedRun& run = plan.runs.front();
   Recorder rec(*session.probe);
   describe_report(rec.report(), run, plan, opts, *session.probe);
+  rec.report().environment.earlier_runs_in_process = session.runs_made++;
   show_progress(rec, run, plan, obs);
   Report report = finish_run(run, plan, opts, session, rec, obs);
   const bool snapshots_ok = write_snapshots(opts, report, obs);
@@ -368,6 +369,7 @@ Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const 
   {
     Recorder rec(*session.probe);
     describe_report(rec.report(), run, plan, opts, *session.probe);
+    rec.report().environment.earlier_runs_in_process = session.runs_made++;
     report = finish_run(run, plan, opts, session, rec, obs);
   }
   return report;

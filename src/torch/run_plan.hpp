@@ -56,6 +56,9 @@ struct Session {
   std::optional<std::int64_t> limit_bytes;
   // A search's tries share their model's first build (memdiag/workload.hpp).
   ModelCache* model_cache = nullptr;
+  // Runs made in this process so far (the report's
+  // environment.earlier_runs_in_process).
+  int runs_made = 0;
 };
 
 // --- harness.cpp ---------------------------------------------------------------

@@ -94,6 +94,9 @@ Report full_report() {
   r.events.push_back(make_event(EventKind::kOom, Phase::kBackward, 2, "CUDA out of memory", 900.5));
   for (Sample& s : r.samples) s.tensors = TensorCensus{10, s.phase == Phase::kBackward ? 10.0 : 0.0, 0};
   sample(r, Phase::kStep, 0).process_device_mib = 700;
+  sample(r, Phase::kStep, 0).host_resident_mib = 1500.5;
+  sample(r, Phase::kStep, 0).host_pinned_mib = 64;
+  r.environment.earlier_runs_in_process = 0;
   sample(r, Phase::kStep, 0).loss = 2.5;
   sample(r, Phase::kForward, 1).micro_batch = 0;
   sample(r, Phase::kForward, 1).samples = 8;

@@ -344,6 +344,11 @@ struct RemedyRow {
   std::optional<double> first_step_persistent_mib;
   std::optional<double> growth_per_step_mib;
   std::optional<double> final_reserved_mib;  // what the allocator holds at the end (CUDA)
+  // The host's cost: the most this run and its baseline held resident at a
+  // phase's end (what offloading adds), and the most held pinned (CUDA).
+  std::optional<double> host_peak_mib;
+  std::optional<double> baseline_host_peak_mib;
+  std::optional<double> host_pinned_peak_mib;
   std::optional<double> ms_per_step;     // the median step after the first
   std::optional<double> ms_per_step_min, ms_per_step_max;  // the spread of those steps
   std::optional<double> time_ratio;      // ms per step against the baseline's

@@ -130,6 +130,13 @@ struct RunFeatures {
   std::optional<double> fragmentation_mib;
   std::optional<double> device_minus_reserved_mib;  // last sample
   std::optional<double> final_reserved_mib;         // reserved at the last sample (CUDA)
+  // The host, where the report says: the most this process held resident at
+  // a phase's end and the most the CUDA host allocator held pinned.
+  std::optional<double> peak_host_resident_mib;
+  std::optional<double> peak_host_pinned_mib;
+  // Whether the host figures are this run's alone: its report says it ran
+  // in a fresh process, or does not say (a job's own process).
+  bool host_own_process = true;
   std::optional<double> warmup_mib;                 // from the warmup event
   std::map<Phase, double> peak_by_phase;
   std::vector<RunStop> stops;  // out of memory, interrupted, failed

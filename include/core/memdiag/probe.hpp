@@ -17,6 +17,10 @@ struct ProbeReading {
   std::optional<double> inactive_split_mib;
   std::optional<std::int64_t> alloc_retries;  // since the run's start (CUDA)
   std::optional<double> process_device_mib;
+  // The host: this process's resident set and the page-locked memory the
+  // CUDA host allocator holds (pinned copies; empty without CUDA).
+  std::optional<double> host_resident_mib;
+  std::optional<double> host_pinned_mib;
 };
 
 class MemoryProbe {

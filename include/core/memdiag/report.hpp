@@ -61,6 +61,12 @@ struct Sample {
   // since the run began (CUDA): each one a request that no cached block fit.
   std::optional<std::int64_t> alloc_retries;
   std::optional<double> process_device_mib;  // this process, from NVML
+  // The host at the end of the phase: this process's resident set (RAM it
+  // holds: heap, pinned buffers, libraries) and, with CUDA, the page-locked
+  // bytes the host allocator holds. What offloading moves off the device
+  // lands here; an out-of-memory of the host is a different failure.
+  std::optional<double> host_resident_mib;
+  std::optional<double> host_pinned_mib;
   double elapsed_ms = 0;
   std::optional<TensorCensus> tensors;
   // Gradient accumulation records a forward and a backward sample per
@@ -247,6 +253,11 @@ struct Environment {
   std::string host;
   std::string start_time;  // ISO 8601, UTC
   std::string memdiag_version;
+  // Runs this process made before this one (0: a fresh process). The host's
+  // figures are the whole process's: after earlier runs they carry what the
+  // C library's heap kept of theirs. Absent where the writer does not say
+  // (the Python recorder: a job's own process).
+  std::optional<int> earlier_runs_in_process;
 };
 
 enum class RunStatus { kComplete, kOom, kInterrupted, kFailed };
