@@ -41,6 +41,21 @@ std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& bas
   return worst;
 }
 
+// What a baseline that ran out held of the cause when it failed, where its
+// census tells: the optimizer state made since the phase before (the state
+// the failing step was making), or the rest of what was allocated beside
+// the model state (activations, the batch, temporaries). A lower bound of
+// the figure a completed run would show, so a remedy below it reduces it.
+std::optional<double> cause_at_failure(Cause cause, const OomAt& oom) {
+  if (!oom.details.tensors) return std::nullopt;
+  switch (cause) {
+    case Cause::kOptimizerState:
+      return std::max(0.0, oom.details.tensors->optimizer_state_mib - oom.state_before_mib.value_or(0));
+    case Cause::kActivations: return oom.other_mib;
+    default: return std::nullopt;
+  }
+}
+
 RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant) {
   RemedyRow row;
   row.remedy = variant_label(r.id);
@@ -78,6 +93,10 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   }
   row.cause_mib = cause_mib(dominant, r);
   row.baseline_cause_mib = cause_mib(dominant, base);
+  if (!row.baseline_cause_mib && base.status == RunStatus::kOom && base.oom) {
+    row.baseline_cause_mib = cause_at_failure(dominant, *base.oom);
+    row.baseline_cause_at_failure = row.baseline_cause_mib.has_value();
+  }
   if (dominant == Cause::kRetainedGraph) {
     row.reduces_cause = r.growth_per_step_mib.has_value() && !r.growth_significant;
   } else if (row.cause_mib && row.baseline_cause_mib && *row.baseline_cause_mib > 0) {
@@ -113,8 +132,12 @@ std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
 }
 
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
+  // Measured where both runs have losses; where the baseline has none (it
+  // ran out first), what the remedy's definition says it does.
   auto changes_training = [](const RemedyRow& r) {
-    return r.max_loss_diff.has_value() && *r.max_loss_diff > thresholds::kLossTolerance;
+    if (r.max_loss_diff) return *r.max_loss_diff > thresholds::kLossTolerance;
+    return std::any_of(r.remedies.begin(), r.remedies.end(),
+                       [](const Remedy& x) { return definition(x.kind).changes_training; });
   };
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -276,6 +276,7 @@ json remedies_json(const Verdict& v) {
                         {"max_loss_diff", opt(r.max_loss_diff)},
                         {"cause_mib", opt(r.cause_mib)},
                         {"baseline_cause_mib", opt(r.baseline_cause_mib)},
+                        {"baseline_cause_at_failure", r.baseline_cause_at_failure},
                         {"reduces_cause", r.reduces_cause},
                         {"model_state_mib", opt(r.model_state_mib)},
                         {"formula_mib", opt(r.formula_mib)}});

@@ -296,8 +296,8 @@ std::string describe_best_remedy(const Verdict& v) {
                             format_mib(r.baseline_peak_mib) + " to " + format_mib(r.peak_mib) + " MiB (" +
                             format_percent(r.peak_change_fraction, 1) + ")";
   if (r.cause_mib && r.baseline_cause_mib) {
-    s += ", " + std::string(to_string(v.dominant)) + " " + format_mib(*r.baseline_cause_mib) + " -> " +
-         format_mib(*r.cause_mib) + " MiB";
+    s += ", " + std::string(to_string(v.dominant)) + " " + format_mib(*r.baseline_cause_mib) +
+         (r.baseline_cause_at_failure ? " MiB when the baseline failed" : "") + " -> " + format_mib(*r.cause_mib) + " MiB";
   }
   const auto drifts = [](const RemedyRow& x) {
     return x.max_loss_diff && *x.max_loss_diff > thresholds::kLossTolerance;

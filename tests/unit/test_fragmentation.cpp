@@ -483,3 +483,43 @@ TEST(Fragmentation, ACacheLeftByVaryingSizesIsSetAsideForTheConsumer) {
   }
   EXPECT_TRUE(verdict_of({{"f.json", failed}}).decision.set_aside.empty());
 }
+
+// A baseline that ran out before its first step() finished has no
+// persistent state to compare with: the remedies are measured against what
+// it held of the cause when it failed (the optimizer state it was making,
+// from the census at the failure), a lower bound. On the H200's billion-
+// parameter case under 12288 MiB: the three that complete reduce it, the
+// one that ran out the same way does not, and the best is one whose
+// definition keeps the training (the baseline has no losses to compare).
+TEST(Remedies, ABaselineThatRanOutIsMeasuredByWhatItHeldWhenItFailed) {
+  const std::string dir = std::string(MEMDIAG_SOURCE_DIR) + "/tests/fixtures/h200-state/";
+  std::vector<std::pair<std::string, Report>> reports;
+  for (const char* r : {"none", "state-bf16", "state-8bit", "adafactor", "offload-state"}) {
+    const std::string name = std::string("billion-limit-") + r + ".json";
+    ReadResult read = read_report_file(dir + name);
+    ASSERT_TRUE(read.report) << name;
+    reports.emplace_back(name, *read.report);
+  }
+  const Verdict v = fragmentation_test::verdict_of(reports);
+  EXPECT_EQ(v.dominant, Cause::kOptimizerState);
+  ASSERT_EQ(v.remedies.size(), 4u);
+  const Report& base = reports.front().second;
+  ASSERT_EQ(base.status, RunStatus::kOom);
+  double state_at_failure = -1;
+  for (const Event& e : base.events) {
+    if (e.oom && e.oom->tensors) state_at_failure = e.oom->tensors->optimizer_state_mib;
+  }
+  ASSERT_GT(state_at_failure, 0);
+  for (const RemedyRow& r : v.remedies) {
+    SCOPED_TRACE(r.remedy);
+    EXPECT_EQ(r.baseline_status, RunStatus::kOom);
+    EXPECT_TRUE(r.baseline_cause_at_failure);
+    EXPECT_NEAR(r.baseline_cause_mib.value_or(0), state_at_failure, 1e-9);
+    EXPECT_EQ(r.reduces_cause, r.status == RunStatus::kComplete);
+    EXPECT_FALSE(r.max_loss_diff.has_value());
+  }
+  ASSERT_TRUE(v.best_remedy);
+  const RemedyRow& best = v.remedies[*v.best_remedy];
+  EXPECT_EQ(best.status, RunStatus::kComplete);
+  for (const Remedy& x : best.remedies) EXPECT_FALSE(definition(x.kind).changes_training) << best.remedy;
+}

@@ -359,6 +359,11 @@ struct RemedyRow {
   // (a smaller graph kept every step still runs out, only later).
   std::optional<double> cause_mib;
   std::optional<double> baseline_cause_mib;
+  // The baseline ran out before its figure existed: baseline_cause_mib is
+  // what it held of the cause when it failed (the optimizer state it was
+  // making, the activations and temporaries beside the model state), a
+  // lower bound of what it needed.
+  bool baseline_cause_at_failure = false;
   bool reduces_cause = false;
   // A sharded mode's row: what the rank holds of the model state at the end
   // of step() (its census) and what the mode's formula says it should
