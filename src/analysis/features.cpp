@@ -248,10 +248,12 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.status = r.status;
   f.parameter_mib = to_mib(r.model.parameter_bytes);
   if (r.model.largest_module_bytes) f.largest_module_mib = to_mib(*r.model.largest_module_bytes);
+  if (r.model.split_parameter_bytes) f.split_parameter_mib = to_mib(*r.model.split_parameter_bytes);
   for (const Sample& s : r.samples) {
     if (s.phase == Phase::kStep && s.tensors) {
       f.step_model_state_mib = fixed_mib(*s.tensors);
       f.step_optimizer_state_mib = s.tensors->optimizer_state_mib;
+      f.step_parameters_mib = s.tensors->parameters_mib;
     }
   }
   f.model_attention = r.model.attention;

@@ -102,6 +102,10 @@ std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const Ru
 // the verdict is read from these.
 Group baseline_runs(const Group& g);
 std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant);
+// The largest relative difference of a step's loss from the baseline's.
+std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base);
+// The parallel modes measured side by side, per rank (parallel_modes.cpp).
+std::vector<ModeRow> mode_rows(const Group& g);
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows);
 // The lowest peak among the rows that reduce the cause and complete.
 std::optional<std::size_t> lowest_peak_remedy(const std::vector<RemedyRow>& rows);

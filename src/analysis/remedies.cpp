@@ -28,7 +28,6 @@ std::optional<double> cause_mib(Cause cause, const RunFeatures& f) {
 }
 
 namespace detail {
-namespace {
 
 std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base) {
   const std::size_t n = std::min(r.losses.size(), base.losses.size());
@@ -40,6 +39,8 @@ std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& bas
   }
   return worst;
 }
+
+namespace {
 
 // What a baseline that ran out held of the cause when it failed, where its
 // census tells: the optimizer state made since the phase before (the state
@@ -89,7 +90,7 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   if (is_sharded(r.id.mode) && r.step_model_state_mib && base.step_optimizer_state_mib && base.parameter_mib > 0) {
     row.model_state_mib = r.step_model_state_mib;
     row.formula_mib = model_state_per_rank(r.id.mode, base.parameter_mib, *base.step_optimizer_state_mib / base.parameter_mib,
-                                           r.id.world_size);
+                                           r.id.world_size, r.split_parameter_mib.value_or(0));
   }
   row.cause_mib = cause_mib(dominant, r);
   row.baseline_cause_mib = cause_mib(dominant, base);

@@ -62,6 +62,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   }
   v.sharded_capacity = detail::predict_sharded_capacity(g, p, budgets_mib, world_sizes);
   v.remedies = detail::remedy_rows(group, v.dominant);
+  v.parallel_modes = detail::mode_rows(group);
   v.best_remedy = detail::best_remedy(v.remedies);
   v.lowest_peak_remedy = detail::lowest_peak_remedy(v.remedies);
   if (!v.remedies.empty()) {

@@ -608,6 +608,12 @@ Report read(const JsonNode& root) {
   r.model.vocab = m.opt_integer("vocab", 1, limits::kMaxDimension);
   r.model.layers = m.opt_integer("layers", 1, limits::kMaxDepth);
   r.model.largest_module_bytes = m.opt_integer("largest_module_bytes", 0, limits::kMaxExactInteger);
+  r.model.split_parameter_bytes = m.opt_integer("split_parameter_bytes", 0, r.model.parameter_bytes);
+  if (r.model.split_parameter_bytes && !definition(r.config.parallel.mode).splits_layers) {
+    m.field("split_parameter_bytes")
+        .fail(std::string("split layers in a run of mode '") + to_string(r.config.parallel.mode) +
+              "' (only tensor parallelism splits them)");
+  }
   // Finite and bounded: a sum of weights, not a figure a gate reads.
   if (m.given("final_parameter_sum")) {
     r.model.final_parameter_sum = m.number("final_parameter_sum", 0, -limits::kAbsurdMiB * 1e6, limits::kAbsurdMiB * 1e6);

@@ -460,6 +460,10 @@ std::string section_html(const detail::Section& s) {
   }
   if (!s.changes.empty()) out << "<h3>" << xml_escape(detail::changes_heading(s)) << "</h3>\n" << list_html(s.changes, "changes");
   if (s.remedies) out << "<h3>remedies, each against its baseline run</h3>\n" << table_html(*s.remedies, "remedies");
+  if (s.parallel_modes) {
+    out << "<h3>per rank under each parallel mode</h3>\n<p class=\"parallel-modes\">" << xml_escape(s.parallel_modes_note)
+        << "</p>\n" << table_html(*s.parallel_modes, "parallel-modes");
+  }
   if (s.sharded_capacity) {
     out << "<h3>largest batch per rank under each parallel mode (predicted from the single-rank run)</h3>\n"
         << table_html(*s.sharded_capacity, "sharded-capacity");

@@ -441,6 +441,28 @@ json sharded_capacity_json(const Verdict& v) {
   return out;
 }
 
+json parallel_modes_json(const Verdict& v) {
+  json rows = json::array();
+  for (const ModeRow& r : v.parallel_modes) {
+    rows.push_back({{"mode", to_string(r.mode)},
+                    {"variant", r.variant},
+                    {"source", r.source},
+                    {"world_size", r.world_size},
+                    {"ranks", r.ranks},
+                    {"status", to_string(r.status)},
+                    {"parameters_mib", opt(r.parameters_mib)},
+                    {"parameters_formula_mib", opt(r.parameters_formula_mib)},
+                    {"model_state_mib", opt(r.model_state_mib)},
+                    {"model_state_formula_mib", opt(r.model_state_formula_mib)},
+                    {"split_parameter_mib", opt(r.split_parameter_mib)},
+                    {"forward_increment_mib", opt(r.forward_increment_mib)},
+                    {"peak_mib", r.peak_mib},
+                    {"max_loss_diff", opt(r.max_loss_diff)}});
+  }
+  if (rows.empty()) return nullptr;
+  return {{"text", describe_parallel_modes(v)}, {"rows", rows}};
+}
+
 json group_json(const Group& g, const Verdict& v) {
   json comps = json::array();
   for (const Component& c : v.components) comps.push_back(component_json(c));
@@ -525,6 +547,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"sequence_capacity", sequence_capacity_json(v)},
           {"step_capacity", step_capacity_json(v)},
           {"sharded_capacity", sharded_capacity_json(v)},
+          {"parallel_modes", parallel_modes_json(v)},
           {"runs", runs}};
 }
 

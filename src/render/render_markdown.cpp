@@ -27,7 +27,7 @@ std::string fence_for(const std::vector<std::string>& lines) {
 // A section's prose with its names escaped for markdown.
 detail::Section escaped(detail::Section s) {
   for (std::string* f : {&s.title, &s.label, &s.decision, &s.response, &s.best_remedy, &s.sharding, &s.not_measured,
-                         &s.changes_producer}) {
+                         &s.changes_producer, &s.parallel_modes_note}) {
     *f = markdown_text(*f);
   }
   for (std::vector<std::string>* v : {&s.evidence, &s.warnings, &s.not_helpful, &s.changes, &s.capacity}) {
@@ -76,6 +76,11 @@ std::string render_markdown(const Analysis& a) {
       for (const std::string& c : s.changes) out += "- " + c + "\n";
     }
     if (s.remedies) out += "\nRemedies, each against its baseline run:\n\n" + s.remedies->to_markdown();
+    if (s.parallel_modes) {
+      std::string note = s.parallel_modes_note;
+      note[0] = 'P';
+      out += "\n" + note + ":\n\n" + s.parallel_modes->to_markdown();
+    }
     if (s.searches) out += "\nLargest batch found per variant (--find-max-batch):\n\n" + s.searches->to_markdown();
     if (s.sharded_capacity) {
       out += "\nLargest batch per rank under each parallel mode (predicted from the single-rank run):\n\n" +

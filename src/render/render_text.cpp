@@ -37,6 +37,7 @@ std::string render_text(const Analysis& a) {
       for (const std::string& c : s.changes) out += "  - " + c + "\n";
     }
     if (s.remedies) out += "remedies, each against its baseline run:\n" + s.remedies->to_text("  ");
+    if (s.parallel_modes) out += s.parallel_modes_note + ":\n" + s.parallel_modes->to_text("  ");
     if (s.searches) out += "largest batch found per variant (--find-max-batch):\n" + s.searches->to_text("  ");
     if (s.sharded_capacity) {
       out += "largest batch per rank under each parallel mode (predicted from the single-rank run):\n" +

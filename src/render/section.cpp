@@ -19,13 +19,14 @@ void make_printable(Table& t) {
 // well-formed UTF-8 (each format then escapes its own metacharacters).
 void make_printable(Section& s) {
   for (std::string* f : {&s.title, &s.cause, &s.label, &s.decision, &s.response, &s.changes_producer, &s.best_remedy, &s.sharding,
-                         &s.not_measured}) {
+                         &s.not_measured, &s.parallel_modes_note}) {
     make_printable(*f);
   }
   for (std::vector<std::string>* v : {&s.evidence, &s.warnings, &s.not_helpful, &s.commands, &s.command_costs, &s.changes, &s.capacity}) {
     make_printable(*v);
   }
   if (s.remedies) make_printable(*s.remedies);
+  if (s.parallel_modes) make_printable(*s.parallel_modes);
   make_printable(s.runs);
   for (auto& [label, table] : s.ranks) {
     make_printable(label);
@@ -68,6 +69,8 @@ Section section_of(const Group& g, const Verdict& v) {
     for (const std::string& n : remedies_not_measured(v)) s.not_measured += (s.not_measured.empty() ? "" : ", ") + n;
     s.remedies = remedies_table(v);
   }
+  s.parallel_modes_note = describe_parallel_modes(v);
+  s.parallel_modes = parallel_modes_table(v);
   for (const CapacityPrediction& c : v.capacity) s.capacity.push_back(describe(c));
   for (const SequenceCapacity& c : v.sequence_capacity) s.capacity.push_back(describe(c));
   for (const StepSizeCapacity& c : v.step_capacity) s.capacity.push_back(describe(c));

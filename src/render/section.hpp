@@ -34,6 +34,8 @@ struct Section {
   std::string sharding;                         // the sharded modes measured: what each answers, per rank
   std::string not_measured;                     // "accumulate, bf16": suggested but not run
   std::optional<Table> remedies;
+  std::string parallel_modes_note;        // the modes measured side by side: the formulas and their figures
+  std::optional<Table> parallel_modes;    // ... each mode per rank against them
   std::vector<std::string> capacity;  // predicted largest batches
   std::optional<Table> searches;  // --find-max-batch's answers per variant
   std::optional<Table> sharded_capacity;  // --world-size: the largest batch per rank under each mode

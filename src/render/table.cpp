@@ -255,6 +255,49 @@ std::optional<Table> sharded_capacity_table(const Verdict& v) {
   return t;
 }
 
+std::optional<Table> parallel_modes_table(const Verdict& v) {
+  if (v.parallel_modes.empty()) return std::nullopt;
+  Table t;
+  t.headers = {"mode", "ranks", "weights MiB/rank", "formula", "model state MiB/rank", "formula",
+               "forward MiB/rank", "peak MiB/rank", "max loss diff", "report"};
+  for (const ModeRow& r : v.parallel_modes) {
+    t.rows.push_back({r.mode == ParallelMode::kDdp ? std::string(to_string(r.mode)) : r.variant,
+                      std::to_string(r.ranks) + "/" + std::to_string(r.world_size), format_mib(r.parameters_mib),
+                      format_mib(r.parameters_formula_mib), format_mib(r.model_state_mib),
+                      format_mib(r.model_state_formula_mib), format_mib(r.forward_increment_mib),
+                      format_mib(r.peak_mib) + (r.status != RunStatus::kComplete ? " (" + std::string(to_string(r.status)) + ")" : ""),
+                      r.max_loss_diff ? format_percent(*r.max_loss_diff, 4) : "-",
+                      std::filesystem::path(r.source).filename().string()});
+  }
+  return t;
+}
+
+std::string describe_parallel_modes(const Verdict& v) {
+  if (v.parallel_modes.empty()) return {};
+  const ModeRow& base = v.parallel_modes.front();
+  std::string s = "per rank under each parallel mode, rank 0's tensors at the end of the last step() against the "
+                  "formulas (P the weights, N the ranks";
+  if (base.parameters_formula_mib) s += ", P = " + format_mib(*base.parameters_formula_mib) + " MiB";
+  if (base.model_state_formula_mib && base.parameters_formula_mib && *base.parameters_formula_mib > 0) {
+    s += ", k = " + format_fixed(*base.model_state_formula_mib / *base.parameters_formula_mib - 2, 2) +
+         " bytes of optimizer state per weight byte";
+  }
+  s += "): weights P replicated, P/N under zero3";
+  bool tensor = false;
+  for (const ModeRow& r : v.parallel_modes) {
+    if (!definition(r.mode).splits_layers) continue;
+    if (!tensor) s += ", P - S + S/N under tensor (S the split layers' weights";
+    if (r.split_parameter_mib) s += (tensor ? ", " : " = ") + format_mib(*r.split_parameter_mib) + " MiB";
+    tensor = true;
+  }
+  if (tensor) s += ")";
+  s += "; model state (2+k)P replicated, 2P + kP/N zero1, P + (1+k)P/N zero2, (2+k)P/N zero3";
+  if (tensor) s += ", (2+k)(P - S + S/N) tensor";
+  s += "; forward: what a rank keeps for backward (tensor parallelism divides the activations between a pair's "
+       "layers by N, zero3 none)";
+  return s;
+}
+
 std::string describe_sharding(const Verdict& v) {
   std::vector<const RemedyRow*> rows;
   for (const RemedyRow& r : v.remedies) {
@@ -267,7 +310,10 @@ std::string describe_sharding(const Verdict& v) {
     const RemedyRow& r = *rows[i];
     const ParallelModeDefinition& d = definition(r.mode);
     s += std::string(i ? ";" : "") + " " + r.remedy + " (" +
-         (d.shards_parameters ? "weights, gradients and optimizer state" : d.shards_gradients ? "gradients and optimizer state" : "optimizer state") +
+         (d.splits_layers       ? "the split layers' weights, gradients, optimizer state and activations"
+          : d.shards_parameters ? "weights, gradients and optimizer state"
+          : d.shards_gradients  ? "gradients and optimizer state"
+                                : "optimizer state") +
          " divided among the ranks)";
     if (r.model_state_mib) {
       s += " holds " + format_mib(*r.model_state_mib) + " MiB of model state";
@@ -355,6 +401,9 @@ const char* change_in_a_job(ParallelMode m) {
     case ParallelMode::kZero1: return "torch.distributed.optim.ZeroRedundancyOptimizer";
     case ParallelMode::kZero2: return "FSDP with ShardingStrategy.SHARD_GRAD_OP";
     case ParallelMode::kZero3: return "FSDP (torch.distributed.fsdp.fully_shard)";
+    case ParallelMode::kTensor:
+      return "torch.distributed.tensor.parallel.parallelize_module with ColwiseParallel then RowwiseParallel for "
+             "each pair of Linears";
     case ParallelMode::kNone:
     case ParallelMode::kDdp: return "";
   }

@@ -22,6 +22,34 @@ using memdiag::testkit::expect_golden;
 
 namespace {
 
+// One rank of the same job (64 MiB of weights, AdamW) over two ranks in
+// mode m, as it would measure: replicated, fully sharded (a half of every
+// weight), or tensor parallel (63 of the 64 MiB in split layers, a half of
+// them per rank, and a half of the 4 MiB of activations between a pair's
+// layers).
+Report mode_run(ParallelMode m, int rank) {
+  const double p = 64, split = 63;
+  Synth s;
+  s.case_name = "modes";
+  s.device = "cpu";
+  s.rank = rank;
+  s.world_size = 2;
+  s.params_mib = parameters_per_rank(m, p, 2, m == ParallelMode::kTensor ? split : 0);
+  s.activations_mib = m == ParallelMode::kTensor ? 8 - 4 / 2.0 : 8;
+  s.optimizer_state_mib = 2 * s.params_mib;
+  Report r = synth(s);
+  r.config.parallel.mode = m;
+  r.model.parameter_bytes = static_cast<std::int64_t>(p * kMiB);
+  if (m == ParallelMode::kTensor) r.model.split_parameter_bytes = static_cast<std::int64_t>(split * kMiB);
+  for (Sample& x : r.samples) {
+    const bool stepped = x.phase == Phase::kStep || (x.step && *x.step > 0);
+    x.tensors = TensorCensus{s.params_mib, x.phase == Phase::kStep || x.phase == Phase::kBackward ? s.params_mib : 0.0,
+                             stepped ? 2 * s.params_mib : 0.0};
+    if (x.phase == Phase::kStep) x.loss = 2.5 - 0.1 * *x.step + (m == ParallelMode::kTensor ? 1e-7 : 0.0);
+  }
+  return r;
+}
+
 // One group per kind of section: a lone activations report (confirming
 // runs), a confirmed optimizer-state sweep, a retained graph, an inconclusive
 // pair of causes, an imbalanced pair of ranks.
@@ -58,6 +86,9 @@ Analysis sample_analysis() {
     s.world_size = 2;
     s.activations_mib = r == 0 ? 60 : 40;
     reports.emplace_back("ranks-" + std::to_string(r) + ".json", synth(s));
+  }
+  for (ParallelMode m : {ParallelMode::kDdp, ParallelMode::kZero3, ParallelMode::kTensor}) {
+    for (int r : {0, 1}) reports.emplace_back(std::string(to_string(m)) + "-" + std::to_string(r) + ".json", mode_run(m, r));
   }
   return analyse(reports);
 }
@@ -163,6 +194,48 @@ TEST(Render, JsonMatchesGolden) {
   nlohmann::json j = render_json(sample_analysis());
   j["memdiag_version"] = "VERSION";
   expect_golden("compare.json", j.dump(1) + "\n");
+}
+
+// The same job replicated, under ZeRO-3 and tensor parallel: one table,
+// per rank, the replicated run first, each mode's weights and model state
+// beside its formula, in every format.
+TEST(Render, ParallelModesSideBySidePerRankInEveryFormat) {
+  const Analysis a = sample_analysis();
+  std::size_t g = 0;
+  while (g < a.verdicts.size() && a.verdicts[g].case_name != "modes") ++g;
+  ASSERT_LT(g, a.verdicts.size());
+  const Verdict& v = a.verdicts[g];
+  ASSERT_EQ(v.parallel_modes.size(), 3u);
+  const std::vector<ParallelMode> order = {ParallelMode::kDdp, ParallelMode::kZero3, ParallelMode::kTensor};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const ModeRow& r = v.parallel_modes[i];
+    EXPECT_EQ(r.mode, order[i]);
+    EXPECT_EQ(r.ranks, 2);
+    ASSERT_TRUE(r.parameters_mib && r.parameters_formula_mib && r.model_state_mib && r.model_state_formula_mib);
+    EXPECT_NEAR(*r.parameters_mib, *r.parameters_formula_mib, 1e-9) << to_string(r.mode);
+    EXPECT_NEAR(*r.model_state_mib, *r.model_state_formula_mib, 1e-9) << to_string(r.mode);
+  }
+  // Tensor: P - S + S/N of the weights, four times that of model state.
+  EXPECT_NEAR(*v.parallel_modes[2].parameters_formula_mib, 64 - 63 + 63 / 2.0, 1e-9);
+  EXPECT_NEAR(*v.parallel_modes[2].model_state_formula_mib, 4 * (64 - 63 + 63 / 2.0), 1e-9);
+  EXPECT_LT(*v.parallel_modes[2].forward_increment_mib, *v.parallel_modes[0].forward_increment_mib);
+  const std::string text = render_text(a), md = render_markdown(a), html = html_text(render_html(a, {}));
+  const std::string note = describe_parallel_modes(v);
+  EXPECT_NE(text.find(note + ":\n  mode "), std::string::npos) << text;
+  for (const char* row : {"\n  ddp ", "\n  zero3 ", "\n  tensor "}) EXPECT_NE(text.find(row), std::string::npos) << row;
+  for (const char* row : {"| ddp |", "| zero3 |", "| tensor |"}) EXPECT_NE(md.find(row), std::string::npos) << row;
+  EXPECT_NE(html.find("per rank under each parallel mode\n"), std::string::npos);
+  EXPECT_NE(html.find("tensor\n2/2\n"), std::string::npos) << html;
+  const nlohmann::json rows = render_json(a)["groups"][g]["parallel_modes"]["rows"];
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2]["mode"], "tensor");
+  EXPECT_NEAR(rows[2]["split_parameter_mib"].get<double>(), 63, 1e-9);
+  // Without a replicated run beside them, no table.
+  std::vector<std::pair<std::string, Report>> alone;
+  for (int r : {0, 1}) alone.emplace_back("tensor-" + std::to_string(r) + ".json", mode_run(ParallelMode::kTensor, r));
+  const Analysis b = analyse(alone);
+  EXPECT_TRUE(b.verdicts[0].parallel_modes.empty());
+  EXPECT_TRUE(render_json(b)["groups"][0]["parallel_modes"].is_null());
 }
 
 TEST(Render, GoldenMatchingCatchesAChangedWord) {

@@ -244,13 +244,17 @@ std::set<std::string> written_paths() {
   zero3.config.parallel.mode = ParallelMode::kZero3;
   zero3.config.parallel.world_size = 2;
   zero3.config.parallel.backend = "gloo";
+  // Tensor parallel: the split layers' bytes.
+  Report tensor = zero3;
+  tensor.config.parallel.mode = ParallelMode::kTensor;
+  tensor.model.split_parameter_bytes = tensor.model.parameter_bytes / 2;
   // A writer's own variant (the Python recorder's variant=).
   Report labelled = testkit::synth({});
   labelled.config.variant = "grad-checkpointing";
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});
   sampled.config.step_sampling = RunConfig::StepSampling{100, 100};
-  for (const Report& r : {full_report(), cpu, zero3, labelled, sampled}) {
+  for (const Report& r : {full_report(), cpu, zero3, tensor, labelled, sampled}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);
   }
   return out;

@@ -261,6 +261,16 @@ TEST(ReportReader, FiguresThatCannotBeTogetherAreRefused) {
        "", "above config.memory_limit_mib"},
       {"a complete run with no samples", [&](json& j) { j["samples"] = json::array(); }, "$.samples",
        "a complete run has no samples"},
+      {"split layers in a run that does not split them",
+       [&](json& j) { j["model"]["split_parameter_bytes"] = j["model"]["parameter_bytes"].get<std::int64_t>() / 2; },
+       "$.model.split_parameter_bytes", "only tensor parallelism splits them"},
+      {"more split than the whole model",
+       [&](json& j) {
+         j["config"]["parallelism"] = {{"mode", "tensor"}, {"world_size", 2}, {"rank", 0}, {"local_rank", 0},
+                                       {"backend", "gloo"}, {"rank_zero_extra_samples", 0}};
+         j["model"]["split_parameter_bytes"] = j["model"]["parameter_bytes"].get<std::int64_t>() + 1;
+       },
+       "$.model.split_parameter_bytes", ""},
       {"an oom's allocated above its reserved",
        [&](json& j) {
          j["status"] = "oom";
@@ -295,6 +305,14 @@ TEST(ReportReader, FiguresThatCannotBeTogetherAreRefused) {
   j["config"]["memory_limit_mib"] = peak / 2;
   j["status"] = "oom";
   EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report);
+  // A tensor-parallel run's split bytes, up to the whole model, are read.
+  j = base;
+  j["config"]["parallelism"] = {{"mode", "tensor"}, {"world_size", 2}, {"rank", 1}, {"local_rank", 1},
+                                {"backend", "nccl"}, {"rank_zero_extra_samples", 0}};
+  j["model"]["split_parameter_bytes"] = j["model"]["parameter_bytes"];
+  const ReadResult tensor = parse_report_text(j.dump(), "f.json");
+  ASSERT_TRUE(tensor.report) << error_of(j).what();
+  EXPECT_EQ(tensor.report->model.split_parameter_bytes, tensor.report->model.parameter_bytes);
   // A run that stopped before its first sample is read: it says so by its status.
   j = base;
   j["samples"] = json::array();

@@ -372,6 +372,33 @@ struct RemedyRow {
   std::optional<double> formula_mib;
 };
 
+// The parallel modes measured side by side, per rank: a replicated run
+// (ddp) and every mode run of the same configuration without remedies
+// (zero1, zero2, zero3, tensor), rank 0 standing for its set. What the rank
+// holds at the end of the last step() (its tensor census) of the weights
+// and of the whole model state, each beside its mode's formula
+// (parameters_per_rank, model_state_per_rank, with the replicated run's
+// optimizer state per parameter byte and, under tensor parallelism, the
+// run's split bytes), what its forward adds (the activations a rank keeps
+// for backward), its peak and how far its losses are from the replicated
+// run's.
+struct ModeRow {
+  ParallelMode mode = ParallelMode::kDdp;
+  std::string variant;  // variant_label: "none" for the replicated run, "zero3", "tensor"
+  std::string source;   // rank 0's report
+  int world_size = 1;
+  int ranks = 0;  // the set's reports in the group
+  RunStatus status = RunStatus::kComplete;
+  std::optional<double> parameters_mib;
+  std::optional<double> parameters_formula_mib;
+  std::optional<double> model_state_mib;
+  std::optional<double> model_state_formula_mib;
+  std::optional<double> split_parameter_mib;  // tensor parallelism: the split layers' whole size (S)
+  std::optional<double> forward_increment_mib;
+  double peak_mib = 0;  // the highest of the set's ranks
+  std::optional<double> max_loss_diff;  // against the replicated run's (0 for it)
+};
+
 // The largest batch predicted to fit a budget (memdiag/capacity_model.hpp):
 // the verdict's configuration's runs (or a search's tries) fitted phase by
 // phase, the phase that binds, and what the answer assumes.
@@ -549,6 +576,9 @@ struct Verdict {
   std::vector<ShardedCapacity> sharded_capacity;    // per budget, world size and mode, from a single-rank run
   // Remedies measured in the group, against their baseline runs (rank 0).
   std::vector<RemedyRow> remedies;
+  // Where a replicated run and at least one mode run of the same
+  // configuration were given: each, per rank, the replicated one first.
+  std::vector<ModeRow> parallel_modes;
   // The row that lowers the peak most among those that reduce the dominant
   // cause and complete, preferring those that keep the training (losses
   // within thresholds::kLossTolerance); index into remedies.

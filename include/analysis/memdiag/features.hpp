@@ -86,7 +86,9 @@ struct RunFeatures {
   // alone; absent without a census.
   std::optional<double> step_model_state_mib;
   std::optional<double> step_optimizer_state_mib;
+  std::optional<double> step_parameters_mib;  // the weights alone, at the same sample
   std::optional<double> largest_module_mib;  // model.largest_module_bytes
+  std::optional<double> split_parameter_mib;  // model.split_parameter_bytes (tensor parallelism)
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
   std::optional<std::int64_t> model_layers;  // the report's model.layers (a transformer's blocks)
   // batch x sequence length x vocab x 4 bytes, from the report's figures,

@@ -237,6 +237,10 @@ struct ModelInfo {
   // (a layer, a block): what fully sharded data parallel gathers at once
   // with a unit per module. Absent from reports before it was recorded.
   std::optional<std::int64_t> largest_module_bytes;
+  // Tensor parallelism: the part of parameter_bytes in the layers split
+  // among the ranks (each rank holds 1/world of it; the rest, replicated,
+  // whole), summed over the split tensors as built. Absent in other modes.
+  std::optional<std::int64_t> split_parameter_bytes;
   // After the last step of a complete run: the sum and the sum of squares
   // of every weight (a sharded run's over all its ranks), to compare what
   // two runs trained.

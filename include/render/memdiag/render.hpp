@@ -122,6 +122,12 @@ std::optional<Table> searches_table(const Group& g);
 Table remedies_table(const Verdict& v);
 // --world-size: each mode's largest batch per rank (absent without).
 std::optional<Table> sharded_capacity_table(const Verdict& v);
+// The parallel modes measured side by side, per rank: the replicated run
+// and each mode's, weights and model state beside their formulas, the
+// forward, the peak, the losses (absent without a mode run beside a
+// replicated one); and the formulas with the figures they were given.
+std::optional<Table> parallel_modes_table(const Verdict& v);
+std::string describe_parallel_modes(const Verdict& v);
 // The sharded modes measured, per rank: what each divides, its model state
 // against its formula, and whether it answers the verdict's cause (empty
 // without a sharded run).
