@@ -31,10 +31,12 @@ inactive_split_mib = fragmentation; process_device_mib = NVML, this process;
 host_resident_mib = this process's RAM; host_pinned_mib = pinned host bytes (CUDA).
 On CPU every tensor goes through a tracking allocator; reserved and device are null.
 
-Data parallel: started by a launcher, it joins a c10d process group (NCCL on
-CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
+Data and tensor parallel: started by a launcher, it joins a c10d process group
+(NCCL on CUDA, one GPU per local rank; Gloo on CPU) and writes one report per rank:
   torchrun --nproc-per-node=2 --no-python build/bin/memory_diagnostics \
-      --case beta --output 'beta-{rank}.json' [--shard optimizer|gradients|parameters]
+      --case beta --output 'beta-{rank}.json' [--shard optimizer|gradients|parameters | --parallel tensor]
+Reports of the same configuration in several modes (ddp, zero3, tensor) are
+set side by side per rank by compare_memory_reports, each against its formula.
 
 Out of memory: a run that ran out still writes its report (status "oom") with
 the allocator's state at the failure; compare_memory_reports explains it.
@@ -89,6 +91,7 @@ struct Flags {
   bool no_warmup = false;
   bool shard_optimizer_state = false;
   std::string shard, unit_modules, prefetch;
+  std::string parallel;  // --parallel: data (the default) or tensor
 };
 
 // The runs the flags ask for: a plan file's, or the product of the lists.
@@ -167,6 +170,17 @@ void check_values(const CLI::App& app, const Flags& f, memdiag::HarnessOptions& 
     } else {
       throw memdiag::UsageError("--shard: '" + f.shard + "' is not optimizer, gradients or parameters");
     }
+  }
+  if (!f.parallel.empty() && f.parallel != "data") {
+    if (f.parallel != "tensor") throw memdiag::UsageError("--parallel: '" + f.parallel + "' is not data or tensor");
+    if (!f.shard.empty() || f.shard_optimizer_state) {
+      throw memdiag::UsageError(std::string("--parallel=tensor: not with ") +
+                                (f.shard.empty() ? "--shard-optimizer-state" : "--shard") +
+                                " (ZeRO shards the state of data-parallel ranks; tensor parallelism splits the "
+                                "layers and gives every rank the same batch; they do not combine here)");
+    }
+    opts.parallel_mode = memdiag::ParallelMode::kTensor;
+    opts.shard_flag = "--parallel=tensor";
   }
   if (app.get_option("--shard-unit-modules")->count() > 0) {
     opts.shard_unit_modules = static_cast<int>(
@@ -275,13 +289,21 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
                "the allocator, its rounding, cache and fragmentation, to say what fits at other batches and limits")
       ->group(capacity);
 
-  const char* parallel = "Data parallel (under torchrun or its variables)";
+  const char* parallel = "Data and tensor parallel (under torchrun or its variables)";
   app.add_option("--shard", f.shard,
                  "What each rank keeps only its shard of: optimizer (ZeRO-1: AdamW's state), gradients (ZeRO-2: "
                  "and the gradients, reduce-scattered after each unit's backward), parameters (ZeRO-3, FSDP: and "
                  "the weights, gathered around each unit's forward and backward); default: everything replicated")
       ->type_name("WHAT")->group(parallel);
   app.add_flag("--shard-optimizer-state", f.shard_optimizer_state, "The same as --shard=optimizer")->group(parallel);
+  app.add_option("--parallel", f.parallel,
+                 "data (default: each rank its own batch, the model replicated or sharded as --shard says) or "
+                 "tensor (Megatron-LM's MLP split: the Linears in pairs, the first of each split by its output "
+                 "features, the second by its input features, partial outputs all-reduced; every rank trains the "
+                 "same batch on 1/N of each pair's weights, gradients, optimizer state and activations between "
+                 "them; an unpaired output layer stays whole). MLP cases whose hidden width N divides; not with "
+                 "--shard, checkpoint, offload-activations or adafactor")
+      ->type_name("data|tensor")->group(parallel);
   app.add_option("--shard-unit-modules", f.unit_modules,
                  "--shard gradients|parameters: consecutive modules holding parameters per unit, gathered and "
                  "reduce-scattered together (default: 1, each layer or block its own unit)")

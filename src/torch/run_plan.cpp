@@ -9,6 +9,7 @@
 #include "memdiag/run_identity.hpp"
 #include "memdiag/probes.hpp"
 #include "model.hpp"
+#include "tensor_parallel.hpp"
 
 #include <torch/cuda.h>
 
@@ -265,6 +266,13 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
     plan.launch = launch_from_environment();
   } catch (const UsageError& e) {
     throw UsageError(std::string("launcher environment: ") + e.what());
+  }
+  for (const PlannedRun& r : plan.runs) {
+    if (opts.parallel_mode != ParallelMode::kTensor) break;
+    const auto world = plan.launch ? std::optional<int>(plan.launch->world_size) : std::nullopt;
+    const auto why = tensor_parallel_refusal(r.spec.name, r.preset, r.spec.preset(r.preset).model, r.remedies, world,
+                                             opts.rank_zero_extra_samples);
+    if (why) throw UsageError(*why);
   }
   // Flags that only mean something in a data-parallel job do nothing in one
   // process: refused rather than recorded as a variant that was never run.

@@ -9,6 +9,7 @@
 #include "memdiag/allocation_tracer.hpp"
 #include "data_parallel.hpp"
 #include "sharded_units.hpp"
+#include "tensor_parallel.hpp"
 #include "model.hpp"
 #include "offload.hpp"
 #include "optimizers.hpp"
@@ -280,12 +281,14 @@ class Training {
   void model_ready() {
     enter(Phase::kModelReady);
     // ZeRO-2/3 take the model to the device a unit at a time from where it
-    // was built (host memory: on the CPU outside the simulated device).
+    // was built (host memory: on the CPU outside the simulated device);
+    // tensor parallelism takes each rank's slices of it, a tensor at a time.
     const bool by_unit = o_.comm != nullptr && definition(o_.mode).shards_gradients;
+    const bool split_layers = o_.comm != nullptr && definition(o_.mode).splits_layers;
     {
       std::optional<HostStaging> host;
-      if (by_unit) host.emplace();
-      model_ = build_or_copy(mspec_, by_unit ? nullptr : o_.model_cache);
+      if (by_unit || split_layers) host.emplace();
+      model_ = build_or_copy(mspec_, by_unit || split_layers ? nullptr : o_.model_cache);
     }
     // The model's size as built, read from its tensors (before the move, so
     // a report of weights that did not fit the device still has it) rather
@@ -308,7 +311,11 @@ class Training {
       info.vocab = mspec_.vocab;
       info.layers = mspec_.layers;
     }
-    if (by_unit) {
+    if (split_layers) {
+      tp_ = std::make_unique<TensorParallelMlp>(model_, *o_.comm,
+                                                torch::TensorOptions().device(o_.device).dtype(model_dtype(mspec_)));
+      info.split_parameter_bytes = tp_->split_parameter_bytes();
+    } else if (by_unit) {
       shard_units();
       torch::NoGradGuard no_grad;
       // As Module::to: floating buffers take the model's dtype too.
@@ -319,8 +326,9 @@ class Training {
       model_->to(o_.device, model_dtype(mspec_));
     }
     params_ = model_->parameters();
-    if (o_.comm != nullptr && !by_unit) {
-      // Every rank starts from rank 0's weights (the units broadcast theirs).
+    if (o_.comm != nullptr && !by_unit && !split_layers) {
+      // Every rank starts from rank 0's weights (the units broadcast theirs;
+      // tensor-parallel ranks cut theirs from the same seed's whole model).
       torch::NoGradGuard no_grad;
       o_.comm->broadcast(params_, 0);
     }
@@ -380,7 +388,7 @@ class Training {
                 : units_                     ? forward_by_unit(x_)
                 : e_.split > 1               ? split_forward(x_)
                 : e_.offload_activations     ? offloaded_forward(model_, mspec_.activation, x_)
-                                             : model_->forward(x_);
+                                             : forward_model(x_);
     }
     // A transformer's logits are [batch, length, vocab]: one prediction per token.
     loss_ = logits_.dim() == 3 ? torch::nn::functional::cross_entropy(
@@ -399,10 +407,13 @@ class Training {
     const std::int64_t chunk = (x.size(0) + e_.split - 1) / e_.split;
     std::vector<torch::Tensor> outs;
     for (const torch::Tensor& c : x.split(chunk)) {
-      outs.push_back(e_.offload_activations ? offloaded_forward(model_, mspec_.activation, c) : model_->forward(c));
+      outs.push_back(e_.offload_activations ? offloaded_forward(model_, mspec_.activation, c) : forward_model(c));
     }
     return torch::cat(outs);
   }
+
+  // The model's own forward, or its split layers' with their all-reduces.
+  torch::Tensor forward_model(const torch::Tensor& x) { return tp_ ? tp_->forward(x) : model_->forward(x); }
 
   void backward(int mb) {
     enter(Phase::kBackward);
@@ -421,7 +432,8 @@ class Training {
         if (!reduced_[u]) units_->reduce_gradients(u);
         units_->release(u);
       }
-    } else if (o_.comm != nullptr && last) {
+    } else if (o_.comm != nullptr && last && !tp_) {
+      // (Tensor-parallel ranks trained the same batch: nothing to average.)
       buckets_.all_reduce(params_, *o_.comm);
     }
     if (accumulating()) {
@@ -457,8 +469,24 @@ class Training {
   // figures are left out (every rank still takes part in the sum).
   void record_final_parameters() {
     torch::NoGradGuard no_grad;
-    const std::vector<torch::Tensor> tensors = units_ ? units_->shards() : params_;
+    // Summed over the ranks: the units' slices, the split layers' slices.
+    const std::vector<torch::Tensor> tensors = units_ ? units_->shards() : tp_ ? tp_->split_tensors() : params_;
     double sum = 0, squares = 0;
+    add_sums(tensors, sum, squares);
+    if (units_ || tp_) {
+      torch::Tensor both = torch::tensor({sum, squares}, torch::TensorOptions().dtype(torch::kDouble).device(o_.device));
+      o_.comm->all_reduce_sum(both);
+      sum = both[0].item<double>();
+      squares = both[1].item<double>();
+    }
+    // Once: the tensors every tensor-parallel rank holds whole.
+    if (tp_) add_sums(tp_->whole_tensors(), sum, squares);
+    if (std::isnan(sum) || std::isnan(squares)) return;
+    rec_.report().model.final_parameter_sum = sum;
+    rec_.report().model.final_parameter_sum_of_squares = squares;
+  }
+
+  void add_sums(const std::vector<torch::Tensor>& tensors, double& sum, double& squares) const {
     try {
       constexpr std::int64_t kChunk = std::int64_t{1} << 20;
       for (const torch::Tensor& p : tensors) {
@@ -472,15 +500,6 @@ class Training {
     } catch (const c10::OutOfMemoryError&) {
       sum = squares = std::numeric_limits<double>::quiet_NaN();
     }
-    if (units_) {
-      torch::Tensor both = torch::tensor({sum, squares}, torch::TensorOptions().dtype(torch::kDouble).device(o_.device));
-      o_.comm->all_reduce_sum(both);
-      sum = both[0].item<double>();
-      squares = both[1].item<double>();
-    }
-    if (std::isnan(sum) || std::isnan(squares)) return;
-    rec_.report().model.final_parameter_sum = sum;
-    rec_.report().model.final_parameter_sum_of_squares = squares;
   }
 
   // The tensors by role now: each phase's sample, and a failure's report.
@@ -609,6 +628,7 @@ class Training {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   GradientBuckets buckets_;
   std::unique_ptr<ShardedUnits> units_;     // ZeRO-2/3
+  std::unique_ptr<TensorParallelMlp> tp_;   // --parallel=tensor
   std::vector<std::size_t> unit_of_child_;  // the unit each of the model's modules runs in
   std::vector<bool> reduced_;               // units whose gradients this backward has reduce-scattered
   bool tied_first_unit_ = false;            // the last unit reads the first unit's weight (a tied head)

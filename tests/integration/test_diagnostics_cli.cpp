@@ -404,7 +404,7 @@ TEST(DiagnosticsCpu, HelpGroupsTheFlagsAndExplainsEveryRemedy) {
   const Proc h = diag({"--help"});
   EXPECT_EQ(h.exit_code, 0);
   for (const char* group : {"What to run:", "Where and how:", "Reports and output:", "Out of memory:",
-                            "Data parallel (under torchrun or its variables):", "Remedies (--remedy; joined with '+'):"}) {
+                            "Data and tensor parallel (under torchrun or its variables):", "Remedies (--remedy; joined with '+'):"}) {
     EXPECT_NE(h.out.find(group), std::string::npos) << group;
   }
   for (const char* remedy : {"checkpoint[=N]", "accumulate=K", "bf16", "autocast-bf16", "empty-cache", "fix-graph", "sgd"}) {
