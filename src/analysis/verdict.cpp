@@ -77,6 +77,9 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       if (!measured) v.remedies_not_measured.push_back(k);
     }
     for (ParallelMode m : modes_answering(v.dominant)) {
+      // memory_diagnostics splits an MLP's layers only: its transformer runs
+      // are not told to (another producer's job is, as the change to make).
+      if (definition(m).splits_layers && p.id.producer == kProducerDiagnostics && !p.model_attention.empty()) continue;
       const bool measured =
           std::any_of(v.remedies.begin(), v.remedies.end(), [m](const RemedyRow& r) { return r.mode == m; });
       if (!measured) v.modes_not_measured.push_back(m);

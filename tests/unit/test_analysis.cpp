@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace memdiag;
 using testkit::Synth;
 using testkit::synth;
@@ -599,6 +601,28 @@ TEST(Remedies, TimePerStepDoesNotDependOnWhoPaidForTheFirstCalls) {
     EXPECT_NEAR(*r.ms_per_step_max, 4 * 3.0, 1e-9);  // step 3: its 4 phases 3 ms each
     EXPECT_NEAR(*r.ms_per_step_min, 8.0, 1e-9);
   }
+}
+
+// Tensor parallelism answers activations: suggested, where not measured,
+// for memory_diagnostics' MLP runs and for another producer's job, never
+// for memory_diagnostics' transformer runs, which --parallel=tensor refuses.
+TEST(Remedies, TensorParallelismIsSuggestedWhereItCanRun) {
+  auto suggested = [](const std::string& attention, const std::string& producer) {
+    Synth s = named("alpha");
+    s.activations_mib = 40;
+    Report base = synth(s);
+    base.model.attention = attention;
+    base.producer.name = producer;
+    Report remedy = base;
+    remedy.config.remedies = {Remedy{RemedyKind::kCheckpoint, 2}};
+    const Analysis a = analyse({{"base.json", base}, {"checkpoint.json", remedy}});
+    EXPECT_EQ(a.verdicts.at(0).dominant, Cause::kActivations);
+    const auto& m = a.verdicts.at(0).modes_not_measured;
+    return std::find(m.begin(), m.end(), ParallelMode::kTensor) != m.end();
+  };
+  EXPECT_TRUE(suggested("", kProducerDiagnostics));
+  EXPECT_FALSE(suggested("math", kProducerDiagnostics));
+  EXPECT_TRUE(suggested("math", "memdiag.record (Python)"));
 }
 
 // The best remedy keeps the training when one does, and the lowest peak
