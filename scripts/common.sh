@@ -49,3 +49,13 @@ split_at_dashdash() {
   if [ "$#" -gt 0 ]; then shift; fi
   extra=("$@")
 }
+
+# For the procedures that start ranks: the built memory_diagnostics's folder
+# (bin) and torchrun (runner, on PATH or the venv's); dies saying what to do
+# where either is missing.
+launcher_setup() {
+  bin="$MEMDIAG_BUILD_DIR/bin"
+  [ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
+  runner="$(command -v torchrun || echo "$MEMDIAG_VENV/bin/torchrun")"
+  [ -x "$runner" ] || die "no torchrun (python3 -m pip install torch==$MEMDIAG_TORCH_PIN, or scripts/setup.sh)"
+}

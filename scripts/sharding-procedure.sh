@@ -16,10 +16,7 @@ shift
 split_at_dashdash "$@"
 worlds=("${specs[@]}")
 [ "${#worlds[@]}" -gt 0 ] || worlds=(2 4)
-bin="$MEMDIAG_BUILD_DIR/bin"
-[ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
-runner="$(command -v torchrun || echo "$MEMDIAG_VENV/bin/torchrun")"
-[ -x "$runner" ] || die "no torchrun (python3 -m pip install torch==$MEMDIAG_TORCH_PIN, or scripts/setup.sh)"
+launcher_setup
 mkdir -p "$dir"
 for n in "${worlds[@]}"; do
   for c in alpha beta gamma; do

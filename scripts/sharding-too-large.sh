@@ -10,9 +10,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 dir="${1:?usage: scripts/sharding-too-large.sh DIR}"
-bin="$MEMDIAG_BUILD_DIR/bin"
-[ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
-runner="$(command -v torchrun || echo "$MEMDIAG_VENV/bin/torchrun")"
+launcher_setup
 case_file="$MEMDIAG_ROOT/tests/cases/too-large.json"
 mkdir -p "$dir"
 "$bin/memory_diagnostics" --device cpu -q --case "$case_file" --steps 2 -o "$dir/one.json" --overwrite

@@ -33,44 +33,20 @@ std::vector<Report> run_world(const TempDir& d, int world, const std::string& na
   return launch_and_load(argv, d, name, /*check_schema=*/true, lo);
 }
 
-std::vector<double> losses(const Report& r) {
-  std::vector<double> out;
-  for (const Sample& s : r.samples) {
-    if (s.phase == Phase::kStep && s.loss) out.push_back(*s.loss);
-  }
-  return out;
-}
-
 double model_state(const Sample& s) {
   return s.tensors->parameters_mib + s.tensors->gradients_mib + s.tensors->optimizer_state_mib;
 }
 
+// Rank by rank (testkit::expect_same_training: losses and final weights).
 void expect_same_training(const std::vector<Report>& a, const std::vector<Report>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t k = 0; k < a.size(); ++k) {
-    const std::vector<double> la = losses(a[k]), lb = losses(b[k]);
-    ASSERT_EQ(la.size(), lb.size()) << "rank " << k;
-    ASSERT_FALSE(la.empty());
-    for (std::size_t i = 0; i < la.size(); ++i) {
-      EXPECT_NEAR(la[i], lb[i], 1e-5 * std::fabs(lb[i])) << "rank " << k << " step " << i;
-    }
-    // And the weights the last step left (over all ranks when sharded).
-    ASSERT_TRUE(a[k].model.final_parameter_sum_of_squares && b[k].model.final_parameter_sum_of_squares);
-    const double scale = std::sqrt(*b[k].model.final_parameter_sum_of_squares);
-    EXPECT_NEAR(*a[k].model.final_parameter_sum_of_squares, *b[k].model.final_parameter_sum_of_squares,
-                1e-5 * *b[k].model.final_parameter_sum_of_squares) << "rank " << k;
-    EXPECT_NEAR(*a[k].model.final_parameter_sum, *b[k].model.final_parameter_sum, 1e-5 * scale) << "rank " << k;
+    SCOPED_TRACE("rank " + std::to_string(k));
+    testkit::expect_same_training(a[k], b[k]);
   }
 }
 
-struct World {
-  int n;
-};
-void PrintTo(const World& w, std::ostream* os) { *os << "world" << w.n; }
-
 }  // namespace sharding_test
-
-using sharding_test::World;
 
 class ShardingAtWorld : public ::testing::TestWithParam<World> {};
 
@@ -128,8 +104,7 @@ TEST_P(ShardingAtWorld, EachModeTrainsAsReplicatedAndHoldsWhatItsFormulaSays) {
       << text.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Gloo, ShardingAtWorld, ::testing::Values(World{2}, World{4}),
-                         [](const ::testing::TestParamInfo<World>& i) { return "world" + std::to_string(i.param.n); });
+INSTANTIATE_TEST_SUITE_P(Gloo, ShardingAtWorld, ::testing::Values(World{2}, World{4}), world_name);
 
 TEST(Sharding, ZeroThreeFreesTheUnshardedParametersBetweenForwardAndBackward) {
   using namespace sharding_test;

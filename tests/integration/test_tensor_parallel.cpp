@@ -72,36 +72,10 @@ Report run_alone(const TempDir& d, const std::string& name, std::vector<std::str
   return load_report(d.file(name + ".json"));
 }
 
-std::vector<double> losses(const Report& r) {
-  std::vector<double> out;
-  for (const Sample& s : r.samples) {
-    if (s.phase == Phase::kStep && s.loss) out.push_back(*s.loss);
-  }
-  return out;
-}
-
-void expect_same_training(const Report& a, const Report& one) {
-  const std::vector<double> la = losses(a), l1 = losses(one);
-  ASSERT_EQ(la.size(), l1.size());
-  ASSERT_FALSE(la.empty());
-  for (std::size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], l1[i], 1e-5 * std::fabs(l1[i])) << "step " << i;
-  ASSERT_TRUE(a.model.final_parameter_sum_of_squares && one.model.final_parameter_sum_of_squares);
-  const double squares = *one.model.final_parameter_sum_of_squares;
-  EXPECT_NEAR(*a.model.final_parameter_sum_of_squares, squares, 1e-5 * squares);
-  EXPECT_NEAR(*a.model.final_parameter_sum, *one.model.final_parameter_sum, 1e-5 * std::sqrt(squares));
-}
-
 // What the step's forward added to what the step began with.
 double forward_increment(const Report& r) { return alloc_at(r, Phase::kForward, 1) - alloc_at(r, Phase::kCleanup, 0); }
 
-struct World {
-  int n;
-};
-void PrintTo(const World& w, std::ostream* os) { *os << "world" << w.n; }
-
 }  // namespace tensor_parallel_test
-
-using tensor_parallel_test::World;
 
 class TensorParallelAtWorld : public ::testing::TestWithParam<World> {};
 
@@ -145,8 +119,7 @@ TEST_P(TensorParallelAtWorld, TrainsAsOneProcessAndEachRankHoldsItsSlice) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Gloo, TensorParallelAtWorld, ::testing::Values(World{2}, World{4}),
-                         [](const ::testing::TestParamInfo<World>& i) { return "world" + std::to_string(i.param.n); });
+INSTANTIATE_TEST_SUITE_P(Gloo, TensorParallelAtWorld, ::testing::Values(World{2}, World{4}), world_name);
 
 // The comparer's per-rank table: the replicated run, ZeRO-3 and tensor
 // parallelism of one configuration side by side, each against its

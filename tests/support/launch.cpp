@@ -55,4 +55,8 @@ std::vector<Report> launch_and_load(std::vector<std::string> argv, const TempDir
   return reports;
 }
 
+void PrintTo(const World& w, std::ostream* os) { *os << "world" << w.n; }
+
+std::string world_name(const ::testing::TestParamInfo<World>& i) { return "world" + std::to_string(i.param.n); }
+
 }  // namespace memdiag::testkit

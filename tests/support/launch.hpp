@@ -5,6 +5,10 @@
 
 #include "process.hpp"
 
+#include <gtest/gtest.h>
+
+#include <ostream>
+
 #include <string>
 #include <vector>
 
@@ -26,5 +30,12 @@ std::vector<Proc> launch_ranks(const std::vector<std::string>& argv, const TempD
 // in rank order.
 std::vector<Report> launch_and_load(std::vector<std::string> argv, const TempDir& dir, const std::string& name,
                                     bool check_schema, const LaunchOptions& o = {});
+
+// A world size as a test's parameter: printed and named "world2".
+struct World {
+  int n;
+};
+void PrintTo(const World& w, std::ostream* os);
+std::string world_name(const ::testing::TestParamInfo<World>& i);
 
 }  // namespace memdiag::testkit

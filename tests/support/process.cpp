@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -191,5 +193,25 @@ std::size_t sample_index(const nlohmann::json& report, Phase phase, int step) {
 }
 
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+std::vector<double> step_losses(const Report& r) {
+  std::vector<double> out;
+  for (const Sample& s : r.samples) {
+    if (s.phase == Phase::kStep && s.loss) out.push_back(*s.loss);
+  }
+  return out;
+}
+
+void expect_same_training(const Report& a, const Report& b) {
+  const std::vector<double> la = step_losses(a), lb = step_losses(b);
+  ASSERT_EQ(la.size(), lb.size());
+  ASSERT_FALSE(la.empty());
+  for (std::size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-5 * std::fabs(lb[i])) << "step " << i;
+  ASSERT_TRUE(a.model.final_parameter_sum_of_squares && b.model.final_parameter_sum_of_squares);
+  const double squares = *b.model.final_parameter_sum_of_squares;
+  EXPECT_NEAR(*a.model.final_parameter_sum_of_squares, squares, 1e-5 * squares);
+  ASSERT_TRUE(a.model.final_parameter_sum && b.model.final_parameter_sum);
+  EXPECT_NEAR(*a.model.final_parameter_sum, *b.model.final_parameter_sum, 1e-5 * std::sqrt(squares));
+}
 
 }  // namespace memdiag::testkit

@@ -74,4 +74,11 @@ double alloc_at(const Report& r, Phase phase, int step = -1);
 std::size_t sample_index(const nlohmann::json& report, Phase phase, int step = -1);
 int count_lines(const std::string& s);
 
+// Each step's loss, as the step samples give it.
+std::vector<double> step_losses(const Report& r);
+// Two runs that must train alike (a sharded or split run against the
+// replicated one or a single process): every step's loss, and the weights
+// the last step left (their sum and sum of squares), within 1e-5 relative.
+void expect_same_training(const Report& a, const Report& b);
+
 }  // namespace memdiag::testkit
