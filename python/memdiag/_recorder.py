@@ -45,6 +45,7 @@ _backward_lock = threading.Lock()
 _original_backward = [None]
 _original_scaler_step = [None]
 _oom_observer_attached = set()
+_recordings_started = [0]  # recorders started in this process (environment.earlier_runs_in_process)
 
 
 def _patched_backward(tensors, *args, **kwargs):
@@ -260,6 +261,9 @@ class Recorder:
                                                   "nothing is dumped on the CPU", None))
         self._cuda = isinstance(self._probe, _probe.CudaProbe)
         self._cpu = isinstance(self._probe, _probe.CpuProbe)
+        self._host = _probe.HostReader(self._cuda)
+        self._earlier_runs = _recordings_started[0]
+        _recordings_started[0] += 1
         # The census's gradients counted natively where the native reading was built.
         self._gradient_bytes = getattr(getattr(self._probe, "native", None), "gradient_bytes", None)
         self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
@@ -364,7 +368,8 @@ class Recorder:
             _signals.uninstall(self)  # after the write: a signal meanwhile was held
 
     def _write_report(self):
-        self._samples = [s if type(s) is dict else _sample_dict(s) for s in self._samples]
+        self._samples = [s if type(s) is dict else _sample_dict(s, self._host) for s in self._samples]
+        self._host.close()
         readings = None
         if isinstance(self._probe, _probe.CpuProbe):
             readings = self._probe.stop()
@@ -669,6 +674,10 @@ class Recorder:
                                               self.process_memory, step is None or step < 2 or cleanup, reset)
             else:
                 figures = self._probe.mark()  # read off the profiler's timeline when recording ends
+            # The host's resident set at every phase; the pinned bytes where
+            # the device's use is read (HostReader.read says why that holds
+            # each step's most).
+            host = self._host.read(self._cuda and (step is None or step < 2 or cleanup))
             elapsed = _perf_counter() * 1000.0 - self._phase_started
             if phase == FORWARD:
                 extra = (self._micro, self._forward_inputs, None)
@@ -680,7 +689,7 @@ class Recorder:
             else:
                 extra = _NO_EXTRA
             self._samples.append((phase, step, figures, elapsed, extra,
-                                  self._take_census(phase) if self.census else None))
+                                  self._take_census(phase) if self.census else None, host))
         if cleanup:
             if self._kept is not None and recording:
                 # The model's state is listed only where a walk needs it.
@@ -917,6 +926,9 @@ class Recorder:
         if self._module_records is not None:
             self._events.append(_modules_event(self._module_records))
         env = self._probe.environment()
+        # The host figures are the process's: what an earlier recording in
+        # it left in the C library's heap is counted too.
+        env["earlier_runs_in_process"] = self._earlier_runs
         env.update({"torch_version": torch.__version__, "host": socket.gethostname(), "start_time": self._start_time})
         report = _report.build(
             case={"name": self.name, "description": self.description, "builtin": False,
@@ -991,9 +1003,9 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     return Recorder(model, optimizer, output, **options)
 
 
-def _sample_dict(sample):
+def _sample_dict(sample, host_reader):
     """A sample as the report holds it, from what _sample kept."""
-    phase, step, figures, elapsed, (micro, inputs, losses), census = sample
+    phase, step, figures, elapsed, (micro, inputs, losses), census, (statm, pinned) = sample
     if type(figures) is tuple:  # CUDA
         allocated, reserved, used, peak, inactive, process, retries = figures
         s = {"phase": phase, "step": step, "allocated_mib": allocated, "reserved_mib": reserved,
@@ -1003,6 +1015,10 @@ def _sample_dict(sample):
         s = {"phase": phase, "step": step, "allocated_mib": 0.0, "reserved_mib": None, "device_used_mib": None,
              "peak_allocated_mib": 0.0, "inactive_split_mib": None, "process_device_mib": None, "_mark": figures}
     s["elapsed_ms"] = max(0.0, elapsed)
+    if statm is not None:
+        s["host_resident_mib"] = host_reader.resident_mib(statm)
+    if pinned is not None:
+        s["host_pinned_mib"] = pinned / _probe.MIB
     if micro is not None:
         s["micro_batch"] = micro
     if inputs is not None:

@@ -489,6 +489,34 @@ class Census(Tmp):
         self.assertAlmostEqual(kept, 2 * p_mib, delta=0.05 * p_mib)  # exp_avg, exp_avg_sq
         self.assertAlmostEqual(s[("cleanup", 2)]["allocated_mib"], s[("cleanup", 1)]["allocated_mib"], delta=1e-6)
 
+    def test_the_host_resident_set_follows_what_the_loop_holds_in_host_memory(self):
+        # A loop that keeps 64 MiB of host tensors from step 1's forward on:
+        # the resident set at that forward's end is up by about as much on
+        # step 0's end, and a second recording in the process says it came
+        # after one (its host figures carry what the first left).
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        held = []
+        hold = lambda step: held.append(torch.ones(16 << 20)) if step == 1 and not held else None
+        with memdiag.record(model, opt, output=self.path("host.json")):
+            train(model, opt, 3, on_step=hold)
+        r = self.load("host.json")
+        s = {(x["phase"], x["step"]): x for x in r["samples"]}
+        for x in r["samples"]:
+            self.assertGreater(x["host_resident_mib"], 0, (x["phase"], x["step"]))
+            self.assertNotIn("host_pinned_mib", x)  # no CUDA: no page-locked pool
+        grew = s[("forward", 1)]["host_resident_mib"] - s[("cleanup", 0)]["host_resident_mib"]
+        self.assertGreater(grew, 60.0)
+        self.assertLess(grew, 80.0)
+        self.assertEqual(r["environment"]["earlier_runs_in_process"], memdiag._recorder._recordings_started[0] - 1)
+        with memdiag.record(model, opt, output=self.path("host2.json")):
+            train(model, opt, 2)
+        self.assertEqual(self.load("host2.json")["environment"]["earlier_runs_in_process"],
+                         r["environment"]["earlier_runs_in_process"] + 1)
+        run = self.compare_json("host.json")["groups"][0]["runs"][0]
+        self.assertGreaterEqual(run["peak_host_resident_mib"], s[("forward", 1)]["host_resident_mib"] - 1e-6)
+        self.check("host.json", "host2.json")
+
     def test_without_the_census(self):
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)

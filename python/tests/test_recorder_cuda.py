@@ -238,6 +238,31 @@ with memdiag.record(model, opt, output=OUT):
         self.assertNotEqual(p.returncode, 0, "float(loss) synchronised without the debug mode noticing")
         self.assertIn("synchroniz", p.stderr)
 
+    def test_pinned_host_memory_the_loop_makes_is_in_the_report(self):
+        # 64 MiB pinned at step 1 (a power of two: the host allocator rounds
+        # up to one) and held: the pinned bytes at step 1's end are up by
+        # exactly that on step 0's, and the resident set by at least it.
+        body = """
+model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randn(64, 512, device="cuda"); y = torch.randint(0, 10, (64,), device="cuda")
+held = []
+with memdiag.record(model, opt, output=OUT):
+    for step in range(3):
+        if step == 1:
+            held.append(torch.ones(16 << 20).pin_memory())
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+"""
+        p = self.python(f"OUT = {self.path('pinned.json')!r}\n" + body)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        s = {(x["phase"], x["step"]): x for x in self.load("pinned.json")["samples"]}
+        self.assertEqual(s[("cleanup", 1)]["host_pinned_mib"] - s[("cleanup", 0)]["host_pinned_mib"], 64.0)
+        self.assertGreater(s[("cleanup", 1)]["host_resident_mib"] - s[("cleanup", 0)]["host_resident_mib"], 60.0)
+        self.assertTrue(all("host_resident_mib" in x for x in s.values()))
+
     def test_an_out_of_memory_error_dumps_the_allocator_history_for_memory_viz(self):
         snap = self.path("oom-snapshot.pickle")
         out = self.path("oom-snapshot.json")
