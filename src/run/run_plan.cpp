@@ -1,4 +1,5 @@
 #include "memdiag/run_plan.hpp"
+#include "option_values.hpp"
 
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/errors.hpp"
@@ -239,14 +240,7 @@ namespace {
 // The plan; where the machine cannot tell the device, nullopt once every
 // check that does not need it is made.
 std::optional<ResolvedPlan> resolve(const HarnessOptions& opts, const Machine& machine) {
-  // The report must read back what was run: an infinite limit or one past
-  // any device is no limit at all, and the reader refuses such a figure.
-  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0 && *opts.memory_limit_mib <= limits::kAbsurdMiB)) {
-    throw UsageError("--memory-limit-mib: must be greater than 0 and at most " +
-                     std::to_string(static_cast<long long>(limits::kAbsurdMiB)) + " (1 PiB); leave it out for no limit");
-  }
-  if (opts.rank_zero_extra_samples < 0) throw UsageError("--rank-zero-extra-samples: must be 0 or more");
-  if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");
+  detail::check_option_values(opts);
   if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
   ResolvedPlan plan;
   CaseCache cases;
@@ -271,7 +265,6 @@ std::optional<ResolvedPlan> resolve(const HarnessOptions& opts, const Machine& m
                      ": units are what --shard=gradients and --shard=parameters gather and reduce-scatter; "
                      "replicated and optimizer-sharded runs have none");
   }
-  if (opts.shard_unit_modules < 1) throw UsageError("--shard-unit-modules: must be 1 or more");
   if (definition(opts.parallel_mode).shards_parameters) {
     for (const PlannedRun& r : plan.runs) {
       for (const Remedy& x : r.remedies) {
