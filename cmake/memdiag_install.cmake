@@ -29,7 +29,7 @@ if(MEMDIAG_WITH_TORCH)
   # its RUNPATH, where the build tree's copy had them as a build RPATH.
   set_target_properties(${_memdiag_runners} PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS memory_diagnostics RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  # Where the front looks for them (memdiag/install_layout.hpp): fixed, not
+  # Where the front looks for them (src/cli/install_layout.hpp): fixed, not
   # CMAKE_INSTALL_LIBEXECDIR, which a packager may move.
   install(TARGETS ${_memdiag_runners} RUNTIME DESTINATION libexec/memdiag)
   install(DIRECTORY cases/ DESTINATION ${CMAKE_INSTALL_DATADIR}/memdiag/cases FILES_MATCHING PATTERN "*.json")

@@ -1,7 +1,7 @@
 // Remedies measured: each run of a group whose variant is not the baseline
 // (remedies, sharding, allocator settings), set against the baseline run of
 // the same configuration (projection::kVariantBaseline).
-#include "internal.hpp"
+#include "remedies.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/limits.hpp"
-#include "memdiag/sweep_plan.hpp"
+#include "memdiag/flag_values.hpp"
 #include "memdiag/output_guard.hpp"
 #include "memdiag/report_reader.hpp"
 

@@ -6,6 +6,7 @@
 #include "memdiag/case_spec.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/exit_code.hpp"
+#include "memdiag/flag_values.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/remedy.hpp"

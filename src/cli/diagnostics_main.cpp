@@ -5,18 +5,18 @@
 // can show (memdiag/run_plan.hpp: an unknown case or preset, a value out
 // of range, outputs that clash or cannot be written, a combination
 // refused), the plan resolved here as the runner will resolve it. For a
-// run it execs the runner (memdiag/install_layout.hpp) with the same
+// run it execs the runner (install_layout.hpp) with the same
 // arguments, in the same process, so a launcher, a shell's job control or
 // a test sees one PID. Of the two runners it picks the one without
 // LibTorch's CUDA half for a run that cannot use CUDA.
 #include "diagnostics_flags.hpp"
+#include "install_layout.hpp"
 #include "signals.hpp"
 
 #include "build_config.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/format.hpp"
-#include "memdiag/install_layout.hpp"
 #include "memdiag/machine.hpp"
 #include "memdiag/run_plan.hpp"
 

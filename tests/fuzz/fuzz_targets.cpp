@@ -9,6 +9,7 @@
 #include "memdiag/report_reader.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/output_names.hpp"
+#include "memdiag/flag_values.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include "compare_flags.hpp"
