@@ -156,41 +156,48 @@ void check_outputs(const ResolvedPlan& plan, const Varying& v, const InputFiles&
   }
 }
 
-// --find-max-batch searches one configuration's batch in this process;
-// snapshots record one CUDA run's allocator history. Without the device,
-// what only it decides is left out (a snapshot's checks start with it).
-void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& opts, bool with_device) {
-  if (opts.find_max_batch) {
-    const char* why = nullptr;
-    if (opts.from_plan) why = "takes a case, not a plan";
-    else if (plan.runs.size() != 1) why = "searches one configuration; leave the lists out";
-    else if (opts.runs.front().batch_size_per_device) why = "searches the batch; leave out --batch-size-per-device";
-    else if (plan.launch) why = "runs in one process, not under a launcher";
-    else if (opts.isolate) why = "runs its tries in one process and confirms in fresh ones; leave out --isolate";
-    else if (with_device && !plan.device.is_cuda() && !opts.memory_limit_mib) {
-      why = "on the CPU needs --memory-limit-mib (the host has no device capacity to search against)";
-    }
-    if (why) throw UsageError(std::string("--find-max-batch: ") + why);
+// --find-max-batch searches one configuration's batch in this process. The
+// CPU's refusal is the device's, left out without it.
+void check_search(const ResolvedPlan& plan, const HarnessOptions& opts, bool with_device) {
+  if (!opts.find_max_batch) return;
+  const char* why = nullptr;
+  if (opts.from_plan) why = "takes a case, not a plan";
+  else if (plan.runs.size() != 1) why = "searches one configuration; leave the lists out";
+  else if (opts.runs.front().batch_size_per_device) why = "searches the batch; leave out --batch-size-per-device";
+  else if (plan.launch) why = "runs in one process, not under a launcher";
+  else if (opts.isolate) why = "runs its tries in one process and confirms in fresh ones; leave out --isolate";
+  else if (with_device && !plan.device.is_cuda() && !opts.memory_limit_mib) {
+    why = "on the CPU needs --memory-limit-mib (the host has no device capacity to search against)";
   }
+  if (why) throw UsageError(std::string("--find-max-batch: ") + why);
+}
+
+// Snapshots record one CUDA run's allocator history. Their checks start
+// with the device: without it, none is made.
+void check_snapshot(const char* flag, const std::string& path, const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (!plan.device.is_cuda()) {
+    throw UsageError(std::string(flag) + ": needs a CUDA device (memory_viz reads the CUDA caching allocator's "
+                                         "history); this run is on " + plan.device.str());
+  }
+  if (plan.runs.size() != 1 || opts.find_max_batch || plan.launch) {
+    throw UsageError(std::string(flag) + ": records one run of one process; leave out the lists, "
+                                         "--find-max-batch and the launcher");
+  }
+  if (const std::string why = check_writable(path); !why.empty()) {
+    throw UsageError(std::string(flag) + ": " + path + ": " + why);
+  }
+  for (const PlannedRun& run : plan.runs) {
+    if (normal_path(run.output) == normal_path(path)) {
+      throw UsageError(std::string(flag) + ": " + path + " is the report's own file; name another");
+    }
+  }
+}
+
+void check_snapshots(const ResolvedPlan& plan, const HarnessOptions& opts, bool with_device) {
+  if (!with_device) return;
   for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--memory-snapshot", opts.memory_snapshot},
                                    {"--oom-snapshot", opts.oom_snapshot}}) {
-    if (path.empty() || !with_device) continue;
-    if (!plan.device.is_cuda()) {
-      throw UsageError(std::string(flag) + ": needs a CUDA device (memory_viz reads the CUDA caching allocator's "
-                                           "history); this run is on " + plan.device.str());
-    }
-    if (plan.runs.size() != 1 || opts.find_max_batch || plan.launch) {
-      throw UsageError(std::string(flag) + ": records one run of one process; leave out the lists, "
-                                           "--find-max-batch and the launcher");
-    }
-    if (const std::string why = check_writable(path); !why.empty()) {
-      throw UsageError(std::string(flag) + ": " + path + ": " + why);
-    }
-    for (const PlannedRun& run : plan.runs) {
-      if (normal_path(run.output) == normal_path(path)) {
-        throw UsageError(std::string(flag) + ": " + path + " is the report's own file; name another");
-      }
-    }
+    if (!path.empty()) check_snapshot(flag, path, plan, opts);
   }
   if (!opts.memory_snapshot.empty() && opts.memory_snapshot == opts.oom_snapshot) {
     throw UsageError("--oom-snapshot: the same file as --memory-snapshot");
@@ -237,49 +244,42 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
 
 namespace {
 
-// The plan; where the machine cannot tell the device, nullopt once every
-// check that does not need it is made.
-std::optional<ResolvedPlan> resolve(const HarnessOptions& opts, const Machine& machine) {
-  detail::check_option_values(opts);
-  if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
-  ResolvedPlan plan;
-  CaseCache cases;
-  for (const RunRequest& req : opts.runs) plan.runs.push_back(resolve_request(req, opts, cases));
-  std::vector<RunLabel> labels;
-  for (const PlannedRun& r : plan.runs) labels.push_back(r.label);
-  plan.varying = varying(labels);
-  try {
-    plan.launch = launch_from_environment();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("launcher environment: ") + e.what());
+bool any_remedy(const ResolvedPlan& plan, RemedyKind kind) {
+  for (const PlannedRun& r : plan.runs) {
+    if (find_remedy(r.remedies, kind)) return true;
   }
-  // Flags that only mean something in a data-parallel job do nothing in one
-  // process: refused rather than recorded as a variant that was never run.
+  return false;
+}
+
+// Flags that only mean something in a data-parallel job do nothing in one
+// process: refused rather than recorded as a variant that was never run.
+// And what a sharded mode cannot do.
+void check_parallel_flags(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  const ParallelModeDefinition& mode = definition(opts.parallel_mode);
   if (!plan.launch && is_sharded(opts.parallel_mode)) {
-    throw UsageError((opts.shard_flag.empty() ? std::string(definition(opts.parallel_mode).flag) : opts.shard_flag) +
+    throw UsageError((opts.shard_flag.empty() ? std::string(mode.flag) : opts.shard_flag) +
                      ": shards across the ranks of a data-parallel job; start it under a launcher "
                      "(torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
   }
-  if ((opts.shard_unit_modules != 1 || opts.shard_prefetch_next) && !definition(opts.parallel_mode).shards_gradients) {
+  if ((opts.shard_unit_modules != 1 || opts.shard_prefetch_next) && !mode.shards_gradients) {
     throw UsageError(std::string(opts.shard_unit_modules != 1 ? "--shard-unit-modules" : "--shard-prefetch") +
                      ": units are what --shard=gradients and --shard=parameters gather and reduce-scatter; "
                      "replicated and optimizer-sharded runs have none");
   }
-  if (definition(opts.parallel_mode).shards_parameters) {
-    for (const PlannedRun& r : plan.runs) {
-      for (const Remedy& x : r.remedies) {
-        if (x.kind == RemedyKind::kCheckpoint) {
-          throw UsageError("--shard=parameters: checkpointing recomputes forward inside backward, which would need "
-                           "each unit gathered again there; not supported yet (leave out --remedy checkpoint)");
-        }
-      }
-    }
+  if (mode.shards_parameters && any_remedy(plan, RemedyKind::kCheckpoint)) {
+    throw UsageError("--shard=parameters: checkpointing recomputes forward inside backward, which would need "
+                     "each unit gathered again there; not supported yet (leave out --remedy checkpoint)");
   }
   if (!plan.launch && opts.rank_zero_extra_samples > 0) {
     throw UsageError("--rank-zero-extra-samples: rank 0's extra samples need a data-parallel job; start it under a "
                      "launcher (torchrun)");
   }
-  if (plan.launch && plan.runs.size() > 1) {
+}
+
+// Under a launcher each rank stays one process in the process group.
+void check_under_launcher(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (!plan.launch) return;
+  if (plan.runs.size() > 1) {
     for (const PlannedRun& r : plan.runs) {
       if (has_process_scope(r.remedies)) {
         throw UsageError("--remedy: " + allocator_settings_of(r.remedies) +
@@ -288,21 +288,50 @@ std::optional<ResolvedPlan> resolve(const HarnessOptions& opts, const Machine& m
       }
     }
   }
-  if (plan.launch && opts.isolate) {
-    throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
+  if (opts.isolate) throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
+}
+
+// Each request against its case file, and what varies among them.
+void plan_runs(ResolvedPlan& plan, const HarnessOptions& opts, CaseCache& cases) {
+  if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
+  std::vector<RunLabel> labels;
+  for (const RunRequest& req : opts.runs) {
+    plan.runs.push_back(resolve_request(req, opts, cases));
+    labels.push_back(plan.runs.back().label);
   }
+  plan.varying = varying(labels);
+  try {
+    plan.launch = launch_from_environment();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("launcher environment: ") + e.what());
+  }
+}
+
+// --output-dir, made once everything else is known to be right, so a
+// usage error still leaves nothing behind.
+void make_output_dir(const HarnessOptions& opts) {
+  if (opts.output_dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(opts.output_dir, ec);
+  if (ec) throw UsageError("--output-dir: " + opts.output_dir + ": " + ec.message());
+}
+
+// The plan; where the machine cannot tell the device, nullopt once every
+// check that does not need it is made.
+std::optional<ResolvedPlan> resolve(const HarnessOptions& opts, const Machine& machine) {
+  detail::check_option_values(opts);
+  ResolvedPlan plan;
+  CaseCache cases;
+  plan_runs(plan, opts, cases);
+  check_parallel_flags(plan, opts);
+  check_under_launcher(plan, opts);
   const std::optional<Device> device = resolve_device(opts.device, machine);
   if (device) plan.device = *device;
   if (plan.device.is_cuda()) plan.process_allocator_settings = machine.allocator_settings();
-  check_search_and_snapshots(plan, opts, device.has_value());
+  check_search(plan, opts, device.has_value());
+  check_snapshots(plan, opts, device.has_value());
   name_outputs(plan, opts);
-  if (device && !opts.output_dir.empty()) {
-    // Made once everything else is known to be right, so a usage error
-    // still leaves nothing behind.
-    std::error_code ec;
-    fs::create_directories(opts.output_dir, ec);
-    if (ec) throw UsageError("--output-dir: " + opts.output_dir + ": " + ec.message());
-  }
+  if (device) make_output_dir(opts);
   check_outputs(plan, plan.varying, inputs_of(cases, opts), opts, device.has_value());
   if (!device) return std::nullopt;
   // One GPU per local rank, unless a device index was given explicitly.
