@@ -222,7 +222,7 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   c.remedies = run.remedies;
   // What the run will run under: the process's settings (the environment's)
   // with the run's own laid on them; the report records the allocator's
-  // reading of it (harness.cpp).
+  // reading of it (src/torch/configuration_run.cpp).
   if (plan.device.is_cuda()) {
     c.allocator_settings = merge_allocator_settings(plan.process_allocator_settings, allocator_settings_of(run.remedies));
   }
