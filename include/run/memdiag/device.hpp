@@ -1,5 +1,5 @@
 // The device a run is on, as a plain value: the run layer plans, names and
-// checks runs with it; the torch layer makes a c10::Device of it
+// checks runs with it; the torch layer makes LibTorch's device of it
 // (src/torch/torch_device.hpp) when it runs one.
 #pragma once
 
