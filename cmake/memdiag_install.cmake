@@ -1,5 +1,5 @@
 # Install rules and the exported CMake package:
-#   find_package(memdiag)                     memdiag::core, ::analysis, ::render (no LibTorch)
+#   find_package(memdiag)                     memdiag::core, ::analysis, ::render, ::run (no LibTorch)
 #   find_package(memdiag COMPONENTS torch)    memdiag::torch too (needs Torch)
 include(CMakePackageConfigHelpers)
 
@@ -12,9 +12,9 @@ if(SKBUILD)
   install(TARGETS compare_memory_reports RUNTIME DESTINATION ${SKBUILD_SCRIPTS_DIR} COMPONENT python)
 endif()
 
-install(TARGETS memdiag_core memdiag_analysis memdiag_render EXPORT memdiagTargets
+install(TARGETS memdiag_core memdiag_analysis memdiag_render memdiag_run EXPORT memdiagTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY include/core/ include/analysis/ include/render/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/core/ include/analysis/ include/render/ include/run/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT memdiagTargets NAMESPACE memdiag:: DESTINATION ${MEMDIAG_CMAKE_DIR})
 install(TARGETS compare_memory_reports RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY schema/ DESTINATION ${CMAKE_INSTALL_DATADIR}/memdiag/schema)
@@ -29,7 +29,7 @@ if(MEMDIAG_WITH_TORCH)
   # its RUNPATH, where the build tree's copy had them as a build RPATH.
   set_target_properties(${_memdiag_runners} PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
   install(TARGETS memory_diagnostics RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  # Where the front looks for them (memdiag/install_layout.hpp): fixed, not
+  # Where the front looks for them (src/cli/install_layout.hpp): fixed, not
   # CMAKE_INSTALL_LIBEXECDIR, which a packager may move.
   install(TARGETS ${_memdiag_runners} RUNTIME DESTINATION libexec/memdiag)
   install(DIRECTORY cases/ DESTINATION ${CMAKE_INSTALL_DATADIR}/memdiag/cases FILES_MATCHING PATTERN "*.json")

@@ -2,7 +2,7 @@
 // configuration that fits each budget, from the capacity model over the
 // group's runs of that configuration (projection::kBatchSweep), or over a
 // --find-max-batch's tries for the same budget.
-#include "internal.hpp"
+#include "capacity.hpp"
 
 #include <cmath>
 

@@ -3,7 +3,8 @@
 // case the way the report was made (a case file by its path), keep the
 // group's configuration, and write beside the primary report under a name
 // that clashes with no report given.
-#include "internal.hpp"
+#include "confirm.hpp"
+#include "capacity.hpp"
 
 #include "memdiag/output_names.hpp"
 

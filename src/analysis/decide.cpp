@@ -1,6 +1,6 @@
 // The decision: which component a run's memory is dominated by, and the rule
 // and threshold that said so.
-#include "internal.hpp"
+#include "decide.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,8 @@
 // The evidence a verdict cites: typed records with the figures that support
 // the decided cause, and the warnings a reader must not miss.
-#include "internal.hpp"
+#include "evidence.hpp"
+#include "sweeps.hpp"
+#include "modules.hpp"
 
 #include <cmath>
 

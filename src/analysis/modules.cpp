@@ -1,7 +1,7 @@
 // Where the forward's memory lives, from the recorder's per-module readings:
 // the module types that hold most of it, and the largest modules where the
 // model fans out. Decided here, worded by the renderers.
-#include "internal.hpp"
+#include "modules.hpp"
 
 #include <algorithm>
 #include <map>

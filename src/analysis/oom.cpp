@@ -1,7 +1,7 @@
 // A run that ran out of memory, explained from what it holds: the phase and
 // step that failed, the request, the budget, what was live by role, and the
 // trend of the steps that completed.
-#include "internal.hpp"
+#include "oom.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,8 @@
 // The parallel modes measured side by side, per rank: a replicated run and
 // the mode runs of its configuration (projection::kVariantBaseline), each
 // rank 0's census against its mode's formulas.
-#include "internal.hpp"
+#include "parallel_modes.hpp"
+#include "remedies.hpp"
 
 #include <algorithm>
 #include <map>
@@ -35,7 +36,10 @@ ModeRow row_for(const Group& g, const RunFeatures& r, const RunFeatures& base) {
   row.split_parameter_mib = r.split_parameter_mib;
   row.forward_increment_mib = r.forward_increment_mib;
   row.max_loss_diff = max_loss_diff(r, base);
-  if (base.parameter_mib > 0) {
+  // A mode that splits layers needs the split layers' size (S) for its
+  // formula; a report without it (a rank that failed while splitting) has
+  // none, rather than the replicated formula S = 0 would give.
+  if (base.parameter_mib > 0 && (!definition(r.id.mode).splits_layers || r.split_parameter_mib)) {
     const double split = r.split_parameter_mib.value_or(0);
     row.parameters_formula_mib = parameters_per_rank(r.id.mode, base.parameter_mib, r.id.world_size, split);
     if (base.step_optimizer_state_mib) {

@@ -1,7 +1,7 @@
 // Remedies measured: each run of a group whose variant is not the baseline
 // (remedies, sharding, allocator settings), set against the baseline run of
 // the same configuration (projection::kVariantBaseline).
-#include "internal.hpp"
+#include "remedies.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -87,7 +87,8 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.ms_per_step_max = r.ms_per_step_max;
   if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
   row.max_loss_diff = max_loss_diff(r, base);
-  if (is_sharded(r.id.mode) && r.step_model_state_mib && base.step_optimizer_state_mib && base.parameter_mib > 0) {
+  if (is_sharded(r.id.mode) && r.step_model_state_mib && base.step_optimizer_state_mib && base.parameter_mib > 0 &&
+      (!definition(r.id.mode).splits_layers || r.split_parameter_mib)) {
     row.model_state_mib = r.step_model_state_mib;
     row.formula_mib = model_state_per_rank(r.id.mode, base.parameter_mib, *base.step_optimizer_state_mib / base.parameter_mib,
                                            r.id.world_size, r.split_parameter_mib.value_or(0));

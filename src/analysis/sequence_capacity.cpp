@@ -8,7 +8,9 @@
 // logits' gradients) until one layer's length x length gradients, which
 // grow with the square, overtake it. A sweep of short lengths sees only the
 // first; the second is then assumed from the scores the sweep measured.
-#include "internal.hpp"
+#include "sequence_capacity.hpp"
+#include "capacity.hpp"
+#include "sweeps.hpp"
 
 #include "memdiag/limits.hpp"
 

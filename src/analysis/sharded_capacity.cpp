@@ -20,7 +20,8 @@
 //   its whole weights never need to fit one device.
 // A unit is taken as the largest module that holds parameters
 // (model.largest_module_bytes); without it the answer says so.
-#include "internal.hpp"
+#include "sharded_capacity.hpp"
+#include "capacity.hpp"
 
 #include "memdiag/phase_shape.hpp"
 

@@ -4,7 +4,8 @@
 // tokens per step nearly constant while its samples vary eightfold: its
 // memory follows the tokens, and a per-sample figure read off one step
 // would be wrong by the spread of the samples.
-#include "internal.hpp"
+#include "step_capacity.hpp"
+#include "capacity.hpp"
 
 #include <algorithm>
 #include <cmath>

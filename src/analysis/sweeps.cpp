@@ -1,6 +1,6 @@
 // Sweeps across the runs of one group, and the per-rank view of
 // data-parallel runs.
-#include "internal.hpp"
+#include "sweeps.hpp"
 
 #include <algorithm>
 #include <cmath>

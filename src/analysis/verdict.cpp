@@ -1,6 +1,16 @@
 // diagnose(): the steps of a verdict, in order. Each lives in its own file;
 // this one only puts them together.
-#include "internal.hpp"
+#include "capacity.hpp"
+#include "confirm.hpp"
+#include "decide.hpp"
+#include "evidence.hpp"
+#include "oom.hpp"
+#include "parallel_modes.hpp"
+#include "remedies.hpp"
+#include "sequence_capacity.hpp"
+#include "sharded_capacity.hpp"
+#include "step_capacity.hpp"
+#include "sweeps.hpp"
 
 #include <algorithm>
 

@@ -7,7 +7,7 @@
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/limits.hpp"
-#include "memdiag/sweep_plan.hpp"
+#include "memdiag/flag_values.hpp"
 #include "memdiag/output_guard.hpp"
 #include "memdiag/report_reader.hpp"
 
@@ -135,90 +135,95 @@ std::string check_compare_output(const CompareOptions& o) {
   return check_output(o.output, inputs);
 }
 
-int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (!o.output.empty()) {
-    if (const std::string why = check_compare_output(o); !why.empty()) {
-      err << kProgram << ": -o: " << printable(o.output) << ": " << why << "\n";
-      return to_int(ExitCode::kUsage);
-    }
-  }
-  const ReportSet set = read_reports(o.inputs);
-  for (const InputError& e : set.errors) err << kProgram << ": " << printable(e.what()) << "\n";
-  std::optional<ReportSet> base;
-  std::optional<RegressionReport> regression;
-  if (!o.baseline.empty()) {
-    base = read_reports(o.baseline);
-    for (const InputError& e : base->errors) err << kProgram << ": --baseline: " << printable(e.what()) << "\n";
-    regression = compare_to_baseline(set.reports, base->reports, o.thresholds);
-  }
+namespace {
 
+// The reports of one list of inputs, each that cannot be read said on err
+// (prefix: whose it is).
+ReportSet read_said(const std::vector<std::string>& inputs, const std::string& prefix, std::ostream& err) {
+  ReportSet set = read_reports(inputs);
+  for (const InputError& e : set.errors) err << kProgram << ": " << prefix << printable(e.what()) << "\n";
+  return set;
+}
+
+// The analysis of the reports, the inputs that could not be read (the
+// baseline's too) among what it says.
+Analysis analyse_inputs(const CompareOptions& o, const ReportSet& set, const std::optional<ReportSet>& base) {
   Analysis analysis = analyse(set.reports, reports_beside(set.reports), o.budgets_mib, o.world_sizes);
   for (const InputError& e : set.errors) analysis.unreadable.push_back(e.what());
   if (base) {
     for (const InputError& e : base->errors) analysis.unreadable.push_back(std::string("--baseline: ") + e.what());
   }
-  const std::vector<GateCheck> gates = check_gates(analysis, GateSpec{o.expect, o.fail_on});
-  const RegressionReport* reg = regression ? &*regression : nullptr;
-  std::string text;
-  switch (o.format) {
-    case OutputFormat::kJson: {
-      nlohmann::json j = render_json(analysis, set.errors);
-      if (reg != nullptr) j["baseline"] = regression_json(*reg);
-      // File names are bytes, not always UTF-8: replaced (U+FFFD) rather
-      // than aborting the whole comparison.
-      text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-      break;
-    }
-    case OutputFormat::kMarkdown:
-      text = (gate_summary_wanted(gates, reg) ? render_gate_summary_markdown(gates, reg) + "\n" : "") +
-             render_markdown(analysis) + (reg != nullptr ? "\n" + render_regression_markdown(*reg) : "");
-      break;
-    case OutputFormat::kText:
-      text = (gate_summary_wanted(gates, reg) ? render_gate_summary_text(gates, reg) + "\n" : "") +
-             render_text(analysis) + (reg != nullptr ? "\n" + render_regression_text(*reg) : "");
-      break;
-    case OutputFormat::kJunit:
-      text = render_junit(analysis, gates, reg,
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      break;
-    case OutputFormat::kHtml: text = render_html(analysis, set.reports, reg, gates); break;
-  }
+  return analysis;
+}
+
+// The document to standard output or -o's file; 0, or the exit code of a
+// write that failed (said on err).
+int write_document(const std::string& text, const CompareOptions& o, std::ostream& out, std::ostream& err) {
   if (o.output.empty()) {
     // A full disk or a closed pipe is a failure, not a cut-off success.
-    if (!(out << text << std::flush)) {
-      err << kProgram << ": cannot write the output (" << std::strerror(errno ? errno : EIO) << ")\n";
-      return to_int(ExitCode::kFailed);
-    }
-  } else {
-    try {
-      write_file_atomically(o.output, text);
-    } catch (const std::exception& e) {
-      err << kProgram << ": -o: " << printable(e.what()) << "\n";
-      return to_int(ExitCode::kFailed);
-    }
+    if (out << text << std::flush) return 0;
+    err << kProgram << ": cannot write the output (" << std::strerror(errno ? errno : EIO) << ")\n";
+    return to_int(ExitCode::kFailed);
   }
+  try {
+    write_file_atomically(o.output, text);
+  } catch (const std::exception& e) {
+    err << kProgram << ": -o: " << printable(e.what()) << "\n";
+    return to_int(ExitCode::kFailed);
+  }
+  return 0;
+}
 
-  bool gate_failed = false;
+// Each gate that failed and each run that regressed, a line on err;
+// whether any did (or the baseline matched nothing).
+bool say_failures(const std::vector<GateCheck>& gates, const RegressionReport* reg, std::ostream& err) {
+  bool failed = false;
   for (const GateCheck& g : gates) {
     if (g.passed) continue;
     print_gate_failure(g, err);
-    gate_failed = true;
+    failed = true;
   }
-  if (reg != nullptr) {
-    for (const RegressionPair& p : reg->pairs) {
-      if (p.regressed) err << kProgram << ": regressed against the baseline: " << describe(p) << "\n";
-    }
-    if (reg->nothing_matched()) err << kProgram << ": --baseline: " << regression_outcome(*reg) << "\n";
-    gate_failed = gate_failed || reg->failed();
+  if (reg == nullptr) return failed;
+  for (const RegressionPair& p : reg->pairs) {
+    if (p.regressed) err << kProgram << ": regressed against the baseline: " << describe(p) << "\n";
   }
+  if (reg->nothing_matched()) err << kProgram << ": --baseline: " << regression_outcome(*reg) << "\n";
+  return failed || reg->failed();
+}
 
+// Nothing to analyse or an input unreadable is a usage error (the rest
+// was still analysed and written); then the gates decide.
+int outcome(const ReportSet& set, const std::optional<ReportSet>& base, bool gate_failed, std::ostream& err) {
   if (set.reports.empty()) {
     if (set.errors.empty()) err << kProgram << ": no reports to analyse\n";
     return to_int(ExitCode::kUsage);
   }
   if (!set.errors.empty() || (base && !base->errors.empty())) return to_int(ExitCode::kUsage);
   return gate_failed ? to_int(ExitCode::kGateFailed) : to_int(ExitCode::kOk);
+}
+
+}  // namespace
+
+int run_compare(const CompareOptions& o, std::ostream& out, std::ostream& err) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (const std::string why = o.output.empty() ? std::string() : check_compare_output(o); !why.empty()) {
+    err << kProgram << ": -o: " << printable(o.output) << ": " << why << "\n";
+    return to_int(ExitCode::kUsage);
+  }
+  const ReportSet set = read_said(o.inputs, "", err);
+  std::optional<ReportSet> base;
+  std::optional<RegressionReport> regression;
+  if (!o.baseline.empty()) {
+    base = read_said(o.baseline, "--baseline: ", err);
+    regression = compare_to_baseline(set.reports, base->reports, o.thresholds);
+  }
+  const Analysis analysis = analyse_inputs(o, set, base);
+  const std::vector<GateCheck> gates = check_gates(analysis, GateSpec{o.expect, o.fail_on});
+  const RegressionReport* reg = regression ? &*regression : nullptr;
+  const Comparison comparison{analysis, set.reports, set.errors, gates, reg,
+                              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  if (const int failed = write_document(render(comparison, o.format), o, out, err); failed != 0) return failed;
+  return outcome(set, base, say_failures(gates, reg, err), err);
 }
 
 }  // namespace memdiag

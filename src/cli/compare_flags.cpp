@@ -9,7 +9,7 @@
 #include "memdiag/limits.hpp"
 #include "memdiag/enum_names.hpp"
 #include "memdiag/suggest.hpp"
-#include "memdiag/sweep_plan.hpp"
+#include "memdiag/flag_values.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 // memory_diagnostics' words: the live table of a single run, a sweep's
 // progress lines and summary, the search's tries, each outcome, and every
-// problem as one line naming the program. The harness (memdiag::torch)
-// reports through this and prints nothing itself.
+// problem as one line naming the program. The run and torch layers
+// report through this and print nothing themselves.
 #pragma once
 
 #include "memdiag/run_observer.hpp"

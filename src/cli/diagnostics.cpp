@@ -4,6 +4,7 @@
 #include "signals.hpp"
 
 #include "memdiag/harness.hpp"
+#include "memdiag/torch_executor.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/format.hpp"
@@ -23,7 +24,8 @@ int run_diagnostics(DiagnosticsOptions o, std::ostream& out, std::ostream& err) 
   } else {
     o.harness.observer = &console;
     o.harness.stop = &cli::stop_request();
-    code = run_harness(o.harness);
+    TorchExecutor executor;
+    code = run_harness(o.harness, executor);
   }
   return flush_output(out, err, code);
 }

@@ -3,11 +3,11 @@
 // --find-max-batch's confirming processes start it directly. Flags in (the
 // same parser as the front's), memdiag::run_diagnostics out.
 #include "diagnostics.hpp"
+#include "install_layout.hpp"
 #include "signals.hpp"
 
 #include "memdiag/exit_code.hpp"
 #include "memdiag/format.hpp"
-#include "memdiag/install_layout.hpp"
 
 #include <exception>
 #include <iostream>

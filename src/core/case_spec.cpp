@@ -1,6 +1,6 @@
 #include "memdiag/case_spec.hpp"
 
-#include "json_reader.hpp"
+#include "memdiag/json_reader.hpp"
 #include "memdiag/enum_names.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/suggest.hpp"

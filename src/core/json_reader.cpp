@@ -1,4 +1,4 @@
-#include "json_reader.hpp"
+#include "memdiag/json_reader.hpp"
 #include "memdiag/format.hpp"
 #include "memdiag/suggest.hpp"
 

@@ -1,6 +1,6 @@
 #include "memdiag/report_reader.hpp"
 
-#include "json_reader.hpp"
+#include "memdiag/json_reader.hpp"
 #include "memdiag/case_spec.hpp"
 #include "memdiag/enum_names.hpp"
 #include "memdiag/format.hpp"

@@ -1,6 +1,8 @@
 // The gate's outcome first: PASS or FAIL, each gate check and each
 // regression, and what held, as the head of the markdown (a pull-request
 // comment) and the text output, before the diagnoses they come from.
+#include "gate_text.hpp"
+
 #include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
 
@@ -56,11 +58,13 @@ std::string describe(const GateCheck& g) {
          (g.passed ? std::string() : std::string(", expected ") + to_string(g.cause));
 }
 
+namespace detail {
+
 bool gate_summary_wanted(const std::vector<GateCheck>& gates, const RegressionReport* r) {
   return !gates.empty() || r != nullptr;
 }
 
-std::string render_gate_summary_markdown(const std::vector<GateCheck>& gates, const RegressionReport* r) {
+std::string gate_summary_markdown(const std::vector<GateCheck>& gates, const RegressionReport* r) {
   const std::vector<Line> lines = gate_lines(gates, r);
   std::ostringstream out;
   out << "## Memory gate: " << (passed(lines) ? "PASS" : "FAIL") << "\n\n";
@@ -74,7 +78,7 @@ std::string render_gate_summary_markdown(const std::vector<GateCheck>& gates, co
   return out.str();
 }
 
-std::string render_gate_summary_text(const std::vector<GateCheck>& gates, const RegressionReport* r) {
+std::string gate_summary_text(const std::vector<GateCheck>& gates, const RegressionReport* r) {
   const std::vector<Line> lines = gate_lines(gates, r);
   std::ostringstream out;
   out << "== memory gate: " << (passed(lines) ? "PASS" : "FAIL") << " ==\n";
@@ -85,5 +89,7 @@ std::string render_gate_summary_text(const std::vector<GateCheck>& gates, const 
   }
   return out.str();
 }
+
+}  // namespace detail
 
 }  // namespace memdiag

@@ -1,5 +1,7 @@
 // The regression gate's words: a line per matched run, a table of its
 // phases, the component that moved; the same records in JSON.
+#include "regression_text.hpp"
+
 #include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
 
@@ -64,7 +66,9 @@ std::string regression_outcome(const RegressionReport& r) {
   return "no regression";
 }
 
-std::string render_regression_text(const RegressionReport& r) {
+namespace detail {
+
+std::string regression_text(const RegressionReport& r) {
   std::ostringstream out;
   out << "== against the baseline (a peak regresses when it grows by " << threshold_words(r.thresholds) << ") ==\n";
   for (const RegressionPair& p : r.pairs) {
@@ -77,7 +81,7 @@ std::string render_regression_text(const RegressionReport& r) {
   return out.str();
 }
 
-std::string render_regression_markdown(const RegressionReport& r) {
+std::string regression_markdown(const RegressionReport& r) {
   std::ostringstream out;
   out << "## Against the baseline\n\nA peak regresses when it grows by " << threshold_words(r.thresholds) << ".\n\n";
   for (const RegressionPair& p : r.pairs) {
@@ -125,5 +129,7 @@ nlohmann::json regression_json(const RegressionReport& r) {
           {"failed", r.failed()},
           {"outcome", regression_outcome(r)}};
 }
+
+}  // namespace detail
 
 }  // namespace memdiag

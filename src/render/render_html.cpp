@@ -4,6 +4,7 @@
 // opens offline and in a CI artifact viewer.
 #include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
+#include "gate_text.hpp"
 #include "section.hpp"
 #include "xml_text.hpp"
 
@@ -493,15 +494,18 @@ h2.pass{color:#070}h2.fail{color:#b00}tr.failed td{color:#b00;font-weight:600}
 
 }  // namespace
 
-std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
-                        const RegressionReport* regression, const std::vector<GateCheck>& gates) {
+std::string render_html(const Comparison& comparison) {
+  const Analysis& a = comparison.analysis;
+  const std::vector<std::pair<std::string, Report>>& reports = comparison.reports;
+  const RegressionReport* regression = comparison.baseline;
+  const std::vector<GateCheck>& gates = comparison.gates;
   std::map<std::string, const Report*> by_source;
   for (const auto& [source, report] : reports) by_source.emplace(source, &report);
   std::ostringstream out;
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>memdiag: memory reports</title>\n<style>"
       << kStyle << "</style></head><body>\n<h1>memdiag: " << a.groups.size() << " group"
       << (a.groups.size() == 1 ? "" : "s") << " of reports</h1>\n";
-  if (gate_summary_wanted(gates, regression)) {
+  if (detail::gate_summary_wanted(gates, regression)) {
     // The gate's outcome first, failures at the top of its table.
     const std::vector<GateLine> lines = gate_lines(gates, regression);
     const bool pass = std::all_of(lines.begin(), lines.end(), [](const GateLine& l) { return l.held; });

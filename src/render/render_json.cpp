@@ -1,6 +1,8 @@
 // The comparison as JSON (docs/comparison-output.md): every sentence the text
 // renderer prints, and beside it the records it came from, so a dashboard can
 // read figures instead of parsing English.
+#include "regression_text.hpp"
+
 #include "memdiag/overload.hpp"
 #include "memdiag/render.hpp"
 
@@ -565,16 +567,25 @@ json thresholds_json() {
 
 }  // namespace
 
-json render_json(const Analysis& a, const std::vector<InputError>& errors) {
+json comparison_json(const Comparison& c) {
+  const Analysis& a = c.analysis;
   json groups = json::array();
   for (std::size_t i = 0; i < a.groups.size(); ++i) groups.push_back(group_json(a.groups[i], a.verdicts[i]));
   json errs = json::array();
-  for (const InputError& e : errors) errs.push_back({{"source", e.source()}, {"path", e.path().empty() ? std::string("$") : e.path()}, {"message", e.message()}});
-  return {{"schema_version", kComparisonSchemaVersion},
-          {"memdiag_version", MEMDIAG_VERSION},
-          {"thresholds", thresholds_json()},
-          {"groups", groups},
-          {"errors", errs}};
+  for (const InputError& e : c.errors) errs.push_back({{"source", e.source()}, {"path", e.path().empty() ? std::string("$") : e.path()}, {"message", e.message()}});
+  json out = {{"schema_version", kComparisonSchemaVersion},
+              {"memdiag_version", MEMDIAG_VERSION},
+              {"thresholds", thresholds_json()},
+              {"groups", groups},
+              {"errors", errs}};
+  if (c.baseline != nullptr) out["baseline"] = detail::regression_json(*c.baseline);
+  return out;
+}
+
+std::string render_json(const Comparison& c) {
+  // File names are bytes, not always UTF-8: replaced (U+FFFD) rather than
+  // aborting the whole comparison.
+  return comparison_json(c).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace memdiag

@@ -99,8 +99,11 @@ void write_suite(std::ostringstream& out, const std::string& name, const std::ve
 
 }  // namespace
 
-std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates, const RegressionReport* regression,
-                         double seconds) {
+std::string render_junit(const Comparison& comparison) {
+  const Analysis& a = comparison.analysis;
+  const std::vector<GateCheck>& gates = comparison.gates;
+  const RegressionReport* regression = comparison.baseline;
+  const double seconds = comparison.seconds;
   std::vector<Case> expect, fail_on, baseline;
   for (const GateCheck& g : gates) (g.kind == GateCheck::Kind::kExpect ? expect : fail_on).push_back(gate_case(a, g));
   if (regression != nullptr) {

@@ -1,5 +1,7 @@
 // Markdown for a pull-request comment or a document: the same sections as
 // the text renderer, laid out with headings, lists and tables.
+#include "gate_text.hpp"
+#include "regression_text.hpp"
 #include "section.hpp"
 
 #include "memdiag/format.hpp"
@@ -37,9 +39,7 @@ detail::Section escaped(detail::Section s) {
   return s;
 }
 
-}  // namespace
-
-std::string render_markdown(const Analysis& a) {
+std::string sections_markdown(const Analysis& a) {
   std::string out;
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
     const detail::Section s = escaped(detail::section_of(a.groups[i], a.verdicts[i]));
@@ -94,6 +94,18 @@ std::string render_markdown(const Analysis& a) {
            " input" + (a.unreadable.size() == 1 ? "" : "s") + " could not be read\n\n";
     for (const std::string& u : a.unreadable) out += "- " + markdown_text(printable(u)) + "\n";
   }
+  return out;
+}
+
+}  // namespace
+
+std::string render_markdown(const Comparison& c) {
+  std::string out;
+  if (detail::gate_summary_wanted(c.gates, c.baseline)) {
+    out += detail::gate_summary_markdown(c.gates, c.baseline) + "\n";
+  }
+  out += sections_markdown(c.analysis);
+  if (c.baseline != nullptr) out += "\n" + detail::regression_markdown(*c.baseline);
   return out;
 }
 

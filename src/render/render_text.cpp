@@ -1,11 +1,15 @@
-// Plain text for a terminal: the section of each group, indented lists.
+// Plain text for a terminal: the gates' outcome, the section of each group
+// in indented lists, the baseline's section.
+#include "gate_text.hpp"
+#include "regression_text.hpp"
 #include "section.hpp"
 
 #include "memdiag/format.hpp"
 
 namespace memdiag {
+namespace {
 
-std::string render_text(const Analysis& a) {
+std::string sections_text(const Analysis& a) {
   std::string out;
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
     const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
@@ -51,6 +55,16 @@ std::string render_text(const Analysis& a) {
            " input" + (a.unreadable.size() == 1 ? "" : "s") + " could not be read ==\n";
     for (const std::string& u : a.unreadable) out += "  - " + printable(u) + "\n";
   }
+  return out;
+}
+
+}  // namespace
+
+std::string render_text(const Comparison& c) {
+  std::string out;
+  if (detail::gate_summary_wanted(c.gates, c.baseline)) out += detail::gate_summary_text(c.gates, c.baseline) + "\n";
+  out += sections_text(c.analysis);
+  if (c.baseline != nullptr) out += "\n" + detail::regression_text(*c.baseline);
   return out;
 }
 

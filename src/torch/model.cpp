@@ -28,23 +28,6 @@ torch::nn::AnyModule activation(Activation a) {
 }
 }  // namespace
 
-RemedyContext remedy_context(const ModelSpec& m, int batch) {
-  RemedyContext c;
-  // Checkpointing splits the model's modules: the MLP's Linear and
-  // activation modules, the transformer's embedding, blocks and head.
-  const int blocks = m.kind == ModelKind::kTransformer ? m.layers : m.depth;
-  c.checkpoint_modules = m.kind == ModelKind::kTransformer ? m.layers + 2 : 2 * m.depth + 1;
-  c.checkpoint_default = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(blocks)))));
-  // A transformer is checkpointed by block, as training frameworks do: each
-  // module its own segment, so only each block's input is kept and the
-  // block is recomputed in backward (the head runs normally).
-  if (m.kind == ModelKind::kTransformer) c.checkpoint_default = c.checkpoint_modules;
-  c.batch = batch;
-  c.math_attention = m.kind == ModelKind::kTransformer && m.attention == AttentionKernel::kMath;
-  c.transformer = m.kind == ModelKind::kTransformer;
-  return c;
-}
-
 torch::nn::Sequential build_model(const ModelSpec& m) {
   if (m.kind == ModelKind::kTransformer) return build_transformer(m, m.sequence_length);
   torch::nn::Sequential seq;

@@ -16,9 +16,4 @@ c10::ScalarType model_dtype(const ModelSpec& m);
 // The transformer: src/torch/transformer.hpp.
 torch::nn::Sequential build_model(const ModelSpec& m);
 
-// What the remedies can do with this model: checkpointing splits its
-// 2 * depth + 1 modules, by default into the square root of the depth
-// (rounded) segments.
-RemedyContext remedy_context(const ModelSpec& m, int batch);
-
 }  // namespace memdiag

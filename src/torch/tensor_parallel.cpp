@@ -9,63 +9,6 @@
 
 namespace memdiag {
 
-std::optional<std::string> tensor_parallel_refusal(const std::string& case_name, const std::string& preset,
-                                                   const ModelSpec& m, const std::vector<Remedy>& remedies,
-                                                   std::optional<int> world, int rank_zero_extra_samples) {
-  const std::string flag = "--parallel=tensor: ";
-  if (!world) {
-    return flag + "splits each layer pair across the ranks of a job; start it under a launcher "
-                  "(torchrun --nproc-per-node=N --no-python memory_diagnostics ...)";
-  }
-  if (rank_zero_extra_samples > 0) {
-    return flag + "not with --rank-zero-extra-samples (every tensor-parallel rank trains the same batch)";
-  }
-  if (m.kind == ModelKind::kTransformer) {
-    return flag + case_name + " is a transformer; tensor parallelism is implemented for a model that is an MLP "
-                              "(its Linear layers split in pairs)";
-  }
-  if (m.hidden_dim % *world != 0) {
-    return flag + case_name + " preset " + preset + " has hidden width " + std::to_string(m.hidden_dim) +
-           ", which " + std::to_string(*world) + " ranks do not divide (each holds hidden/N features of every "
-           "split layer); run it over a world size that divides " + std::to_string(m.hidden_dim);
-  }
-  for (const Remedy& r : remedies) {
-    const char* why = nullptr;
-    switch (r.kind) {
-      case RemedyKind::kCheckpoint:
-        why = "recomputes the model's modules inside backward, past the split layers' all-reduces";
-        break;
-      case RemedyKind::kOffloadActivations:
-        why = "runs the model's layers itself to save their tensors on the host, past the split layers' all-reduces";
-        break;
-      case RemedyKind::kAdafactor:
-        why = "factors each weight matrix's second moment into its row and column means, which a slice of the "
-              "matrix does not have";
-        break;
-      case RemedyKind::kAccumulate:
-      case RemedyKind::kBf16:
-      case RemedyKind::kAutocastBf16:
-      case RemedyKind::kEmptyCache:
-      case RemedyKind::kFixGraph:
-      case RemedyKind::kSgd:
-      case RemedyKind::kEfficientAttention:
-      case RemedyKind::kStateBf16:
-      case RemedyKind::kState8bit:
-      case RemedyKind::kOffloadState:
-      case RemedyKind::kSplit:
-      case RemedyKind::kExpandableSegments:
-      case RemedyKind::kMaxSplit:
-      case RemedyKind::kGcThreshold:
-      case RemedyKind::kRoundupPow2: break;
-    }
-    if (why != nullptr) {
-      return flag + "not with --remedy " + to_string(r.kind) + " (it " + why +
-             "); the other remedies, accumulate and split among them, combine with it";
-    }
-  }
-  return std::nullopt;
-}
-
 namespace {
 
 using torch::autograd::AutogradContext;
@@ -142,6 +85,10 @@ TensorParallelMlp::TensorParallelMlp(torch::nn::Sequential model, Communicator& 
       keep(linear->bias, linear->bias, false);
       roles_.push_back(Role::kOther);
     } else if (column) {
+      // The plan refuses a width the ranks do not divide
+      // (tensor_parallel_refusal); a caller past it would lose features.
+      TORCH_CHECK(linear->weight.size(0) % n == 0, "tensor parallel: ", n, " ranks do not divide ",
+                  linear->weight.size(0), " output features");
       const std::int64_t rows = linear->weight.size(0) / n;
       keep(linear->weight, linear->weight.narrow(0, r * rows, rows), true);
       keep(linear->bias, linear->bias.narrow(0, r * rows, rows), true);
@@ -162,7 +109,11 @@ torch::Tensor TensorParallelMlp::forward(torch::Tensor x) {
       case Role::kColumn: x = child.forward(CopyToRanks::apply(x, &comm_)); break;
       case Role::kRow: {
         const auto* linear = child.ptr()->as<torch::nn::LinearImpl>();
-        x = ReduceFromRanks::apply(at::linear(x, linear->weight), &comm_) + linear->bias;
+        // The bias in the partial sum's dtype: under autocast the product is
+        // bf16, and an fp32 bias would promote the layer's output (and all
+        // that follows) to fp32, where one process's Linear gives bf16.
+        const torch::Tensor partial = ReduceFromRanks::apply(at::linear(x, linear->weight), &comm_);
+        x = partial + linear->bias.to(partial.scalar_type());
         break;
       }
       case Role::kOther: x = child.forward(x); break;

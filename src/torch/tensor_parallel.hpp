@@ -21,31 +21,15 @@
 // unpaired layer are whole on every rank.
 #pragma once
 
-#include "memdiag/case_spec.hpp"
 #include "memdiag/distributed.hpp"
-#include "memdiag/remedy.hpp"
 
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/types.h>
 
 #include <cstdint>
-#include <optional>
-#include <string>
 #include <vector>
 
 namespace memdiag {
-
-// Why a run of `case_name` at `preset` cannot be tensor parallel over
-// `world` ranks (nullopt: no launcher), in one line naming the flag and
-// what is allowed; nullopt where it can. Refused: one process (nothing to
-// split over), rank 0's extra samples (every rank trains the same batch),
-// a transformer (only the MLP is split), a hidden width the world does not
-// divide, and the remedies that run the model's modules themselves
-// (checkpoint recomputes them, offload-activations saves their tensors) or
-// need a whole matrix (adafactor's factored second moment).
-std::optional<std::string> tensor_parallel_refusal(const std::string& case_name, const std::string& preset,
-                                                   const ModelSpec& m, const std::vector<Remedy>& remedies,
-                                                   std::optional<int> world, int rank_zero_extra_samples);
 
 class TensorParallelMlp {
  public:

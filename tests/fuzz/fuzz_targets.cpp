@@ -9,6 +9,7 @@
 #include "memdiag/report_reader.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/output_names.hpp"
+#include "memdiag/flag_values.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include "compare_flags.hpp"
@@ -28,17 +29,17 @@ void report_pipeline(const std::uint8_t* data, std::size_t size) {
   if (!parse_report_text(again, "again.json").report) __builtin_trap();
   const std::vector<std::pair<std::string, Report>> reports{{"fuzz.json", *r.report}};
   const Analysis a = analyse(reports, {}, {1024.0});
-  (void)render_text(a);
-  (void)render_markdown(a);
-  (void)render_json(a).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   GateSpec gates;
   gates.expect = {{r.report->case_info.name, Cause::kActivations}};
   gates.fail_on = {Cause::kRetainedGraph};
   const RegressionReport reg = compare_to_baseline(reports, reports, RegressionThresholds{});
   if (reg.regressed()) __builtin_trap();  // a report never regresses against itself
-  (void)render_junit(a, check_gates(a, gates), &reg);
-  (void)render_html(a, reports, &reg);
-  (void)render_regression_text(reg);
+  const std::vector<GateCheck> checks = check_gates(a, gates);
+  for (const OutputFormat f : {OutputFormat::kText, OutputFormat::kMarkdown, OutputFormat::kJson, OutputFormat::kJunit,
+                               OutputFormat::kHtml}) {
+    (void)render(Comparison{a}, f);
+    (void)render(Comparison{a, reports, {}, checks, &reg}, f);
+  }
 }
 
 void case_reader(const std::uint8_t* data, std::size_t size) {

@@ -9,8 +9,10 @@
 #include <map>
 
 #include <csignal>
+#include <chrono>
 #include <fstream>
 #include <filesystem>
+#include <iostream>
 #include <thread>
 
 #include <dlfcn.h>
@@ -632,6 +634,83 @@ TEST(Front, AnswersHelpListsAndUsageErrorsWithoutLibTorchAndNamesAMissingRunner)
   EXPECT_EQ(count_lines(a_run.err), 1) << a_run.err;
   EXPECT_NE(a_run.err.find(d.file("libexec/memdiag/memory_diagnostics-run")), std::string::npos) << a_run.err;
   EXPECT_FALSE(exists(d.file("r.json")));
+}
+
+// Every usage error the plan shows, not only the flags' own, is the
+// front's to answer: a copy of the front with no runner beside it says
+// each (a runner started would have failed with "cannot start its runner",
+// exit 1), in milliseconds rather than the half second LibTorch takes to
+// load. Unknown cases and presets, values out of range, combinations
+// refused, outputs that clash or cannot be written, a report of another
+// configuration where a made name points, a malformed launcher.
+TEST(Front, AnswersEveryUsageErrorOfThePlanWithoutStartingARunner) {
+  TempDir d;
+  std::filesystem::create_directories(d.file("bin"));
+  const std::string front = d.file("bin/memory_diagnostics");
+  std::filesystem::copy_file(kDiagExe, front);
+  std::filesystem::permissions(front, std::filesystem::perms::owner_exec, std::filesystem::perm_options::add);
+  write_text(d.file("plain"), "not a report\n");
+  const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
+  std::filesystem::copy_file(own, d.file("own.json"));
+  std::filesystem::create_directories(d.file("reports"));
+  std::filesystem::copy_file(std::string(MEMDIAG_SOURCE_DIR) + "/tests/fixtures/cpu/alpha.json",
+                             d.file("reports/alpha.json"));
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+    std::vector<std::string> env;
+  };
+  const std::string out = d.file("r.json");
+  std::vector<Case> cases = {
+      {{"--case", "alfa", "-o", out}, "--case: unknown case 'alfa'", {}},
+      {{"--case", "alpha", "--preset", "huge", "-o", out}, "--preset", {}},
+      {{"--case", "alpha", "--device", "tpu", "-o", out}, "--device: 'tpu' is not auto, cpu, cuda or cuda:K", {}},
+      {{"--case", "alpha", "--sequence-length", "64", "-o", out}, "--sequence-length: alpha is an MLP", {}},
+      {{"--case", "beta", "--rank-zero-extra-samples", "4", "-o", out}, "--rank-zero-extra-samples", {}},
+      {{"--case", "beta", "--shard", "gradients", "-o", out}, "--shard=gradients: shards across the ranks", {}},
+      {{"--case", "beta", "--parallel", "tensor", "-o", out}, "--parallel=tensor: splits each layer pair", {}},
+      {{"--case", "delta", "--parallel", "tensor", "-o", out}, "--parallel=tensor: delta is a transformer",
+       {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29999"}},
+      {{"--case", "alpha", "--batch-size-per-device", "1,2", "-o", out}, "would both write", {}},
+      {{"--case", "alpha", "-o", "/proc/memdiag.json"}, "--output: /proc/memdiag.json", {}},
+      {{"--case", "alpha", "-o", d.file("plain")}, "is not a memdiag report", {}},
+      {{"--case", d.file("own.json"), "-o", d.file("own.json")}, "is the case file", {}},
+      {{"--case", "alpha", "--steps", "7", "--output-dir", d.file("reports")}, "holds a report of another configuration", {}},
+      {{"--case", "alpha", "--find-max-batch", "--batch-size-per-device", "4", "-o", out}, "--find-max-batch: searches the batch", {}},
+      {{"--case", "alpha", "--find-max-batch", "--device", "cpu", "-o", out}, "--find-max-batch: on the CPU needs", {}},
+      {{"--case", "alpha", "--device", "cpu", "--memory-snapshot", d.file("s.pickle"), "-o", out},
+       "--memory-snapshot: needs a CUDA device", {}},
+      {{"--case", "alpha", "-o", out}, "launcher environment: RANK='1' is set and WORLD_SIZE is not", {"RANK=1"}},
+      {{"--case", "alpha", "--isolate", "-o", out}, "--isolate: not under a launcher",
+       {"RANK=0", "WORLD_SIZE=1", "MASTER_PORT=29999"}},
+  };
+  // Without a CUDA driver the front knows no CUDA device is there.
+  if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
+    cases.push_back({{"--case", "alpha", "--device", "cuda", "-o", out}, "--device", {}});
+    cases.push_back({{"--case", "alpha", "--find-max-batch", "-o", out}, "--find-max-batch: on the CPU needs", {}});
+  }
+  double slowest = 0;
+  for (const Case& c : cases) {
+    std::vector<std::string> argv{front};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const auto t0 = std::chrono::steady_clock::now();
+    const pid_t pid = spawn(argv, "/dev/null", d.file("stdout"), d.file("stderr"), c.env);
+    const int code = wait_exit_code(pid);
+    slowest = std::max(slowest, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const std::string err = read_text(d.file("stderr"));
+    EXPECT_EQ(code, to_int(ExitCode::kUsage)) << c.says << ": " << err;
+    EXPECT_EQ(count_lines(err), 1) << err;
+    EXPECT_NE(err.find(c.says), std::string::npos) << err;
+    EXPECT_EQ(err.find("runner"), std::string::npos) << err;
+    EXPECT_FALSE(exists(out)) << c.says;
+  }
+  EXPECT_EQ(read_text(d.file("plain")), "not a report\n");
+  RecordProperty("slowest_seconds", std::to_string(slowest));
+  std::cout << "slowest usage error: " << slowest << " s\n";
+  // And a run that is right goes on to the runner (missing here).
+  const Proc ok = run({front, "--case", "alpha", "--steps", "1", "--device", "cpu", "-o", out});
+  EXPECT_EQ(ok.exit_code, to_int(ExitCode::kFailed)) << ok.err;
+  EXPECT_NE(ok.err.find("cannot start its runner"), std::string::npos) << ok.err;
 }
 
 namespace {

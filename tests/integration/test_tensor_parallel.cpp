@@ -179,15 +179,32 @@ TEST(TensorParallel, TheComparerSetsItBesideDdpAndZeroThreePerRank) {
 
 // Gradient accumulation and the source's split forward go through the
 // split layers: the same training as one process with the same remedy.
-TEST(TensorParallel, AccumulationAndSplitTrainAsOneProcess) {
+// SGD too: AdamW's update does not change when a gradient is scaled, so a
+// gradient N times too large (a bias all-reduced once too often) passes
+// with it; momentum SGD's update is the gradient's own size.
+TEST(TensorParallel, AccumulationSplitAndSgdTrainAsOneProcess) {
   using namespace tensor_parallel_test;
   TempDir d;
-  for (const std::string& remedy : {std::string("accumulate=2"), std::string("split=2")}) {
+  for (const std::string& remedy : {std::string("accumulate=2"), std::string("split=2"), std::string("sgd")}) {
     SCOPED_TRACE(remedy);
     const Report one = run_alone(d, "one-" + remedy.substr(0, remedy.find('=')), {"--remedy", remedy});
     const std::vector<Report> tp =
         run_world(d, 2, "tp-" + remedy.substr(0, remedy.find('=')), {"--parallel=tensor", "--remedy", remedy});
     for (const Report& r : tp) expect_same_training(r, one);
+  }
+}
+
+// Under autocast a row-parallel layer's output stays bf16, as one
+// process's Linear gives it: the rank's forward keeps less than one
+// process's (its slices of the activations between a pair's layers), where
+// an fp32 bias added to the bf16 sum would make every pair's output, and
+// what follows, twice the bytes.
+TEST(TensorParallel, AutocastKeepsTheRowParallelOutputInBf16) {
+  using namespace tensor_parallel_test;
+  TempDir d;
+  const Report one = run_alone(d, "one-autocast", {"--remedy", "autocast-bf16"});
+  for (const Report& r : run_world(d, 2, "tp-autocast", {"--parallel=tensor", "--remedy", "autocast-bf16"})) {
+    EXPECT_LT(forward_increment(r), forward_increment(one));
   }
 }
 
@@ -204,6 +221,7 @@ TEST(TensorParallel, WhatItCannotDoIsAUsageError) {
   for (const Bad& bad : std::vector<Bad>{
            {{"--case", "delta", "--parallel=tensor"}, 2, "is a transformer"},
            {{"--case", "alpha", "--parallel=tensor"}, 3, "which 3 ranks do not divide"},
+           {{"--case", "alpha", "--parallel=tensor"}, 1, "a world of one rank splits nothing"},
            {{"--case", "alpha", "--parallel=tensor", "--remedy", "checkpoint"}, 2, "not with --remedy checkpoint"},
            {{"--case", "alpha", "--parallel=tensor", "--remedy", "offload-activations"}, 2, "not with --remedy offload-activations"},
            {{"--case", "beta", "--parallel=tensor", "--remedy", "adafactor"}, 2, "not with --remedy adafactor"},

@@ -571,7 +571,7 @@ TEST(Verdict, ARunStoppedBeforeAnyCleanupClaimsNothing) {
       SCOPED_TRACE(std::string(shape) + " " + to_string(status));
       EXPECT_EQ(a.verdicts[0].dominant, Cause::kInconclusive);
       EXPECT_EQ(a.verdicts[0].decision.rule, DecisionRule::kNoCompletedStep);
-      EXPECT_NE(render_text(a).find("never measured"), std::string::npos) << render_text(a);
+      EXPECT_NE(render_text(Comparison{a}).find("never measured"), std::string::npos) << render_text(Comparison{a});
     }
   }
 }

@@ -112,14 +112,14 @@ Rendered render_all(const std::vector<std::pair<std::string, Report>>& reports, 
   g.case_name = expect_case;
   g.cause = Cause::kActivations;
   const RegressionReport reg = compare_to_baseline(reports, reports, RegressionThresholds{});
+  const std::vector<GateCheck> gates{g};
+  const Comparison c{a, reports, {}, gates, &reg, 0.5};
   Rendered r;
-  r.text = render_text(a) + render_regression_text(reg);
-  r.markdown = render_markdown(a) + render_regression_markdown(reg);
-  nlohmann::json j = render_json(a, {});
-  j["baseline"] = regression_json(reg);
-  r.json = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  r.junit = render_junit(a, {g}, &reg, 0.5);
-  r.html = render_html(a, reports, &reg);
+  r.text = render_text(c);
+  r.markdown = render_markdown(c);
+  r.json = render_json(c);
+  r.junit = render_junit(c);
+  r.html = render_html(c);
   return r;
 }
 

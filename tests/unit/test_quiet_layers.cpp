@@ -1,6 +1,7 @@
-// The measuring half speaks through memdiag::RunObserver and reads a
-// memdiag::StopRequest: nothing under src/torch or include/torch writes to
-// a stream or the terminal, or installs a signal handler. The executables
+// The run and torch layers speak through memdiag::RunObserver and read a
+// memdiag::StopRequest: nothing under src/run, include/run, src/torch or
+// include/torch writes to a stream or the terminal, or installs a signal
+// handler. The executables
 // (src/cli) do both, in one place each.
 #include "process.hpp"
 
@@ -57,7 +58,7 @@ TEST(QuietLayers, TheMeasuringHalfPrintsNothingAndInstallsNoSignalHandler) {
   const std::regex forbidden(
       R"(std::(cout|cerr|clog|ostream|printf|puts)\b|(^|[^>.\w])(std::)?(printf|fprintf|puts|perror|signal|sigaction)\s*\(|#include\s*<(iostream|ostream|iosfwd|cstdio)>)");
   int files = 0;
-  for (const char* dir : {"src/torch", "include/torch"}) {
+  for (const char* dir : {"src/run", "include/run", "src/torch", "include/torch"}) {
     for (const auto& e : fs::recursive_directory_iterator(fs::path(MEMDIAG_SOURCE_DIR) / dir)) {
       if (!e.is_regular_file()) continue;
       ++files;

@@ -95,9 +95,9 @@ Analysis sample_analysis() {
 
 }  // namespace
 
-TEST(Render, TextMatchesGolden) { expect_golden("compare.txt", render_text(sample_analysis())); }
+TEST(Render, TextMatchesGolden) { expect_golden("compare.txt", render_text(Comparison{sample_analysis()})); }
 
-TEST(Render, MarkdownMatchesGolden) { expect_golden("compare.md", render_markdown(sample_analysis())); }
+TEST(Render, MarkdownMatchesGolden) { expect_golden("compare.md", render_markdown(Comparison{sample_analysis()})); }
 
 namespace {
 
@@ -138,7 +138,7 @@ std::string html_text(const std::string& html) {
 
 TEST(Render, HtmlSaysEverythingTheTextSays) {
   const Analysis a = sample_analysis();
-  const std::string text = html_text(render_html(a, {}));
+  const std::string text = html_text(render_html(Comparison{a}));
   for (std::size_t i = 0; i < a.groups.size(); ++i) {
     const detail::Section s = detail::section_of(a.groups[i], a.verdicts[i]);
     std::vector<std::string> said = {s.title, s.label, s.response};
@@ -167,13 +167,13 @@ TEST(Render, AnotherProducersConfirmingRunsAreChangesInEveryFormat) {
   const Analysis a = analyse({{"loop.json", r}});
   const std::string heading =
       "to confirm, record the job again (memdiag::Recorder wrote the report; memory_diagnostics cannot run it):";
-  const std::string text = render_text(a);
+  const std::string text = render_text(Comparison{a});
   EXPECT_NE(text.find(heading + "\n  - with batch 1 per device (expected: peak about "), std::string::npos) << text;
   EXPECT_NE(text.find("\n  - with batch 4 per device (expected: peak about "), std::string::npos) << text;
   EXPECT_EQ(text.find("memory_diagnostics --case"), std::string::npos) << text;
-  EXPECT_NE(render_markdown(a).find("- with batch 4 per device"), std::string::npos);
-  EXPECT_NE(html_text(render_html(a, {})).find("with batch 1 per device"), std::string::npos);
-  const auto runs = render_json(a)["groups"][0]["confirming_runs"];
+  EXPECT_NE(render_markdown(Comparison{a}).find("- with batch 4 per device"), std::string::npos);
+  EXPECT_NE(html_text(render_html(Comparison{a})).find("with batch 1 per device"), std::string::npos);
+  const auto runs = comparison_json(Comparison{a})["groups"][0]["confirming_runs"];
   ASSERT_EQ(runs.size(), 2u);
   EXPECT_EQ(runs[0]["runnable"], false);
   EXPECT_TRUE(runs[0]["argv"].is_null());
@@ -191,7 +191,7 @@ TEST(Render, AnotherProducersConfirmingRunsAreChangesInEveryFormat) {
 }
 
 TEST(Render, JsonMatchesGolden) {
-  nlohmann::json j = render_json(sample_analysis());
+  nlohmann::json j = comparison_json(Comparison{sample_analysis()});
   j["memdiag_version"] = "VERSION";
   expect_golden("compare.json", j.dump(1) + "\n");
 }
@@ -219,14 +219,15 @@ TEST(Render, ParallelModesSideBySidePerRankInEveryFormat) {
   EXPECT_NEAR(*v.parallel_modes[2].parameters_formula_mib, 64 - 63 + 63 / 2.0, 1e-9);
   EXPECT_NEAR(*v.parallel_modes[2].model_state_formula_mib, 4 * (64 - 63 + 63 / 2.0), 1e-9);
   EXPECT_LT(*v.parallel_modes[2].forward_increment_mib, *v.parallel_modes[0].forward_increment_mib);
-  const std::string text = render_text(a), md = render_markdown(a), html = html_text(render_html(a, {}));
+  const std::string text = render_text(Comparison{a}), md = render_markdown(Comparison{a}),
+                    html = html_text(render_html(Comparison{a}));
   const std::string note = describe_parallel_modes(v);
   EXPECT_NE(text.find(note + ":\n  mode "), std::string::npos) << text;
   for (const char* row : {"\n  ddp ", "\n  zero3 ", "\n  tensor "}) EXPECT_NE(text.find(row), std::string::npos) << row;
   for (const char* row : {"| ddp |", "| zero3 |", "| tensor |"}) EXPECT_NE(md.find(row), std::string::npos) << row;
   EXPECT_NE(html.find("per rank under each parallel mode\n"), std::string::npos);
   EXPECT_NE(html.find("tensor\n2/2\n"), std::string::npos) << html;
-  const nlohmann::json rows = render_json(a)["groups"][g]["parallel_modes"]["rows"];
+  const nlohmann::json rows = comparison_json(Comparison{a})["groups"][g]["parallel_modes"]["rows"];
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[2]["mode"], "tensor");
   EXPECT_NEAR(rows[2]["split_parameter_mib"].get<double>(), 63, 1e-9);
@@ -235,7 +236,7 @@ TEST(Render, ParallelModesSideBySidePerRankInEveryFormat) {
   for (int r : {0, 1}) alone.emplace_back("tensor-" + std::to_string(r) + ".json", mode_run(ParallelMode::kTensor, r));
   const Analysis b = analyse(alone);
   EXPECT_TRUE(b.verdicts[0].parallel_modes.empty());
-  EXPECT_TRUE(render_json(b)["groups"][0]["parallel_modes"].is_null());
+  EXPECT_TRUE(comparison_json(Comparison{b})["groups"][0]["parallel_modes"].is_null());
 }
 
 TEST(Render, GoldenMatchingCatchesAChangedWord) {
@@ -246,7 +247,8 @@ TEST(Render, GoldenMatchingCatchesAChangedWord) {
 }
 
 TEST(Render, JsonCarriesTheSentencesAndTheRecordsBehindThem) {
-  const nlohmann::json j = render_json(sample_analysis(), {InputError("bad.json", "$.status", "unknown status")});
+  const std::vector<InputError> unreadable{InputError("bad.json", "$.status", "unknown status")};
+  const nlohmann::json j = comparison_json(Comparison{sample_analysis(), {}, unreadable});
   EXPECT_EQ(j["schema_version"], kComparisonSchemaVersion);
   EXPECT_DOUBLE_EQ(j["thresholds"]["dominance_ratio"].get<double>(), thresholds::kDominanceRatio);
   const auto& g = j["groups"][0];
@@ -281,7 +283,7 @@ TEST(Render, JsonCarriesTheSentencesAndTheRecordsBehindThem) {
 }
 
 TEST(Render, ComparisonSchemaRejectsWhatItForbids) {
-  nlohmann::json j = render_json(sample_analysis());
+  nlohmann::json j = comparison_json(Comparison{sample_analysis()});
   j["groups"][0]["dominant_cause"] = "gremlins";
   j["groups"][0]["confirming_runs"][0].erase("argv");
   j["groups"][0]["surprise"] = true;
@@ -299,7 +301,8 @@ TEST(Render, JunitEscapesWhatReportsCarry) {
   GateCheck g;
   g.case_name = "bad\x1b[31m<&>\"\xff";
   g.cause = Cause::kActivations;
-  const std::string xml = render_junit(a, {g});
+  const std::vector<GateCheck> gates{g};
+  const std::string xml = render_junit(Comparison{a, {}, {}, gates});
   EXPECT_EQ(xml.find('\x1b'), std::string::npos);
   EXPECT_EQ(xml.find('\xff'), std::string::npos);
   EXPECT_NE(xml.find("bad\xEF\xBF\xBD[31m&lt;&amp;&gt;&quot;\xEF\xBF\xBD"), std::string::npos) << xml;
@@ -325,7 +328,7 @@ TEST(Render, EveryRemedyNotMeasuredNamesTheFlagThatMeasuresIt) {
     if (is_sharded(m)) v.modes_not_measured.push_back(m);
   }
   ASSERT_FALSE(v.modes_not_measured.empty());
-  const std::string text = render_text(a), md = render_markdown(a);
+  const std::string text = render_text(Comparison{a}), md = render_markdown(Comparison{a});
   for (RemedyKind k : all_values<RemedyKind>()) {
     const std::string want = std::string("--remedy ") + definition(k).syntax;
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
@@ -354,7 +357,7 @@ TEST(Render, ARemedyNotMeasuredInAJobOfOnesOwnIsTheChangeToMake) {
   v.remedies.push_back(RemedyRow{});
   v.remedies_not_measured = all_values<RemedyKind>();
   v.modes_not_measured = {ParallelMode::kZero1, ParallelMode::kZero3};
-  const std::string text = render_text(a);
+  const std::string text = render_text(Comparison{a});
   EXPECT_EQ(text.find("--remedy"), std::string::npos) << text;
   EXPECT_EQ(text.find("--shard"), std::string::npos) << text;
   EXPECT_NE(text.find("checkpoint (in the job: torch.utils.checkpoint"), std::string::npos) << text;
@@ -454,7 +457,7 @@ TEST(Render, HtmlPlotsLineUpStepsAndPutTheComparisonFirst) {
                                                             {"/some/long/path/mine.json", plain}};
   const Analysis a = analyse(reports);
   ASSERT_EQ(a.groups.size(), 1u);
-  const std::string html = render_html(a, reports);
+  const std::string html = render_html(Comparison{a, reports});
   const auto base_at = html.find("<figure class=\"run\"><figcaption title=\"/some/long/path/mine.json\">mine.json (");
   const auto remedy_at = html.find("<figure class=\"run\"><figcaption title=\"/some/long/path/mine-accumulate4.json\">");
   ASSERT_NE(base_at, std::string::npos) << html.substr(0, 2000);

@@ -33,7 +33,7 @@ struct Outcome {
   std::size_t tries = 0;
 };
 
-// The search as max_batch.cpp runs it: one sample, then the guide.
+// The search as src/run/max_batch.cpp runs it: one sample, then the guide.
 Outcome search(const Executor& run, double limit, std::int64_t first = 1) {
   CapacitySearch s;
   s.limit_mib = limit;

@@ -1,5 +1,6 @@
 #include "memdiag/errors.hpp"
 #include "memdiag/output_names.hpp"
+#include "memdiag/flag_values.hpp"
 #include "memdiag/sweep_plan.hpp"
 
 #include "test_paths.hpp"

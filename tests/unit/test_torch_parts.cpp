@@ -6,6 +6,7 @@
 #include "memdiag/distributed.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/harness.hpp"
+#include "memdiag/torch_executor.hpp"
 #include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
 #include "memdiag/tensor_census.hpp"
@@ -297,7 +298,8 @@ TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
   opts.observer = &obs;
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(run_harness(opts), 0);
+  TorchExecutor executor;
+  EXPECT_EQ(run_harness(opts, executor), 0);
   EXPECT_EQ(::testing::internal::GetCapturedStdout(), "");
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   // model_ready, optimizer_ready, then four phases for each of the 2 steps.
@@ -315,7 +317,8 @@ TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
   opts.output = dir + "/s-{batch}.json";
   RecordingObserver swept;
   opts.observer = &swept;
-  EXPECT_EQ(run_harness(opts), to_int(ExitCode::kInterrupted));
+  TorchExecutor swept_executor;
+  EXPECT_EQ(run_harness(opts, swept_executor), to_int(ExitCode::kInterrupted));
   EXPECT_EQ(swept.calls, (std::vector<std::string>{"session", "sweep_run", "sweep_finished"}));
   EXPECT_FALSE(std::filesystem::exists(dir + "/s-8.json"));
 
@@ -323,6 +326,7 @@ TEST(Harness, SpeaksOnlyThroughItsObserverAndStopsWhenAsked) {
   RecordingObserver bad;
   opts.observer = &bad;
   opts.runs = {RunRequest{"", "no-such-case", std::nullopt, std::nullopt, std::nullopt, {}, std::nullopt}};
-  EXPECT_EQ(run_harness(opts), to_int(ExitCode::kUsage));
+  TorchExecutor bad_executor;
+  EXPECT_EQ(run_harness(opts, bad_executor), to_int(ExitCode::kUsage));
   EXPECT_EQ(bad.calls, (std::vector<std::string>{"problem"}));
 }

@@ -18,33 +18,46 @@ namespace memdiag {
 
 enum class OutputFormat { kText, kMarkdown, kJson, kJunit, kHtml };
 
-std::string render_text(const Analysis& a);
-std::string render_markdown(const Analysis& a);
-// The comparison as JSON (docs/comparison-output.md): the rendered sentences
-// beside the structured records they came from.
-nlohmann::json render_json(const Analysis& a, const std::vector<InputError>& errors = {});
-// The gates (and the baseline's, when given) as JUnit XML; seconds: how long
-// the comparison took (the suites' time; each check takes no time of its own).
-std::string render_junit(const Analysis& a, const std::vector<GateCheck>& gates,
-                         const RegressionReport* regression = nullptr, double seconds = 0);
-// One self-contained HTML page: verdicts, evidence and inline SVG plots of
-// every group's runs (reports: the runs' samples, by source).
-std::string render_html(const Analysis& a, const std::vector<std::pair<std::string, Report>>& reports,
-                        const RegressionReport* regression = nullptr, const std::vector<GateCheck>& gates = {});
+// One comparison as every format is handed it: the analysis, the gates'
+// checks, the baseline's outcome where one was given, the reports read (the
+// HTML page plots their samples), the inputs that could not be read (JSON
+// lists them) and how long the comparison took (JUnit's time). Each format
+// says all of it its own way; nothing is attached to a format afterwards.
+struct Comparison {
+  const Analysis& analysis;
+  const std::vector<std::pair<std::string, Report>>& reports = no_reports();
+  const std::vector<InputError>& errors = no_errors();
+  const std::vector<GateCheck>& gates = no_gates();
+  const RegressionReport* baseline = nullptr;
+  double seconds = 0;
+
+  static const std::vector<std::pair<std::string, Report>>& no_reports();
+  static const std::vector<InputError>& no_errors();
+  static const std::vector<GateCheck>& no_gates();
+};
+
+// The renderers, one shape: a comparison in, the document out. Text and
+// markdown open with the gates' outcome (PASS or FAIL, failures first)
+// where a gate or a baseline was given and end with the baseline's
+// section; JSON carries the baseline under "baseline"
+// (docs/comparison-output.md: the rendered sentences beside the structured
+// records they came from); JUnit XML has a suite per kind of check; HTML
+// is one self-contained page with inline SVG plots of every group's runs.
+std::string render_text(const Comparison& c);
+std::string render_markdown(const Comparison& c);
+std::string render_json(const Comparison& c);
+std::string render_junit(const Comparison& c);
+std::string render_html(const Comparison& c);
+// The renderer --format names.
+std::string render(const Comparison& c, OutputFormat format);
+// render_json's document as JSON, for a program that reads it.
+nlohmann::json comparison_json(const Comparison& c);
+
 // The regression gate against a baseline.
 // "memory regressed", "no regression", or that nothing matched (a failure):
 // the gate's outcome in words, the same in every format.
 std::string regression_outcome(const RegressionReport& r);
-std::string render_regression_text(const RegressionReport& r);
-std::string render_regression_markdown(const RegressionReport& r);
-nlohmann::json regression_json(const RegressionReport& r);
 std::string describe(const RegressionPair& p);
-// The gates' outcome at the head of the markdown and text outputs: PASS or
-// FAIL, the failed checks and regressions first, then what held (wanted
-// where a gate or a baseline was given).
-bool gate_summary_wanted(const std::vector<GateCheck>& gates, const RegressionReport* r);
-std::string render_gate_summary_markdown(const std::vector<GateCheck>& gates, const RegressionReport* r);
-std::string render_gate_summary_text(const std::vector<GateCheck>& gates, const RegressionReport* r);
 // "--expect alpha=activations: alpha, cpu is activations"
 std::string describe(const GateCheck& g);
 

@@ -1,4 +1,4 @@
-#include "memdiag/install_layout.hpp"
+#include "install_layout.hpp"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,12 +1,15 @@
 // --isolate: each configuration of a sweep in a fresh child process, for
 // anyone who wants a sweep's isolation by construction rather than by the
-// allocator's reset. The child is this executable running one configuration
-// quietly; its report is read back for the progress line.
+// allocator's reset; and the search's fresh processes. The child is this
+// executable running one configuration quietly; its report is read back.
+#include "memdiag/isolate.hpp"
+
+#include "memdiag/errors.hpp"
+#include "memdiag/exit_cleanup.hpp"
 #include "memdiag/exit_code.hpp"
 #include "memdiag/report_reader.hpp"
 #include "memdiag/run_spec.hpp"
-#include "memdiag/stop_request.hpp"
-#include "run_plan.hpp"
+#include "memdiag/sweep_row.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -14,15 +17,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 extern char** environ;
 
-namespace memdiag::detail {
+namespace memdiag {
 namespace {
 
 RunStatus status_from_exit(int code) {
@@ -149,4 +154,40 @@ int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserv
   return to_int(exit_code_for(statuses));
 }
 
-}  // namespace memdiag::detail
+// POSIX calls, not std::filesystem: libtorch.so exports its own copy of
+// std::filesystem::remove_all, which crashes when it is bound instead of
+// libstdc++'s (seen with torch 2.11); the runner links it.
+std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
+                                                       const HarnessOptions& opts) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/memdiag-max-batch-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) {
+    throw Error("--find-max-batch: cannot make a directory for the confirming runs in " + templ + ": " +
+                std::strerror(errno));
+  }
+  const std::string dir = templ;
+  // A second signal ends this process at once: the folder goes with it.
+  CleanupPath cleanup(dir, CleanupPath::Kind::kDirectory);
+  std::vector<std::string> paths;
+  std::vector<std::vector<std::string>> argvs;
+  for (const PlannedRun& run : runs) {
+    paths.push_back(dir + "/batch" + std::to_string(run.batch) + ".json");
+    argvs.push_back(child_argv(run, plan, opts, paths.back()));
+  }
+  // Side by side: each has its own limit, and the device room for all.
+  std::vector<std::thread> others;
+  for (std::size_t i = 1; i < argvs.size(); ++i) {
+    others.emplace_back([&, i] { run_child(argvs[i], opts.stop, /*silent=*/true); });
+  }
+  if (!argvs.empty()) run_child(argvs.front(), opts.stop, /*silent=*/true);
+  for (std::thread& t : others) t.join();
+  std::vector<std::optional<Report>> out;
+  for (const std::string& p : paths) {
+    out.push_back(read_report_file(p).report);
+    ::unlink(p.c_str());
+  }
+  ::rmdir(dir.c_str());
+  return out;
+}
+
+}  // namespace memdiag

@@ -1,5 +1,5 @@
-// What the measuring half has to say while it runs, as calls rather than
-// text: the harness prints nothing itself. memory_diagnostics implements
+// What a run has to say while it runs, as calls rather than text: the run
+// and torch layers print nothing themselves. memory_diagnostics implements
 // this in src/cli (the live table, progress lines, the summary, outcomes);
 // a program embedding the harness implements it its own way, or passes
 // none.

@@ -1,6 +1,7 @@
-// Where memory_diagnostics's two executables and the built-in cases sit
-// relative to each other: the same under an install prefix and in a build
-// tree, so either finds the others from its own path.
+// Internal to memory_diagnostics's executables: where the front, the
+// runners and the built-in cases sit relative to each other, the same under
+// an install prefix and in a build tree, so each finds the others from its
+// own path.
 //   <root>/bin/memory_diagnostics                    the front: flags, --help, --list-cases,
 //                                                    usage errors (no LibTorch: instant)
 //   <root>/libexec/memdiag/memory_diagnostics-run    the runner (LibTorch), which the front

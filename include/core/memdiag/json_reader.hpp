@@ -1,5 +1,5 @@
-// Internal to memdiag::core: the one strict JSON reader behind case files and
-// reports. A JsonNode is a value plus where it sits ($.presets.small.model.
+// The one strict JSON reader behind memdiag's own files: reports and case
+// files (the core), plan files (the run layer). A JsonNode is a value plus where it sits ($.presets.small.model.
 // depth); every complaint it makes is an InputError naming the file and that
 // path, so a user can fix the file rather than guess.
 #pragma once

@@ -1,10 +1,8 @@
-// A sweep's run as its progress line and summary show it: data for the
-// observer, which words it.
-#include "run_plan.hpp"
+#include "memdiag/sweep_row.hpp"
 
 #include <algorithm>
 
-namespace memdiag::detail {
+namespace memdiag {
 
 double run_peak(const Report& r) {
   double peak = peak_allocated_mib(r);
@@ -31,4 +29,4 @@ SweepRow sweep_row(const PlannedRun& run, const Varying& v, const Report& report
   return row;
 }
 
-}  // namespace memdiag::detail
+}  // namespace memdiag

@@ -1,10 +1,10 @@
 // What a memory_diagnostics run is asked to do, as data: the flags once
-// parsed and checked. In the core (no LibTorch), so that the front
-// executable parses and checks them without loading LibTorch;
-// memdiag/harness.hpp (the torch half) runs them.
+// parsed. In the run layer (no LibTorch), so that the front executable
+// parses and checks them without loading LibTorch.
 #pragma once
 
 #include "memdiag/parallelism.hpp"
+#include "memdiag/run_observer.hpp"
 #include "memdiag/stop_request.hpp"
 #include "memdiag/sweep_plan.hpp"
 
@@ -15,8 +15,6 @@
 #include <vector>
 
 namespace memdiag {
-
-class RunObserver;  // memdiag/run_observer.hpp, in the torch half
 
 struct HarnessOptions {
   // The configurations to run, in order: the product of the sweep flags'

@@ -1,7 +1,7 @@
 // --find-max-batch: the largest batch that completes its steps within a
-// budget. Tries run in this process, each from what a fresh process holds
-// (the sweeps' reset between runs), sharing their model's first build
-// (workload.hpp's ModelCache). One sample first; then, under a memory
+// budget. Tries run through the executor, each from what a fresh process
+// holds (the sweeps' reset between runs), sharing their model's first
+// build. One sample first; then, under a memory
 // limit, one traced try where the lines through it put a quarter of the
 // answer, whose replay (replay_capacity.hpp) names the answer; fresh
 // processes run it and the batch above it side by side, and where they
@@ -11,33 +11,21 @@
 // (search_guide.hpp), and fresh processes check that. A batch finder's
 // answer often fails when the job is started afresh (Lightning #8028):
 // max_batch must complete and max_batch + 1 must run out in them.
-#include "memdiag/atomic_file.hpp"
-#include "memdiag/capacity_model.hpp"
-#include "memdiag/errors.hpp"
-#include "memdiag/exit_cleanup.hpp"
-#include "memdiag/format.hpp"
-#include "memdiag/limits.hpp"
-#include "memdiag/probes.hpp"
-#include "memdiag/output_guard.hpp"
-#include "memdiag/report_json.hpp"
-#include "memdiag/replay_capacity.hpp"
-#include "memdiag/report_reader.hpp"
-#include "memdiag/workload.hpp"
-#include "memdiag/search_guide.hpp"
-#include "memdiag/sweep_plan.hpp"
-#include "run_plan.hpp"
+#include "memdiag/max_batch.hpp"
 
-#include <unistd.h>
+#include "memdiag/capacity_model.hpp"
+#include "memdiag/exit_code.hpp"
+#include "memdiag/limits.hpp"
+#include "memdiag/output_guard.hpp"
+#include "memdiag/own_report.hpp"
+#include "memdiag/replay_capacity.hpp"
+#include "memdiag/search_guide.hpp"
+#include "memdiag/sweep_row.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-#include <thread>
 
-namespace memdiag::detail {
+namespace memdiag {
 
 namespace {
 
@@ -49,10 +37,10 @@ struct Budget {
 // --memory-limit-mib, or on CUDA what the device leaves to the allocator:
 // its capacity less what is held outside it now (the CUDA context, other
 // processes), the budget compare_memory_reports predicts against too.
-Budget budget_for(const ResolvedPlan& plan, const HarnessOptions& opts, MemoryProbe& probe) {
+Budget budget_for(const HarnessOptions& opts, Executor& executor) {
   if (opts.memory_limit_mib) return {*opts.memory_limit_mib, CapacitySearch::LimitSource::kMemoryLimit};
-  const ProbeReading r = probe.read();
-  const double total = cuda_device_info(plan.device.index()).total_mib;
+  const ProbeReading r = executor.read_probe();
+  const double total = executor.device_total_mib();
   const double outside = r.device_used_mib.value_or(0) - r.reserved_mib.value_or(0);
   return {total - outside, CapacitySearch::LimitSource::kDevice};
 }
@@ -73,10 +61,10 @@ void predict(CapacitySearch& c) {
 // What this process holds on the device beyond the caching allocator's
 // cache (its CUDA context, library workspaces): NVML's figure for the
 // process, else nothing known.
-std::optional<double> held_by_this_process(const ResolvedPlan& plan, MemoryProbe& probe) {
+std::optional<double> held_by_this_process(const ResolvedPlan& plan, Executor& executor) {
   if (!plan.device.is_cuda()) return std::nullopt;
-  probe.reset_between_runs();
-  return probe.read().process_device_mib;
+  executor.reset_between_runs();
+  return executor.read_probe().process_device_mib;
 }
 
 const char* status_word(RunStatus s) {
@@ -100,33 +88,21 @@ struct Confirmation {
   std::optional<Report> above_report;
 };
 
+std::optional<RunStatus> status_of(const std::optional<Report>& r) {
+  return r ? std::optional<RunStatus>(r->status) : std::nullopt;
+}
+
 Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts,
-                     const CapacitySearch& c, RunObserver& obs, bool parallel) {
+                     const CapacitySearch& c, RunObserver& obs, FreshProcesses& fresh, bool parallel) {
   Confirmation out;
-  // POSIX calls, not std::filesystem: libtorch.so exports its own copy of
-  // std::filesystem::remove_all, which crashes when it is bound instead of
-  // libstdc++'s (seen with torch 2.11).
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/memdiag-max-batch-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) {
-    throw Error("--find-max-batch: cannot make a directory for the confirming runs in " + templ + ": " +
-                std::strerror(errno));
-  }
-  const std::string dir = templ;
-  // A second signal ends this process at once: the folder goes with it.
-  CleanupPath cleanup(dir, CleanupPath::Kind::kDirectory);
-  std::vector<std::string> written;
-  auto path_of = [&](std::int64_t batch) { return dir + "/batch" + std::to_string(batch) + ".json"; };
-  auto start = [&](std::int64_t batch) {
+  auto at = [&](std::int64_t batch) {
     PlannedRun run = base;
     run.batch = static_cast<int>(batch);
-    written.push_back(path_of(batch));
-    return child_argv(run, plan, opts, written.back());
+    return run;
   };
-  auto read_back = [&](std::int64_t batch) {
-    ReadResult r = read_report_file(path_of(batch));
-    obs.search_confirming(batch, r.report ? std::optional<RunStatus>(r.report->status) : std::nullopt);
-    return r.report;
+  auto said = [&](std::int64_t batch, std::optional<Report> r) {
+    obs.search_confirming(batch, status_of(r));
+    return r;
   };
   // The first batch that ran out: max_batch + 1, or, when nothing fitted,
   // the search's first try (K samples under accumulate=K, where fewer
@@ -134,36 +110,28 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
   const std::optional<std::int64_t> above = c.first_failing_batch;
   bool agreed = true;
   if (c.max_batch >= 1 && above && parallel) {
-    // Side by side: each has its own limit, and the device room for both.
-    const auto fits_argv = start(c.max_batch), above_argv = start(*above);
-    std::thread other([&] { run_child(above_argv, opts.stop, /*silent=*/true); });
-    run_child(fits_argv, opts.stop, /*silent=*/true);
-    other.join();
-    std::optional<Report> r = read_back(c.max_batch);
-    const std::optional<Report> a = read_back(*above);
+    std::vector<std::optional<Report>> both = fresh.run({at(c.max_batch), at(*above)}, plan, opts);
+    std::optional<Report> r = said(c.max_batch, std::move(both[0]));
+    const std::optional<Report> a = said(*above, std::move(both[1]));
     agreed = r && r->status == RunStatus::kComplete && a && a->status == RunStatus::kOom;
-    out.at_max = r ? std::optional<RunStatus>(r->status) : std::nullopt;
-    out.above = a ? std::optional<RunStatus>(a->status) : std::nullopt;
+    out.at_max = status_of(r);
+    out.above = status_of(a);
     if (r && r->status == RunStatus::kComplete) out.fits = std::move(r);
     if (a && a->status == RunStatus::kComplete) out.above_report = a;
   } else {
     if (c.max_batch >= 1) {
-      run_child(start(c.max_batch), opts.stop, /*silent=*/true);
-      std::optional<Report> r = read_back(c.max_batch);
+      std::optional<Report> r = said(c.max_batch, std::move(fresh.run({at(c.max_batch)}, plan, opts).front()));
       agreed = r && r->status == RunStatus::kComplete;
-      out.at_max = r ? std::optional<RunStatus>(r->status) : std::nullopt;
+      out.at_max = status_of(r);
       if (agreed) out.fits = std::move(r);
     }
     if (agreed && above) {
-      run_child(start(*above), opts.stop, /*silent=*/true);
-      const std::optional<Report> r = read_back(*above);
+      const std::optional<Report> r = said(*above, std::move(fresh.run({at(*above)}, plan, opts).front()));
       agreed = r && r->status == RunStatus::kOom;
-      out.above = r ? std::optional<RunStatus>(r->status) : std::nullopt;
+      out.above = status_of(r);
     }
   }
   out.agreed = agreed;
-  for (const std::string& f : written) ::unlink(f.c_str());
-  ::rmdir(dir.c_str());
   return out;
 }
 
@@ -171,18 +139,19 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
 // fresh processes and written with the search in its report.
 class Search {
  public:
-  Search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs)
-      : plan_(plan), opts_(opts), session_(session), obs_(obs), base_(plan.runs.front()) {
-    const Budget b = budget_for(plan, opts, *session.probe);
+  Search(const ResolvedPlan& plan, const HarnessOptions& opts, Executor& executor, FreshProcesses& fresh,
+         RunObserver& obs)
+      : plan_(plan), opts_(opts), executor_(executor), fresh_(fresh), obs_(obs), base_(plan.runs.front()) {
+    const Budget b = budget_for(opts, executor);
     c_.limit_mib = b.limit_mib;
     c_.limit_source = b.source;
     // Gradient accumulation over K micro-batches needs K samples: its
     // search starts at K (and max_batch 0 then means not even K fit).
     const auto acc = find_remedy(base_.remedies, RemedyKind::kAccumulate);
     first_ = acc ? std::max<std::int64_t>(1, acc->param) : 1;
-    session_.model_cache = &cache_;
+    executor_.share_model_builds(true);
   }
-  ~Search() { session_.model_cache = nullptr; }
+  ~Search() { executor_.share_model_builds(false); }
   Search(const Search&) = delete;
   Search& operator=(const Search&) = delete;
 
@@ -222,14 +191,14 @@ class Search {
   // beside them (this one's, NVML's figure, stands for each).
   bool side_by_side(std::optional<double> outside) const {
     if (!plan_.device.is_cuda()) return true;
-    return outside && 2 * c_.limit_mib + 3 * *outside <= cuda_device_info(plan_.device.index()).total_mib;
+    return outside && 2 * c_.limit_mib + 3 * *outside <= executor_.device_total_mib();
   }
 
   // A traced try where the lines through the tries so far put a quarter of
   // the answer, replayed at the limit: true when fresh processes then
   // agree with its answer (c_ and best_ hold it), false to search on.
   bool replay_settles() {
-    if (c_.limit_source != CapacitySearch::LimitSource::kMemoryLimit || !session_.limit_bytes ||
+    if (c_.limit_source != CapacitySearch::LimitSource::kMemoryLimit || !executor_.limit_bytes() ||
         has_process_scope(base_.remedies) || (opts_.stop != nullptr && opts_.stop->requested())) {
       return false;
     }
@@ -250,18 +219,18 @@ class Search {
     }
     const std::optional<ScaledTrace> t = scale_trace(*report->allocation_trace);
     if (!t) return false;
-    const ReplayCapacity r = replay_capacity(*t, c_.limit_mib, *session_.limit_bytes);
+    const ReplayCapacity r = replay_capacity(*t, c_.limit_mib, *executor_.limit_bytes());
     if (r.max_batch <= lo_ || r.max_batch >= limits::kMaxBatch || (hi_ && r.max_batch >= *hi_)) return false;
     c_.replayed_max_batch = r.max_batch;
     // The replay's answer and the batch above it, as a search's answer,
     // checked as one.
     c_.max_batch = r.max_batch;
     c_.first_failing_batch = r.max_batch + 1;
-    const std::optional<double> outside = held_by_this_process(plan_, *session_.probe);
-    if (plan_.device.is_cuda() && (!outside || c_.limit_mib + *outside > cuda_device_info(plan_.device.index()).total_mib)) {
+    const std::optional<double> outside = held_by_this_process(plan_, executor_);
+    if (plan_.device.is_cuda() && (!outside || c_.limit_mib + *outside > executor_.device_total_mib())) {
       return false;
     }
-    Confirmation conf = confirm(base_, plan_, opts_, c_, obs_, side_by_side(outside));
+    Confirmation conf = confirm(base_, plan_, opts_, c_, obs_, fresh_, side_by_side(outside));
     if (opts_.stop != nullptr && opts_.stop->requested()) {
       stopped_ = RunStatus::kInterrupted;
       return false;
@@ -292,11 +261,11 @@ class Search {
 
   // One try from what a fresh process holds; false once the search stops.
   bool attempt(std::int64_t batch, const HarnessOptions* with = nullptr, std::optional<Report>* kept = nullptr) {
-    if (!c_.tries.empty()) session_.probe->reset_between_runs();
+    if (!c_.tries.empty()) executor_.reset_between_runs();
     PlannedRun run = base_;
     run.batch = static_cast<int>(batch);
     const auto t0 = std::chrono::steady_clock::now();
-    Report report = run_configuration(run, plan_, with != nullptr ? *with : opts_, session_, obs_);
+    Report report = executor_.run(run, plan_, with != nullptr ? *with : opts_, obs_, /*live=*/false);
     if (kept != nullptr) *kept = report;
     c_.tries.push_back(try_of(report, batch, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
     obs_.search_tried(c_.tries.back(), c_.tries.size());
@@ -340,19 +309,12 @@ class Search {
 
   bool write(Report report) {
     report.capacity = c_;
-    try {
-      const GuardedWrite written = write_own_report(output_, report);
-      if (!written.refused.empty()) {
-        // Another run wrote there meanwhile: both reports stay.
-        obs_.problem(detail::kept_beside_line(output_, written));
-        output_ = written.kept_at;
-        kept_beside_ = true;
-      }
-      return true;
-    } catch (const std::exception& e) {
-      obs_.problem(std::string("--output: ") + e.what());
-      return false;
-    }
+    const OwnReportWritten written = write_run_report(output_, report, obs_);
+    if (!written.ok) return false;
+    // Another run wrote there meanwhile: both reports stay.
+    output_ = written.at;
+    kept_beside_ = kept_beside_ || written.kept_beside;
+    return true;
   }
 
   // A search that stopped keeps the largest batch that fitted so far, not
@@ -386,11 +348,10 @@ class Search {
   int confirm_and_write() {
     Confirmation conf;
     bool interrupted = false;
-    const std::optional<double> outside = held_by_this_process(plan_, *session_.probe);
+    const std::optional<double> outside = held_by_this_process(plan_, executor_);
     if (c_.limit_source == CapacitySearch::LimitSource::kMemoryLimit &&
-        (!outside || !plan_.device.is_cuda() ||
-         c_.limit_mib + *outside <= cuda_device_info(plan_.device.index()).total_mib)) {
-      conf = confirm(base_, plan_, opts_, c_, obs_, side_by_side(outside));
+        (!outside || !plan_.device.is_cuda() || c_.limit_mib + *outside <= executor_.device_total_mib())) {
+      conf = confirm(base_, plan_, opts_, c_, obs_, fresh_, side_by_side(outside));
       // Interrupted meanwhile: the children were stopped, which says nothing
       // about whether they fit. Not checked, and the search ends interrupted.
       interrupted = opts_.stop != nullptr && opts_.stop->requested();
@@ -414,11 +375,11 @@ class Search {
 
   const ResolvedPlan& plan_;
   const HarnessOptions& opts_;
-  Session& session_;
+  Executor& executor_;
+  FreshProcesses& fresh_;
   RunObserver& obs_;
   const PlannedRun& base_;
   CapacitySearch c_;
-  ModelCache cache_;
   std::int64_t first_ = 1;
   std::int64_t lo_ = 0;                  // largest batch that completed
   std::optional<std::int64_t> hi_;       // smallest that ran out
@@ -432,8 +393,9 @@ class Search {
 
 }  // namespace
 
-int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
-  return Search(plan, opts, session, obs).run();
+int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Executor& executor,
+                         FreshProcesses& fresh, RunObserver& obs) {
+  return Search(plan, opts, executor, fresh, obs).run();
 }
 
-}  // namespace memdiag::detail
+}  // namespace memdiag

@@ -1,53 +1,42 @@
-#include "run_plan.hpp"
+#include "memdiag/run_plan.hpp"
+#include "option_values.hpp"
 
-#include "memdiag/allocator_settings.hpp"
 #include "memdiag/atomic_file.hpp"
 #include "memdiag/errors.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/output_guard.hpp"
 #include "memdiag/report_reader.hpp"
 #include "memdiag/run_identity.hpp"
-#include "memdiag/probes.hpp"
-#include "model.hpp"
-#include "tensor_parallel.hpp"
+#include "memdiag/tensor_parallel_refusal.hpp"
 
-#include <torch/cuda.h>
-
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <sys/stat.h>
 #include <map>
 
-namespace memdiag::detail {
+namespace memdiag {
 namespace fs = std::filesystem;
 
 namespace {
 
-c10::Device resolve_device(const std::string& arg) {
-  if (arg == "cpu") return c10::Device(c10::DeviceType::CPU);
-  const bool cuda_ok = cuda_probe_compiled() && torch::cuda::is_available();
-  if (arg == "auto") {
-    return cuda_ok ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
-  }
-  if (arg == "cuda" || arg.rfind("cuda:", 0) == 0) {
-    if (!cuda_probe_compiled()) throw UsageError("--device: this build has no CUDA support (LibTorch without CUDA)");
-    if (!cuda_ok) throw UsageError("--device: '" + arg + "' asked for, but CUDA is not available on this machine");
-    int index = 0;
-    if (arg.size() > 5) {
-      const std::string digits = arg.substr(5);
-      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 4) {
-        throw UsageError("--device: '" + arg + "' is not cuda:K with K a device index");
-      }
-      index = std::stoi(digits);
-    }
-    const int count = static_cast<int>(torch::cuda::device_count());
-    if (index >= count) {
-      throw UsageError("--device: cuda:" + std::to_string(index) + " does not exist (this machine has " +
-                       std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ")");
-    }
-    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index));
-  }
-  throw UsageError("--device: '" + arg + "' is not auto, cpu, cuda or cuda:K");
+// What the remedies can do with this model, as the workload builds it
+// (src/torch/model.cpp, transformer.cpp): checkpointing splits the MLP's
+// 2 * depth + 1 Linear and activation modules, by default into the square
+// root of the depth (rounded) segments; a transformer's embedding, blocks
+// and head, each block its own segment, as training frameworks do (only
+// each block's input is kept, and the block recomputed in backward).
+RemedyContext remedy_context(const ModelSpec& m, int batch) {
+  RemedyContext c;
+  const int blocks = m.kind == ModelKind::kTransformer ? m.layers : m.depth;
+  c.checkpoint_modules = m.kind == ModelKind::kTransformer ? m.layers + 2 : 2 * m.depth + 1;
+  c.checkpoint_default = std::max(1, static_cast<int>(std::lround(std::sqrt(static_cast<double>(blocks)))));
+  if (m.kind == ModelKind::kTransformer) c.checkpoint_default = c.checkpoint_modules;
+  c.batch = batch;
+  c.math_attention = m.kind == ModelKind::kTransformer && m.attention == AttentionKernel::kMath;
+  c.transformer = m.kind == ModelKind::kTransformer;
+  return c;
 }
 
 // Each case is read once however many runs name it: a plan of 40,000 runs
@@ -140,7 +129,11 @@ void check_existing_report(const PlannedRun& run, const ResolvedPlan& plan, cons
 // Two runs writing one file would lose a report silently: refused before
 // anything runs, naming both. So is a report path that is an input, a
 // stream's file, read-only, not a report, or a report of another run.
-void check_outputs(const ResolvedPlan& plan, const Varying& v, const InputFiles& inputs, const HarnessOptions& opts) {
+// Without the device (the front, where it cannot tell), a report already
+// there is not compared with the run: the device is part of its
+// configuration.
+void check_outputs(const ResolvedPlan& plan, const Varying& v, const InputFiles& inputs, const HarnessOptions& opts,
+                   bool with_device) {
   std::map<std::string, std::size_t> seen;
   for (std::size_t i = 0; i < plan.runs.size(); ++i) {
     const PlannedRun& run = plan.runs[i];
@@ -159,45 +152,53 @@ void check_outputs(const ResolvedPlan& plan, const Varying& v, const InputFiles&
     if (const std::string why = check_replaces_only_a_report(run.output); !why.empty()) {
       throw UsageError("--output: " + run.output + ": " + why);
     }
-    check_existing_report(run, plan, opts);
+    if (with_device) check_existing_report(run, plan, opts);
     remember_output(run.output);  // what the write may replace: this, and nothing written meanwhile
   }
 }
 
-// --find-max-batch searches one configuration's batch in this process;
-// snapshots record one CUDA run's allocator history.
-void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& opts) {
-  if (opts.find_max_batch) {
-    const char* why = nullptr;
-    if (opts.from_plan) why = "takes a case, not a plan";
-    else if (plan.runs.size() != 1) why = "searches one configuration; leave the lists out";
-    else if (opts.runs.front().batch_size_per_device) why = "searches the batch; leave out --batch-size-per-device";
-    else if (plan.launch) why = "runs in one process, not under a launcher";
-    else if (opts.isolate) why = "runs its tries in one process and confirms in fresh ones; leave out --isolate";
-    else if (!plan.device.is_cuda() && !opts.memory_limit_mib) {
-      why = "on the CPU needs --memory-limit-mib (the host has no device capacity to search against)";
-    }
-    if (why) throw UsageError(std::string("--find-max-batch: ") + why);
+// --find-max-batch searches one configuration's batch in this process. The
+// CPU's refusal is the device's, left out without it.
+void check_search(const ResolvedPlan& plan, const HarnessOptions& opts, bool with_device) {
+  if (!opts.find_max_batch) return;
+  const char* why = nullptr;
+  if (opts.from_plan) why = "takes a case, not a plan";
+  else if (plan.runs.size() != 1) why = "searches one configuration; leave the lists out";
+  else if (opts.runs.front().batch_size_per_device) why = "searches the batch; leave out --batch-size-per-device";
+  else if (plan.launch) why = "runs in one process, not under a launcher";
+  else if (opts.isolate) why = "runs its tries in one process and confirms in fresh ones; leave out --isolate";
+  else if (with_device && !plan.device.is_cuda() && !opts.memory_limit_mib) {
+    why = "on the CPU needs --memory-limit-mib (the host has no device capacity to search against)";
   }
+  if (why) throw UsageError(std::string("--find-max-batch: ") + why);
+}
+
+// Snapshots record one CUDA run's allocator history. Their checks start
+// with the device: without it, none is made.
+void check_snapshot(const char* flag, const std::string& path, const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (!plan.device.is_cuda()) {
+    throw UsageError(std::string(flag) + ": needs a CUDA device (memory_viz reads the CUDA caching allocator's "
+                                         "history); this run is on " + plan.device.str());
+  }
+  if (plan.runs.size() != 1 || opts.find_max_batch || plan.launch) {
+    throw UsageError(std::string(flag) + ": records one run of one process; leave out the lists, "
+                                         "--find-max-batch and the launcher");
+  }
+  if (const std::string why = check_writable(path); !why.empty()) {
+    throw UsageError(std::string(flag) + ": " + path + ": " + why);
+  }
+  for (const PlannedRun& run : plan.runs) {
+    if (normal_path(run.output) == normal_path(path)) {
+      throw UsageError(std::string(flag) + ": " + path + " is the report's own file; name another");
+    }
+  }
+}
+
+void check_snapshots(const ResolvedPlan& plan, const HarnessOptions& opts, bool with_device) {
+  if (!with_device) return;
   for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--memory-snapshot", opts.memory_snapshot},
                                    {"--oom-snapshot", opts.oom_snapshot}}) {
-    if (path.empty()) continue;
-    if (!plan.device.is_cuda()) {
-      throw UsageError(std::string(flag) + ": needs a CUDA device (memory_viz reads the CUDA caching allocator's "
-                                           "history); this run is on " + plan.device.str());
-    }
-    if (plan.runs.size() != 1 || opts.find_max_batch || plan.launch) {
-      throw UsageError(std::string(flag) + ": records one run of one process; leave out the lists, "
-                                           "--find-max-batch and the launcher");
-    }
-    if (const std::string why = check_writable(path); !why.empty()) {
-      throw UsageError(std::string(flag) + ": " + path + ": " + why);
-    }
-    for (const PlannedRun& run : plan.runs) {
-      if (normal_path(run.output) == normal_path(path)) {
-        throw UsageError(std::string(flag) + ": " + path + " is the report's own file; name another");
-      }
-    }
+    if (!path.empty()) check_snapshot(flag, path, plan, opts);
   }
   if (!opts.memory_snapshot.empty() && opts.memory_snapshot == opts.oom_snapshot) {
     throw UsageError("--oom-snapshot: the same file as --memory-snapshot");
@@ -205,10 +206,6 @@ void check_search_and_snapshots(const ResolvedPlan& plan, const HarnessOptions& 
 }
 
 }  // namespace
-
-std::string kept_beside_line(const std::string& output, const GuardedWrite& written) {
-  return "--output: " + output + ": " + written.refused + "; this run's report is at " + written.kept_at;
-}
 
 bool needs_own_process(const PlannedRun& run, const ResolvedPlan& plan) {
   return plan.runs.size() > 1 && plan.device.is_cuda() && has_process_scope(run.remedies);
@@ -226,9 +223,9 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   c.remedies = run.remedies;
   // What the run will run under: the process's settings (the environment's)
   // with the run's own laid on them; the report records the allocator's
-  // reading of it (harness.cpp).
+  // reading of it (src/torch/configuration_run.cpp).
   if (plan.device.is_cuda()) {
-    c.allocator_settings = merge_allocator_settings(current_allocator_settings(), allocator_settings_of(run.remedies));
+    c.allocator_settings = merge_allocator_settings(plan.process_allocator_settings, allocator_settings_of(run.remedies));
   }
   if (plan.launch) {
     Parallelism& p = c.parallel;
@@ -246,62 +243,56 @@ RunConfig config_of(const PlannedRun& run, const ResolvedPlan& plan, const Harne
   return c;
 }
 
-ResolvedPlan resolve_plan(const HarnessOptions& opts) {
-  // The report must read back what was run: an infinite limit or one past
-  // any device is no limit at all, and the reader refuses such a figure.
-  if (opts.memory_limit_mib && !(*opts.memory_limit_mib > 0 && *opts.memory_limit_mib <= limits::kAbsurdMiB)) {
-    throw UsageError("--memory-limit-mib: must be greater than 0 and at most " +
-                     std::to_string(static_cast<long long>(limits::kAbsurdMiB)) + " (1 PiB); leave it out for no limit");
-  }
-  if (opts.rank_zero_extra_samples < 0) throw UsageError("--rank-zero-extra-samples: must be 0 or more");
-  if (!(opts.dist_timeout_s > 0)) throw UsageError("--dist-timeout-s: must be greater than 0");
-  if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
-  ResolvedPlan plan;
-  CaseCache cases;
-  for (const RunRequest& req : opts.runs) plan.runs.push_back(resolve_request(req, opts, cases));
-  std::vector<RunLabel> labels;
-  for (const PlannedRun& r : plan.runs) labels.push_back(r.label);
-  plan.varying = varying(labels);
-  try {
-    plan.launch = launch_from_environment();
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("launcher environment: ") + e.what());
-  }
+namespace {
+
+bool any_remedy(const ResolvedPlan& plan, RemedyKind kind) {
   for (const PlannedRun& r : plan.runs) {
-    if (opts.parallel_mode != ParallelMode::kTensor) break;
-    const auto world = plan.launch ? std::optional<int>(plan.launch->world_size) : std::nullopt;
-    const auto why = tensor_parallel_refusal(r.spec.name, r.preset, r.spec.preset(r.preset).model, r.remedies, world,
-                                             opts.rank_zero_extra_samples);
-    if (why) throw UsageError(*why);
+    if (find_remedy(r.remedies, kind)) return true;
   }
-  // Flags that only mean something in a data-parallel job do nothing in one
-  // process: refused rather than recorded as a variant that was never run.
+  return false;
+}
+
+// Flags that only mean something in a data-parallel job do nothing in one
+// process: refused rather than recorded as a variant that was never run.
+// And what a sharded mode cannot do.
+void check_parallel_flags(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  const ParallelModeDefinition& mode = definition(opts.parallel_mode);
   if (!plan.launch && is_sharded(opts.parallel_mode)) {
-    throw UsageError((opts.shard_flag.empty() ? std::string(definition(opts.parallel_mode).flag) : opts.shard_flag) +
+    throw UsageError((opts.shard_flag.empty() ? std::string(mode.flag) : opts.shard_flag) +
                      ": shards across the ranks of a data-parallel job; start it under a launcher "
                      "(torchrun --nproc-per-node=N --no-python memory_diagnostics ...)");
   }
-  if ((opts.shard_unit_modules != 1 || opts.shard_prefetch_next) && !definition(opts.parallel_mode).shards_gradients) {
+  if ((opts.shard_unit_modules != 1 || opts.shard_prefetch_next) && !mode.shards_gradients) {
     throw UsageError(std::string(opts.shard_unit_modules != 1 ? "--shard-unit-modules" : "--shard-prefetch") +
                      ": units are what --shard=gradients and --shard=parameters gather and reduce-scatter; "
                      "replicated and optimizer-sharded runs have none");
   }
-  if (opts.shard_unit_modules < 1) throw UsageError("--shard-unit-modules: must be 1 or more");
-  if (definition(opts.parallel_mode).shards_parameters) {
-    for (const PlannedRun& r : plan.runs) {
-      for (const Remedy& x : r.remedies) {
-        if (x.kind == RemedyKind::kCheckpoint) {
-          throw UsageError("--shard=parameters: checkpointing recomputes forward inside backward, which would need "
-                           "each unit gathered again there; not supported yet (leave out --remedy checkpoint)");
-        }
-      }
-    }
+  if (mode.shards_parameters && any_remedy(plan, RemedyKind::kCheckpoint)) {
+    throw UsageError("--shard=parameters: checkpointing recomputes forward inside backward, which would need "
+                     "each unit gathered again there; not supported yet (leave out --remedy checkpoint)");
   }
   if (!plan.launch && opts.rank_zero_extra_samples > 0) {
     throw UsageError("--rank-zero-extra-samples: rank 0's extra samples need a data-parallel job; start it under a "
                      "launcher (torchrun)");
   }
-  if (plan.launch && plan.runs.size() > 1) {
+}
+
+// What tensor parallelism cannot split, run by run (before the data-parallel
+// checks: its own words for a run without a launcher).
+void check_tensor_parallel(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (opts.parallel_mode != ParallelMode::kTensor) return;
+  const auto world = plan.launch ? std::optional<int>(plan.launch->world_size) : std::nullopt;
+  for (const PlannedRun& r : plan.runs) {
+    const auto why = tensor_parallel_refusal(r.spec.name, r.preset, r.spec.preset(r.preset).model, r.remedies, world,
+                                             opts.rank_zero_extra_samples);
+    if (why) throw UsageError(*why);
+  }
+}
+
+// Under a launcher each rank stays one process in the process group.
+void check_under_launcher(const ResolvedPlan& plan, const HarnessOptions& opts) {
+  if (!plan.launch) return;
+  if (plan.runs.size() > 1) {
     for (const PlannedRun& r : plan.runs) {
       if (has_process_scope(r.remedies)) {
         throw UsageError("--remedy: " + allocator_settings_of(r.remedies) +
@@ -310,25 +301,68 @@ ResolvedPlan resolve_plan(const HarnessOptions& opts) {
       }
     }
   }
-  if (plan.launch && opts.isolate) {
-    throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
+  if (opts.isolate) throw UsageError("--isolate: not under a launcher (each rank must stay in the process group)");
+}
+
+// Each request against its case file, and what varies among them.
+void plan_runs(ResolvedPlan& plan, const HarnessOptions& opts, CaseCache& cases) {
+  if (opts.runs.empty()) throw UsageError("--case: no configuration to run");
+  std::vector<RunLabel> labels;
+  for (const RunRequest& req : opts.runs) {
+    plan.runs.push_back(resolve_request(req, opts, cases));
+    labels.push_back(plan.runs.back().label);
   }
-  plan.device = resolve_device(opts.device);
-  check_search_and_snapshots(plan, opts);
+  plan.varying = varying(labels);
+  try {
+    plan.launch = launch_from_environment();
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("launcher environment: ") + e.what());
+  }
+}
+
+// --output-dir, made once everything else is known to be right, so a
+// usage error still leaves nothing behind.
+void make_output_dir(const HarnessOptions& opts) {
+  if (opts.output_dir.empty()) return;
+  std::error_code ec;
+  fs::create_directories(opts.output_dir, ec);
+  if (ec) throw UsageError("--output-dir: " + opts.output_dir + ": " + ec.message());
+}
+
+// The plan; where the machine cannot tell the device, nullopt once every
+// check that does not need it is made.
+std::optional<ResolvedPlan> resolve(const HarnessOptions& opts, const Machine& machine) {
+  detail::check_option_values(opts);
+  ResolvedPlan plan;
+  CaseCache cases;
+  plan_runs(plan, opts, cases);
+  check_tensor_parallel(plan, opts);
+  check_parallel_flags(plan, opts);
+  check_under_launcher(plan, opts);
+  const std::optional<Device> device = resolve_device(opts.device, machine);
+  if (device) plan.device = *device;
+  if (plan.device.is_cuda()) plan.process_allocator_settings = machine.allocator_settings();
+  check_search(plan, opts, device.has_value());
+  check_snapshots(plan, opts, device.has_value());
   name_outputs(plan, opts);
-  if (!opts.output_dir.empty()) {
-    // Made once everything else is known to be right, so a usage error
-    // still leaves nothing behind.
-    std::error_code ec;
-    fs::create_directories(opts.output_dir, ec);
-    if (ec) throw UsageError("--output-dir: " + opts.output_dir + ": " + ec.message());
-  }
-  check_outputs(plan, plan.varying, inputs_of(cases, opts), opts);
+  if (device) make_output_dir(opts);
+  check_outputs(plan, plan.varying, inputs_of(cases, opts), opts, device.has_value());
+  if (!device) return std::nullopt;
   // One GPU per local rank, unless a device index was given explicitly.
   if (plan.launch && plan.device.is_cuda() && opts.device.rfind("cuda:", 0) != 0) {
-    plan.device = resolve_device("cuda:" + std::to_string(plan.launch->local_rank));
+    plan.device = *resolve_device("cuda:" + std::to_string(plan.launch->local_rank), machine);
   }
   return plan;
 }
 
-}  // namespace memdiag::detail
+}  // namespace
+
+ResolvedPlan resolve_plan(const HarnessOptions& opts, const Machine& machine) {
+  std::optional<ResolvedPlan> plan = resolve(opts, machine);
+  if (!plan) throw Error("--device: " + opts.device + ": which device this is cannot be told here");
+  return std::move(*plan);
+}
+
+bool check_plan(const HarnessOptions& opts, const Machine& machine) { return resolve(opts, machine).has_value(); }
+
+}  // namespace memdiag

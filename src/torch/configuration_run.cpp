@@ -1,35 +1,22 @@
-#include "memdiag/harness.hpp"
-#include "run_plan.hpp"
+// One configuration in this process: the report described, the workload
+// run under a recorder, and with --trace-allocations its passes.
+#include "configuration_run.hpp"
+#include "torch_device.hpp"
 
 #include "memdiag/allocation_tracer.hpp"
 #include "memdiag/allocator_settings.hpp"
-#include "memdiag/atomic_file.hpp"
 #include "memdiag/case_spec.hpp"
 #include "memdiag/distributed.hpp"
 #include "memdiag/environment.hpp"
-#include "memdiag/errors.hpp"
-#include "memdiag/format.hpp"
-#include "memdiag/memory_snapshot.hpp"
-#include "memdiag/output_guard.hpp"
-#include "memdiag/probes.hpp"
 #include "memdiag/recorder.hpp"
 #include "memdiag/replay_capacity.hpp"
-#include "memdiag/report_json.hpp"
-#include "memdiag/tracking_allocator.hpp"
 #include "memdiag/workload.hpp"
 
-#include "memdiag/exit_code.hpp"
-
 #include <chrono>
-#include <cstdlib>
 
-namespace memdiag {
+namespace memdiag::detail {
 
 namespace {
-
-using detail::PlannedRun;
-using detail::ResolvedPlan;
-using detail::Session;
 
 // The report's description of the run: case, configuration, machine. The
 // model's figures are filled by the workload once it has built the model.
@@ -44,35 +31,15 @@ void describe_report(Report& r, const PlannedRun& run, const ResolvedPlan& plan,
     r.case_info.preset_parameters[kv.first] = parameter_count(kv.second.model);
   }
   r.case_info.detail_json = resolved_case_detail(run.spec, run.preset, probe.name());
-  r.config = detail::config_of(run, plan, opts);
+  r.config = config_of(run, plan, opts);
   // What the allocator runs under (the environment's settings too), read
   // back from it; the CPU has no caching allocator to set.
   if (plan.device.is_cuda()) r.config.allocator_settings = current_allocator_settings();
   r.producer = Producer{kProducerDiagnostics, MEMDIAG_VERSION};
-  r.environment = describe_environment(plan.device);
-}
-
-// The probe for the run's device, with the memory limit applied. On the CPU
-// this installs the tracking allocator, which must happen before the first
-// CPU tensor.
-std::unique_ptr<MemoryProbe> make_probe(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session) {
-  if (plan.device.is_cuda()) {
-    auto probe = make_cuda_probe(plan.device.index());
-    if (opts.memory_limit_mib) session.limit_bytes = cuda_set_memory_limit(plan.device.index(), *opts.memory_limit_mib);
-    return probe;
-  }
-  auto probe = make_cpu_probe();
-  if (opts.memory_limit_mib) {
-    session.limit_bytes = static_cast<std::int64_t>(*opts.memory_limit_mib * kMiB);
-    CpuTrackingAllocator::install().set_limit(session.limit_bytes);
-  }
-  return probe;
+  r.environment = describe_environment(to_c10(plan.device));
 }
 
 // A single run's heading and its samples as they are taken, for the live table.
-// c10 errors carry a backtrace after the first line; users need the first.
-std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
-
 void show_progress(Recorder& rec, const PlannedRun& run, const ResolvedPlan& plan, RunObserver& obs) {
   const Report& r = rec.report();
   obs.run_started(RunHeading{run.spec.name, run.preset, run.remedies.empty() ? std::string() : remedies_label(run.remedies),
@@ -87,7 +54,7 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   w.batch_size = run.batch;
   w.steps = run.steps;
   w.sequence_length = run.sequence_length;
-  w.device = plan.device;
+  w.device = to_c10(plan.device);
   w.seed = opts.seed;
   w.warm_up_kernels = opts.warm_up_kernels;
   w.rank_zero_extra_samples = opts.rank_zero_extra_samples;
@@ -105,14 +72,14 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
 RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, Session& session,
                   Recorder& rec, RunObserver& obs) {
   WorkloadOptions w = workload_options(run, plan, opts);
-  w.model_cache = session.model_cache;
+  w.model_cache = session.model_cache.get();
   RunStatus status = RunStatus::kFailed;
   try {
     if (plan.launch && !session.comm) {
       // Joined after the recorder exists: a peer that never comes still
       // leaves this rank a report (status failed) once the timeout passes.
       const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(opts.dist_timeout_s * 1000));
-      session.comm = join_process_group(*plan.launch, plan.device, timeout);
+      session.comm = join_process_group(*plan.launch, to_c10(plan.device), timeout);
       rec.restart_phase();
     }
     w.comm = session.comm.get();
@@ -188,11 +155,11 @@ TracePass trace_pass(const PlannedRun& variant, const ResolvedPlan& plan, const 
                      RunObserver& obs) {
   session.probe->reset_between_runs();
   Recorder scratch(*session.probe);
-  tracer::start_pass(plan.device);
+  tracer::start_pass(to_c10(plan.device));
   RunStatus status = RunStatus::kFailed;
   try {
     WorkloadOptions w = workload_options(variant, plan, opts);
-    w.model_cache = session.model_cache;
+    w.model_cache = session.model_cache.get();
     status = run_workload(w, *session.probe, scratch, opts.stop);
   } catch (const std::exception& e) {
     obs.problem("--trace-allocations: a pass at batch " + std::to_string(variant.batch) + " failed: " + first_line(e.what()));
@@ -214,7 +181,7 @@ Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const Harness
   AllocationTrace trace;
   trace.allocator = session.probe->name();
   trace.limit_bytes = session.limit_bytes;
-  tracer::start_pass(plan.device);
+  tracer::start_pass(to_c10(plan.device));
   const RunStatus status = execute(run, plan, opts, session, rec, obs);
   trace.passes.push_back(tracer::finish_pass(run.batch, step_samples(run, run.batch, plan, opts), status));
   trace.passes.back().sequence_length = sequence_length_of(run);
@@ -240,7 +207,7 @@ Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const Harness
   if (plan.device.is_cuda() && largest_staging_buffer(trace.passes.front()) > 0 && !stopping()) {
     session.probe->reset_between_runs();
     try {
-      trace.staging_cap_bytes = tracer::measure_staging_cap(plan.device);
+      trace.staging_cap_bytes = tracer::measure_staging_cap(to_c10(plan.device));
     } catch (const std::exception& e) {
       obs.problem("--trace-allocations: measuring the reductions' staging bound failed: " + first_line(e.what()));
     }
@@ -249,186 +216,17 @@ Report finish_run(const PlannedRun& run, const ResolvedPlan& plan, const Harness
   return report;
 }
 
-// --memory-snapshot and --oom-snapshot, after the run: each file written is
-// named in the report (a note), so the report leads to its snapshot.
-// Returns false when a snapshot asked for could not be written.
-bool write_snapshots(const HarnessOptions& opts, Report& report, RunObserver& obs) {
-  if (opts.memory_snapshot.empty() && opts.oom_snapshot.empty()) return true;
-  bool ok = true;
-  auto write = [&](const std::string& flag, const std::string& path, const std::string& pickle, const char* what) {
-    try {
-      write_file_atomically(path, pickle);
-      report.events.push_back(make_event(EventKind::kNote, std::nullopt, std::nullopt,
-                                         std::string(what) + " written to " + path +
-                                             " (open it in https://pytorch.org/memory_viz)"));
-      obs.file_written(path, what, to_mib(static_cast<std::int64_t>(pickle.size())));
-    } catch (const std::exception& e) {
-      obs.problem(flag + ": " + first_line(e.what()));
-      ok = false;
-    }
-  };
-  if (!opts.oom_snapshot.empty()) {
-    if (std::optional<std::string> pickle = take_oom_snapshot()) {
-      write("--oom-snapshot", opts.oom_snapshot, *pickle, "allocator snapshot at the out-of-memory error");
-    } else {
-      obs.note("no out-of-memory error: " + opts.oom_snapshot + " not written");
-    }
-  }
-  if (!opts.memory_snapshot.empty()) {
-    try {
-      write("--memory-snapshot", opts.memory_snapshot, memory_snapshot_pickle(), "allocator history of the run");
-    } catch (const std::exception& e) {
-      obs.problem("--memory-snapshot: " + first_line(e.what()));
-      ok = false;
-    }
-  }
-  stop_memory_history();
-  return ok;
-}
+}  // namespace
 
-// A plain run: the live table, then where the report went.
-int run_single(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
-  const PlannedRun& run = plan.runs.front();
+std::string first_line(const std::string& what) { return what.substr(0, what.find('\n')); }
+
+Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
+                         Session& session, RunObserver& obs, bool live) {
   Recorder rec(*session.probe);
   describe_report(rec.report(), run, plan, opts, *session.probe);
   rec.report().environment.earlier_runs_in_process = session.runs_made++;
-  show_progress(rec, run, plan, obs);
-  Report report = finish_run(run, plan, opts, session, rec, obs);
-  const bool snapshots_ok = write_snapshots(opts, report, obs);
-  GuardedWrite written;
-  try {
-    written = write_own_report(run.output, report);
-  } catch (const std::exception& e) {
-    obs.problem(std::string("--output: ") + e.what());
-    obs.run_finished(report, "");
-    return to_int(ExitCode::kFailed);
-  }
-  if (!written.refused.empty()) {
-    // Another run wrote there meanwhile: its report stays, and so does this one.
-    obs.problem(detail::kept_beside_line(run.output, written));
-    obs.run_finished(report, written.kept_at);
-    return to_int(ExitCode::kUsage);
-  }
-  obs.run_finished(report, run.output);
-  if (!snapshots_ok && report.status == RunStatus::kComplete) return to_int(ExitCode::kFailed);
-  return to_int(exit_code_for(report.status));
+  if (live) show_progress(rec, run, plan, obs);
+  return finish_run(run, plan, opts, session, rec, obs);
 }
 
-// Every configuration in this process, one after another, each starting
-// from what a fresh process holds after its warm-up.
-int run_sweep(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session, RunObserver& obs) {
-  std::vector<SweepRow> rows;
-  std::vector<RunStatus> statuses;
-  bool kept_beside = false;
-  for (std::size_t i = 0; i < plan.runs.size(); ++i) {
-    const PlannedRun& run = plan.runs[i];
-    if (i > 0) session.probe->reset_between_runs();
-    const auto t0 = std::chrono::steady_clock::now();
-    Report report;
-    if (detail::needs_own_process(run, plan)) {
-      report = detail::run_in_child(run, plan, opts, obs);  // the child wrote it
-    } else {
-      report = detail::run_configuration(run, plan, opts, session, obs);
-      try {
-        const GuardedWrite written = write_own_report(run.output, report);
-        if (!written.refused.empty()) {
-          obs.problem(detail::kept_beside_line(run.output, written));
-          kept_beside = true;
-        }
-      } catch (const std::exception& e) {
-        obs.problem(std::string("--output: ") + e.what());
-        report.status = RunStatus::kFailed;
-      }
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rows.push_back(detail::sweep_row(run, plan.varying, report, seconds));
-    statuses.push_back(report.status);
-    obs.sweep_run_finished(rows.back(), i + 1, plan.runs.size());
-    // A stop request ends the sweep after the run in progress, whatever
-    // that run's status (an out-of-memory run does not check it).
-    if (report.status == RunStatus::kInterrupted || (opts.stop != nullptr && opts.stop->requested())) {
-      statuses.push_back(RunStatus::kInterrupted);
-      break;
-    }
-    // A rank that did not complete leaves its peers' collectives hanging:
-    // every rank stops, as a single run would.
-    if (plan.launch && report.status != RunStatus::kComplete) break;
-  }
-  obs.sweep_finished(rows, plan.runs.size());
-  const ExitCode code = exit_code_for(statuses);
-  return to_int(kept_beside && code != ExitCode::kInterrupted ? ExitCode::kUsage : code);
-}
-
-}  // namespace
-
-namespace detail {
-
-Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
-                         Session& session, RunObserver& obs) {
-  Report report;
-  {
-    Recorder rec(*session.probe);
-    describe_report(rec.report(), run, plan, opts, *session.probe);
-    rec.report().environment.earlier_runs_in_process = session.runs_made++;
-    report = finish_run(run, plan, opts, session, rec, obs);
-  }
-  return report;
-}
-
-}  // namespace detail
-
-int run_harness(const HarnessOptions& opts) {
-  RunObserver silent;
-  RunObserver& obs = opts.observer != nullptr ? *opts.observer : silent;
-  ResolvedPlan plan;
-  try {
-    plan = detail::resolve_plan(opts);
-  } catch (const UsageError& u) {
-    obs.problem(u.what());
-    return to_int(ExitCode::kUsage);
-  }
-  obs.session_started(SessionInfo{plan.launch ? plan.launch->rank : 0, plan.launch ? plan.launch->world_size : 1,
-                                  plan.device.str()});
-  if (opts.isolate) return detail::run_isolated(plan, opts, obs);
-
-  Session session;
-  // Before anything computes: the pool's size is fixed at its first use.
-  if (plan.launch && !plan.device.is_cuda()) session.threads_note = share_cpu_threads(*plan.launch);
-  // A run alone in this process sets its allocator settings here, before
-  // the allocator makes a segment; a sweep's runs with settings run in
-  // children of their own (detail::needs_own_process).
-  if (plan.device.is_cuda() && (plan.runs.size() == 1 || opts.find_max_batch)) {
-    const std::string settings = allocator_settings_of(plan.runs.front().remedies);
-    try {
-      apply_allocator_settings(settings);
-    } catch (const std::exception& e) {
-      obs.problem("--remedy: " + settings + ": " + first_line(e.what()));
-      return to_int(ExitCode::kFailed);
-    }
-  }
-  try {
-    session.probe = make_probe(plan, opts, session);
-  } catch (const std::exception& e) {
-    obs.problem("--device: cannot use " + plan.device.str() + ": " + first_line(e.what()));
-    return to_int(ExitCode::kFailed);
-  }
-  if (!opts.memory_snapshot.empty() || !opts.oom_snapshot.empty()) {
-    // After the probe, which initialises CUDA: nothing records before the
-    // allocator exists. Before the warm-up, so its workspaces are in it.
-    SnapshotOptions so;
-    so.max_entries = opts.snapshot_max_entries;
-    so.cpp_stacks = opts.snapshot_cpp_stacks;
-    so.at_oom = !opts.oom_snapshot.empty();
-    try {
-      start_memory_history(so);
-    } catch (const std::exception& e) {
-      obs.problem("--memory-snapshot: cannot record: " + first_line(e.what()));
-      return to_int(ExitCode::kFailed);
-    }
-  }
-  return opts.find_max_batch        ? detail::run_max_batch_search(plan, opts, session, obs)
-         : plan.runs.size() == 1 ? run_single(plan, opts, session, obs)
-                                 : run_sweep(plan, opts, session, obs);
-}
-
-}  // namespace memdiag
+}  // namespace memdiag::detail

@@ -1,7 +1,7 @@
 // Sweeps: the configurations one memory_diagnostics invocation runs, from the
 // comma-separated lists of its flags (their product, in the order given) or
-// from a plan file, and the report path each one writes. Torch-free: the
-// harness resolves and runs what this plans.
+// from a plan file. resolve_plan (memdiag/run_plan.hpp) resolves them
+// against their case files and names their reports.
 #pragma once
 
 #include "memdiag/output_names.hpp"
@@ -37,22 +37,6 @@ struct SweepAxes {
 
 // "none,checkpoint,accumulate=4+bf16" -> three remedy sets.
 std::vector<std::vector<Remedy>> parse_remedy_list(const std::string& flag, const std::string& text);
-
-// "1,4,1024" -> {1, 4, 1024}: decimal only (no sign, no leading zero, so
-// "010" is not a silent 8), each in [lo, hi]; an empty list or item is an
-// error. Throws UsageError naming the flag.
-std::vector<int> parse_count_list(const std::string& flag, const std::string& text, std::int64_t lo,
-                                  std::int64_t hi);
-// The same for 64-bit values (a seed): hi may be up to 2^62.
-std::vector<std::int64_t> parse_integer_list(const std::string& flag, const std::string& text, std::int64_t lo,
-                                             std::int64_t hi);
-// One decimal number as a flag takes it: digits with an optional fraction
-// ("4096", "0.5"), no sign, exponent, hex, "inf" or "nan", in [lo, hi].
-// Throws UsageError naming the flag.
-double parse_decimal(const std::string& flag, const std::string& text, double lo, double hi);
-
-// "alpha,beta" -> {"alpha", "beta"}; empty items are an error.
-std::vector<std::string> parse_name_list(const std::string& flag, const std::string& text);
 
 // The product of the lists: cases outermost, then presets, batch sizes,
 // steps, sequence lengths, remedies, each in the order given.

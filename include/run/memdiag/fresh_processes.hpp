@@ -1,0 +1,27 @@
+// Configurations run in fresh processes of their own: this executable,
+// one configuration each, quietly (memdiag/isolate.hpp's ChildProcesses).
+// --find-max-batch checks its answer there, where a batch finder's answer
+// often fails (Lightning #8028); its tests answer without starting any.
+#pragma once
+
+#include "memdiag/harness_options.hpp"
+#include "memdiag/report.hpp"
+#include "memdiag/run_plan.hpp"
+
+#include <optional>
+#include <vector>
+
+namespace memdiag {
+
+class FreshProcesses {
+ public:
+  virtual ~FreshProcesses() = default;
+  // Runs them side by side to their ends, each in a process of its own;
+  // their reports in the same order, nullopt where none was written. A
+  // stop requested meanwhile is passed on. Throws memdiag::Error where one
+  // cannot be started.
+  virtual std::vector<std::optional<Report>> run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
+                                                 const HarnessOptions& opts) = 0;
+};
+
+}  // namespace memdiag

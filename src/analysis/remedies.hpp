@@ -1,0 +1,22 @@
+// Internal to memdiag::analysis: remedies.cpp, the remedies measured against their baseline runs.
+#pragma once
+
+#include "memdiag/analysis.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace memdiag::detail {
+
+// The group's runs without remedies (all of them when every run has one):
+// the verdict is read from these.
+Group baseline_runs(const Group& g);
+std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant);
+// The largest relative difference of a step's loss from the baseline's.
+std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base);
+std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows);
+// The lowest peak among the rows that reduce the cause and complete.
+std::optional<std::size_t> lowest_peak_remedy(const std::vector<RemedyRow>& rows);
+
+}  // namespace memdiag::detail

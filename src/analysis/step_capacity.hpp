@@ -1,0 +1,14 @@
+// Internal to memdiag::analysis: step_capacity.cpp, capacity where the steps' size varied.
+#pragma once
+
+#include "memdiag/analysis.hpp"
+
+#include <vector>
+
+namespace memdiag::detail {
+
+// The largest step that fits each budget, in the unit (samples or tokens)
+// the memory follows (empty where the steps' size did not vary).
+std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const std::vector<double>& budgets_mib);
+
+}  // namespace memdiag::detail

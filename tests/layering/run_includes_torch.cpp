@@ -1,0 +1,2 @@
+// Must not build: see tests/layering/CMakeLists.txt.
+#include "memdiag/probes.hpp"
