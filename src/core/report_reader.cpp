@@ -237,6 +237,16 @@ Parallelism read_parallelism(const JsonNode& p) {
     p.field("mode").fail(std::string("mode '") + to_string(out.mode) + "' with world_size " +
                          std::to_string(out.world_size) + " and backend '" + out.backend + "'");
   }
+  // Every rank of a layer split trains the same batch: rank 0 cannot have
+  // more samples than the others, and one rank splits nothing.
+  if (definition(out.mode).splits_layers && out.rank_zero_extra_samples > 0) {
+    p.field("rank_zero_extra_samples").fail("rank 0's extra samples in a run of mode '" +
+                                            std::string(to_string(out.mode)) + "' (every rank trains the same batch)");
+  }
+  if (definition(out.mode).splits_layers && out.world_size < 2) {
+    p.field("world_size").fail("world_size 1 in a run of mode '" + std::string(to_string(out.mode)) +
+                               "' (a layer split needs 2 or more ranks)");
+  }
   return out;
 }
 

@@ -271,6 +271,18 @@ TEST(ReportReader, FiguresThatCannotBeTogetherAreRefused) {
          j["model"]["split_parameter_bytes"] = j["model"]["parameter_bytes"].get<std::int64_t>() + 1;
        },
        "$.model.split_parameter_bytes", ""},
+      {"rank 0's extra samples in a layer split",
+       [&](json& j) {
+         j["config"]["parallelism"] = {{"mode", "tensor"}, {"world_size", 2}, {"rank", 0}, {"local_rank", 0},
+                                       {"backend", "gloo"}, {"rank_zero_extra_samples", 4}};
+       },
+       "$.config.parallelism.rank_zero_extra_samples", "every rank trains the same batch"},
+      {"a layer split over one rank",
+       [&](json& j) {
+         j["config"]["parallelism"] = {{"mode", "tensor"}, {"world_size", 1}, {"rank", 0}, {"local_rank", 0},
+                                       {"backend", "gloo"}, {"rank_zero_extra_samples", 0}};
+       },
+       "$.config.parallelism.world_size", "a layer split needs 2 or more ranks"},
       {"an oom's allocated above its reserved",
        [&](json& j) {
          j["status"] = "oom";
