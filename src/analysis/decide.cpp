@@ -11,7 +11,7 @@ namespace memdiag {
 // Each cause's figure comes from one measurement: activations from the
 // steady forward increment, optimizer state from the persistent increase made
 // once at the first step, a retained graph from the post-cleanup growth over
-// all steps, parameters from the parameter bytes, the cache from peak reserved
+// all steps, parameters from the weights the rank holds, the cache from peak reserved
 // minus peak allocated, fragmentation from the most free memory stranded in
 // split segments of a run whose allocator had to retry.
 std::vector<Component> components_of(const RunFeatures& f) {
@@ -19,7 +19,7 @@ std::vector<Component> components_of(const RunFeatures& f) {
   if (f.forward_increment_mib) c.push_back({Cause::kActivations, std::max(0.0, *f.forward_increment_mib)});
   if (f.first_step_excess_mib) c.push_back({Cause::kOptimizerState, *f.first_step_excess_mib});
   if (f.retained_growth_mib) c.push_back({Cause::kRetainedGraph, *f.retained_growth_mib});
-  c.push_back({Cause::kParameters, f.parameter_mib});
+  c.push_back({Cause::kParameters, f.held_parameter_mib});
   if (f.cache_excess_mib) c.push_back({Cause::kAllocatorCache, *f.cache_excess_mib});
   if (f.fragmentation_mib) c.push_back({Cause::kFragmentation, *f.fragmentation_mib});
   std::stable_sort(c.begin(), c.end(), [](const Component& a, const Component& b) { return a.mib > b.mib; });

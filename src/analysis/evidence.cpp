@@ -56,7 +56,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       std::optional<double> setup;
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
       out.push_back(evidence::OptimizerStateMade{setup, p.first_step_excess_mib.value_or(0),
-                                                 p.excess_to_parameter_ratio.value_or(0), p.parameter_mib});
+                                                 p.excess_to_parameter_ratio.value_or(0), p.held_parameter_mib});
       if (!p.steps.empty() && p.steps.front().step_increment_mib) {
         out.push_back(evidence::StepIncrements{*p.steps.front().step_increment_mib,
                                                p.steps.size() > 1 ? p.steps[1].step_increment_mib : std::nullopt});
@@ -89,7 +89,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       break;
     }
     case Cause::kParameters:
-      out.push_back(evidence::WeightsDominate{p.parameter_mib, p.peak_allocated_mib, fwd,
+      out.push_back(evidence::WeightsDominate{p.held_parameter_mib, p.peak_allocated_mib, fwd,
                                               p.first_step_excess_mib.value_or(0), point_of(p)});
       out.push_back(trend(p, false));
       add_sweep(out, sweeps, SweepKind::kBatch, &sweep);

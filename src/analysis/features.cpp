@@ -222,8 +222,8 @@ void post_cleanup_trend(RunFeatures& f) {
     }
     if (f.growth_significant) f.retained_growth_mib = slope * span;
   }
-  if (f.first_step_excess_mib && f.parameter_mib > 0) {
-    f.excess_to_parameter_ratio = *f.first_step_excess_mib / f.parameter_mib;
+  if (f.first_step_excess_mib && f.held_parameter_mib > 0) {
+    f.excess_to_parameter_ratio = *f.first_step_excess_mib / f.held_parameter_mib;
   }
 }
 
@@ -255,6 +255,11 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
       f.step_optimizer_state_mib = s.tensors->optimizer_state_mib;
       f.step_parameters_mib = s.tensors->parameters_mib;
     }
+  }
+  f.held_parameter_mib = f.parameter_mib;
+  const ParallelModeDefinition& mode = definition(r.config.parallel.mode);
+  if ((mode.shards_parameters || mode.splits_layers) && f.step_parameters_mib) {
+    f.held_parameter_mib = *f.step_parameters_mib;
   }
   f.model_attention = r.model.attention;
   f.model_layers = r.model.layers;

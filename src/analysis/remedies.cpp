@@ -16,7 +16,7 @@ std::optional<double> cause_mib(Cause cause, const RunFeatures& f) {
     case Cause::kOptimizerState: return f.first_step_excess_mib;
     // A run that stopped growing has no retained growth: zero, not unknown.
     case Cause::kRetainedGraph: return f.growth_per_step_mib ? std::optional<double>(f.retained_growth_mib.value_or(0)) : std::nullopt;
-    case Cause::kParameters: return f.parameter_mib;
+    case Cause::kParameters: return f.held_parameter_mib;
     case Cause::kAllocatorCache: return f.cache_excess_mib;
     // What a remedy must lower is the stranded memory itself, whether or
     // not the allocator retried (a garbage-collection threshold frees the

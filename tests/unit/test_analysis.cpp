@@ -174,6 +174,42 @@ TEST(Verdict, OptimizerStateWhateverTheName) {
   EXPECT_TRUE(trend->made_once);
 }
 
+// A rank that holds a share of the weights (ZeRO-3's shard, tensor
+// parallelism's slices) is weighed by what it holds: AdamW's state, twice
+// the rank's 32 MiB of weights, is the cause, not a tie with the whole
+// model's 64 MiB, which stays the P of the modes' formulas.
+TEST(Verdict, ARankIsWeighedByTheWeightsItHolds) {
+  for (ParallelMode m : {ParallelMode::kZero3, ParallelMode::kTensor, ParallelMode::kDdp}) {
+    SCOPED_TRACE(to_string(m));
+    const bool shares = m != ParallelMode::kDdp;
+    Synth s = named("beta");
+    s.world_size = 2;
+    s.params_mib = shares ? 32 : 64;
+    s.optimizer_state_mib = 2 * s.params_mib;
+    s.activations_mib = 1;
+    Report r = synth(s);
+    r.config.parallel.mode = m;
+    r.model.parameter_bytes = 64 * (std::int64_t{1} << 20);
+    if (m == ParallelMode::kTensor) r.model.split_parameter_bytes = r.model.parameter_bytes;
+    for (Sample& x : r.samples) {
+      const bool stepped = x.phase == Phase::kStep || (x.step && *x.step > 0);
+      x.tensors = TensorCensus{s.params_mib, 0.0, stepped ? s.optimizer_state_mib : 0.0};
+    }
+    const Analysis a = analyse({{"r.json", r}});
+    ASSERT_EQ(a.verdicts.size(), 1u);
+    const Verdict& v = a.verdicts.front();
+    EXPECT_EQ(v.dominant, Cause::kOptimizerState);
+    const auto* made = find<evidence::OptimizerStateMade>(v);
+    ASSERT_TRUE(made);
+    EXPECT_NEAR(made->parameter_mib, s.params_mib, 1e-9);
+    EXPECT_NEAR(made->ratio_to_parameters, 2.0, 1e-9);
+    const auto it = std::find_if(v.components.begin(), v.components.end(),
+                                 [](const Component& c) { return c.cause == Cause::kParameters; });
+    ASSERT_NE(it, v.components.end());
+    EXPECT_NEAR(it->mib, s.params_mib, 1e-9);
+  }
+}
+
 TEST(Verdict, RetainedGraphWhateverTheName) {
   Synth s = named("alpha");
   s.activations_mib = 5;

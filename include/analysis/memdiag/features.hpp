@@ -89,6 +89,12 @@ struct RunFeatures {
   std::optional<double> step_parameters_mib;  // the weights alone, at the same sample
   std::optional<double> largest_module_mib;  // model.largest_module_bytes
   std::optional<double> split_parameter_mib;  // model.split_parameter_bytes (tensor parallelism)
+  // The weights this rank holds between steps, what the parameters cause
+  // weighs: parameter_mib, except under a mode that shards the parameters
+  // (ZeRO-3) or splits layers (tensor parallelism), where the census's
+  // count at the last step() is the rank's share (parameter_mib stays the
+  // whole model's, the P of the modes' formulas).
+  double held_parameter_mib = 0;
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
   std::optional<std::int64_t> model_layers;  // the report's model.layers (a transformer's blocks)
   // batch x sequence length x vocab x 4 bytes, from the report's figures,
