@@ -1,6 +1,7 @@
 // The causes memdiag names, in words: a label, the measurement each figure
 // comes from, the response each calls for and the remedies that would not
 // help. Knowledge keyed on the verdict, never on a case's name.
+#include "memdiag/format.hpp"
 #include "memdiag/render.hpp"
 
 #include <algorithm>
@@ -11,12 +12,15 @@
 namespace memdiag {
 namespace {
 
-// A "would not help" and whether it rests on a stable post-cleanup
-// allocation (then said only where the evidence shows one).
+// A "would not help", whether it rests on a stable post-cleanup allocation
+// (then said only where the evidence shows one), and the remedies it is
+// about (where one of them was measured, what it did is said with it).
 struct NotHelpful {
   NotHelpful(const char* t, bool stable = false) : text(t), needs_stable(stable) {}  // NOLINT: lists of strings
+  NotHelpful(const char* t, std::vector<RemedyKind> k) : text(t), needs_stable(false), about(std::move(k)) {}
   const char* text;
   bool needs_stable;
+  std::vector<RemedyKind> about;
 };
 
 struct CauseText {
@@ -33,10 +37,14 @@ const CauseText& text_of(Cause c) {
       "checkpointing to recompute intermediates in backward, offload what layers save for backward to host "
       "memory (torch.autograd.graph.save_on_cpu), or use lower-precision (bf16) activations or a memory-efficient "
       "kernel.",
-      {"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
-       "Splitting the batch into chunks run forward before one backward: every chunk's activations stay saved "
-       "until that backward; only a backward per chunk (gradient accumulation) divides them.",
-       "Optimizer-state sharding or a lighter optimizer: the optimizer's state is not what grows with the batch.",
+      {{"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
+        {RemedyKind::kEmptyCache}},
+       {"Splitting the batch into chunks run forward before one backward: every chunk's activations stay saved "
+        "until that backward; only a backward per chunk (gradient accumulation) divides them.",
+        {RemedyKind::kSplit}},
+       {"Optimizer-state sharding or a lighter optimizer: the optimizer's state is not what grows with the batch.",
+        {RemedyKind::kSgd, RemedyKind::kStateBf16, RemedyKind::kState8bit, RemedyKind::kAdafactor,
+         RemedyKind::kOffloadState}},
        {"Fixing graph lifetime: the post-cleanup allocation is stable, nothing is being retained across steps.",
         true}}};
   static const CauseText optimizer_state{
@@ -44,16 +52,17 @@ const CauseText& text_of(Cause c) {
       "Shard optimizer state across data-parallel ranks (ZeRO-1 / FSDP), use a lower-memory optimizer (SGD with "
       "momentum, Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit "
       "blocks as in 8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).",
-      {"Activation checkpointing: it recomputes forward intermediates; the moment buffers persist between steps "
-       "regardless.",
+      {{"Activation checkpointing: it recomputes forward intermediates; the moment buffers persist between steps "
+        "regardless.",
+        {RemedyKind::kCheckpoint}},
        "A smaller batch: the state is per parameter, not per sample.",
-       "empty_cache(): the moments are live tensors held by the optimizer."}};
+       {"empty_cache(): the moments are live tensors held by the optimizer.", {RemedyKind::kEmptyCache}}}};
   static const CauseText retained_graph{
       "retained autograd graphs (a lifetime bug)", "post-cleanup growth over all steps",
       "Stop retaining graphs: call backward() without retain_graph, and log losses as detached CPU scalars "
       "(loss.detach().cpu().item(), or a running sum) instead of keeping graph-connected tensors.",
       {"Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
-       "empty_cache(): the retained graphs are live tensors; nothing cached is freed.",
+       {"empty_cache(): the retained graphs are live tensors; nothing cached is freed.", {RemedyKind::kEmptyCache}},
        "Activation checkpointing or a smaller batch: they shrink each retained graph but the growth per step "
        "continues until it runs out.",
        "loss.detach() kept on the GPU: it cuts the graph but keeps the loss tensor's own storage alive."}};
@@ -61,8 +70,8 @@ const CauseText& text_of(Cause c) {
       "model parameters (weights and their gradients)", "parameter bytes",
       "Shard parameters (FSDP), train in bf16 with fp32 master weights only where needed, or use a smaller "
       "model or parameter-efficient fine-tuning.",
-      {"A smaller batch or activation checkpointing: weights do not depend on the batch.",
-       "empty_cache(): the weights are live tensors."}};
+      {{"A smaller batch or activation checkpointing: weights do not depend on the batch.", {RemedyKind::kCheckpoint}},
+       {"empty_cache(): the weights are live tensors.", {RemedyKind::kEmptyCache}}}};
   static const CauseText allocator_cache{
       "caching-allocator reserve (cached but free blocks)", "peak reserved minus peak allocated",
       "Cached blocks are reused by later allocations; where other processes need the memory, a memory fraction "
@@ -148,6 +157,38 @@ std::string response_for(const Verdict& v) {
          static_cast<char>(std::tolower(static_cast<unsigned char>(fix[0]))) + fix.substr(1) + ".";
 }
 
+namespace {
+
+// A measured row of a remedy a "would not help" is about, that completed
+// and lowered the peak by more than thresholds::kRemedyReduction: what the
+// statement leaves out (the peak can fall for a reason other than the
+// cause, as the source's splitting shrinks backward's temporaries while
+// every chunk's activations stay saved).
+const RemedyRow* measured_lower(const Verdict& v, const std::vector<RemedyKind>& about) {
+  const RemedyRow* best = nullptr;
+  for (const RemedyRow& r : v.remedies) {
+    if (r.status != RunStatus::kComplete || r.baseline_status != RunStatus::kComplete) continue;
+    if (!(r.peak_change_fraction < -thresholds::kRemedyReduction)) continue;
+    const bool match = std::any_of(r.remedies.begin(), r.remedies.end(), [&](const Remedy& x) {
+      return std::find(about.begin(), about.end(), x.kind) != about.end();
+    });
+    if (match && (best == nullptr || r.peak_change_fraction < best->peak_change_fraction)) best = &r;
+  }
+  return best;
+}
+
+std::string measured_note(const RemedyRow& r, Cause cause) {
+  std::string s = " Measured here, " + r.remedy + " lowers the peak by " + format_percent(-r.peak_change_fraction, 1) +
+                  " (" + format_mib(r.baseline_peak_mib) + " -> " + format_mib(r.peak_mib) + " MiB)";
+  if (r.cause_mib && r.baseline_cause_mib) {
+    s += ", " + std::string(r.reduces_cause ? "and" : "but not") + " " + to_string(cause) + " (" +
+         format_mib(*r.baseline_cause_mib) + " -> " + format_mib(*r.cause_mib) + " MiB)";
+  }
+  return s + (r.reduces_cause ? ": for this job the statement does not hold." : ": what it saves is elsewhere.");
+}
+
+}  // namespace
+
 std::vector<std::string> not_helpful_for(const Verdict& v) {
   bool grew = false;
   for (const Evidence& e : v.evidence) {
@@ -158,7 +199,9 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
   }
   std::vector<std::string> out;
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
-    if (!(grew && n.needs_stable)) out.emplace_back(n.text);
+    if (grew && n.needs_stable) continue;
+    const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
+    out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }
   return out;
 }

@@ -340,6 +340,54 @@ TEST(Render, EveryRemedyNotMeasuredNamesTheFlagThatMeasuresIt) {
   }
 }
 
+// A "would not help" about a remedy that was measured says what it did
+// where it lowered the peak beyond kRemedyReduction: the source's splitting
+// leaves the activations saved yet shrinks backward's temporaries, so a
+// report must not say it does not help beside a table that shows -21%.
+// Below the threshold, or for a remedy not measured, the sentence stands.
+TEST(Render, AWouldNotHelpSaysWhatItsRemedyMeasured) {
+  Synth s;
+  s.activations_mib = 40;
+  Analysis a = analyse({{"r.json", synth(s)}});
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  Verdict& v = a.verdicts[0];
+  ASSERT_EQ(v.dominant, Cause::kActivations);
+  const auto split_line = [](const std::vector<std::string>& lines) {
+    for (const std::string& n : lines) {
+      if (n.rfind("Splitting the batch", 0) == 0) return n;
+    }
+    return std::string();
+  };
+  const std::string plain = split_line(not_helpful_for(v));
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain.find("Measured here"), std::string::npos) << plain;
+  RemedyRow row;
+  row.remedy = "split=4";
+  row.remedies = {Remedy{RemedyKind::kSplit, 4}};
+  row.baseline_peak_mib = 68.85;
+  row.peak_mib = 54.23;
+  row.peak_change_mib = row.peak_mib - row.baseline_peak_mib;
+  row.peak_change_fraction = row.peak_change_mib / row.baseline_peak_mib;
+  row.cause_mib = 36.78;
+  row.baseline_cause_mib = 36.78;
+  v.remedies.push_back(row);
+  const std::string said = split_line(not_helpful_for(v));
+  EXPECT_NE(said.find("Measured here, split=4 lowers the peak by 21.2% (68.85 -> 54.23 MiB), but not activations "
+                      "(36.78 -> 36.78 MiB): what it saves is elsewhere."),
+            std::string::npos)
+      << said;
+  // The same line in every format.
+  const std::string text = render_text(Comparison{a}), md = render_markdown(Comparison{a});
+  EXPECT_NE(text.find("Measured here, split=4"), std::string::npos);
+  EXPECT_NE(md.find("Measured here, split=4"), std::string::npos);
+  EXPECT_NE(comparison_json(Comparison{a})["groups"][0]["not_helpful"].dump().find("Measured here, split=4"),
+            std::string::npos);
+  // Within the threshold: the sentence alone.
+  v.remedies[0].peak_mib = 0.95 * row.baseline_peak_mib;
+  v.remedies[0].peak_change_fraction = -0.05;
+  EXPECT_EQ(split_line(not_helpful_for(v)).find("Measured here"), std::string::npos);
+}
+
 // A job of one's own (the Python recorder wrote it): what was not measured is
 // named as the change to make in the job, never as a flag of a tool that
 // cannot run it.
