@@ -87,6 +87,9 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.ms_per_step_max = r.ms_per_step_max;
   if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
   row.max_loss_diff = max_loss_diff(r, base);
+  row.host_is_device =
+      r.id.device_kind == "cpu" &&
+      std::any_of(r.id.remedies.begin(), r.id.remedies.end(), [](const Remedy& x) { return definition(x.kind).moves_to_host; });
   if (is_sharded(r.id.mode) && r.step_model_state_mib && base.step_optimizer_state_mib && base.parameter_mib > 0 &&
       (!definition(r.id.mode).splits_layers || r.split_parameter_mib)) {
     row.model_state_mib = r.step_model_state_mib;
@@ -144,7 +147,7 @@ std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const RemedyRow& r = rows[i];
-    if (!r.reduces_cause || r.status != RunStatus::kComplete) continue;
+    if (!r.reduces_cause || r.status != RunStatus::kComplete || r.host_is_device) continue;
     if (!best || std::make_tuple(changes_training(r), r.peak_change_mib) <
                      std::make_tuple(changes_training(rows[*best]), rows[*best].peak_change_mib)) {
       best = i;
@@ -157,7 +160,7 @@ std::optional<std::size_t> lowest_peak_remedy(const std::vector<RemedyRow>& rows
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const RemedyRow& r = rows[i];
-    if (!r.reduces_cause || r.status != RunStatus::kComplete) continue;
+    if (!r.reduces_cause || r.status != RunStatus::kComplete || r.host_is_device) continue;
     if (!best || r.peak_change_mib < rows[*best].peak_change_mib) best = i;
   }
   return best;

@@ -92,12 +92,12 @@ const RemedyDefinition& definition(RemedyKind k) {
       RemedyKind::kOffloadState, P::kNone, 1, 999999, false, "offload-state",
       "Adam/AdamW's moments and an fp32 copy of the weights kept in host memory and stepped there: each step copies "
       "the gradients to the host and the weights back (no optimizer state on the device)",
-      S::kRun, {Cause::kOptimizerState}, false};
+      S::kRun, {Cause::kOptimizerState}, false, nullptr, false, true};
   static const RemedyDefinition offload_activations{
       RemedyKind::kOffloadActivations, P::kNone, 1, 999999, false, "offload-activations",
       "what an MLP's layers save for backward copied to pinned host memory in forward and back in backward: the "
       "activations leave the device between the two",
-      S::kRun, {Cause::kActivations}, false};
+      S::kRun, {Cause::kActivations}, false, nullptr, false, true};
   static const RemedyDefinition split{
       RemedyKind::kSplit, P::kRequired, 2, 999999, false, "split=K",
       "the source's batch splitting: forward in K chunks, the outputs concatenated, one backward; every chunk's "

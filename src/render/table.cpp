@@ -4,6 +4,7 @@
 #include "memdiag/format.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <filesystem>
 #include <set>
 
@@ -329,8 +330,31 @@ std::string describe_sharding(const Verdict& v) {
   return s;
 }
 
+namespace {
+
+// Offloading measured on the CPU: its lower peak moved memory within the
+// same RAM, so the best remedy passes it over; said where it would have
+// won (below `peak`).
+std::string offloading_on_the_cpu(const Verdict& v, double peak) {
+  std::string s;
+  for (const RemedyRow& x : v.remedies) {
+    if (x.host_is_device && x.reduces_cause && x.status == RunStatus::kComplete && x.peak_mib < peak) {
+      s += ". " + x.remedy + "'s lower peak (" + format_mib(x.peak_mib) + " MiB, " +
+           format_percent(x.peak_change_fraction, 1) +
+           ") is not counted: on the CPU the host is the device, and what it moves leaves the tracked allocator, "
+           "not the machine's memory";
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string describe_best_remedy(const Verdict& v) {
-  if (!v.best_remedy) return {};
+  if (!v.best_remedy) {
+    const std::string off = offloading_on_the_cpu(v, std::numeric_limits<double>::infinity());
+    return off.empty() ? std::string() : "measured best remedy: none here" + off;
+  }
   const RemedyRow& r = v.remedies[*v.best_remedy];
   // A baseline that ran out of memory stopped before its peak: the remedy
   // that completes is the answer, whatever its peak against that one.
@@ -365,7 +389,7 @@ std::string describe_best_remedy(const Verdict& v) {
                             " (tolerance " + format_percent(thresholds::kLossTolerance, 2) + ")"
                       : std::string());
   }
-  return s;
+  return s + offloading_on_the_cpu(v, r.peak_mib);
 }
 
 namespace {

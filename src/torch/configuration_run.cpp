@@ -90,6 +90,16 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
                                    ": not applicable on the CPU (no caching allocator); the run trains and measures "
                                    "as the baseline does"));
     }
+    if (!plan.device.is_cuda()) {
+      for (const Remedy& r : run.remedies) {
+        if (!definition(r.kind).moves_to_host) continue;
+        rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
+                                 std::string(to_string(r.kind)) +
+                                     ": on the CPU the host is the device; what it moves leaves the tracked allocator, "
+                                     "not the machine's memory (host MiB shows it): the device figures say what it "
+                                     "would move off a GPU, and it is not the best remedy here"));
+      }
+    }
     // Where a Python job of the same loop would read otherwise, measured
     // (docs/measurements/cpu/python-differences.txt, README: Where memdiag's
     // workloads differ from Python).

@@ -612,6 +612,37 @@ TEST(Verdict, ARunStoppedBeforeAnyCleanupClaimsNothing) {
   }
 }
 
+// Offloading on the CPU moves memory within the same RAM: measured and
+// shown, its lower peak is never the best remedy there, and the sentence
+// says why; on CUDA it is the best where it lowers the peak most.
+TEST(Remedies, OffloadingOnTheCpuIsShownButNeverTheBest) {
+  for (const std::string device : {"cpu", "cuda:0"}) {
+    SCOPED_TRACE(device);
+    Synth s = named("beta");
+    s.device = device;
+    s.optimizer_state_mib = 40;
+    Report base = synth(s);
+    Synth half = s;
+    half.optimizer_state_mib = 20;
+    Report bf16 = synth(half);
+    bf16.config.remedies = {Remedy{RemedyKind::kStateBf16, 0}};
+    Synth none = s;
+    none.optimizer_state_mib = 0;
+    Report offload = synth(none);
+    offload.config.remedies = {Remedy{RemedyKind::kOffloadState, 0}};
+    const Analysis a = analyse({{"base.json", base}, {"bf16.json", bf16}, {"offload.json", offload}});
+    ASSERT_EQ(a.verdicts.size(), 1u);
+    const Verdict& v = a.verdicts[0];
+    ASSERT_EQ(v.remedies.size(), 2u);
+    ASSERT_TRUE(v.best_remedy);
+    const bool cpu = device == "cpu";
+    EXPECT_EQ(v.remedies[*v.best_remedy].remedy, cpu ? "state-bf16" : "offload-state");
+    for (const RemedyRow& r : v.remedies) EXPECT_EQ(r.host_is_device, cpu && r.remedy == "offload-state") << r.remedy;
+    const std::string said = describe_best_remedy(v);
+    EXPECT_EQ(said.find("on the CPU the host is the device") != std::string::npos, cpu) << said;
+  }
+}
+
 // Time per step is the median of the steps after the first: a run that pays
 // for its kernels' first calls in step 0 (it ran first in its process) is
 // not slower than the same run placed later, and the spread is kept.

@@ -365,6 +365,10 @@ struct RemedyRow {
   // lower bound of what it needed.
   bool baseline_cause_at_failure = false;
   bool reduces_cause = false;
+  // A CPU run of a remedy that moves memory to the host: the host is the
+  // device there, so its saving is out of the tracked allocator, not out of
+  // memory; measured and shown, never the best remedy.
+  bool host_is_device = false;
   // A sharded mode's row: what the rank holds of the model state at the end
   // of step() (its census) and what the mode's formula says it should
   // (model_state_per_rank, with the baseline's state per parameter byte).

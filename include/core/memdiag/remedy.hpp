@@ -61,6 +61,10 @@ struct RemedyDefinition {
   // It replaces spelt-out attention: suggested only for runs whose report
   // says their model computed attention that way (model.attention "math").
   bool needs_math_attention = false;
+  // It moves memory from the device to the host (offloading): on the CPU
+  // the host is the device, so what it saves there leaves the tracked
+  // allocator, not the machine's memory.
+  bool moves_to_host = false;
 };
 const RemedyDefinition& definition(RemedyKind k);
 // The remedies meant for a cause, in definition order.
