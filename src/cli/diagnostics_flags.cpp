@@ -300,7 +300,8 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
       ->type_name("WHAT")->group(parallel);
   app.add_flag("--shard-optimizer-state", f.shard_optimizer_state, "The same as --shard=optimizer")->group(parallel);
   app.add_option("--parallel", f.parallel,
-                 "data (default: each rank its own batch, the model replicated or sharded as --shard says) or "
+                 "data (default: each rank a batch of its own, drawn from the run's seed like every rank's, the "
+                 "model replicated or sharded as --shard says) or "
                  "tensor (Megatron-LM's MLP split: the Linears in pairs, the first of each split by its output "
                  "features, the second by its input features, partial outputs all-reduced; every rank trains the "
                  "same batch on 1/N of each pair's weights, gradients, optimizer state and activations between "
