@@ -280,6 +280,7 @@ json remedies_json(const Verdict& v) {
                         {"baseline_cause_mib", opt(r.baseline_cause_mib)},
                         {"baseline_cause_at_failure", r.baseline_cause_at_failure},
                         {"reduces_cause", r.reduces_cause},
+                        {"host_is_device", r.host_is_device},
                         {"model_state_mib", opt(r.model_state_mib)},
                         {"formula_mib", opt(r.formula_mib)}});
   }
