@@ -640,7 +640,8 @@ TEST(Remedies, OffloadingOnTheCpuIsShownButNeverTheBest) {
     for (const RemedyRow& r : v.remedies) EXPECT_EQ(r.host_is_device, cpu && r.remedy == "offload-state") << r.remedy;
     const std::string said = describe_best_remedy(v);
     EXPECT_EQ(said.find("on the CPU the host is the device") != std::string::npos, cpu) << said;
-    for (const auto& row : comparison_json(Comparison{a})["groups"][0]["remedies"]) {
+    const nlohmann::json j = comparison_json(Comparison{a});  // kept: the loop reads into it
+    for (const auto& row : j["groups"][0]["remedies"]) {
       EXPECT_EQ(row["host_is_device"].get<bool>(), cpu && row["remedy"] == "offload-state") << row.dump();
     }
   }
