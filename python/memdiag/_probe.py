@@ -458,8 +458,7 @@ class HostReader:
     project's 2-core machine) and parsed only when the report is written;
     the recorder asks where it asks for the device's use."""
 
-    def __init__(self, cuda):
-        self._cuda = cuda
+    def __init__(self):
         self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         try:
             self._fd = os.open("/proc/self/statm", os.O_RDONLY)
@@ -479,7 +478,7 @@ class HostReader:
             except OSError:
                 statm = None
         held = None
-        if pinned and self._cuda:
+        if pinned:
             try:
                 held = torch._C._cuda_hostMemoryStats()["allocated_bytes"]["current"]
             except Exception:  # an older torch without host statistics

@@ -262,7 +262,7 @@ class Recorder:
                                                   "nothing is dumped on the CPU", None))
         self._cuda = isinstance(self._probe, _probe.CudaProbe)
         self._cpu = isinstance(self._probe, _probe.CpuProbe)
-        self._host = _probe.HostReader(self._cuda)
+        self._host = _probe.HostReader()
         self._earlier_runs = _recordings_started[0]
         _recordings_started[0] += 1
         # The census's gradients counted natively where the native reading was built.

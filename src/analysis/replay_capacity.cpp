@@ -238,6 +238,47 @@ std::vector<ReplayOp> ops_at(const ScaledTrace& t, std::int64_t batch, Workspace
 
 namespace {
 
+// Between lo, which completes, and hi, which fails with `above`: the last
+// that completes and the failure of the one after it.
+template <typename Run>
+std::pair<std::int64_t, ReplayResult> bisect(std::int64_t lo, std::int64_t hi, ReplayResult above, const Run& run) {
+  while (hi - lo > 1) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    ReplayResult r = run(mid);
+    if (r.completed) {
+      lo = mid;
+    } else {
+      hi = mid;
+      above = std::move(r);
+    }
+  }
+  return {lo, std::move(above)};
+}
+
+using Fitting = std::pair<std::int64_t, ReplayResult> (*)(const ScaledTrace&, const ReplayAllocator&, WorkspaceGrowth);
+
+// What a replay of `t` at the limit says, along the batch or the length
+// (`fitting`): the largest that fits with the workspaces grown, the failure
+// above it, with the workspaces held, and what the trace was made of.
+ReplayCapacity capacity_by(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes, Fitting fitting) {
+  ReplayCapacity c;
+  c.budget_mib = budget_mib;
+  c.limit_bytes = limit_bytes;
+  ReplayAllocator a;
+  a.caching = t.caching;
+  a.limit_bytes = limit_bytes;
+  auto [sure, failure] = fitting(t, a, WorkspaceGrowth::kProportional);
+  c.max_batch = sure;
+  c.failure = std::move(failure);
+  c.max_batch_if_held = t.workspaces == 0 ? sure : std::max(sure, fitting(t, a, WorkspaceGrowth::kHeld).first);
+  if (!c.failure.completed) c.stranded_bytes = c.failure.at_failure.reserved - c.failure.at_failure.allocated;
+  c.staging_buffers = t.staging_buffers;
+  c.staging_cap = t.staging_cap;
+  c.workspaces = t.workspaces;
+  c.workspace_bytes = t.workspace_bytes;
+  return c;
+}
+
 // The largest batch the replay fits (doubling, then bisecting), and the
 // failure of the one above it.
 std::pair<std::int64_t, ReplayResult> largest_fitting(const ScaledTrace& t, const ReplayAllocator& a, WorkspaceGrowth w) {
@@ -258,40 +299,15 @@ std::pair<std::int64_t, ReplayResult> largest_fitting(const ScaledTrace& t, cons
       lo = next;
     }
   }
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    ReplayResult r = run(mid);
-    if (r.completed) {
-      lo = mid;
-    } else {
-      hi = mid;
-      above = std::move(r);
-    }
-  }
-  return {lo, above};
+  return bisect(lo, hi, std::move(above), run);
 }
 
 }  // namespace
 
 ReplayCapacity replay_capacity(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes) {
-  ReplayCapacity c;
-  c.budget_mib = budget_mib;
-  c.limit_bytes = limit_bytes;
-  ReplayAllocator a;
-  a.caching = t.caching;
-  a.limit_bytes = limit_bytes;
-  auto [sure, failure] = largest_fitting(t, a, WorkspaceGrowth::kProportional);
-  c.max_batch = sure;
-  c.failure = std::move(failure);
-  c.max_batch_if_held = t.workspaces == 0 ? sure : largest_fitting(t, a, WorkspaceGrowth::kHeld).first;
-  c.max_batch_if_held = std::max(c.max_batch_if_held, c.max_batch);
-  if (!c.failure.completed) c.stranded_bytes = c.failure.at_failure.reserved - c.failure.at_failure.allocated;
+  ReplayCapacity c = capacity_by(t, budget_mib, limit_bytes, largest_fitting);
   c.traced_batch = t.batch;
   c.other_batch = t.other_batch;
-  c.staging_buffers = t.staging_buffers;
-  c.staging_cap = t.staging_cap;
-  c.workspaces = t.workspaces;
-  c.workspace_bytes = t.workspace_bytes;
   return c;
 }
 
@@ -473,39 +489,15 @@ std::pair<std::int64_t, ReplayResult> longest_fitting(const ScaledTrace& t, cons
     hi = t.length;
     above = std::move(at);
   }
-  while (hi - lo > 1) {
-    const std::int64_t mid = lo + (hi - lo) / 2;
-    ReplayResult r = run(mid);
-    if (r.completed) {
-      lo = mid;
-    } else {
-      hi = mid;
-      above = std::move(r);
-    }
-  }
-  return {lo, above};
+  return bisect(lo, hi, std::move(above), run);
 }
 
 }  // namespace
 
 ReplayCapacity replay_length_capacity(const ScaledTrace& t, double budget_mib, std::int64_t limit_bytes) {
-  ReplayCapacity c;
-  c.budget_mib = budget_mib;
-  c.limit_bytes = limit_bytes;
-  ReplayAllocator a;
-  a.caching = t.caching;
-  a.limit_bytes = limit_bytes;
-  auto [sure, failure] = longest_fitting(t, a, WorkspaceGrowth::kProportional);
-  c.max_batch = sure;
-  c.failure = std::move(failure);
-  c.max_batch_if_held = t.workspaces == 0 ? sure : std::max(sure, longest_fitting(t, a, WorkspaceGrowth::kHeld).first);
-  if (!c.failure.completed) c.stranded_bytes = c.failure.at_failure.reserved - c.failure.at_failure.allocated;
+  ReplayCapacity c = capacity_by(t, budget_mib, limit_bytes, longest_fitting);
   c.traced_batch = t.length;
   c.other_batch = t.other_lengths.empty() ? 0 : t.other_lengths.front();
-  c.staging_buffers = t.staging_buffers;
-  c.staging_cap = t.staging_cap;
-  c.workspaces = t.workspaces;
-  c.workspace_bytes = t.workspace_bytes;
   return c;
 }
 

@@ -201,16 +201,21 @@ std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const Ru
   const std::vector<LengthPoint> pts = points_of(g, p);
   const std::optional<Model> model = model_of(pts, p);
   std::vector<SequenceCapacity> out;
+  // A budget's answer, before either way fills in its lengths.
+  auto at_budget = [&p](double budget, CapacityPrediction::Budget source) {
+    SequenceCapacity c;
+    c.source = source;
+    c.budget_mib = budget;
+    c.batch = p.local_batch;
+    c.preset = p.config.preset;
+    c.steps = p.config.steps;
+    return c;
+  };
   if (!model) {
     // No sweep to fit, but a traced run replays along its length.
     if (!p.length_trace) return out;
     for (const auto& [budget, source] : capacity_budgets(p, budgets_mib)) {
-      SequenceCapacity c;
-      c.source = source;
-      c.budget_mib = budget;
-      c.batch = p.local_batch;
-      c.preset = p.config.preset;
-      c.steps = p.config.steps;
+      SequenceCapacity c = at_budget(budget, source);
       c.fitted_lengths = {p.length_trace->length};
       for (const std::int64_t l : p.length_trace->other_lengths) c.fitted_lengths.push_back(l);
       replay_length(c, *p.length_trace, p);
@@ -225,12 +230,7 @@ std::vector<SequenceCapacity> predict_sequence_capacity(const Group& g, const Ru
     return model->at(static_cast<double>(l)).need * (1 + model->reserve_share) <= budget;
   };
   for (const auto& [budget, source] : capacity_budgets(p, budgets_mib)) {
-    SequenceCapacity c;
-    c.source = source;
-    c.budget_mib = budget;
-    c.batch = p.local_batch;
-    c.preset = p.config.preset;
-    c.steps = p.config.steps;
+    SequenceCapacity c = at_budget(budget, source);
     for (const LengthPoint& pt : pts) c.fitted_lengths.push_back(static_cast<std::int64_t>(pt.length));
     // The need grows with the length: the longest that fits, by bisection.
     std::int64_t lo = 0, hi = limits::kMaxSequenceLength + 1;
