@@ -11,7 +11,9 @@ allocator reports every allocation and free made while it runs, and the
 probe adds them up in time order against zero-length marks it leaves at
 each phase boundary. What existed before recording began (the model, the
 optimizer's state) is counted from the tensors themselves; a free of such a
-tensor is not reported, so the CPU's allocated can only overstate. The CPU
+tensor is not reported, so the CPU's allocated can only overstate; so does
+a free made in a thread the profiler does not follow (Gloo's, under a
+process group of several ranks: the report says so). The CPU
 probe is for trying the recorder out and for tests; CUDA is what it is for.
 """
 import os
