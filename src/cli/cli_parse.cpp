@@ -16,6 +16,7 @@ namespace {
 std::string unknown_flag(const CLI::App& app, const std::vector<std::string>& extras) {
   std::vector<std::string> flags;
   for (const CLI::Option* o : app.get_options()) {
+    if (o->get_group().empty()) continue;  // hidden: the runner's own, never suggested
     for (const std::string& l : o->get_lnames()) flags.push_back("--" + l);
   }
   for (const std::string& x : extras) {

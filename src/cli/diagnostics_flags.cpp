@@ -232,6 +232,8 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
   app.add_option("--cases-dir", f.extra_dirs, "A directory searched first for case names (repeatable)")
       ->type_name("DIR")->group(what);
   app.add_flag("--list-cases", diag.list_cases, "List the cases by name, with their presets, and exit")->group(what);
+  // Hidden (an empty group): memdiag/isolate.hpp's kBatchFromStdinFlag.
+  app.add_flag("--batch-from-stdin", diag.batch_from_stdin, "")->group("");
 
   const char* where = "Where and how";
   app.add_option("--device", opts.device, "auto (CUDA when available, else the CPU), cpu, cuda or cuda:K (default: auto)")

@@ -16,6 +16,9 @@ struct DiagnosticsOptions {
   HarnessOptions harness;
   bool quiet = false;       // no table, progress lines or summary
   bool list_cases = false;  // --list-cases instead of a run
+  // The runner's, for a search's prepared fresh processes (not in --help):
+  // the batch comes as a line on stdin once the model is made.
+  bool batch_from_stdin = false;
 };
 
 // Parses and checks argv into diag (harness.case_dirs holds --cases-dir's

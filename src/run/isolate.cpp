@@ -62,13 +62,14 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
   return to_argv(spec, opts.self_exe);
 }
 
-int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent) {
+int spawn_child(const std::vector<std::string>& argv, bool silent, int stdin_fd) {
   std::vector<char*> args;
   for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
   if (silent) {
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
@@ -96,6 +97,10 @@ int run_child(const std::vector<std::string>& argv, const StopRequest* stop, boo
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw Error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+int wait_child(int pid, const StopRequest* stop) {
   if (stop != nullptr) stop->set_child(pid);
   bool forwarded = false;
   int status = 0;
@@ -110,6 +115,10 @@ int run_child(const std::vector<std::string>& argv, const StopRequest* stop, boo
   }
   if (stop != nullptr) stop->set_child(0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent) {
+  return wait_child(spawn_child(argv, silent), stop);
 }
 
 Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts, RunObserver& obs) {
@@ -152,42 +161,6 @@ int run_isolated(const ResolvedPlan& plan, const HarnessOptions& opts, RunObserv
   }
   obs.sweep_finished(rows, plan.runs.size());
   return to_int(exit_code_for(statuses));
-}
-
-// POSIX calls, not std::filesystem: libtorch.so exports its own copy of
-// std::filesystem::remove_all, which crashes when it is bound instead of
-// libstdc++'s (seen with torch 2.11); the runner links it.
-std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
-                                                       const HarnessOptions& opts) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/memdiag-max-batch-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) {
-    throw Error("--find-max-batch: cannot make a directory for the confirming runs in " + templ + ": " +
-                std::strerror(errno));
-  }
-  const std::string dir = templ;
-  // A second signal ends this process at once: the folder goes with it.
-  CleanupPath cleanup(dir, CleanupPath::Kind::kDirectory);
-  std::vector<std::string> paths;
-  std::vector<std::vector<std::string>> argvs;
-  for (const PlannedRun& run : runs) {
-    paths.push_back(dir + "/batch" + std::to_string(run.batch) + ".json");
-    argvs.push_back(child_argv(run, plan, opts, paths.back()));
-  }
-  // Side by side: each has its own limit, and the device room for all.
-  std::vector<std::thread> others;
-  for (std::size_t i = 1; i < argvs.size(); ++i) {
-    others.emplace_back([&, i] { run_child(argvs[i], opts.stop, /*silent=*/true); });
-  }
-  if (!argvs.empty()) run_child(argvs.front(), opts.stop, /*silent=*/true);
-  for (std::thread& t : others) t.join();
-  std::vector<std::optional<Report>> out;
-  for (const std::string& p : paths) {
-    out.push_back(read_report_file(p).report);
-    ::unlink(p.c_str());
-  }
-  ::rmdir(dir.c_str());
-  return out;
 }
 
 }  // namespace memdiag

@@ -158,6 +158,7 @@ class Search {
   int run() {
     obs_.search_started(SearchHeading{base_.spec.name, base_.preset, plan_.device.str(), base_.steps, c_.limit_mib,
                                       c_.limit_source});
+    prepare_confirmations();
     // The first try; under a limit, the replay's answer checked in fresh
     // processes; else where the capacity model over the tries so far says
     // the answer is, until the bracket closes (search_guide.hpp).
@@ -192,6 +193,21 @@ class Search {
   bool side_by_side(std::optional<double> outside) const {
     if (!plan_.device.is_cuda()) return true;
     return outside && 2 * c_.limit_mib + 3 * *outside <= executor_.device_total_mib();
+  }
+
+  // Under a limit the answer is checked in fresh processes, two side by
+  // side: they are started now, to make their model while the tries run,
+  // and wait for their batch (FreshProcesses::prepare). On CUDA only where
+  // the device has room for this process's limit and two waiting processes
+  // beside two limits, each process's own memory taken as
+  // kProcessOwnMib until one is measured.
+  void prepare_confirmations() {
+    if (c_.limit_source != CapacitySearch::LimitSource::kMemoryLimit) return;
+    constexpr double kProcessOwnMib = 1024;  // the H200's context and workspaces: about 750
+    if (plan_.device.is_cuda() && 3 * c_.limit_mib + 3 * kProcessOwnMib > executor_.device_total_mib()) return;
+    PlannedRun run = base_;
+    run.batch = static_cast<int>(first_);
+    fresh_.prepare(run, plan_, opts_, 2);
   }
 
   // A traced try where the lines through the tries so far put a quarter of

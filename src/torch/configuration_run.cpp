@@ -63,6 +63,8 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   w.unit_modules = opts.shard_unit_modules;
   w.prefetch_next = opts.shard_prefetch_next;
   w.remedies = run.remedies;
+  // A launched rank's batch is its launcher's, never waited for.
+  if (!plan.launch) w.await_batch = opts.await_batch;
   return w;
 }
 

@@ -642,8 +642,10 @@ class Training {
 
 }  // namespace
 
-RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& rec,
+RunStatus run_workload(const WorkloadOptions& given, MemoryProbe& probe, Recorder& rec,
                        const StopRequest* interrupt) {
+  // The batch may come after setup (await_batch): Training reads it here.
+  WorkloadOptions o = given;
   torch::manual_seed(o.seed);
   const Effective e = effective(o);
   Phase phase = Phase::kSetup;
@@ -673,6 +675,15 @@ RunStatus run_workload(const WorkloadOptions& o, MemoryProbe& probe, Recorder& r
       return !interrupted(interrupt);
     };
     if (!attempt([&] { t.model_ready(); }) || !attempt([&] { t.optimizer_ready(); })) return RunStatus::kInterrupted;
+    if (o.await_batch) {
+      // Nothing made so far depends on the batch: the data is drawn in
+      // forward. The wait is no phase's time.
+      const std::optional<int> batch = o.await_batch();
+      if (!batch || interrupted(interrupt)) return RunStatus::kInterrupted;
+      o.batch_size = *batch;
+      rec.report().config.batch_size_per_device = *batch;
+      rec.restart_phase();
+    }
     for (int step = 0; step < o.steps; ++step) {
       rec.begin_step(step);
       for (int mb = 0; mb < t.micro_batches(); ++mb) {

@@ -123,3 +123,53 @@ TEST(Capacity, ATracedRunPredictsEveryCaseToTheSampleOnTheCpu) {
     }
   }
 }
+
+// The search's answer is checked in processes started while it tried
+// (FreshProcesses::prepare): each made its model and optimizer, then
+// waited for its batch. The report the search writes is that process's, and
+// it is the run a user gets starting that batch alone: the same figures at
+// every phase and the same losses, for a plain case, a batch schedule
+// under gradient accumulation (micro-batches made from the batch that
+// came) and the tests' own case file; and the trained weights' sums.
+TEST(Capacity, TheSearchsReportIsTheRunOfItsAnswerStartedAlone) {
+  struct Job {
+    std::string name;
+    std::vector<std::string> flags;
+    int budget;
+  };
+  const std::string own = std::string(MEMDIAG_SOURCE_DIR) + "/tests/cases/own.json";
+  for (const Job& j : {Job{"alpha", {"--case", "alpha", "--steps", "2"}, 60},
+                       Job{"epsilon accumulate=2", {"--case", "epsilon", "--steps", "4", "--remedy", "accumulate=2"}, 60},
+                       Job{"own", {"--case", own, "--steps", "2"}, 50}}) {
+    SCOPED_TRACE(j.name);
+    TempDir d;
+    std::vector<std::string> base = {MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "-q", "--memory-limit-mib",
+                                     std::to_string(j.budget)};
+    base.insert(base.end(), j.flags.begin(), j.flags.end());
+    std::vector<std::string> search = base;
+    search.insert(search.end(), {"--find-max-batch", "-o", d.file("max.json")});
+    const Proc s = run(search);
+    ASSERT_EQ(s.exit_code, to_int(ExitCode::kOk)) << s.err;
+    const nlohmann::json found = nlohmann::json::parse(read_text(d.file("max.json")));
+    ASSERT_EQ(found["capacity"]["confirmed"], true) << s.err;
+    const std::int64_t batch = found["capacity"]["max_batch"];
+    EXPECT_EQ(found["config"]["batch_size_per_device"], batch);
+    std::vector<std::string> alone = base;
+    alone.insert(alone.end(), {"--batch-size-per-device", std::to_string(batch), "-o", d.file("alone.json")});
+    ASSERT_EQ(run(alone).exit_code, to_int(ExitCode::kOk));
+    const nlohmann::json a = nlohmann::json::parse(read_text(d.file("alone.json")));
+    EXPECT_EQ(found["status"], "complete");
+    // The same weights trained the same way.
+    EXPECT_EQ(found["model"], a["model"]);
+    ASSERT_EQ(found["samples"].size(), a["samples"].size());
+    ASSERT_GT(a["samples"].size(), 4u);
+    for (std::size_t i = 0; i < a["samples"].size(); ++i) {
+      const nlohmann::json& x = found["samples"][i];
+      const nlohmann::json& y = a["samples"][i];
+      SCOPED_TRACE("sample " + std::to_string(i) + " " + y["phase"].get<std::string>());
+      for (const char* key : {"phase", "step", "allocated_mib", "peak_allocated_mib", "samples", "loss"}) {
+        EXPECT_EQ(x.value(key, nlohmann::json()), y.value(key, nlohmann::json())) << key;
+      }
+    }
+  }
+}

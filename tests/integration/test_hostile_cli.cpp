@@ -318,10 +318,12 @@ TEST(HostileSignals, ASecondSignalDuringConfirmationLeavesNoFolderNoChildNoTempo
   TempDir d;
   const std::string tmp = d.file("tmp");
   fs::create_directories(tmp);
-  const pid_t pid = spawn({kDiag, "--find-max-batch", "--memory-limit-mib", "40", "--device", "cpu", "--steps", "2",
+  const pid_t pid = spawn({kDiag, "--find-max-batch", "--memory-limit-mib", "800", "--device", "cpu", "--steps", "3",
                            "-o", d.file("r.json")},
                           "/dev/null", d.file("stdout"), d.file("stderr"), {"TMPDIR=" + tmp});
-  wait_until([&] { return count_files(tmp, "memdiag-max-batch") > 0; }, 120000);
+  // The folder is made as the search starts (its prepared children wait
+  // there); the confirmation follows the second try.
+  wait_until([&] { return read_text(d.file("stderr")).find("try 2:") != std::string::npos; }, 120000);
   ASSERT_GT(count_files(tmp, "memdiag-max-batch"), 0u) << read_text(d.file("stderr"));
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a confirming child is running
   ::kill(pid, SIGTERM);
@@ -485,7 +487,7 @@ TEST(HostileSignals, SigtermDuringConfirmationEndsInterruptedAndUnconfirmed) {
   TempDir d;
   const std::string tmp = d.file("tmp");
   fs::create_directories(tmp);
-  const pid_t pid = spawn({kDiag, "--find-max-batch", "--memory-limit-mib", "40", "--device", "cpu", "--steps", "2",
+  const pid_t pid = spawn({kDiag, "--find-max-batch", "--memory-limit-mib", "800", "--device", "cpu", "--steps", "3",
                            "-o", d.file("r.json")},
                           "/dev/null", d.file("stdout"), d.file("stderr"), {"TMPDIR=" + tmp});
   wait_until([&] { return count_files(tmp, "memdiag-max-batch") > 0; }, 120000);

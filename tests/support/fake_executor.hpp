@@ -80,6 +80,10 @@ class FakeFresh final : public FreshProcesses {
   Job job;
   double limit_mib = 1000;
   std::vector<std::vector<std::int64_t>> asked;  // each call's batches, side by side
+  std::vector<std::pair<std::int64_t, int>> prepared;  // each prepare's batch and count
+  void prepare(const PlannedRun& base, const ResolvedPlan&, const HarnessOptions&, int count) override {
+    prepared.emplace_back(base.batch, count);
+  }
   std::vector<std::optional<Report>> run(const std::vector<PlannedRun>& runs, const ResolvedPlan&,
                                          const HarnessOptions&) override {
     asked.emplace_back();

@@ -179,8 +179,12 @@ TEST(MaxBatchSearch, OnCudaTheTracedTryIsAQuarterOfTheAnswerAndTheChecksShareThe
   EXPECT_EQ(s.exit_code, to_int(ExitCode::kOk));
   EXPECT_EQ(ex.runs, (std::vector<std::pair<std::int64_t, bool>>{{1, false}, {450, true}}));
   EXPECT_EQ(fresh.asked, (std::vector<std::vector<std::int64_t>>{{1800, 1801}}));
+  // The two checks' processes were started as the search began, at the
+  // first try's batch (the configuration is what must match).
+  EXPECT_EQ(fresh.prepared, (std::vector<std::pair<std::int64_t, int>>{{1, 2}}));
 
-  // A device with room for one limit only: one after the other.
+  // A device with room for one limit only: one after the other, and none
+  // started ahead (each waiting process holds a context of its own).
   TempDir d2("MaxBatchSearch.OneAtATime");
   FakeExecutor narrow;
   narrow.cuda = true;
@@ -189,4 +193,5 @@ TEST(MaxBatchSearch, OnCudaTheTracedTryIsAQuarterOfTheAnswerAndTheChecksShareThe
   fresh2.job = narrow.job;
   EXPECT_EQ(search(narrow, fresh2, d2).exit_code, to_int(ExitCode::kOk));
   EXPECT_EQ(fresh2.asked, (std::vector<std::vector<std::int64_t>>{{1800}, {1801}}));
+  EXPECT_TRUE(fresh2.prepared.empty());
 }

@@ -22,6 +22,15 @@ class FreshProcesses {
   // cannot be started.
   virtual std::vector<std::optional<Report>> run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
                                                  const HarnessOptions& opts) = 0;
+  // Starts `count` processes of `base` that make everything a run makes
+  // before its first step (the process, the device's context, the model and
+  // the optimizer) and then wait for their batch: a later run() of the same
+  // configuration at any batch uses one instead of starting a process, so
+  // the start and the model's build are paid while the caller works. They
+  // are fresh processes all the same: nothing of another run was ever in
+  // them. Unused ones end with this object. Default: none started.
+  virtual void prepare(const PlannedRun& /*base*/, const ResolvedPlan& /*plan*/, const HarnessOptions& /*opts*/,
+                       int /*count*/) {}
 };
 
 }  // namespace memdiag

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,12 @@ struct HarnessOptions {
   // compare_memory_reports replays the allocator from them to predict what
   // fits at other batches and limits.
   bool trace_allocations = false;
+  // A fresh process started before its batch was known (FreshProcesses::
+  // prepare, the runner's --batch-from-stdin): a run makes its model and
+  // optimizer, then asks this for its batch and runs that instead of the
+  // one planned (nullopt: none came, the run ends interrupted). Empty: the
+  // planned batch.
+  std::function<std::optional<int>()> await_batch;
   // This executable, for --isolate's children.
   std::string self_exe;
   // Where progress, outcomes and problems go (none: nowhere), and the stop

@@ -11,6 +11,7 @@
 #include "memdiag/run_plan.hpp"
 #include "memdiag/stop_request.hpp"
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,18 +29,40 @@ Report run_in_child(const PlannedRun& run, const ResolvedPlan& plan, const Harne
 // This executable running one configuration quietly; output is its report.
 std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
                                     const std::string& output);
-// Runs argv to its end and returns its exit code (128 + signal when killed);
-// silent: its stdout and stderr go to /dev/null (its report says it all).
-// A stop requested meanwhile is passed on to the child as the same signal.
+// Starts argv (silent: its stdout and stderr to /dev/null; stdin_fd >= 0:
+// its stdin) in a process group of its own that ends with this process.
 // Throws memdiag::Error when it cannot start.
+int spawn_child(const std::vector<std::string>& argv, bool silent, int stdin_fd = -1);
+// Waits for a started child and returns its exit code (128 + signal when
+// killed). A stop requested meanwhile is passed on as the same signal.
+int wait_child(int pid, const StopRequest* stop);
+// Runs argv to its end and returns its exit code: spawn_child, wait_child.
 int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent = false);
+
+// The runner's flag that makes a child wait for its batch (a line on its
+// stdin) once its model and optimizer are made: FreshProcesses::prepare.
+inline constexpr const char* kBatchFromStdinFlag = "--batch-from-stdin";
 
 // FreshProcesses as children of this process, their reports written into
 // a temporary folder (removed, even by a second signal) and read back.
+// Prepared children (memdiag/child_processes.cpp) wait in the same folder.
 class ChildProcesses final : public FreshProcesses {
  public:
+  ChildProcesses();
+  ~ChildProcesses() override;
+  ChildProcesses(const ChildProcesses&) = delete;
+  ChildProcesses& operator=(const ChildProcesses&) = delete;
   std::vector<std::optional<Report>> run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
                                          const HarnessOptions& opts) override;
+  void prepare(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts, int count) override;
+
+ private:
+  struct Waiting;
+  struct Folder;
+  const std::string& folder();
+  std::unique_ptr<Folder> folder_;
+  std::vector<Waiting> waiting_;
+  int made_ = 0;  // reports named in the folder so far
 };
 
 }  // namespace memdiag

@@ -9,6 +9,7 @@
 #include "memdiag/recorder.hpp"
 #include "memdiag/stop_request.hpp"
 
+#include <functional>
 #include <c10/core/Device.h>
 
 #include <atomic>
@@ -65,6 +66,10 @@ struct WorkloadOptions {
   std::vector<Remedy> remedies;
   // A search's tries share one (null: every run builds its model).
   ModelCache* model_cache = nullptr;
+  // Asked for the batch once the model and optimizer are made, before the
+  // first step (HarnessOptions::await_batch); nullopt ends the run
+  // interrupted. Empty: batch_size.
+  std::function<std::optional<int>()> await_batch;
 };
 
 // Runs setup and every step, marking phases on rec, and fills the report's

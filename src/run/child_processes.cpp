@@ -1,0 +1,178 @@
+// The search's fresh processes (memdiag/isolate.hpp's ChildProcesses):
+// children of this process, their reports written into a temporary folder
+// and read back. Prepared ones are started early and wait, their model and
+// optimizer made, for a batch on their stdin: on the H200 a fresh process
+// spent 0.65 s starting LibTorch and CUDA and up to 0.5 s building its model
+// (beta medium) before its first step, which the search otherwise waited
+// for after it knew the answer.
+#include "memdiag/isolate.hpp"
+
+#include "memdiag/errors.hpp"
+#include "memdiag/exit_cleanup.hpp"
+#include "memdiag/report_reader.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace memdiag {
+
+namespace {
+
+// A run's command without its batch and report: two runs with the same key
+// differ in their batch only, so a prepared child of one can run the other.
+std::vector<std::string> key_of(PlannedRun run, const ResolvedPlan& plan, const HarnessOptions& opts) {
+  run.batch = 1;
+  return child_argv(run, plan, opts, "");
+}
+
+// Writes line to a prepared child's stdin. A child that died waiting
+// would make the write raise SIGPIPE, which ends this process by default:
+// the signal is held for the write and taken back if it came.
+bool tell(int fd, const std::string& line) {
+  sigset_t pipe_only, before;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  if (n < 0 && errno == EPIPE) {
+    const timespec none{0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &none) < 0 && errno == EINTR) {
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  return n == static_cast<ssize_t>(line.size());
+}
+
+}  // namespace
+
+struct ChildProcesses::Waiting {
+  int pid = -1;
+  int batch_fd = -1;  // the write end of its stdin
+  std::vector<std::string> key;
+  std::string report;
+};
+
+// POSIX calls, not std::filesystem: libtorch.so exports its own copy of
+// std::filesystem::remove_all, which crashes when it is bound instead of
+// libstdc++'s (seen with torch 2.11); the runner links it.
+struct ChildProcesses::Folder {
+  explicit Folder(std::string p) : path(std::move(p)), cleanup(path, CleanupPath::Kind::kDirectory) {}
+  ~Folder() { ::rmdir(path.c_str()); }
+  std::string path;
+  // A second signal ends this process at once: the folder goes with it.
+  CleanupPath cleanup;
+};
+
+ChildProcesses::ChildProcesses() = default;
+
+// Unused prepared children are waiting for a batch and hold nothing worth
+// keeping: they are killed, then waited for, and what they may have
+// written goes with the folder.
+ChildProcesses::~ChildProcesses() {
+  for (Waiting& w : waiting_) {
+    ::close(w.batch_fd);
+    ::kill(w.pid, SIGKILL);
+  }
+  for (Waiting& w : waiting_) {
+    int status = 0;
+    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    ::unlink(w.report.c_str());
+  }
+}
+
+const std::string& ChildProcesses::folder() {
+  if (!folder_) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/memdiag-max-batch-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      throw Error("--find-max-batch: cannot make a directory for the confirming runs in " + templ + ": " +
+                  std::strerror(errno));
+    }
+    folder_ = std::make_unique<Folder>(templ);
+  }
+  return folder_->path;
+}
+
+void ChildProcesses::prepare(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts,
+                             int count) {
+  for (int i = 0; i < count; ++i) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;  // none prepared: run() starts its own
+    Waiting w;
+    w.key = key_of(base, plan, opts);
+    w.report = folder() + "/run" + std::to_string(++made_) + ".json";
+    std::vector<std::string> argv = child_argv(base, plan, opts, w.report);
+    argv.push_back(kBatchFromStdinFlag);
+    try {
+      w.pid = spawn_child(argv, /*silent=*/true, fds[0]);
+    } catch (const Error&) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return;
+    }
+    ::close(fds[0]);
+    w.batch_fd = fds[1];
+    waiting_.push_back(std::move(w));
+  }
+}
+
+std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
+                                                       const HarnessOptions& opts) {
+  const std::string& dir = folder();
+  // Each run's process: a prepared one of its configuration, told its
+  // batch now, else one started now; all of them side by side (each has
+  // its own limit, and the device room for all).
+  std::vector<int> pids;
+  std::vector<std::string> paths;
+  for (const PlannedRun& run : runs) {
+    const std::vector<std::string> key = key_of(run, plan, opts);
+    auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& w) { return w.key == key; });
+    int pid = -1;
+    if (it != waiting_.end()) {
+      const std::string line = std::to_string(run.batch) + "\n";
+      const bool told = tell(it->batch_fd, line);
+      ::close(it->batch_fd);
+      it->batch_fd = -1;
+      if (told) {
+        pid = it->pid;
+        paths.push_back(it->report);
+      } else {  // it died waiting: reaped here, and a process started instead
+        int status = 0;
+        ::kill(it->pid, SIGKILL);
+        while (::waitpid(it->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+      }
+      waiting_.erase(it);
+    }
+    if (pid < 0) {
+      paths.push_back(dir + "/run" + std::to_string(++made_) + ".json");
+      pid = spawn_child(child_argv(run, plan, opts, paths.back()), /*silent=*/true);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<std::thread> others;
+  for (std::size_t i = 1; i < pids.size(); ++i) {
+    others.emplace_back([&, i] { wait_child(pids[i], opts.stop); });
+  }
+  if (!pids.empty()) wait_child(pids.front(), opts.stop);
+  for (std::thread& t : others) t.join();
+  std::vector<std::optional<Report>> out;
+  for (const std::string& p : paths) {
+    out.push_back(read_report_file(p).report);
+    ::unlink(p.c_str());
+  }
+  return out;
+}
+
+}  // namespace memdiag
