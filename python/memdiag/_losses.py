@@ -10,8 +10,10 @@ after the device has been waited for. Page-locked memory is allocated (a
 call that may synchronise) in chunks that double, the first before the
 first sample, so a long run pays it a handful of times.
 
-A loss in another dtype than float32 is converted on the device on its way
-(a 512-byte temporary the caching allocator serves from its small pool).
+Where the native reading was built (memdiag/_native.py) it copies the
+loss's bytes as they are, whatever the floating dtype. Otherwise a loss in
+another dtype than float32 is converted on the device on its way (a
+512-byte temporary the caching allocator serves from its small pool).
 """
 import torch
 
@@ -21,14 +23,27 @@ _BLOCK = 1024  # slots made as views at a time: unbind() makes them in one call,
 
 
 class LossBuffer:
-    def __init__(self, device):
+    def __init__(self, device, native=None):
+        """native: the native reading's module (memdiag/_native.py), whose
+        Losses makes the same copy without Python's cost (48 us a step on
+        the H200, the host allocator's event record at every copy); its
+        memory is cudaHostAlloc's, outside the pinned figure the recorder
+        reads. A loss it declines (not a float one-element tensor) is kept
+        as below."""
         self._cuda = torch.device(device).type == "cuda"
         self._chunks = []
         self._slots = ()  # views of the next free slots of the last chunk, one element each
         self._used = 0  # slots used in the last chunk
         self._next = 0  # of _slots, the next free one
-        self._kept = []  # per loss added: its value (read on the host), or (chunk, slot) of its copy
-        if self._cuda:
+        # per loss added: its value (read on the host), (chunk, slot) of its copy, or the native slot (an int)
+        self._kept = []
+        self._native = None
+        if self._cuda and native is not None and hasattr(native, "Losses"):
+            try:
+                self._native = native.Losses()
+            except Exception:  # no page-locked memory to be had: the copies below
+                self._native = None
+        if self._cuda and self._native is None:
             self._grow()
 
     def _grow(self):
@@ -44,7 +59,14 @@ class LossBuffer:
 
     def add(self, loss):
         """Keeps `loss` (a one-element tensor or a number); returns its handle."""
+        if self._native is not None:
+            slot = self._native.add(loss)
+            if slot >= 0:
+                self._kept.append(slot)
+                return len(self._kept) - 1
         if self._cuda and isinstance(loss, torch.Tensor) and loss.is_cuda:
+            if not self._chunks:
+                self._grow()
             if self._next == len(self._slots):
                 if self._used == self._chunks[-1].numel():
                     self._grow()
@@ -69,4 +91,6 @@ class LossBuffer:
         """Every loss, in the order added; call after the device has been
         waited for (the copies are done by then)."""
         chunks = [c.tolist() for c in self._chunks]
-        return [chunks[k[0]][k[1]] if isinstance(k, tuple) else k for k in self._kept]
+        native = self._native.values() if self._native is not None else ()
+        return [chunks[k[0]][k[1]] if isinstance(k, tuple) else native[k] if isinstance(k, int) else k
+                for k in self._kept]

@@ -46,6 +46,10 @@ _original_backward = [None]
 _original_scaler_step = [None]
 _oom_observer_attached = set()
 _NO_HOST = (None, None)  # a phase whose host was not read
+# Steady steps whose end reads the device's use though the allocator's
+# reserve did not move: memory made outside the allocator (a library's, a
+# leak through cudaMalloc) shows as a trend at this cadence.
+_DEVICE_EVERY = 10
 _recordings_started = [0]  # recorders started in this process (environment.earlier_runs_in_process)
 
 
@@ -262,13 +266,14 @@ class Recorder:
                                                   "nothing is dumped on the CPU", None))
         self._cuda = isinstance(self._probe, _probe.CudaProbe)
         self._cpu = isinstance(self._probe, _probe.CpuProbe)
-        self._host = _probe.HostReader()
+        native = getattr(self._probe, "native", None)  # memdiag/_native.py's module, on CUDA where it was built
+        self._host = _probe.HostReader(native)
         self._earlier_runs = _recordings_started[0]
         _recordings_started[0] += 1
         # The census's gradients counted natively where the native reading was built.
-        self._gradient_bytes = getattr(getattr(self._probe, "native", None), "gradient_bytes", None)
+        self._gradient_bytes = getattr(native, "gradient_bytes", None)
         self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
-        self._loss_buffer = _losses.LossBuffer(self.device)  # page-locked memory first: its allocation may wait
+        self._loss_buffer = _losses.LossBuffer(self.device, native)  # page-locked memory first: its allocation may wait
         _active[0] = self
         if self.warmup and self.device.type == "cuda":
             before = torch.cuda.memory_allocated(self.device)
@@ -665,14 +670,18 @@ class Recorder:
                 # waited for where a time must be true: every phase with
                 # sync="phase", else once a step, at its end (and in setup).
                 # The device's use at every phase of the first two steps
-                # (cuDNN, NCCL and the like make theirs there), then once a
-                # step, and wherever the allocator's reserve moved. The peak
+                # (cuDNN, NCCL and the like make theirs there), then at the
+                # end of every _DEVICE_EVERY-th step (cudaMemGetInfo costs
+                # about 25 us in a loop on the H200: a steady step's largest
+                # reading), and wherever the allocator's reserve moved. The peak
                 # is reset in the reading's call, unless a walk of the live
                 # tensors follows (it collects garbage first: the next
                 # phase's peak starts after it).
                 reset = not (cleanup and self._kept is not None and step in _kept.WALKED_STEPS)
                 figures = self._probe.figures(step is None or self._sync_phase or (cleanup and self._sync_step),
-                                              self.process_memory, step is None or step < 2 or cleanup, reset)
+                                              self.process_memory,
+                                              step is None or step < 2 or (cleanup and step % _DEVICE_EVERY == 0),
+                                              reset)
             else:
                 figures = self._probe.mark()  # read off the profiler's timeline when recording ends
             # The host where the device's use is read: every phase of setup
@@ -680,9 +689,9 @@ class Recorder:
             # out between forward and backward shows there), then each
             # step's end (what the host keeps, and whether it grows). A
             # reading costs about 10 us on the 2-core machine (a pread of
-            # statm, the host allocator's dict): at every phase it was 20 us
-            # a steady step. HostReader.read says why the end holds the
-            # pinned bytes' most.
+            # statm, the host allocator's dict; one native call on CUDA where
+            # it was built): at every phase it was 20 us a steady step.
+            # HostReader.read says why the end holds the pinned bytes' most.
             host = self._host.read(self._cuda) if step is None or step < 2 or cleanup else _NO_HOST
             elapsed = _perf_counter() * 1000.0 - self._phase_started
             if phase == FORWARD:

@@ -160,6 +160,40 @@ class ReferenceWorkloads(Cuda):
             p.grad = None
         self.assertEqual(native.gradient_bytes(params, 1), 0)
 
+    def test_the_native_host_reading_and_losses_read_what_python_reads(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from memdiag import _losses, _native, _probe
+        native = _native.load()
+        self.assertIsNotNone(native, f"the native allocator reading was not built: {_native.why()}")
+        pinned = torch.empty(3 << 20, pin_memory=True)  # the host allocator holds it
+        statm, held = _probe.HostReader().read(True)   # Python's reading
+        r = _probe.HostReader(native)
+        pages, held_native = r.read(True)
+        self.assertIsInstance(pages, int)
+        self.assertEqual(held_native, held)
+        self.assertEqual(held_native, torch._C._cuda_hostMemoryStats()["allocated_bytes"]["current"])
+        self.assertGreaterEqual(held_native, pinned.numel() * 4)
+        self.assertLess(abs(r.resident_mib(pages) - r.resident_mib(statm)), 64)  # the same process, moments apart
+        self.assertIsNone(r.read(False)[1])
+        # Losses of every floating dtype, more than one chunk of them, read
+        # back as Python reads them; a loss the native copy declines (an
+        # integer) is kept the Python way, in order.
+        buf = _losses.LossBuffer("cuda", native)
+        self.assertIsNotNone(buf._native)
+        expected = []
+        for k in range(2600):
+            dtype = (torch.float32, torch.bfloat16, torch.float16, torch.float64)[k % 4]
+            t = (torch.randn((), device="cuda") * 3).to(dtype)
+            if k % 4 == 3:
+                t = t.reshape(1)  # one element, not a scalar
+            expected.append(float(t.float().item()) if k % 4 != 3 else float(t.item()))
+            buf.add(t)
+        buf.add(7)
+        expected.append(7.0)
+        torch.cuda.synchronize()
+        self.assertEqual(buf.values(), expected)
+        del pinned
+
     def test_out_of_memory_under_a_limit_names_the_failing_phase(self):
         # alpha at a batch whose forward cannot fit 600 MiB (a limit no issue names).
         case = CASES[0]

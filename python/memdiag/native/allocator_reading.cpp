@@ -6,17 +6,27 @@
 // recorder reads. This reads them from the allocator's DeviceStats struct
 // directly and, in the same call, resets the peak for the next phase and
 // asks cudaMemGetInfo where wanted; and counts the census's gradients
-// (gradient_bytes) without a Python object a gradient. Built on first use by
+// (gradient_bytes) without a Python object a gradient; reads the host's
+// figures (host_figures) and keeps each step's loss (Losses) the same way.
+// Built on first use by
 // torch.utils.cpp_extension against the torch that runs the job
 // (memdiag/_native.py); the recorder falls back to the Python API without it.
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <unordered_set>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -87,6 +97,109 @@ std::int64_t gradient_bytes(const py::sequence& params, int device) {
   return total;
 }
 
+// The host at a phase's end (memdiag/_probe.py, HostReader): this
+// process's resident pages, read from /proc/self/statm through `statm_fd`
+// (-1: not read, -1 returned), and the bytes PyTorch's page-locked host
+// allocator holds, in use or cached (pinned: else -1). From Python the
+// latter builds a dict of every host statistic (13 us a step on the H200).
+py::tuple host_figures(int statm_fd, bool pinned) {
+  std::int64_t pages = -1;
+  if (statm_fd >= 0) {
+    char text[128];
+    const ssize_t n = ::pread(statm_fd, text, sizeof text - 1, 0);
+    if (n > 0) {
+      text[n] = '\0';
+      char* end = nullptr;
+      std::strtoll(text, &end, 10);  // the size; the resident set follows
+      const long long resident = std::strtoll(end, nullptr, 10);
+      if (resident >= 0) pages = resident;
+    }
+  }
+  std::int64_t held = -1;
+  if (pinned) held = at::getHostAllocator(at::kCUDA)->get_stats().allocated_bytes.current;
+  return py::make_tuple(pages, held);
+}
+
+// Each step's loss, kept without waiting for the device (memdiag/_losses.py):
+// its bytes copied into page-locked memory on the current stream of its
+// device, read when recording ends, after the device has been waited for.
+// From Python the same copy (a slot's view, copy_ with non_blocking) cost
+// 48 us a step on the H200: the host allocator records an event for its
+// block at every copy. This memory is cudaHostAlloc's, outside PyTorch's
+// host allocator, so it is not in the pinned figure the recorder reads.
+class Losses {
+ public:
+  // The first chunk now, before the first sample: cudaHostAlloc may wait
+  // for the device.
+  Losses() { grow(); }
+  ~Losses() {
+    for (const Chunk& c : chunks_) cudaFreeHost(c.data);
+  }
+  // The slot the loss was copied into, or -1 (not a one-element CUDA
+  // tensor of a floating dtype read here, or the copy failed): the caller
+  // keeps it another way.
+  std::int64_t add(const py::handle& h) {
+    if (!THPVariable_Check(h.ptr())) return -1;
+    const at::Tensor& t = THPVariable_Unpack(h.ptr());
+    if (!t.defined() || !t.is_cuda() || t.numel() != 1 || t.key_set().has(c10::DispatchKey::Python)) return -1;
+    const auto type = t.scalar_type();
+    if (type != at::kFloat && type != at::kDouble && type != at::kHalf && type != at::kBFloat16) return -1;
+    if (used_ == capacity() && !grow()) return -1;
+    char* slot = chunks_.back().data + used_ * sizeof(double);
+    const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream(t.device().index());
+    if (cudaMemcpyAsync(slot, t.const_data_ptr(), t.element_size(), cudaMemcpyDeviceToHost, stream.stream()) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    kept_.push_back(Kept{chunks_.size() - 1, used_, type});
+    ++used_;
+    return static_cast<std::int64_t>(kept_.size()) - 1;
+  }
+  // Every kept loss as a float, in the order added.
+  std::vector<double> values() const {
+    std::vector<double> out;
+    out.reserve(kept_.size());
+    for (const Kept& k : kept_) {
+      const char* p = chunks_[k.chunk].data + k.slot * sizeof(double);
+      switch (k.type) {
+        case at::kFloat: { float v; std::memcpy(&v, p, sizeof v); out.push_back(v); break; }
+        case at::kDouble: { double v; std::memcpy(&v, p, sizeof v); out.push_back(v); break; }
+        case at::kHalf: { c10::Half v; std::memcpy(&v, p, sizeof v); out.push_back(static_cast<float>(v)); break; }
+        default: { c10::BFloat16 v; std::memcpy(&v, p, sizeof v); out.push_back(static_cast<float>(v)); break; }
+      }
+    }
+    return out;
+  }
+
+ private:
+  struct Chunk {
+    char* data;
+    std::size_t slots;
+  };
+  struct Kept {
+    std::size_t chunk;
+    std::size_t slot;
+    at::ScalarType type;
+  };
+  std::size_t capacity() const { return chunks_.empty() ? 0 : chunks_.back().slots; }
+  // A chunk twice the last (1024 slots first); false where none could be had.
+  bool grow() {
+    const std::size_t slots = chunks_.empty() ? 1024 : chunks_.back().slots * 2;
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, slots * sizeof(double), cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    chunks_.push_back(Chunk{static_cast<char*>(p), slots});
+    used_ = 0;
+    return true;
+  }
+  std::vector<Chunk> chunks_;
+  std::size_t used_ = 0;  // slots used in the last chunk
+  std::vector<Kept> kept_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -96,4 +209,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_peak", &reset_peak, py::arg("device"));
   m.def("largest_cached_block", &largest_cached_block, py::arg("device"));
   m.def("gradient_bytes", &gradient_bytes, py::arg("params"), py::arg("device"));
+  m.def("host_figures", &host_figures, py::arg("statm_fd"), py::arg("pinned"));
+  py::class_<Losses>(m, "Losses").def(py::init<>()).def("add", &Losses::add).def("values", &Losses::values);
 }
