@@ -19,3 +19,10 @@ foreach(_memdiag_cost
   string(REGEX REPLACE "^.*=" "" _memdiag_seconds "${_memdiag_cost}")
   set_tests_properties("${_memdiag_name}" PROPERTIES COST ${_memdiag_seconds})
 endforeach()
+
+# The slow tier's discovered member (tests/CMakeLists.txt says what the tier
+# is): every sharded mode's per-rank capacity against the runs that find it,
+# 51-61 s of the 2-core machine.
+# (set, not appended: ctest's script mode has no if(TEST); its suite's label
+# is integration.)
+set_tests_properties("Sharding.ThePerRankCapacityOfEachModeIsWhatRunsFind" PROPERTIES LABELS "integration;slow")
