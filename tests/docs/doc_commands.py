@@ -150,7 +150,9 @@ def inline_commands(path):
 
 
 SCRIPT_CALL = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:python3\s+(?:-c\s|(?:\./)?(?:scripts|python)/)|(?:\./)?scripts/)")
-SUITE_OWN = re.compile(r"^(?:[A-Z_]+=\S+\s+)*scripts/(?:run|test|setup|build)\.sh$")
+# (with their own flags: `scripts/test.sh --all` is the suite itself, run
+# inside it it would start itself again.)
+SUITE_OWN = re.compile(r"^(?:[A-Z_]+=\S+\s+)*scripts/(?:run|test|setup|build)\.sh(?:\s+--[a-z-]+)*$")
 CUDA_PROCEDURE = "a procedure for a CUDA device"
 # Scripts whose work is a CUDA device's unless told --device cpu.
 NEEDS_CUDA = ("reference-procedure.sh", "bench-sweep.sh", "library_model.py", "crosscheck-", "recorder-overhead.py",

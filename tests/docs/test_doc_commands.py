@@ -69,10 +69,13 @@ class Checker(unittest.TestCase):
 
     def test_inline_script_commands_run_on_the_cpu_and_the_rest_are_listed(self):
         rc, out = check("Check with `python3 -c 'print(42)'`; `scripts/run.sh` is the main job, "
-                        "`scripts/fuzz.sh SECONDS` fuzzes, `scripts/bench-sweep.sh batches` times the H200.\n\n"
+                        "`scripts/fuzz.sh SECONDS` fuzzes, `scripts/bench-sweep.sh batches` times the H200, "
+                        "`scripts/test.sh --all` is the whole suite.\n\n"
                         "```sh\ntrue\n```\n")
         self.assertEqual(rc, 0, out)
-        self.assertIn("1 inline commands run, 0 failed; 3 examples not run", out)
+        # The suite's own command with its flags is not run (inside the
+        # suite it would start the suite again).
+        self.assertIn("1 inline commands run, 0 failed; 4 examples not run", out)
         self.assertIn("the suite's own command", out)
         self.assertIn("a procedure for a CUDA device", out)
         rc, out = check("Then `python3 -c 'import sys; sys.exit(3)'` says no.\n\n```sh\ntrue\n```\n")
