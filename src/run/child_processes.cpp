@@ -157,7 +157,20 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
     }
     if (pid < 0) {
       paths.push_back(dir + "/run" + std::to_string(++made_) + ".json");
-      pid = spawn_child(child_argv(run, plan, opts, paths.back()), /*silent=*/true);
+      try {
+        pid = spawn_child(child_argv(run, plan, opts, paths.back()), /*silent=*/true);
+      } catch (const Error&) {
+        // None is left running behind the error: those told or started
+        // already are stopped and waited for, their files removed.
+        for (std::size_t i = 0; i < pids.size(); ++i) {
+          ::kill(pids[i], SIGKILL);
+          int status = 0;
+          while (::waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
+          }
+          ::unlink(paths[i].c_str());
+        }
+        throw;
+      }
     }
     pids.push_back(pid);
   }

@@ -6,11 +6,18 @@
 #include "process.hpp"
 #include "test_paths.hpp"
 
+#include "memdiag/errors.hpp"
 #include "memdiag/exit_code.hpp"
+#include "memdiag/isolate.hpp"
 #include "memdiag/max_batch.hpp"
 #include "memdiag/run_plan.hpp"
 
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -194,4 +201,42 @@ TEST(MaxBatchSearch, OnCudaTheTracedTryIsAQuarterOfTheAnswerAndTheChecksShareThe
   EXPECT_EQ(search(narrow, fresh2, d2).exit_code, to_int(ExitCode::kOk));
   EXPECT_EQ(fresh2.asked, (std::vector<std::vector<std::int64_t>>{{1800}, {1801}}));
   EXPECT_TRUE(fresh2.prepared.empty());
+}
+
+// The real fresh processes with a program that cannot start: prepare()
+// starts none and says nothing (the check starts its own), run() is one
+// memdiag::Error naming the program, and the folder of their reports goes
+// with the object.
+TEST(ChildProcesses, AProgramThatCannotStartIsOneErrorAndLeavesNothing) {
+  TempDir d;
+  const std::string tmp = d.file("tmp");
+  ASSERT_EQ(::mkdir(tmp.c_str(), 0755), 0);
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before ? before : "";
+  ::setenv("TMPDIR", tmp.c_str(), 1);
+  FakeExecutor ex;
+  HarnessOptions opts = search_options(d, ex.limit_mib);
+  opts.self_exe = d.file("no-such-runner");
+  const ResolvedPlan plan = resolve_plan(opts, ex);
+  {
+    ChildProcesses children;
+    children.prepare(plan.runs.front(), plan, opts, 2);
+    PlannedRun a = plan.runs.front(), b = plan.runs.front();
+    a.batch = 7;
+    b.batch = 8;
+    try {
+      children.run({a, b}, plan, opts);
+      ADD_FAILURE() << "a program that cannot start ran";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no-such-runner"), std::string::npos) << e.what();
+    }
+  }
+  if (before) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  std::size_t left = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp)) ++left;
+  EXPECT_EQ(left, 0u) << "the reports' folder was left behind";
 }
