@@ -201,7 +201,7 @@ TEST(FindMaxBatch, RefusesWhatItCannotSearch) {
 TEST(FindMaxBatch, AnInterruptedSearchKeepsWhatItFound) {
   TempDir d;
   const pid_t pid = spawn({MEMDIAG_DIAGNOSTICS_EXE, "--device", "cpu", "--case", "alpha", "--preset", "medium",
-                           "--find-max-batch", "--memory-limit-mib", "4000", "-o", d.file("max.json")},
+                           "--find-max-batch", "--memory-limit-mib", "1000", "-o", d.file("max.json")},
                           "/dev/null", d.file("stdout"), d.file("stderr"));
   // Interrupt once tries have fitted: the second (traced, where the lines
   // through the first put a quarter of the answer) is under way or done.
