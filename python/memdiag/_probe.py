@@ -89,8 +89,9 @@ class CudaProbe:
         bytes moved since, the way the device's use moves in a steady loop
         (the recorder asks at every phase of the first steps, where
         libraries make their memory outside the allocator, and at every
-        tenth step's end after them). `reset_peak`: the peak starts again from allocated,
-        after the reading (what begin_phase() does), in the same call."""
+        tenth step's end after them). `reset_peak`: the peak starts again
+        from allocated, after the reading (what begin_phase() does), in the
+        same call."""
         if sync:
             self.sync()
         native = self.native
@@ -473,11 +474,10 @@ class HostReader:
 
     def read(self, pinned):
         """(statm's text, or the resident pages natively, or None; pinned
-        bytes or None). `pinned`: ask the
-        host allocator too (a dict of its statistics built in Python);
-        its bytes grow only when a pinned block is made and fall only at
-        its empty_cache, so a reading at each step's end holds the step's
-        most."""
+        bytes or None). `pinned`: ask the host allocator too (natively where
+        built, else a dict of its statistics built in Python); its bytes
+        grow only when a pinned block is made and fall only at its
+        empty_cache, so a reading at each step's end holds the step's most."""
         if self._native is not None:
             try:
                 pages, held = self._native(-1 if self._fd is None else self._fd, bool(pinned))

@@ -673,8 +673,8 @@ class Recorder:
                 # (cuDNN, NCCL and the like make theirs there), then at the
                 # end of every _DEVICE_EVERY-th step (cudaMemGetInfo costs
                 # about 25 us in a loop on the H200: a steady step's largest
-                # reading), and wherever the allocator's reserve moved. The peak
-                # is reset in the reading's call, unless a walk of the live
+                # reading), and wherever the allocator's reserve moved. The
+                # peak is reset in the reading's call, unless a walk of the live
                 # tensors follows (it collects garbage first: the next
                 # phase's peak starts after it).
                 reset = not (cleanup and self._kept is not None and step in _kept.WALKED_STEPS)

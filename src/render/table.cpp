@@ -4,8 +4,8 @@
 #include "memdiag/format.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <filesystem>
+#include <limits>
 #include <set>
 
 namespace memdiag {

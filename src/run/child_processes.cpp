@@ -53,6 +53,13 @@ bool tell(int fd, const std::string& line) {
   return n == static_cast<ssize_t>(line.size());
 }
 
+// Waits for a child that was killed (its exit status says nothing here).
+void reap(int pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
 }  // namespace
 
 struct ChildProcesses::Waiting {
@@ -84,9 +91,7 @@ ChildProcesses::~ChildProcesses() {
     ::kill(w.pid, SIGKILL);
   }
   for (Waiting& w : waiting_) {
-    int status = 0;
-    while (::waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    reap(w.pid);
     ::unlink(w.report.c_str());
   }
 }
@@ -148,10 +153,8 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
         pid = it->pid;
         paths.push_back(it->report);
       } else {  // it died waiting: reaped here, and a process started instead
-        int status = 0;
         ::kill(it->pid, SIGKILL);
-        while (::waitpid(it->pid, &status, 0) < 0 && errno == EINTR) {
-        }
+        reap(it->pid);
       }
       waiting_.erase(it);
     }
@@ -164,9 +167,7 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
         // already are stopped and waited for, their files removed.
         for (std::size_t i = 0; i < pids.size(); ++i) {
           ::kill(pids[i], SIGKILL);
-          int status = 0;
-          while (::waitpid(pids[i], &status, 0) < 0 && errno == EINTR) {
-          }
+          reap(pids[i]);
           ::unlink(paths[i].c_str());
         }
         throw;

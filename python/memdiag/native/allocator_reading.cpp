@@ -8,8 +8,8 @@
 // asks cudaMemGetInfo where wanted; and counts the census's gradients
 // (gradient_bytes) without a Python object a gradient; reads the host's
 // figures (host_figures) and keeps each step's loss (Losses) the same way.
-// Built on first use by
-// torch.utils.cpp_extension against the torch that runs the job
+// Built on first use by torch.utils.cpp_extension against the torch that
+// runs the job
 // (memdiag/_native.py); the recorder falls back to the Python API without it.
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <unordered_set>
 #include <vector>
 
