@@ -7,10 +7,12 @@ detached keeps every step's graph through its grad_fn).
 
 The live tensors are found by walking the garbage collector's objects
 (after a collection), which costs time in proportion to the process's
-Python objects, so only a few cleanups are walked: those of steps 1 to 4
-(step 0 makes the optimizer's
-state). Something new at two consecutive walks, with the same shape, is
-kept every step. A walk's cost is the collector's objects, most of them a
+Python objects, so only a few cleanups are walked: those of steps 0 to 4.
+Step 0's walk is the baseline (what it made, the optimizer's state among
+it, is never called kept): a tensor new at step 1's walk and alive at step
+2's was kept across a step, so a run of three steps can name it, and from
+four steps on the same kind must be kept in the last two windows (kept
+every step, not once). A walk's cost is the collector's objects, most of them a
 library's (torch's and transformers' modules, classes and functions): a
 full collection and a scan of them cost 0.1 to 0.2 s a walk in a process
 that has imported torch alone. So when recording starts the process's
@@ -27,7 +29,7 @@ import weakref
 
 import torch
 
-WALKED_STEPS = (1, 2, 3, 4)
+WALKED_STEPS = (0, 1, 2, 3, 4)
 MAX_TENSOR_RECORDS = 5
 _GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
 _MIB = float(1 << 20)
@@ -96,6 +98,7 @@ class KeptTracker:
         # Tensors in reference cycles (a non-leaf and its graph) linger
         # until a collection: they are not kept, only not yet freed.
         gc.collect()
+        baseline = self._alive_before is None  # the first walk: nothing is new yet, no window
         owned = None  # the storages of the model's state, once a tensor needs telling from them
         roots = []  # the autograd nodes of the live tensors that are not the model's state
         alive = {}
@@ -141,7 +144,7 @@ class KeptTracker:
                 count, nbytes, _ = kept.get(sig, (0, 0, record))
                 kept[sig] = (count + 1, nbytes + key[3], record)
             self._kept_by_window.append(kept)
-        self._born = born
+        self._born = None if baseline else born
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
         self._outputs = {}

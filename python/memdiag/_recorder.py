@@ -1015,7 +1015,7 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     steps 0 and 1, then one step in `every`; default: every one of the first
     100 steps, then one in 100, so that a long job's report stays readable;
     1: every step), kept (default True: the live tensors are walked at the
-    cleanups of steps 1 to 4, and what the loop keeps every step is named in
+    cleanups of steps 0 to 4, and what the loop keeps every step is named in
     the report: the tensors' shape, dtype, the model output they are and the
     line that called the model; a graph that outlives its step;
     backward(retain_graph=True); False: not looked for), modules (default

@@ -269,7 +269,22 @@ class Kept(unittest.TestCase):
         self.assertTrue(any("the logits of DictLM (32 x 64 x 97 float32" in e for e in v["evidence"]), v["evidence"])
         self.assertFalse(any("is stable" in n for n in v["not_helpful"]), v["not_helpful"])
 
+    def test_outputs_kept_are_named_in_runs_of_three_and_four_steps(self):
+        # The walks start at step 0's cleanup: a short run names what it keeps too.
+        for steps in (3, 4):
+            out, r = self.record("outputs", steps=steps)
+            records = self.kept_records(r)
+            self.assertEqual([(k["shape"], k["made_by"]) for k in records], [([32, 64, VOCAB], "logits of DictLM")],
+                             (steps, records))
+            v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                          text=True).stdout)["groups"][0]
+            self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"),
+                            (steps, v["response"]))
+
     def test_a_running_sum_of_losses_is_named_a_graph_that_outlives_its_step(self):
+        for steps in (3, 4):
+            whats = [k["what"] for k in self.kept_records(self.record("sum", steps=steps)[1])]
+            self.assertIn("graph", whats, steps)
         out, r = self.record("sum")
         whats = [k["what"] for k in self.kept_records(r)]
         self.assertIn("graph", whats)
