@@ -23,7 +23,7 @@ where it is bound by launches, it is what the loop pays.
 
 The recorder's once-a-job work inside the loop falls in its first 5 steps
 (the modules' readings at steps 0 and 1, the walks of the live tensors at
-the cleanups of steps 1 to 4): every loop (plain and recorded) also waits
+the cleanups of steps 0 to 4): every loop (plain and recorded) also waits
 for the device after its step 4, and the last columns give the steady
 steps apart (steps 5 on, each mode against the plain loop's steps 5 on, the
 recorder's own host time a step there) and what the first 5 steps cost
