@@ -2,6 +2,7 @@
 """--find-max-batch against a Lightning-style binary search on the same job.
 
     scripts/bench-batch-search.py CASE PRESET STEPS LIMIT_MIB [--device cuda] [--bin build/bin]
+                                  [--repeat N]
 
 Runs `memory_diagnostics --find-max-batch` (its tries, then the answer and
 the answer + 1 in fresh processes) and times the whole command; then, in
@@ -15,9 +16,13 @@ between trials), under the same memory limit
 trials by default; here it runs to a gap of one sample so both answer the
 same question. Prints one line per search and the ratio of their times.
 
-The Python job is the case's MLP (Linear and activation blocks, the case's
-optimizer and graph lifetime); batch-size ramps (epsilon) and transformers
-(delta) are refused.
+Each side runs --repeat times (default 3), interleaved, and its median
+is taken (every time printed). memdiag's time is the whole command. Each
+Python search runs in a process of its own and is timed two ways: the
+search alone (its model and optimizer already built in a started process,
+as Lightning's tuner has them; the ratio is taken against this), and the
+whole command (Python's start, torch's import, CUDA's start and the
+model's build, then the search), which is how memdiag's is timed.
 """
 import argparse
 import gc
@@ -122,7 +127,24 @@ def binsearch(job, steps, limit_trials=10**6):
     return low, count
 
 
+def python_search(spec, steps, limit_mib, device_name):
+    """The Lightning-style search in this process: (answer, trials, seconds of the search alone)."""
+    device = torch.device(device_name)
+    if device.index is None:  # the memory fraction wants an index
+        device = torch.device(device.type, torch.cuda.current_device())
+    total = torch.cuda.get_device_properties(device).total_memory / 2**20
+    torch.cuda.set_per_process_memory_fraction(limit_mib / total, device)
+    job = Job(spec, device)
+    t0 = time.perf_counter()
+    found, trials = binsearch(job, steps)
+    return found, trials, time.perf_counter() - t0
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--python-only":  # a Python search's own process
+        spec_file, steps, limit, device = sys.argv[2:6]
+        print(json.dumps(python_search(json.load(open(spec_file)), int(steps), float(limit), device)))
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("case")
     ap.add_argument("preset")
@@ -130,25 +152,35 @@ def main():
     ap.add_argument("limit_mib", type=float)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--bin", default=os.path.join(os.environ.get("MEMDIAG_BUILD_DIR", "build"), "bin"))
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each side, their medians compared")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("bench-batch-search: needs CUDA (the limit is a memory fraction of the device)")
-    found, tries, confirmed, md_s = memdiag_search(a.bin, a.case, a.preset, a.steps, a.limit_mib, a.device)
-    spec = case_of(a.bin, a.case, a.preset, a.device)
-    device = torch.device(a.device)
-    if device.index is None:  # the memory fraction wants an index
-        device = torch.device(device.type, torch.cuda.current_device())
-    total = torch.cuda.get_device_properties(device).total_memory / 2**20
-    torch.cuda.set_per_process_memory_fraction(a.limit_mib / total, device)
-    job = Job(spec, device)
-    t0 = time.perf_counter()
-    py_found, trials = binsearch(job, a.steps)
-    py_s = time.perf_counter() - t0
+    spec_file = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump(case_of(a.bin, a.case, a.preset, a.device), spec_file)
+    spec_file.close()
+    md, alone, whole = [], [], []
+    for _ in range(max(1, a.repeat)):
+        md.append(memdiag_search(a.bin, a.case, a.preset, a.steps, a.limit_mib, a.device))
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--python-only", spec_file.name,
+                              str(a.steps), str(a.limit_mib), a.device], check=True, capture_output=True, text=True)
+        whole.append(time.perf_counter() - t0)
+        alone.append(json.loads(out.stdout))
+    os.unlink(spec_file.name)
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    each = lambda xs: f" (the median of {len(xs)}: {', '.join(f'{t:.2f}' for t in sorted(xs))})" if len(xs) > 1 else ""
+    found, tries, confirmed, _ = md[0]
+    md_s, py_s, whole_s = median([r[3] for r in md]), median([r[2] for r in alone]), median(whole)
+    py_found, trials = alone[0][0], alone[0][1]
     print(f"{a.case} {a.preset}, {a.steps} steps, {a.limit_mib:g} MiB")
     print(f"  memory_diagnostics --find-max-batch: {found} ({'confirmed' if confirmed else 'not confirmed'} in fresh"
-          f" processes), {tries} tries, {md_s:.2f} s for the whole command")
-    print(f"  Lightning-style binsearch in Python: {py_found}, {trials} trials, {py_s:.2f} s")
+          f" processes), {tries} tries, {md_s:.2f} s for the whole command{each([r[3] for r in md])}")
+    print(f"  Lightning-style binsearch in Python: {py_found}, {trials} trials, {py_s:.2f} s for the search alone"
+          f"{each([r[2] for r in alone])}")
     print(f"  time ratio memdiag / Python: {md_s / py_s:.2f}x")
+    print(f"  the Python search as a whole command (start, import, model, search): {whole_s:.2f} s{each(whole)};"
+          f" ratio {md_s / whole_s:.2f}x")
 
 
 if __name__ == "__main__":

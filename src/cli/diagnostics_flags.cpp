@@ -272,8 +272,8 @@ void define_flags(CLI::App& app, Flags& f, memdiag::DiagnosticsOptions& diag) {
   app.add_flag("--find-max-batch", opts.find_max_batch,
                "Search the largest batch that completes the steps within --memory-limit-mib (CUDA: or the device): "
                "one sample, then (under a limit) a traced try whose replay of the allocator names the answer, "
-               "checked with the batch above it in fresh processes side by side (started as the search starts, so "
-               "they have made their model when the answer is known); where they disagree, tries guided "
+               "checked with the batch above it in fresh processes side by side (started before the search starts "
+               "its own, so they have made their model when the answer is known); where they disagree, tries guided "
                "by the capacity model until a gap of one sample, confirmed the same way. Writes that batch's report "
                "with the search in it (default <case>-max-batch.json); exit 3 if one sample does not fit")
       ->group(capacity);

@@ -83,11 +83,11 @@ int run_harness(const HarnessOptions& opts, Executor& executor) {
   obs.session_started(SessionInfo{plan.launch ? plan.launch->rank : 0, plan.launch ? plan.launch->world_size : 1,
                                   plan.device.str()});
   if (opts.isolate) return run_isolated(plan, opts, obs);
-  if (const std::optional<int> failed = executor.open_session(plan, opts, obs)) return *failed;
   if (opts.find_max_batch) {
     ChildProcesses children;
-    return run_max_batch_search(plan, opts, executor, children, obs);
+    return run_max_batch_search(plan, opts, executor, children, obs);  // opens the session itself
   }
+  if (const std::optional<int> failed = executor.open_session(plan, opts, obs)) return *failed;
   return plan.runs.size() == 1 ? run_single(plan, opts, executor, obs) : run_sweep(plan, opts, executor, obs);
 }
 

@@ -92,6 +92,31 @@ std::optional<RunStatus> status_of(const std::optional<Report>& r) {
   return r ? std::optional<RunStatus>(r->status) : std::nullopt;
 }
 
+// The search's first batch: one sample, or K under gradient accumulation
+// over K micro-batches, which needs K (max_batch 0 then means not even K
+// fit).
+std::int64_t first_try_batch(const PlannedRun& base) {
+  const auto acc = find_remedy(base.remedies, RemedyKind::kAccumulate);
+  return acc ? std::max<std::int64_t>(1, acc->param) : 1;
+}
+
+// Under a limit the answer is checked in fresh processes, two side by
+// side: they are started before this process opens its session, to make
+// their process, context and model while this one does the same and runs
+// its tries, and wait for their batch (FreshProcesses::prepare). On CUDA
+// only where the device has room for this process's limit and two waiting
+// processes beside two limits, each process's own memory taken as
+// kProcessOwnMib until one is measured.
+void prepare_confirmations(const ResolvedPlan& plan, const HarnessOptions& opts, Executor& executor,
+                           FreshProcesses& fresh) {
+  if (!opts.memory_limit_mib || (opts.stop != nullptr && opts.stop->requested())) return;
+  constexpr double kProcessOwnMib = 1024;  // the H200's context and workspaces: about 750
+  if (plan.device.is_cuda() && 3 * *opts.memory_limit_mib + 3 * kProcessOwnMib > executor.device_total_mib()) return;
+  PlannedRun run = plan.runs.front();
+  run.batch = static_cast<int>(first_try_batch(run));
+  fresh.prepare(run, plan, opts, 2);
+}
+
 Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts,
                      const CapacitySearch& c, RunObserver& obs, FreshProcesses& fresh, bool parallel) {
   Confirmation out;
@@ -145,10 +170,7 @@ class Search {
     const Budget b = budget_for(opts, executor);
     c_.limit_mib = b.limit_mib;
     c_.limit_source = b.source;
-    // Gradient accumulation over K micro-batches needs K samples: its
-    // search starts at K (and max_batch 0 then means not even K fit).
-    const auto acc = find_remedy(base_.remedies, RemedyKind::kAccumulate);
-    first_ = acc ? std::max<std::int64_t>(1, acc->param) : 1;
+    first_ = first_try_batch(base_);
     executor_.share_model_builds(true);
   }
   ~Search() { executor_.share_model_builds(false); }
@@ -158,7 +180,6 @@ class Search {
   int run() {
     obs_.search_started(SearchHeading{base_.spec.name, base_.preset, plan_.device.str(), base_.steps, c_.limit_mib,
                                       c_.limit_source});
-    prepare_confirmations();
     // The first try; under a limit, the replay's answer checked in fresh
     // processes; else where the capacity model over the tries so far says
     // the answer is, until the bracket closes (search_guide.hpp).
@@ -193,21 +214,6 @@ class Search {
   bool side_by_side(std::optional<double> outside) const {
     if (!plan_.device.is_cuda()) return true;
     return outside && 2 * c_.limit_mib + 3 * *outside <= executor_.device_total_mib();
-  }
-
-  // Under a limit the answer is checked in fresh processes, two side by
-  // side: they are started now, to make their model while the tries run,
-  // and wait for their batch (FreshProcesses::prepare). On CUDA only where
-  // the device has room for this process's limit and two waiting processes
-  // beside two limits, each process's own memory taken as
-  // kProcessOwnMib until one is measured.
-  void prepare_confirmations() {
-    if (c_.limit_source != CapacitySearch::LimitSource::kMemoryLimit) return;
-    constexpr double kProcessOwnMib = 1024;  // the H200's context and workspaces: about 750
-    if (plan_.device.is_cuda() && 3 * c_.limit_mib + 3 * kProcessOwnMib > executor_.device_total_mib()) return;
-    PlannedRun run = base_;
-    run.batch = static_cast<int>(first_);
-    fresh_.prepare(run, plan_, opts_, 2);
   }
 
   // A traced try where the lines through the tries so far put a quarter of
@@ -411,6 +417,8 @@ class Search {
 
 int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Executor& executor,
                          FreshProcesses& fresh, RunObserver& obs) {
+  prepare_confirmations(plan, opts, executor, fresh);
+  if (const std::optional<int> failed = executor.open_session(plan, opts, obs)) return *failed;
   return Search(plan, opts, executor, fresh, obs).run();
 }
 

@@ -68,6 +68,20 @@ WorkloadOptions workload_options(const PlannedRun& run, const ResolvedPlan& plan
   return w;
 }
 
+}  // namespace
+
+void build_first_model_ahead(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session) {
+  if (!plan.device.is_cuda() || plan.launch || plan.runs.empty() ||
+      (plan.runs.size() != 1 && !opts.find_max_batch)) {
+    return;
+  }
+  auto cache = std::make_unique<ModelCache>();
+  cache->keep_builds = opts.find_max_batch;
+  if (build_model_ahead(workload_options(plan.runs.front(), plan, opts), *cache)) session.model_cache = std::move(cache);
+}
+
+namespace {
+
 // Joins the process group (at the first run) when launched as a rank, runs
 // the workload, and records how it ended. Any failure becomes an error event
 // and status failed, so a report is always written.

@@ -19,6 +19,12 @@ namespace memdiag::detail {
 Report run_configuration(const PlannedRun& run, const ResolvedPlan& plan, const HarnessOptions& opts,
                          Session& session, RunObserver& obs, bool live);
 
+// On CUDA, where the plan is one run (or a search's tries): its model built
+// on the host in a thread of its own while this process starts CUDA
+// (build_model_ahead), into session.model_cache, which the run takes it
+// from. A search's cache then keeps that build for its later tries.
+void build_first_model_ahead(const ResolvedPlan& plan, const HarnessOptions& opts, Session& session);
+
 // c10 errors carry a backtrace after the first line; users need the first.
 std::string first_line(const std::string& what);
 

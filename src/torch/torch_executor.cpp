@@ -68,6 +68,8 @@ std::optional<int> TorchExecutor::open_session(const ResolvedPlan& plan, const H
       return to_int(ExitCode::kFailed);
     }
   }
+  // The model built on the host while CUDA starts, before the probe that starts it.
+  detail::build_first_model_ahead(plan, opts, session);
   try {
     session.probe = make_probe(plan, opts, session);
   } catch (const std::exception& e) {
@@ -141,6 +143,8 @@ double TorchExecutor::device_total_mib() { return cuda_device_info(device_index_
 std::optional<std::int64_t> TorchExecutor::limit_bytes() const { return session_->limit_bytes; }
 
 void TorchExecutor::share_model_builds(bool on) {
+  // A search's build ahead (open_session) is its first build.
+  if (on && session_->model_cache != nullptr && session_->model_cache->keep_builds) return;
   session_->model_cache = on ? std::make_unique<ModelCache>() : nullptr;
 }
 

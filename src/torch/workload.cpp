@@ -184,6 +184,25 @@ void warm_up(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, R
 
 bool interrupted(const StopRequest* stop) { return stop != nullptr && stop->requested(); }
 
+// at::manual_seed (ATen/Context.h) in its two halves: the accelerator's
+// generators (every device's), and the CPU's.
+void seed_accelerators(std::uint64_t seed) {
+  const auto type = at::getAccelerator();
+  if (!type) return;
+  const auto devices = at::globalContext().getAcceleratorHooksInterface(type).deviceCount();
+  for (c10::DeviceIndex i = 0; i < static_cast<c10::DeviceIndex>(devices); ++i) {
+    at::Generator gen = at::globalContext().defaultGenerator(c10::Device(*type, i));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(seed);
+  }
+}
+
+void seed_cpu(std::uint64_t seed) {
+  at::Generator gen = at::globalContext().defaultGenerator(c10::DeviceType::CPU);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
 // One run's training state, built and stepped one phase at a time; each
 // method does one phase's work and records its sample. `phase` (owned by the
 // caller, so it outlives this object) says where an out-of-memory error
@@ -198,7 +217,10 @@ struct ModelCache::Kept {
   std::vector<std::pair<torch::Tensor, torch::Tensor>> linears;
 };
 ModelCache::ModelCache() = default;
-ModelCache::~ModelCache() = default;
+ModelCache::~ModelCache() { wait(); }
+void ModelCache::wait() {
+  if (ahead.joinable()) ahead.join();
+}
 
 namespace {
 
@@ -208,15 +230,48 @@ std::string model_key(const ModelSpec& m) {
          std::to_string(static_cast<int>(m.dtype));
 }
 
+// Builds m from the CPU generator's state now and keeps the build, with
+// the states before and after it, in cache. on_device: the runs move the
+// model to a device, which makes new tensors there and leaves the host's
+// as built, so the kept ones are the build's own; on the CPU a run trains
+// its host tensors in place, and the kept ones are copies.
+torch::nn::Sequential build_and_keep(const ModelSpec& m, ModelCache& cache, bool on_device) {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  torch::Tensor before;
+  {
+    HostStaging host;
+    before = gen.get_state();
+  }
+  torch::nn::Sequential built = build_model(m);
+  ++cache.builds;
+  auto kept = std::make_unique<ModelCache::Kept>();
+  {
+    HostStaging host;
+    kept->key = model_key(m);
+    kept->before = before;
+    kept->after = gen.get_state();
+    for (const auto& child : built->children()) {
+      if (auto* linear = child->as<torch::nn::LinearImpl>()) {
+        kept->linears.emplace_back(on_device ? linear->weight.detach() : linear->weight.detach().clone(),
+                                   on_device ? linear->bias.detach() : linear->bias.detach().clone());
+      }
+    }
+  }
+  cache.kept = std::move(kept);
+  return built;
+}
+
 // The model a build from the CPU generator's state now would make, built
 // or copied (memdiag/workload.hpp, ModelCache). A copy is the MLP's
 // modules made at one input and output each, outside any count, then each
 // Linear given a copy of the kept weight and bias in the order a build
 // makes them: the same tensors asked of the allocator in the same order,
 // without drawing 67 M numbers again. The generator's states and the kept
-// tensors are host memory, outside a CPU run's count.
-torch::nn::Sequential build_or_copy(const ModelSpec& m, ModelCache* cache) {
+// tensors are host memory, outside a CPU run's count. on_device: as for
+// build_and_keep; a run on the CPU gets copies of the kept tensors.
+torch::nn::Sequential build_or_copy(const ModelSpec& m, ModelCache* cache, bool on_device) {
   if (cache == nullptr || m.kind == ModelKind::kTransformer) return build_model(m);
+  cache->wait();
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   torch::Tensor now;
   {
@@ -237,30 +292,17 @@ torch::nn::Sequential build_or_copy(const ModelSpec& m, ModelCache* cache) {
     for (const auto& child : copy->children()) {
       auto* linear = child->as<torch::nn::LinearImpl>();
       if (linear == nullptr) continue;
-      linear->weight.set_data(k->linears[i].first.clone());
-      linear->bias.set_data(k->linears[i].second.clone());
-      ++i;
+      const auto& [weight, bias] = k->linears[i++];
+      linear->weight.set_data(on_device ? weight : weight.clone());
+      linear->bias.set_data(on_device ? bias : bias.clone());
     }
     gen.set_state(k->after);
     ++cache->copies;
+    if (!cache->keep_builds) cache->kept.reset();  // taken: the run's model holds it now
     return copy;
   }
-  torch::nn::Sequential built = build_model(m);
-  ++cache->builds;
-  auto kept = std::make_unique<ModelCache::Kept>();
-  {
-    HostStaging host;
-    kept->key = model_key(m);
-    kept->before = now;
-    kept->after = gen.get_state();
-    for (const auto& child : built->children()) {
-      if (auto* linear = child->as<torch::nn::LinearImpl>()) {
-        kept->linears.emplace_back(linear->weight.detach().clone(), linear->bias.detach().clone());
-      }
-    }
-  }
-  cache->kept = std::move(kept);
-  return built;
+  if (!cache->keep_builds) return build_model(m);
+  return build_and_keep(m, *cache, on_device);
 }
 
 class Training {
@@ -288,7 +330,7 @@ class Training {
     {
       std::optional<HostStaging> host;
       if (by_unit || split_layers) host.emplace();
-      model_ = build_or_copy(mspec_, by_unit || split_layers ? nullptr : o_.model_cache);
+      model_ = build_or_copy(mspec_, by_unit || split_layers ? nullptr : o_.model_cache, o_.device.is_cuda());
     }
     // The model's size as built, read from its tensors (before the move, so
     // a report of weights that did not fit the device still has it) rather
@@ -646,7 +688,18 @@ RunStatus run_workload(const WorkloadOptions& given, MemoryProbe& probe, Recorde
                        const StopRequest* interrupt) {
   // The batch may come after setup (await_batch): Training reads it here.
   WorkloadOptions o = given;
-  torch::manual_seed(o.seed);
+  // Seeded as torch::manual_seed seeds, in two halves: a CUDA run's model
+  // may still be being built ahead on the host (build_model_ahead), with
+  // the CPU's generator, while the warm-up draws from the device's; the
+  // CPU's is seeded once that build is done. Every generator ends where
+  // torch::manual_seed before the warm-up leaves it.
+  seed_accelerators(o.seed);
+  const auto seed_host = [&] {
+    if (given.model_cache != nullptr) given.model_cache->wait();
+    seed_cpu(o.seed);
+  };
+  const bool warm_up_first = o.device.is_cuda();
+  if (!warm_up_first) seed_host();
   const Effective e = effective(o);
   Phase phase = Phase::kSetup;
   // The last phase's scope in the allocator's history ends with the run.
@@ -657,6 +710,7 @@ RunStatus run_workload(const WorkloadOptions& given, MemoryProbe& probe, Recorde
   std::optional<std::pair<std::int64_t, std::optional<std::int64_t>>> inputs_at_failure;
   try {
     if (o.warm_up_kernels) warm_up(o, e, probe, rec);
+    if (warm_up_first) seed_host();
     if (e.empty_cache && !o.device.is_cuda()) {
       rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
                           "empty-cache: not applicable on the CPU (no caching allocator to empty)", std::nullopt));
@@ -709,6 +763,27 @@ RunStatus run_workload(const WorkloadOptions& given, MemoryProbe& probe, Recorde
     rec.add_event(std::move(event));
     return RunStatus::kOom;
   }
+}
+
+bool build_model_ahead(const WorkloadOptions& o, ModelCache& cache) {
+  if (o.comm != nullptr) return false;
+  ModelSpec m;
+  try {
+    m = effective(o).model;
+  } catch (const std::exception&) {
+    return false;  // the run says what is wrong with it
+  }
+  if (m.kind == ModelKind::kTransformer) return false;
+  cache.wait();
+  cache.ahead = std::thread([&cache, m, seed = o.seed] {
+    try {
+      seed_cpu(seed);  // as run_workload seeds it
+      (void)build_and_keep(m, cache, /*on_device=*/true);
+    } catch (...) {
+      cache.kept.reset();  // the run builds its own, and meets what failed here itself
+    }
+  });
+  return true;
 }
 
 }  // namespace memdiag

@@ -123,6 +123,42 @@ TEST(CudaDiagnostics, ASweepInOneProcessEqualsSeparateProcesses) {
   }
 }
 
+// A run alone on CUDA builds its model on the host while the process starts
+// CUDA (build_model_ahead) and takes that build; a sweep's runs build their
+// own in the run. The first run of a sweep is otherwise the run alone: the
+// same weights (every step's loss and the trained weights' sums, to the
+// bit) and the same requests of the allocator.
+TEST(CudaDiagnostics, AModelBuiltWhileCudaStartsIsTheModelTheRunWouldBuild) {
+  REQUIRE_CUDA();
+  TempDir d;
+  for (const std::string c : {"alpha", "beta", "gamma"}) {
+    const std::vector<std::string> flags{"--case", c, "--preset", "small", "--steps", "3"};
+    std::vector<std::string> alone_args = flags;
+    alone_args.insert(alone_args.end(), {"--batch-size-per-device", "16"});
+    const Report alone = run_cuda(d, c + "-alone", alone_args);
+    std::vector<std::string> sweep{kCudaExe, "--device", "cuda", "--quiet", "--output-dir", d.file(c + "-sweep"),
+                                   "--batch-size-per-device", "16,17"};
+    sweep.insert(sweep.end(), flags.begin(), flags.end());
+    const Proc r = run(sweep);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::optional<Report> first;
+    for (const auto& f : std::filesystem::directory_iterator(d.file(c + "-sweep"))) {
+      const Report x = load_report(f.path().string());
+      if (x.config.batch_size_per_device == 16) first = x;
+    }
+    ASSERT_TRUE(first) << c;
+    expect_same_measurements(alone, *first, c);
+    std::vector<double> la, lb;
+    for (const Sample& s : alone.samples) if (s.loss) la.push_back(*s.loss);
+    for (const Sample& s : first->samples) if (s.loss) lb.push_back(*s.loss);
+    EXPECT_EQ(la.size(), 3u) << c;
+    EXPECT_EQ(la, lb) << c;
+    ASSERT_TRUE(alone.model.final_parameter_sum && first->model.final_parameter_sum) << c;
+    EXPECT_EQ(*alone.model.final_parameter_sum, *first->model.final_parameter_sum) << c;
+    EXPECT_EQ(alone.model.final_parameter_sum_of_squares, first->model.final_parameter_sum_of_squares) << c;
+  }
+}
+
 // A transformer sweep mixing kernels and lengths. With --isolate every run
 // equals the same configuration alone, exactly. In one process the runs after
 // the first get their new segments at addresses the earlier runs freed, and

@@ -14,7 +14,10 @@
 
 namespace memdiag {
 
-// Returns the exit code: 0 found (confirmed or not, as the report says),
+// Opens the executor's session itself, after starting the processes that
+// will check the answer (FreshProcesses::prepare), so that they start
+// LibTorch and CUDA and build their model while this process does the
+// same. Returns the exit code: 0 found (confirmed or not, as the report says),
 // 3 when not even the first try fits, 130 interrupted, 1 failed, 2 when
 // the report went beside another run's.
 int run_max_batch_search(const ResolvedPlan& plan, const HarnessOptions& opts, Executor& executor,

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace memdiag {
 
@@ -27,15 +28,26 @@ namespace memdiag {
 // build from the same state is a copy of it, and leaves the generator where
 // a build would have: the same weights, the same requests of the device's
 // allocator in the same order. Only MLPs are kept (LibTorch clones them).
+//
+// A CUDA run also builds its model ahead (build_model_ahead): on the host,
+// in a thread of its own, while the process starts CUDA (about 0.6 s on the
+// H200), and the run takes that build instead of making its own, under the
+// same check of the generator's state.
 class ModelCache {
  public:
   ModelCache();
-  ~ModelCache();
+  ~ModelCache();  // waits for a build ahead still running
   ModelCache(const ModelCache&) = delete;
   ModelCache& operator=(const ModelCache&) = delete;
+  // Until a build ahead has finished (at once without one).
+  void wait();
   struct Kept;
   std::unique_ptr<Kept> kept;
+  // A search's cache keeps every build for copies; otherwise the build
+  // ahead is taken by the first run whose build it is, and nothing is kept.
+  bool keep_builds = true;
   int builds = 0, copies = 0;  // how often each happened, for the search's words
+  std::thread ahead;  // the build ahead, while it runs
 };
 
 struct WorkloadOptions {
@@ -78,5 +90,14 @@ struct WorkloadOptions {
 // when a stop is requested (checked between phases).
 RunStatus run_workload(const WorkloadOptions& opts, MemoryProbe& probe, Recorder& rec,
                        const StopRequest* interrupt = nullptr);
+
+// Starts building the model run_workload(o) will build, on the host in a
+// thread of its own from the CPU generator seeded as run_workload seeds it,
+// into cache (ModelCache). False where the run would not take it (a
+// transformer, a launched rank, a case that does not resolve): nothing
+// started. The CPU generator is the thread's until cache.wait(), which
+// run_workload calls before it seeds: nothing else in the process may draw
+// from it meanwhile (starting CUDA does not).
+bool build_model_ahead(const WorkloadOptions& o, ModelCache& cache);
 
 }  // namespace memdiag
