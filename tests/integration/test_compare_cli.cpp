@@ -338,7 +338,8 @@ TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPea
   EXPECT_NE(read_text(d.file("ok/report.html")).find("<svg"), std::string::npos);
   EXPECT_NE(read_text(d.file("ok/summary.md")).find("No regression."), std::string::npos);
 
-  // A baseline whose alpha peaks were a fifth lower: the same runs regress.
+  // A baseline whose alpha peaks were a fifth lower: the same runs (the
+  // reports just gated, with the plan's expected causes) regress.
   const std::string lower = d.file("lower");
   std::filesystem::create_directories(lower);
   for (const auto& e : std::filesystem::directory_iterator(base)) {
@@ -356,7 +357,9 @@ TEST(CiExample, TheReadmeJobPassesAgainstTheCommittedFixturesAndCatchesAGrownPea
     }
     std::ofstream(lower + "/" + e.path().filename().string()) << j.dump(1);
   }
-  const Proc grown = run_gate_script({d.file("grown"), lower, "--device", "cpu", "-q"});
+  const Proc grown = run_gate_script({d.file("grown"), lower, "--reports", d.file("ok/reports"), "--expect",
+                                      "alpha=activations", "--expect", "beta=optimizer_state", "--expect",
+                                      "gamma=retained_graph"});
   EXPECT_EQ(grown.exit_code, 1) << grown.err;
   EXPECT_NE(read_text(d.file("grown/junit.xml")).find("failures=\"3\""), std::string::npos);
   EXPECT_NE(read_text(d.file("grown/summary.md")).find("Memory regressed."), std::string::npos);
