@@ -53,6 +53,40 @@ bool tell(int fd, const std::string& line) {
   return n == static_cast<ssize_t>(line.size());
 }
 
+// A child's stdout, whose end says that its report is written
+// (wait_done): the write end is the child's alone once it has started. A
+// pipe that cannot be made is none (-1): the child is then waited for.
+class Pipe {
+ public:
+  Pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) == 0) {
+      read_ = fds[0];
+      write_ = fds[1];
+    }
+  }
+  ~Pipe() {
+    if (read_ >= 0) ::close(read_);
+    if (write_ >= 0) ::close(write_);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  int write_end() const { return write_; }
+  // The read end, this object's no more; the write end closed here (the
+  // child holds its copy).
+  int take_read_end() {
+    if (write_ >= 0) ::close(write_);
+    write_ = -1;
+    const int fd = read_;
+    read_ = -1;
+    return fd;
+  }
+
+ private:
+  int read_ = -1;
+  int write_ = -1;
+};
+
 // Waits for a child that was killed (its exit status says nothing here).
 void reap(int pid) {
   int status = 0;
@@ -65,6 +99,7 @@ void reap(int pid) {
 struct ChildProcesses::Waiting {
   int pid = -1;
   int batch_fd = -1;  // the write end of its stdin
+  int done_fd = -1;   // the read end of its stdout: its end says the report is written
   std::vector<std::string> key;
   std::string report;
 };
@@ -88,6 +123,7 @@ ChildProcesses::ChildProcesses() = default;
 ChildProcesses::~ChildProcesses() {
   for (Waiting& w : waiting_) {
     ::close(w.batch_fd);
+    if (w.done_fd >= 0) ::close(w.done_fd);
     ::kill(w.pid, SIGKILL);
   }
   for (Waiting& w : waiting_) {
@@ -114,13 +150,14 @@ void ChildProcesses::prepare(const PlannedRun& base, const ResolvedPlan& plan, c
   for (int i = 0; i < count; ++i) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) return;  // none prepared: run() starts its own
+    Pipe done;
     Waiting w;
     w.key = key_of(base, plan, opts);
     w.report = folder() + "/run" + std::to_string(++made_) + ".json";
     std::vector<std::string> argv = child_argv(base, plan, opts, w.report);
     argv.push_back(kBatchFromStdinFlag);
     try {
-      w.pid = spawn_child(argv, /*silent=*/true, fds[0]);
+      w.pid = spawn_child(argv, /*silent=*/true, fds[0], done.write_end());
     } catch (const Error&) {
       ::close(fds[0]);
       ::close(fds[1]);
@@ -128,6 +165,7 @@ void ChildProcesses::prepare(const PlannedRun& base, const ResolvedPlan& plan, c
     }
     ::close(fds[0]);
     w.batch_fd = fds[1];
+    w.done_fd = done.take_read_end();
     waiting_.push_back(std::move(w));
   }
 }
@@ -139,11 +177,18 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
   // batch now, else one started now; all of them side by side (each has
   // its own limit, and the device room for all).
   std::vector<int> pids;
+  std::vector<int> done_fds;  // -1: waited for to its exit
   std::vector<std::string> paths;
+  auto close_done = [&] {
+    for (int fd : done_fds) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
   for (const PlannedRun& run : runs) {
     const std::vector<std::string> key = key_of(run, plan, opts);
     auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& w) { return w.key == key; });
     int pid = -1;
+    int done_fd = -1;
     if (it != waiting_.end()) {
       const std::string line = std::to_string(run.batch) + "\n";
       const bool told = tell(it->batch_fd, line);
@@ -151,17 +196,21 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
       it->batch_fd = -1;
       if (told) {
         pid = it->pid;
+        done_fd = it->done_fd;
         paths.push_back(it->report);
       } else {  // it died waiting: reaped here, and a process started instead
         ::kill(it->pid, SIGKILL);
         reap(it->pid);
+        if (it->done_fd >= 0) ::close(it->done_fd);
       }
+      it->done_fd = -1;
       waiting_.erase(it);
     }
     if (pid < 0) {
       paths.push_back(dir + "/run" + std::to_string(++made_) + ".json");
+      Pipe done;
       try {
-        pid = spawn_child(child_argv(run, plan, opts, paths.back()), /*silent=*/true);
+        pid = spawn_child(child_argv(run, plan, opts, paths.back()), /*silent=*/true, -1, done.write_end());
       } catch (const Error&) {
         // None is left running behind the error: those told or started
         // already are stopped and waited for, their files removed.
@@ -170,17 +219,31 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
           reap(pids[i]);
           ::unlink(paths[i].c_str());
         }
+        close_done();
         throw;
       }
+      done_fd = done.take_read_end();
     }
     pids.push_back(pid);
+    done_fds.push_back(done_fd);
   }
+  // Each child until its report is written (the end of its stdout), not
+  // its exit: that is waited for on a thread of its own (reap_later).
+  auto wait_for = [&](std::size_t i) {
+    if (done_fds[i] < 0) {
+      wait_child(pids[i], opts.stop);
+      return;
+    }
+    wait_done(pids[i], done_fds[i], opts.stop);
+    reap_later(pids[i]);
+  };
   std::vector<std::thread> others;
   for (std::size_t i = 1; i < pids.size(); ++i) {
-    others.emplace_back([&, i] { wait_child(pids[i], opts.stop); });
+    others.emplace_back([&, i] { wait_for(i); });
   }
-  if (!pids.empty()) wait_child(pids.front(), opts.stop);
+  if (!pids.empty()) wait_for(0);
   for (std::thread& t : others) t.join();
+  close_done();
   std::vector<std::optional<Report>> out;
   for (const std::string& p : paths) {
     out.push_back(read_report_file(p).report);

@@ -12,6 +12,7 @@
 #include "memdiag/sweep_row.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -62,7 +63,7 @@ std::vector<std::string> child_argv(const PlannedRun& run, const ResolvedPlan& p
   return to_argv(spec, opts.self_exe);
 }
 
-int spawn_child(const std::vector<std::string>& argv, bool silent, int stdin_fd) {
+int spawn_child(const std::vector<std::string>& argv, bool silent, int stdin_fd, int stdout_fd) {
   std::vector<char*> args;
   for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
   args.push_back(nullptr);
@@ -70,10 +71,12 @@ int spawn_child(const std::vector<std::string>& argv, bool silent, int stdin_fd)
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (stdin_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stdin_fd, 0);
-  if (silent) {
+  if (stdout_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, stdout_fd, 1);
+  } else if (silent) {
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   }
+  if (silent) posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   // A process group of its own: a Ctrl-C at the terminal reaches this
   // process only, which passes it on once; the child sees one signal.
   posix_spawnattr_t attr;
@@ -115,6 +118,35 @@ int wait_child(int pid, const StopRequest* stop) {
   }
   if (stop != nullptr) stop->set_child(0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void wait_done(int pid, int done_fd, const StopRequest* stop) {
+  if (stop != nullptr) stop->set_child(pid);
+  bool forwarded = false;
+  char drop[4096];
+  for (;;) {
+    pollfd p{done_fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 10);
+    if (ready > 0) {
+      const ssize_t n = ::read(done_fd, drop, sizeof drop);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) break;  // its end, or nothing more to read
+    } else if (ready < 0 && errno != EINTR) {
+      break;
+    }
+    if (stop != nullptr && stop->requested() && !forwarded) {
+      ::kill(pid, stop->signal());  // the same signal: the child writes its report as interrupted
+      forwarded = true;
+    }
+  }
+  if (stop != nullptr) stop->set_child(0);
+}
+
+void reap_later(int pid) {
+  std::thread([pid] {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }).detach();
 }
 
 int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent) {

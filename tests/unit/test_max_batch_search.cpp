@@ -14,10 +14,17 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 using namespace memdiag;
 using namespace memdiag::testkit;
@@ -239,4 +246,33 @@ TEST(ChildProcesses, AProgramThatCannotStartIsOneErrorAndLeavesNothing) {
   std::size_t left = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(tmp)) ++left;
   EXPECT_EQ(left, 0u) << "the reports' folder was left behind";
+}
+
+// The search's parent waits for a fresh process's report, not its exit:
+// wait_done returns at the end of the child's stdout while the child is
+// still running, after reading (and dropping) more than a pipe holds, and
+// reap_later then waits for the exit on a thread of its own.
+TEST(ChildProcesses, WaitingForTheReportEndsAtStdoutsEndNotAtTheExit) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  // 256 KiB written (four times a pipe's buffer), stdout closed, then
+  // 0.5 s more before the exit.
+  const int pid = spawn_child({"/bin/sh", "-c", "head -c 262144 /dev/zero; exec 1>&-; sleep 0.5; exit 3"},
+                              /*silent=*/true, -1, fds[1]);
+  ::close(fds[1]);
+  const auto t0 = std::chrono::steady_clock::now();
+  wait_done(pid, fds[0], nullptr);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fds[0]);
+  EXPECT_LT(waited, 0.4) << "waited for the exit, not the end of stdout";
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the child had already ended";
+  reap_later(pid);
+  // Reaped by the thread: no child of that pid is left to wait for.
+  bool reaped = false;
+  for (int i = 0; i < 300 && !reaped; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    reaped = ::kill(pid, 0) != 0 && errno == ESRCH;
+  }
+  EXPECT_TRUE(reaped) << "the child was not reaped within 3 s";
 }
