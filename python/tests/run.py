@@ -1,4 +1,4 @@
-"""Runs one of the Python recorder's test modules for ctest: exit 0 when its
+"""Runs Python recorder tests for ctest (modules, classes or tests by name): exit 0 when its
 tests pass, 1 when one fails, 77 (ctest's skip) when every test skipped, with
 the reasons printed."""
 import os
@@ -7,7 +7,7 @@ import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
-suite = unittest.defaultTestLoader.loadTestsFromName(sys.argv[1])
+suite = unittest.defaultTestLoader.loadTestsFromNames(sys.argv[1:])
 result = unittest.TextTestRunner(verbosity=2).run(suite)
 if not result.wasSuccessful():
     sys.exit(1)

@@ -12,6 +12,8 @@ import io
 import json
 import stat
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,6 +79,105 @@ def train(model, opt, steps, batch=16, width=64, zero_grad_first=False, accumula
         opt.step()
         if not zero_grad_first:
             opt.zero_grad(set_to_none=True)
+
+
+# Jobs that run as a user runs them, in a process of their own, started by
+# forking a server that has only imported torch, torch._dynamo (the first
+# torch.optim optimizer imports it) and memdiag (python/, as the jobs put it
+# first on sys.path): a new interpreter spends 4 s of the 2-core machine
+# importing them before a job's first line, the fork none. The server runs
+# nothing else (no intra-op threads to lose in the fork); each job gets
+# sys.argv, its own stdout and stderr, runs as __main__ (a script) or as
+# `python -c`'s code, runs its atexit handlers and exits with its own
+# status. MEMDIAG_TEST_NEW_INTERPRETERS=1 starts each job as before.
+_JOB_SERVER = r"""
+import atexit, json, os, runpy, sys, traceback
+sys.path.insert(0, sys.argv[1])
+import torch, torch._dynamo, memdiag
+requests, replies = sys.stdin, sys.stdout
+for line in requests:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        out = os.open(job["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open(job["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        sys.stdin = open(os.devnull)
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
+        status = 0
+        try:
+            sys.argv = list(job["argv"])
+            if "code" in job:
+                exec(compile(job["code"], "<string>", "exec"), {"__name__": "__main__"})
+            else:
+                runpy.run_path(job["argv"][0], run_name="__main__")
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, int) and e.code is not None:
+                print(e.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+    replies.write(json.dumps(pid) + "\n")
+    replies.flush()
+    _, wait_status = os.waitpid(pid, 0)
+    replies.write(json.dumps(os.waitstatus_to_exitcode(wait_status)) + "\n")
+    replies.flush()
+"""
+_job_server = None
+_job_replies = b""
+
+
+def _job_reply(timeout=None):
+    """The server's next line (None when it ended, or after timeout s)."""
+    global _job_replies
+    fd = _job_server.stdout.fileno()
+    while b"\n" not in _job_replies:
+        if timeout is not None and not select.select([fd], [], [], timeout)[0]:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        _job_replies += chunk
+    line, _job_replies = _job_replies.split(b"\n", 1)
+    return json.loads(line)
+
+
+def run_job(argv=None, code=None, args=(), timeout=None):
+    """A Python job in a process of its own: argv (a script and its
+    arguments) or code with args (python -c CODE ARGS). Returns
+    subprocess.CompletedProcess (returncode, stdout, stderr)."""
+    global _job_server, _job_replies
+    if os.environ.get("MEMDIAG_TEST_NEW_INTERPRETERS") == "1":
+        cmd = [sys.executable, *argv] if code is None else [sys.executable, "-c", code, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if _job_server is None or _job_server.poll() is not None:
+        _job_server = subprocess.Popen([sys.executable, "-c", _JOB_SERVER, os.path.join(ROOT, "python")],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        _job_replies = b""
+    with tempfile.TemporaryDirectory() as d:
+        job = {"stdout": os.path.join(d, "stdout"), "stderr": os.path.join(d, "stderr")}
+        job.update({"argv": list(argv)} if code is None else {"argv": ["-c", *args], "code": code})
+        _job_server.stdin.write((json.dumps(job) + "\n").encode())
+        pid = _job_reply()
+        if pid is None:
+            raise AssertionError("the job server ended (exit %s)" % _job_server.wait())
+        status = _job_reply(timeout)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            _job_reply()
+            raise subprocess.TimeoutExpired(argv or ["-c", code], timeout)
+        with open(job["stdout"]) as out, open(job["stderr"]) as err:
+            return subprocess.CompletedProcess(argv, status, out.read(), err.read())
 
 
 class Tmp(unittest.TestCase):
@@ -375,8 +476,7 @@ class Distributed(Tmp):
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         out = self.path(f"{kind}.json")
-        p = subprocess.run([sys.executable, "-c", _DISTRIBUTED_JOB, os.path.join(ROOT, "python"), out, kind, str(port)],
-                           capture_output=True, text=True, timeout=300)
+        p = run_job(code=_DISTRIBUTED_JOB, args=[os.path.join(ROOT, "python"), out, kind, str(port)], timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         self.check(f"{kind}.json")
         return self.load(f"{kind}.json")
@@ -765,9 +865,8 @@ class SameVerdictsAsMemoryDiagnostics(Tmp):
     cause for them as for memory_diagnostics' runs of the same case files."""
 
     def job(self, case, out, *extra):
-        cmd = [sys.executable, os.path.join(ROOT, "python", "examples", "mlp_job.py"), case, "-o", self.path(out),
-               "--device", "cpu", *extra]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = run_job([os.path.join(ROOT, "python", "examples", "mlp_job.py"), case, "-o", self.path(out),
+                     "--device", "cpu", *extra])
         self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_every_case(self):
