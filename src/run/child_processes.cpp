@@ -120,7 +120,11 @@ ChildProcesses::ChildProcesses() = default;
 // Unused prepared children are waiting for a batch and hold nothing worth
 // keeping: they are killed, then waited for, and what they may have
 // written goes with the folder.
+// Children still ending are left to end on their own: their reports are
+// read, and waiting for the kernel to release their memory would only
+// delay this process's own end (their threads outlive this object).
 ChildProcesses::~ChildProcesses() {
+  for (std::thread& t : ending_) t.detach();
   for (Waiting& w : waiting_) {
     ::close(w.batch_fd);
     if (w.done_fd >= 0) ::close(w.done_fd);
@@ -170,8 +174,15 @@ void ChildProcesses::prepare(const PlannedRun& base, const ResolvedPlan& plan, c
   }
 }
 
+void ChildProcesses::settle() {
+  for (std::thread& t : ending_) t.join();
+  ending_.clear();
+}
+
 std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
                                                        const HarnessOptions& opts) {
+  // The device as the last fresh processes left it: released.
+  settle();
   const std::string& dir = folder();
   // Each run's process: a prepared one of its configuration, told its
   // batch now, else one started now; all of them side by side (each has
@@ -228,14 +239,14 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
     done_fds.push_back(done_fd);
   }
   // Each child until its report is written (the end of its stdout), not
-  // its exit: that is waited for on a thread of its own (reap_later).
+  // its exit: that is waited for on a thread of its own (reap_later), which
+  // settle() joins.
   auto wait_for = [&](std::size_t i) {
     if (done_fds[i] < 0) {
       wait_child(pids[i], opts.stop);
-      return;
+    } else {
+      wait_done(pids[i], done_fds[i], opts.stop);
     }
-    wait_done(pids[i], done_fds[i], opts.stop);
-    reap_later(pids[i]);
   };
   std::vector<std::thread> others;
   for (std::size_t i = 1; i < pids.size(); ++i) {
@@ -243,6 +254,9 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
   }
   if (!pids.empty()) wait_for(0);
   for (std::thread& t : others) t.join();
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (done_fds[i] >= 0) ending_.push_back(reap_later(pids[i]));
+  }
   close_done();
   std::vector<std::optional<Report>> out;
   for (const std::string& p : paths) {

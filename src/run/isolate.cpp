@@ -141,12 +141,12 @@ void wait_done(int pid, int done_fd, const StopRequest* stop) {
   if (stop != nullptr) stop->set_child(0);
 }
 
-void reap_later(int pid) {
-  std::thread([pid] {
+std::thread reap_later(int pid) {
+  return std::thread([pid] {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-  }).detach();
+  });
 }
 
 int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent) {

@@ -283,6 +283,7 @@ class Search {
 
   // One try from what a fresh process holds; false once the search stops.
   bool attempt(std::int64_t batch, const HarnessOptions* with = nullptr, std::optional<Report>* kept = nullptr) {
+    fresh_.settle();  // fresh processes of a check still ending hold the device's memory
     if (!c_.tries.empty()) executor_.reset_between_runs();
     PlannedRun run = base_;
     run.batch = static_cast<int>(batch);

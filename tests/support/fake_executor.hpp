@@ -48,6 +48,10 @@ class FakeExecutor final : public Executor {
   std::vector<std::pair<std::int64_t, bool>> runs;  // batch, traced
   int resets = 0;
   std::vector<bool> sharing;  // share_model_builds calls
+  // Set to a FakeFresh's `ending`: the runs made while its fresh processes
+  // were still ending (holding the device's memory) are counted.
+  const bool* fresh_ending = nullptr;
+  int runs_beside_ending = 0;
 
   bool cuda_compiled() const override { return cuda; }
   std::optional<int> cuda_device_count() const override { return cuda ? 1 : 0; }
@@ -57,6 +61,7 @@ class FakeExecutor final : public Executor {
   }
   Report run(const PlannedRun& run, const ResolvedPlan&, const HarnessOptions& opts, RunObserver&, bool) override {
     runs.emplace_back(run.batch, opts.trace_allocations);
+    if (fresh_ending != nullptr && *fresh_ending) ++runs_beside_ending;
     return job.report(run.batch, limit_mib, opts.trace_allocations);
   }
   bool write_snapshots(const HarnessOptions&, Report&, RunObserver&) override { return true; }
@@ -81,6 +86,14 @@ class FakeFresh final : public FreshProcesses {
   double limit_mib = 1000;
   std::vector<std::vector<std::int64_t>> asked;  // each call's batches, side by side
   std::vector<std::pair<std::int64_t, int>> prepared;  // each prepare's batch and count
+  // As ChildProcesses: run() returns while its processes end; settle()
+  // waits for them.
+  bool ending = false;
+  int settles = 0;
+  void settle() override {
+    ending = false;
+    ++settles;
+  }
   void prepare(const PlannedRun& base, const ResolvedPlan&, const HarnessOptions&, int count) override {
     prepared.emplace_back(base.batch, count);
   }
@@ -92,6 +105,7 @@ class FakeFresh final : public FreshProcesses {
       asked.back().push_back(r.batch);
       out.push_back(job.report(r.batch, limit_mib));
     }
+    ending = true;
     return out;
   }
 };

@@ -154,14 +154,18 @@ TEST(MaxBatchSearch, TheTracedTrysReplayIsConfirmedAfresh) {
 
 // The job holds 3 MiB the trace does not show: the replay says 1800,
 // fresh processes say 1800 runs out, and the bracket moves below it; the
-// model guides the tries to 1794, which fresh processes then confirm.
+// model guides the tries to 1794, which fresh processes then confirm. The
+// tries after the first check wait for its processes to end (settle).
 TEST(MaxBatchSearch, FreshProcessesThatDisagreeWithTheReplayMoveTheBracket) {
   TempDir d;
   FakeExecutor ex;
   ex.job.extra_mib = 3;
   FakeFresh fresh;
   fresh.job = ex.job;
+  ex.fresh_ending = &fresh.ending;
   const Searched s = search(ex, fresh, d);
+  EXPECT_EQ(ex.runs_beside_ending, 0) << "a try ran while the check's fresh processes were still ending";
+  EXPECT_GE(fresh.settles, 1);
   EXPECT_EQ(s.exit_code, to_int(ExitCode::kOk));
   ASSERT_GE(ex.runs.size(), 3u);
   EXPECT_EQ(ex.runs[1], (std::pair<std::int64_t, bool>{16, true}));
@@ -251,7 +255,7 @@ TEST(ChildProcesses, AProgramThatCannotStartIsOneErrorAndLeavesNothing) {
 // The search's parent waits for a fresh process's report, not its exit:
 // wait_done returns at the end of the child's stdout while the child is
 // still running, after reading (and dropping) more than a pipe holds, and
-// reap_later then waits for the exit on a thread of its own.
+// reap_later's thread then waits for the exit.
 TEST(ChildProcesses, WaitingForTheReportEndsAtStdoutsEndNotAtTheExit) {
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
@@ -267,12 +271,9 @@ TEST(ChildProcesses, WaitingForTheReportEndsAtStdoutsEndNotAtTheExit) {
   EXPECT_LT(waited, 0.4) << "waited for the exit, not the end of stdout";
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the child had already ended";
-  reap_later(pid);
+  std::thread ending = reap_later(pid);
+  ending.join();
   // Reaped by the thread: no child of that pid is left to wait for.
-  bool reaped = false;
-  for (int i = 0; i < 300 && !reaped; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    reaped = ::kill(pid, 0) != 0 && errno == ESRCH;
-  }
-  EXPECT_TRUE(reaped) << "the child was not reaped within 3 s";
+  EXPECT_EQ(::waitpid(pid, &status, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
 }

@@ -31,6 +31,11 @@ class FreshProcesses {
   // them. Unused ones end with this object. Default: none started.
   virtual void prepare(const PlannedRun& /*base*/, const ResolvedPlan& /*plan*/, const HarnessOptions& /*opts*/,
                        int /*count*/) {}
+  // run() returns once each process has written its report; the process
+  // may still be ending, its device memory not yet released. Returns once
+  // every one of them has ended: before this process or another fresh one
+  // uses the device again. Default: at once.
+  virtual void settle() {}
 };
 
 }  // namespace memdiag

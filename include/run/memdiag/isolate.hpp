@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace memdiag {
@@ -43,10 +44,11 @@ int wait_child(int pid, const StopRequest* stop);
 // writes there is read and dropped. A stop requested meanwhile is passed
 // on as wait_child passes it. The child is not waited for: reap_later.
 void wait_done(int pid, int done_fd, const StopRequest* stop);
-// Waits for a child's exit on a thread of its own, so that the caller
-// goes on while the child's process ends (on the H200 a CUDA process's end
-// took 0.10 s after its report was written).
-void reap_later(int pid);
+// Waits for a child's exit on a thread of its own, returned (join it to
+// know the child is gone), so that the caller goes on while the child's
+// process ends (on the H200 a CUDA process's end took 0.10 s after its
+// report was written).
+std::thread reap_later(int pid);
 // Runs argv to its end and returns its exit code: spawn_child, wait_child.
 int run_child(const std::vector<std::string>& argv, const StopRequest* stop, bool silent = false);
 
@@ -66,6 +68,7 @@ class ChildProcesses final : public FreshProcesses {
   std::vector<std::optional<Report>> run(const std::vector<PlannedRun>& runs, const ResolvedPlan& plan,
                                          const HarnessOptions& opts) override;
   void prepare(const PlannedRun& base, const ResolvedPlan& plan, const HarnessOptions& opts, int count) override;
+  void settle() override;
 
  private:
   struct Waiting;
@@ -73,6 +76,7 @@ class ChildProcesses final : public FreshProcesses {
   const std::string& folder();
   std::unique_ptr<Folder> folder_;
   std::vector<Waiting> waiting_;
+  std::vector<std::thread> ending_;  // the exits of children whose reports were read
   int made_ = 0;  // reports named in the folder so far
 };
 
