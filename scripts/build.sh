@@ -10,9 +10,10 @@
 #   MEMDIAG_TORCH_PREFIX=DIR a LibTorch of your own (its share/cmake)
 #   CMAKE_PREFIX_PATH=...    more packages (the offline bundle on GPU hosts)
 #   CXX=g++                  the compiler of a new build directory (default:
-#                            clang++ where installed, else the system's c++;
-#                            a clean build took 278 CPU-seconds with clang++
-#                            14, 386 with g++ 12, on the 2-core machine)
+#                            clang++ where installed and it builds here,
+#                            else the system's c++; a clean build took 278
+#                            CPU-seconds with clang++ 14, 386 with g++ 12, on
+#                            the 2-core machine)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -35,15 +36,25 @@ if [ ! -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] || [ "$#" -gt 0 ] ||
   say "configuring $MEMDIAG_BUILD_DIR"
   mkdir -p "$MEMDIAG_BUILD_DIR"
   log="$MEMDIAG_BUILD_DIR/configure.log"
-  compiler=()
+  configure() {
+    cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" "$@" \
+      -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" >"$log" 2>&1
+  }
   if [ -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ]; then
     generator=()  # the cache keeps its generator and compiler
-  elif [ -z "${CXX:-}" ] && command -v clang++ >/dev/null 2>&1; then
-    compiler=(-DCMAKE_CXX_COMPILER=clang++)
+    configure "$@" || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
+  elif [ -z "${CXX:-}" ] && command -v clang++ >/dev/null 2>&1 &&
+       printf '#include <string>\nint main() { return std::string("x").size() == 1 ? 0 : 1; }\n' |
+         clang++ -std=c++17 -x c++ - -o /dev/null >/dev/null 2>&1 &&
+       configure -DCMAKE_CXX_COMPILER=clang++ "$@"; then
+    :  # clang++, which compiles and links a C++17 program here and which LibTorch's CMake (and nvcc, its host compiler) accepted
+  else
+    # The system's compiler: no clang++, one that cannot build here, or a
+    # configure that failed with it (a clang newer than nvcc accepts as
+    # LibTorch's CUDA host compiler) and starts again without it.
+    rm -rf "$MEMDIAG_BUILD_DIR/CMakeCache.txt" "$MEMDIAG_BUILD_DIR/CMakeFiles"
+    configure "$@" || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
   fi
-  cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" ${compiler[@]+"${compiler[@]}"} \
-    -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" "$@" >"$log" 2>&1 \
-    || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
 fi
 # MEMDIAG_BUILD_TARGETS: only these (run.sh's two executables first; the
 # tests' targets when test.sh builds the rest).
