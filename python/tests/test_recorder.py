@@ -87,11 +87,16 @@ def train(model, opt, steps, batch=16, width=64, zero_grad_first=False, accumula
 # first on sys.path): a new interpreter spends 4 s of the 2-core machine
 # importing them before a job's first line, the fork none. The server runs
 # nothing else (no intra-op threads to lose in the fork); each job gets
-# sys.argv, its own stdout and stderr, runs as __main__ (a script) or as
-# `python -c`'s code, runs its atexit handlers and exits with its own
-# status. MEMDIAG_TEST_NEW_INTERPRETERS=1 starts each job as before.
+# sys.argv, sys.path[0] (the script's folder, or '' for code), a __main__
+# module of its own, the caller's working directory and environment, its own
+# stdout and stderr (stderr line-buffered, as an interpreter's is), runs as
+# a script or as `python -c`'s code, then joins its threads, runs its atexit
+# handlers and exits with its own status. What stays the server's: the hash
+# seed, and the memory the imports made (a report's host_resident_mib).
+# MEMDIAG_TEST_NEW_INTERPRETERS=1 starts each job in a new interpreter, as
+# the slow tier's PythonRecorder.JobsInNewInterpreters does.
 _JOB_SERVER = r"""
-import atexit, json, os, runpy, sys, traceback
+import atexit, json, os, runpy, sys, threading, traceback, types
 sys.path.insert(0, sys.argv[1])
 import torch, torch._dynamo, memdiag
 requests, replies = sys.stdin, sys.stdout
@@ -106,12 +111,19 @@ for line in requests:
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         sys.stdin = open(os.devnull)
         sys.stdout = open(1, "w", closefd=False)
-        sys.stderr = open(2, "w", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
+        os.chdir(job["cwd"])
+        os.environ.clear()
+        os.environ.update(job["env"])
+        del sys.path[:2]  # the server's python/ and -c's ''
+        sys.path.insert(0, "" if "code" in job else os.path.dirname(os.path.abspath(job["argv"][0])))
         status = 0
         try:
             sys.argv = list(job["argv"])
             if "code" in job:
-                exec(compile(job["code"], "<string>", "exec"), {"__name__": "__main__"})
+                main = types.ModuleType("__main__")
+                sys.modules["__main__"] = main
+                exec(compile(job["code"], "<string>", "exec"), main.__dict__)
             else:
                 runpy.run_path(job["argv"][0], run_name="__main__")
         except SystemExit as e:
@@ -122,6 +134,7 @@ for line in requests:
             traceback.print_exc()
             status = 1
         try:
+            threading._shutdown()  # the interpreter's own: non-daemon threads joined first
             atexit._run_exitfuncs()
         finally:
             sys.stdout.flush()
@@ -137,8 +150,13 @@ _job_server = None
 _job_replies = b""
 
 
+class _ServerEnded(Exception):
+    pass
+
+
 def _job_reply(timeout=None):
-    """The server's next line (None when it ended, or after timeout s)."""
+    """The server's next line; None after timeout s. _ServerEnded where it
+    ended."""
     global _job_replies
     fd = _job_server.stdout.fileno()
     while b"\n" not in _job_replies:
@@ -146,10 +164,20 @@ def _job_reply(timeout=None):
             return None
         chunk = os.read(fd, 4096)
         if not chunk:
-            return None
+            raise _ServerEnded()
         _job_replies += chunk
     line, _job_replies = _job_replies.split(b"\n", 1)
     return json.loads(line)
+
+
+def _stop_job_server():
+    """The server and whatever job it runs, gone: the next job starts a new one."""
+    global _job_server, _job_replies
+    if _job_server is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(_job_server.pid, signal.SIGKILL)
+        _job_server.wait()
+    _job_server, _job_replies = None, b""
 
 
 def run_job(argv=None, code=None, args=(), timeout=None):
@@ -161,22 +189,29 @@ def run_job(argv=None, code=None, args=(), timeout=None):
         cmd = [sys.executable, *argv] if code is None else [sys.executable, "-c", code, *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if _job_server is None or _job_server.poll() is not None:
+        _stop_job_server()
+        # A process group of its own: a job left behind dies with it.
         _job_server = subprocess.Popen([sys.executable, "-c", _JOB_SERVER, os.path.join(ROOT, "python")],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-        _job_replies = b""
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                       start_new_session=True)
     with tempfile.TemporaryDirectory() as d:
-        job = {"stdout": os.path.join(d, "stdout"), "stderr": os.path.join(d, "stderr")}
+        job = {"stdout": os.path.join(d, "stdout"), "stderr": os.path.join(d, "stderr"), "cwd": os.getcwd(),
+               "env": dict(os.environ)}
         job.update({"argv": list(argv)} if code is None else {"argv": ["-c", *args], "code": code})
-        _job_server.stdin.write((json.dumps(job) + "\n").encode())
-        pid = _job_reply()
-        if pid is None:
-            raise AssertionError("the job server ended (exit %s)" % _job_server.wait())
-        status = _job_reply(timeout)
+        try:
+            _job_server.stdin.write((json.dumps(job) + "\n").encode())
+            _job_reply()  # the job's pid
+            status = _job_reply(timeout)
+        except BaseException as e:
+            _stop_job_server()
+            if isinstance(e, _ServerEnded):
+                raise AssertionError("the job server ended mid-job") from None
+            raise
         if status is None:
-            os.kill(pid, signal.SIGKILL)
-            _job_reply()
+            _stop_job_server()
             raise subprocess.TimeoutExpired(argv or ["-c", code], timeout)
-        with open(job["stdout"]) as out, open(job["stderr"]) as err:
+        with open(job["stdout"], errors="backslashreplace") as out, \
+                open(job["stderr"], errors="backslashreplace") as err:
             return subprocess.CompletedProcess(argv, status, out.read(), err.read())
 
 

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 namespace memdiag {
@@ -255,7 +256,12 @@ std::vector<std::optional<Report>> ChildProcesses::run(const std::vector<Planned
   if (!pids.empty()) wait_for(0);
   for (std::thread& t : others) t.join();
   for (std::size_t i = 0; i < pids.size(); ++i) {
-    if (done_fds[i] >= 0) ending_.push_back(reap_later(pids[i]));
+    if (done_fds[i] < 0) continue;
+    try {
+      ending_.push_back(reap_later(pids[i]));
+    } catch (const std::system_error&) {  // no thread to be had: its exit waited for here
+      reap(pids[i]);
+    }
   }
   close_done();
   std::vector<std::optional<Report>> out;
