@@ -105,9 +105,15 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.primary_batch = p.local_batch;
     const RunFeatures* search = search_for(g, p, budget);
     // Beside a search for this budget: the search's own prediction, from its
-    // tries alone, so that the two never disagree without a reason.
+    // tries (and the fresh run of an answer it never tried itself: the same
+    // points the search fitted), so that the two never disagree without a
+    // reason.
     std::optional<CapacityFit> own;
-    if (search != nullptr) own = fit_capacity(capacity_points(*search->capacity_search, search->source));
+    bool with_answer = false;
+    if (search != nullptr) {
+      own = fit_capacity(search_capacity_points(*search->capacity_search, search->capacity_point, search->source,
+                                                &with_answer));
+    }
     const std::optional<CapacityFit>& used = own ? own : fit;
     if (!used) {
       // Nothing completed: the run that ran out bounds the answer.
@@ -128,6 +134,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
       continue;
     }
     c.from_search = own.has_value();
+    c.fitted_answer_run = c.from_search && with_answer;
     c.answer = predict_max_batch(*used, budget, !c.from_search);
     c.primary_needs_mib = needed_mib(*used, p.local_batch);
     c.lines_max_batch = c.answer.max_batch;

@@ -236,6 +236,17 @@ std::vector<CapacityPoint> capacity_points(const CapacitySearch& s, const std::s
   return out;
 }
 
+std::vector<CapacityPoint> search_capacity_points(const CapacitySearch& s, const std::optional<CapacityPoint>& answer,
+                                                  const std::string& source, bool* with_answer) {
+  std::vector<CapacityPoint> out = capacity_points(s, source);
+  const bool add = answer && s.confirmed.value_or(false) && answer->status == RunStatus::kComplete &&
+                   answer->batch == s.max_batch &&
+                   std::none_of(out.begin(), out.end(), [&](const CapacityPoint& t) { return t.batch == answer->batch; });
+  if (add) out.push_back(*answer);
+  if (with_answer != nullptr) *with_answer = add;
+  return out;
+}
+
 std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points) {
   std::map<std::int64_t, const CapacityPoint*> complete;
   for (const CapacityPoint& p : points) {

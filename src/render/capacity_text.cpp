@@ -147,7 +147,9 @@ std::string describe(const CapacityPrediction& c) {
   const CapacityAnswer& a = c.answer;
   const PhaseLine& b = a.binding;
   std::string fit = "fitted on " + batches_word(a.fitted_batches) +
-                    (c.from_search ? " (the search's tries, its own prediction)" : std::string());
+                    (c.fitted_answer_run ? " (the search's tries and the fresh run of its answer, its own prediction)"
+                     : c.from_search     ? " (the search's tries, its own prediction)"
+                                         : std::string());
   if (a.reserve_overhead_mib > 0) fit += ", less " + mib(a.reserve_overhead_mib) + " the allocator reserved beyond its tensors";
   fit += caveat_words(a);
   if (!c.replay_unusable.empty()) fit += "; the run's allocation trace was not replayed: " + c.replay_unusable;

@@ -48,8 +48,12 @@ Budget budget_for(const HarnessOptions& opts, Executor& executor) {
 // The capacity model over the tries (the fit compare_memory_reports makes
 // of the same points), without the tries' own outcomes: what the lines
 // predict, to set beside what the search found.
-void predict(CapacitySearch& c) {
-  const std::optional<CapacityFit> fit = fit_capacity(capacity_points(c, ""));
+// answer_run: the report of the fresh process that ran the answer, which
+// the fit takes where the search never tried that batch itself.
+void predict(CapacitySearch& c, const Report* answer_run = nullptr) {
+  std::optional<CapacityPoint> answer;
+  if (answer_run != nullptr) answer = capacity_point(*answer_run, c.max_batch, "");
+  const std::optional<CapacityFit> fit = fit_capacity(search_capacity_points(c, answer, ""));
   if (!fit) return;
   const CapacityAnswer a = predict_max_batch(*fit, c.limit_mib, /*apply_bounds=*/false);
   c.predicted_max_batch = a.max_batch;
@@ -274,7 +278,7 @@ class Search {
   int confirmed_by_replay() {
     c_.max_batch = lo_;
     c_.first_failing_batch = hi_;
-    predict(c_);
+    predict(c_, best_ ? &*best_ : nullptr);
     name_output();
     if (!write(std::move(*best_))) return to_int(ExitCode::kFailed);
     obs_.search_finished(c_, output_);

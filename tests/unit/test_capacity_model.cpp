@@ -131,3 +131,50 @@ TEST(CapacityModel, ARunOutFarPastTheFitRaisesItsPhasesLine) {
   EXPECT_NEAR(a.binding.per_sample_mib, (800.0 - 150.0) / 900.0, 1e-9);
   EXPECT_LT(a.max_batch, 1800);
 }
+
+// A search its traced try's replay settled tried one sample and a quarter
+// of its answer in its own process. Where the job's line bends above them
+// (here 30 MiB of workspace from batch 100 on), the line through those two
+// misses the answer; with the fresh run of the answer, the search's own
+// points (a line through the two largest) find it. The run is taken only
+// for a confirmed answer the search never tried, and only where it completed.
+TEST(CapacityModel, ASearchsOwnPointsTakeTheFreshRunOfAnAnswerItNeverTried) {
+  const auto tried = [](const CapacityPoint& p) {
+    CapacityTry t;
+    t.batch = p.batch;
+    t.phases = p.phases;
+    return t;
+  };
+  CapacitySearch s;
+  s.limit_mib = 1000;
+  s.max_batch = 1740;  // (1000 - 130) / 0.5
+  s.confirmed = true;
+  s.tries = {tried(point(1, 100, 0, 0.5)), tried(point(435, 100, 30, 0.5))};
+  const CapacityPoint answer = point(1740, 100, 30, 0.5);
+
+  bool with = false;
+  const std::optional<CapacityFit> tries_only = fit_capacity(search_capacity_points(s, std::nullopt, "", &with));
+  ASSERT_TRUE(tries_only);
+  EXPECT_FALSE(with);
+  EXPECT_LT(predict_max_batch(*tries_only, 1000).max_batch, 1700);  // the bend unseen: 30 MiB taken as activations
+
+  const std::vector<CapacityPoint> points = search_capacity_points(s, answer, "", &with);
+  EXPECT_TRUE(with);
+  ASSERT_EQ(points.size(), 3u);
+  const std::optional<CapacityFit> own = fit_capacity(points);
+  ASSERT_TRUE(own);
+  EXPECT_EQ(predict_max_batch(*own, 1000).max_batch, 1740);
+
+  CapacitySearch unconfirmed = s;
+  unconfirmed.confirmed = false;
+  EXPECT_EQ(search_capacity_points(unconfirmed, answer, "", &with).size(), 2u);
+  EXPECT_FALSE(with);
+  CapacitySearch answer_tried = s;
+  answer_tried.tries.push_back(tried(answer));
+  EXPECT_EQ(search_capacity_points(answer_tried, answer, "", &with).size(), 3u);
+  EXPECT_FALSE(with);
+  CapacityPoint failed = answer;
+  failed.status = RunStatus::kOom;
+  EXPECT_EQ(search_capacity_points(s, failed, "", &with).size(), 2u);
+  EXPECT_FALSE(with);
+}

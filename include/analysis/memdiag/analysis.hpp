@@ -415,6 +415,9 @@ struct CapacityPrediction {
   // The points were a --find-max-batch's tries: the search's own prediction
   // (its outcomes left out, to set beside what it found).
   bool from_search = false;
+  // With them, the search's answer as its fresh process ran it (a search
+  // its traced try's replay settled tried only 1 and a quarter of it).
+  bool fitted_answer_run = false;
   // What the primary run's batch needs by the same lines (when it is not
   // among the fitted, or it ran out).
   std::int64_t primary_batch = 0;
