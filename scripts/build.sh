@@ -36,24 +36,27 @@ if [ ! -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ] || [ "$#" -gt 0 ] ||
   say "configuring $MEMDIAG_BUILD_DIR"
   mkdir -p "$MEMDIAG_BUILD_DIR"
   log="$MEMDIAG_BUILD_DIR/configure.log"
+  # configure [COMPILER FLAG]: the caller's arguments last, so that they win.
   configure() {
     cmake -S "$MEMDIAG_ROOT" -B "$MEMDIAG_BUILD_DIR" "${generator[@]}" "$@" \
-      -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" >"$log" 2>&1
+      -DCMAKE_PREFIX_PATH="$prefix" -DMEMDIAG_WITH_TORCH="$with_torch" -DMEMDIAG_WARNINGS_AS_ERRORS="$werror" \
+      ${user_args[@]+"${user_args[@]}"} >"$log" 2>&1
   }
+  user_args=("$@")
   if [ -f "$MEMDIAG_BUILD_DIR/CMakeCache.txt" ]; then
     generator=()  # the cache keeps its generator and compiler
-    configure "$@" || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
+    configure || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
   elif [ -z "${CXX:-}" ] && command -v clang++ >/dev/null 2>&1 &&
        printf '#include <string>\nint main() { return std::string("x").size() == 1 ? 0 : 1; }\n' |
          clang++ -std=c++17 -x c++ - -o /dev/null >/dev/null 2>&1 &&
-       configure -DCMAKE_CXX_COMPILER=clang++ "$@"; then
+       configure -DCMAKE_CXX_COMPILER=clang++; then
     :  # clang++, which compiles and links a C++17 program here and which LibTorch's CMake (and nvcc, its host compiler) accepted
   else
     # The system's compiler: no clang++, one that cannot build here, or a
     # configure that failed with it (a clang newer than nvcc accepts as
     # LibTorch's CUDA host compiler) and starts again without it.
     rm -rf "$MEMDIAG_BUILD_DIR/CMakeCache.txt" "$MEMDIAG_BUILD_DIR/CMakeFiles"
-    configure "$@" || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
+    configure || { cat "$log" >&2; die "CMake configure failed (log: $log)"; }
   fi
 fi
 # MEMDIAG_BUILD_TARGETS: only these (run.sh's two executables first; the
