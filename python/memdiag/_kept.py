@@ -1,8 +1,8 @@
 """What a loop keeps from one step to the next, named: the tensors alive at
 a cleanup that were not at the one before and are not the model's state
 (parameters, gradients, buffers, optimizer state), grouped by what they are
-(shape, dtype, the autograd node that made them, the model output they
-were), and graphs that outlive their step (a running loss sum that is never
+(rank and dtype, the autograd node that made them, the model output they
+were: not the shape, which varies where the steps do), and graphs that outlive their step (a running loss sum that is never
 detached keeps every step's graph through its grad_fn).
 
 The live tensors are found by walking the garbage collector's objects
@@ -127,9 +127,12 @@ class KeptTracker:
             before = self._alive_before.get(id(o)) if self._alive_before is not None else None
             if self._alive_before is not None and (before is None or before() is not o):
                 made = self._outputs.get(id(o))
-                sig = (tuple(o.shape), str(o.dtype).replace("torch.", ""), key[0],
+                # A kind of tensor, by its rank, not its shape: a loop whose
+                # steps vary in size (dynamic batching, buckets) keeps
+                # logits of a new shape every step, the same bug.
+                sig = (o.dim(), str(o.dtype).replace("torch.", ""), key[0],
                        type(fn).__name__ if fn is not None else None, made[0] if made else None)
-                record = {"shape": list(sig[0]), "dtype": sig[1], "device": sig[2], "grad_fn": sig[3],
+                record = {"shape": list(o.shape), "dtype": sig[1], "device": sig[2], "grad_fn": sig[3],
                           "made_by": f"{made[0]} of {made[1]}" if made else None,
                           "where": self._where if made else None}
                 born[id(o)] = (weakref.ref(o), sig, key, record)
@@ -141,8 +144,10 @@ class KeptTracker:
                 if ref() is None or key in storages:
                     continue
                 storages.add(key)
-                count, nbytes, _ = kept.get(sig, (0, 0, record))
-                kept[sig] = (count + 1, nbytes + key[3], record)
+                count, nbytes, first = kept.get(sig, (0, 0, record))
+                if first["shape"] != record["shape"] and not first.get("shape_varies"):
+                    first = dict(first, shape_varies=True)
+                kept[sig] = (count + 1, nbytes + key[3], first)
             self._kept_by_window.append(kept)
         self._born = None if baseline else born
         self._alive_before = alive
@@ -168,6 +173,8 @@ class KeptTracker:
                 if len(windows) >= 2 and sig not in windows[-2]:
                     continue
                 r = dict(record)
+                if len(windows) >= 2 and windows[-2][sig][2]["shape"] != r["shape"]:
+                    r["shape_varies"] = True
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
                 out.append(r)
         g = self._graph_nodes

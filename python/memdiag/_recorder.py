@@ -881,6 +881,11 @@ class Recorder:
     def _seed_notes(self):
         return [_report.event("note", "", None, self._seed_note, None)] if self._seed_note else []
 
+    def _batch_assumed(self):
+        """Whether the report's batch is the 1 written where none was seen."""
+        inferred = self._inferred_batch if self._step0_forwards_sized else 0
+        return self.batch_size is None and self._step >= 0 and not inferred
+
     def _batch_notes(self):
         """Where the report's batch came from, when it was not read off
         every forward of step 0."""
@@ -958,6 +963,7 @@ class Recorder:
                   "model": _describe_model(self.model), "optimizer": [_describe_optimizer(o) for o in self.optimizers]},
             config={"batch_size_per_device": int(self.batch_size or
                                                  (self._inferred_batch if self._step0_forwards_sized else 0) or 1),
+                    "batch_assumed": True if self._batch_assumed() else None,
                     "preset": self.preset, "steps": int(self.steps_asked if self.steps_asked is not None else steps_done),
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
@@ -1071,7 +1077,7 @@ def _kept_event(records, walk_ms):
                     f"from {r['graph_nodes_before']} at the cleanup before")
         if r["what"] == "retain_graph":
             return f"backward(retain_graph=True) at {r['where'] or 'an unknown line'}"
-        shape = " x ".join(str(d) for d in r["shape"]) or "a scalar"
+        shape = (" x ".join(str(d) for d in r["shape"]) or "a scalar") + (" (its shape varying)" if r.get("shape_varies") else "")
         made = f" ({r['made_by']}, called at {r['where']})" if r.get("made_by") else ""
         return f"{r['per_step']} tensor(s) of {shape} {r['dtype']}{made}, {r['mib_per_step']:.1f} MiB a step"
     e = _report.event("kept", "", None, "kept across steps: " + "; ".join(one(r) for r in records) +

@@ -96,6 +96,7 @@ json to_json(const RunConfig& c) {
   // the reports it could not have understood.
   if (c.sequence_length) j["sequence_length"] = *c.sequence_length;
   if (!c.variant.empty()) j["variant"] = c.variant;
+  if (c.batch_assumed) j["batch_assumed"] = true;
   if (c.step_sampling) j["step_sampling"] = {{"all_below", c.step_sampling->all_below}, {"every", c.step_sampling->every}};
   return j;
 }
@@ -159,6 +160,7 @@ json to_json(const Event& ev) {
       json r = {{"what", to_string(k.what)}};
       if (k.what == KeptRecord::What::kTensor) {
         r["shape"] = k.shape;
+        if (k.shape_varies) r["shape_varies"] = true;
         r["dtype"] = k.dtype;
         r["device"] = k.device;
         r["grad_fn"] = opt(k.grad_fn);

@@ -122,7 +122,7 @@ Sample read_sample(const JsonNode& n) {
 
 KeptRecord read_kept(const JsonNode& n) {
   n.expect_object();
-  n.only({"what", "shape", "dtype", "device", "grad_fn", "made_by", "where", "per_step", "mib_per_step",
+  n.only({"what", "shape", "shape_varies", "dtype", "device", "grad_fn", "made_by", "where", "per_step", "mib_per_step",
           "graph_nodes", "graph_nodes_before"});
   KeptRecord k;
   k.what = n.field("what").as_enum<KeptRecord::What>();
@@ -131,6 +131,7 @@ KeptRecord read_kept(const JsonNode& n) {
     shape.expect_array();
     for (std::size_t i = 0; i < shape.size() && i < 16; ++i) k.shape.push_back(shape.at(i).as_integer(0, limits::kMaxExactInteger));
   }
+  if (n.given("shape_varies")) k.shape_varies = n.field("shape_varies").as_bool();
   k.dtype = n.opt_str("dtype").value_or("");
   k.device = n.opt_str("device").value_or("");
   k.grad_fn = n.opt_str("grad_fn");
@@ -276,8 +277,9 @@ RunConfig read_config(const JsonNode& c, std::int64_t version) {
   r.seed = static_cast<std::uint64_t>(c.integer("seed", 0, limits::kMaxExactInteger));
   r.memory_limit_mib = c.opt_mib("memory_limit_mib");
   if (version >= 3) {
-    c.only({"batch_size_per_device", "preset", "steps", "device", "seed", "memory_limit_mib", "remedies",
-            "allocator_settings", "parallelism", "sequence_length", "variant", "step_sampling"});
+    c.only({"batch_size_per_device", "batch_assumed", "preset", "steps", "device", "seed", "memory_limit_mib",
+            "remedies", "allocator_settings", "parallelism", "sequence_length", "variant", "step_sampling"});
+    if (c.given("batch_assumed")) r.batch_assumed = c.field("batch_assumed").as_bool();
     if (auto l = c.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) r.sequence_length = static_cast<int>(*l);
     r.parallel = read_parallelism(c.field("parallelism"));
     r.allocator_settings = c.str("allocator_settings");

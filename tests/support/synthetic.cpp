@@ -79,6 +79,7 @@ Report synth(const Synth& s) {
 Report full_report() {
   Report r = synth({});
   r.config.memory_limit_mib = 1024;
+  r.config.batch_assumed = true;  // every field written: a loop whose batch its recorder could not see
   r.case_info.source = "/cases/synthetic.json";
   r.case_info.builtin = false;
   r.case_info.presets = {"small", "medium"};
@@ -128,6 +129,7 @@ Report full_report() {
     t.where = "job.py:42";
     t.per_step = 1;
     t.mib_per_step = 238.5;
+    t.shape_varies = true;  // every field written: a job whose steps vary in size
     KeptRecord g;
     g.what = KeptRecord::What::kGraph;
     g.graph_nodes = 40;

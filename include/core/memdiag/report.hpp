@@ -122,7 +122,8 @@ struct OomDetails {
 struct KeptRecord {
   enum class What { kTensor, kGraph, kRetainGraph };
   What what = What::kTensor;
-  std::vector<std::int64_t> shape;  // kTensor
+  std::vector<std::int64_t> shape;  // kTensor (the last walk's, where it varied)
+  bool shape_varies = false;        // kTensor: the kind's shape differed from step to step
   std::string dtype, device;
   std::optional<std::string> grad_fn;  // the autograd node that made it
   std::optional<std::string> made_by;  // "logits of BertForMaskedLM": a model output it was
@@ -166,6 +167,10 @@ Event make_event(EventKind kind, std::optional<Phase> phase, std::optional<int> 
 
 struct RunConfig {
   int batch_size_per_device = 0;
+  // The writer could not see the batch and wrote 1 in its stead (a recorded
+  // loop whose model took no tensor with a batch dimension): nothing per
+  // sample is known.
+  bool batch_assumed = false;
   std::string preset;
   int steps = 0;       // asked for; a run that stopped early completed fewer
   // Tokens per sample of a transformer (its case's, or --sequence-length);
@@ -199,6 +204,7 @@ struct RunConfig {
 // another writer of the schema, by its own name.
 inline constexpr const char* kProducerDiagnostics = "memory_diagnostics";
 inline constexpr const char* kProducerRecorder = "memdiag::Recorder";
+inline constexpr const char* kProducerPython = "memdiag.record (Python)";  // python/memdiag/_report.py
 struct Producer {
   std::string name = kProducerRecorder;
   std::string version;
