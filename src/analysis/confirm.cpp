@@ -150,13 +150,26 @@ class Planner {
 // (activations' work grows with the samples); below it a step's fixed work
 // (the optimizer, the launches) does not shrink, so the report's own time
 // bounds it.
+// The batch pair that tells activations from the rest: 1 and 4, less the
+// run's own batch (a job at batch 4 measured that point already), which
+// 2 replaces.
+std::vector<int> other_batches(const RunFeatures& p) {
+  std::vector<int> out;
+  for (int b : {1, 4}) out.push_back(b == p.config.batch_size_per_device ? 2 : b);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void estimate_cost(ConfirmingRun& c, const std::optional<CapacityFit>& fit, const RunFeatures& p) {
   const int steps = p.config.steps > 0 ? p.config.steps : static_cast<int>(p.steps.size());
   const double batch = static_cast<double>(std::max<std::int64_t>(p.local_batch, 1));
   const std::optional<double> ms = p.ms_per_step;
   switch (c.confirms) {
     case SweepKind::kBatch: {
-      const auto b = static_cast<double>(c.run.batch_size_per_device.value_or(0));
+      // Rank 0 carries the extra samples and binds: its batch is the one
+      // whose peak is said.
+      const auto b = static_cast<double>(c.run.batch_size_per_device.value_or(0)) +
+                     (c.run.world_size > 1 ? c.run.rank_zero_extra_samples : 0);
       if (b <= 0) return;
       if (fit) {
         // Allocated, as the report's peak is: what the allocator reserved
@@ -208,16 +221,14 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
   const int longer = 2 * std::max(static_cast<int>(p.steps.size()), thresholds::kMinConfirmSteps);
   switch (cause) {
     case Cause::kActivations:
-      out.push_back(plan.batch(1));
-      out.push_back(plan.batch(4));
+      for (int b : other_batches(p)) out.push_back(plan.batch(b));
       break;
     case Cause::kOptimizerState:
       if (auto r = plan.other_preset()) out.push_back(*r);
       break;
     case Cause::kRetainedGraph: out.push_back(plan.steps(longer)); break;
     case Cause::kInconclusive:
-      out.push_back(plan.batch(1));
-      out.push_back(plan.batch(4));
+      for (int b : other_batches(p)) out.push_back(plan.batch(b));
       out.push_back(plan.steps(longer));
       break;
     case Cause::kParameters:
@@ -225,7 +236,8 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
     case Cause::kFragmentation: break;
   }
   // One fit for all of them: the group's runs of the configuration.
-  const std::optional<CapacityFit> fit = out.empty() ? std::nullopt : fit_capacity(batch_points(g, p));
+  const std::optional<CapacityFit> fit =
+      out.empty() || p.config.batch_assumed ? std::nullopt : fit_capacity(batch_points(g, p));
   for (ConfirmingRun& c : out) estimate_cost(c, fit, p);
   return out;
 }

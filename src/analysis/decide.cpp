@@ -9,15 +9,18 @@
 namespace memdiag {
 
 // Each cause's figure comes from one measurement: activations from the
-// steady forward increment, optimizer state from the persistent increase made
-// once at the first step, a retained graph from the post-cleanup growth over
+// steady forward increment (with what the loop held of a step past its
+// cleanup), optimizer state from the persistent increase made once at the
+// first step (less what was held over, within the census's state), a retained graph from the post-cleanup growth over
 // all steps, parameters from the weights the rank holds, the cache from peak reserved
 // minus peak allocated, fragmentation from the most free memory stranded in
 // split segments of a run whose allocator had to retry.
 std::vector<Component> components_of(const RunFeatures& f) {
   std::vector<Component> c;
-  if (f.forward_increment_mib) c.push_back({Cause::kActivations, std::max(0.0, *f.forward_increment_mib)});
-  if (f.first_step_excess_mib) c.push_back({Cause::kOptimizerState, *f.first_step_excess_mib});
+  if (f.forward_increment_mib) {
+    c.push_back({Cause::kActivations, std::max(0.0, *f.forward_increment_mib + f.held_over_mib)});
+  }
+  if (f.optimizer_state_made_mib) c.push_back({Cause::kOptimizerState, *f.optimizer_state_made_mib});
   if (f.retained_growth_mib) c.push_back({Cause::kRetainedGraph, *f.retained_growth_mib});
   c.push_back({Cause::kParameters, f.held_parameter_mib});
   if (f.cache_excess_mib) c.push_back({Cause::kAllocatorCache, *f.cache_excess_mib});

@@ -10,8 +10,9 @@ namespace memdiag::detail {
 namespace {
 
 evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
+  const bool unseen = p.growth_unseen_frees_mib.has_value();
   return evidence::PostCleanupTrend{p.growth_per_step_mib, p.growth_significant, static_cast<int>(p.steps.size()),
-                                    made_once && !p.growth_significant};
+                                    made_once && !p.growth_significant && !unseen, unseen};
 }
 
 void add_sweep(std::vector<Evidence>& out, const std::vector<Sweep>& sweeps, SweepKind kind, const Sweep** found) {
@@ -27,8 +28,19 @@ RunPoint point_of(const RunFeatures& f) {
   return RunPoint{f.local_batch, f.config.preset, static_cast<int>(f.steps.size())};
 }
 
+std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p) {
+  const double slope = p.growth_per_step_mib.value_or(0);
+  double tensors = 0;
+  for (const KeptRecord& k : p.kept) {
+    if (k.what == KeptRecord::What::kRetainGraph) return std::nullopt;
+    if (k.what == KeptRecord::What::kTensor) tensors += k.mib_per_step;
+  }
+  if (slope <= 0 || tensors < 0.5 * slope) return std::nullopt;
+  return tensors;
+}
+
 std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const std::vector<Sweep>& sweeps,
-                                     bool& confirmed) {
+                                     bool& confirmed, const std::vector<double>& budgets_mib) {
   std::vector<Evidence> out;
   const double fwd = p.forward_increment_mib.value_or(0);
   const Sweep* sweep = nullptr;
@@ -36,7 +48,13 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
   switch (cause) {
     case Cause::kActivations:
       {
-        evidence::ForwardIncrement f{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib, point_of(p), std::nullopt};
+        evidence::ForwardIncrement f{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib, point_of(p), std::nullopt,
+                                    p.held_over_mib, std::nullopt};
+        if (p.step_samples && p.step_samples->varied()) f.samples = p.step_samples;
+        if (p.config.batch_assumed) {
+          f.batch_assumed = true;
+          f.per_sample_mib.reset();
+        }
         if (p.logits_mib && fwd > 0 && *p.logits_mib >= thresholds::kLargeLogitsShare * fwd) f.logits_mib = p.logits_mib;
         out.push_back(f);
       }
@@ -55,7 +73,8 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
     case Cause::kOptimizerState: {
       std::optional<double> setup;
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
-      out.push_back(evidence::OptimizerStateMade{setup, p.first_step_excess_mib.value_or(0),
+      out.push_back(evidence::OptimizerStateMade{setup, p.optimizer_state_made_mib.value_or(0),
+                                                 p.first_step_excess_mib.value_or(0),
                                                  p.excess_to_parameter_ratio.value_or(0), p.held_parameter_mib});
       if (!p.steps.empty() && p.steps.front().step_increment_mib) {
         out.push_back(evidence::StepIncrements{*p.steps.front().step_increment_mib,
@@ -76,14 +95,17 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       const double slope = p.growth_per_step_mib.value_or(0);
       evidence::RetainedGrowth g{slope, p.growth_positive_share.value_or(0), p.retained_growth_mib.value_or(0),
                                  point_of(p), std::nullopt, std::nullopt};
-      // At this rate: each later step peaks higher by what a step keeps.
-      g.budget_mib = p.config.memory_limit_mib ? p.config.memory_limit_mib : p.device_total_mib;
+      // At this rate: each later step peaks higher by what a step keeps,
+      // against the run's limit, else a budget asked for, else the device.
+      g.budget_mib = p.config.memory_limit_mib ? p.config.memory_limit_mib
+                     : !budgets_mib.empty()    ? std::optional<double>(budgets_mib.front())
+                                               : p.device_total_mib;
       if (g.budget_mib && slope > 0 && !p.steps.empty() && p.peak_allocated_mib < *g.budget_mib) {
         const double steps_left = std::ceil((*g.budget_mib - p.peak_allocated_mib) / slope);
         g.fills_at_step = static_cast<std::int64_t>(std::min(steps_left + p.steps.back().step, 1e15));
       }
       out.push_back(g);
-      if (fwd > 0) out.push_back(evidence::RetainedShareOfForward{slope, fwd});
+      if (fwd > 0) out.push_back(evidence::RetainedShareOfForward{slope, fwd, kept_tensors_explaining_growth(p)});
       add_sweep(out, sweeps, SweepKind::kSteps, &sweep);
       confirmed = sweep != nullptr && sweep->increasing;
       break;
@@ -148,8 +170,12 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     if (primary.step_tokens && primary.step_tokens->varied()) w.tokens = primary.step_tokens;
     if (w.samples || w.tokens) out.push_back(w);
   }
+  if (primary.config.batch_assumed) out.push_back(warning::BatchAssumed{primary.source});
+  if (primary.growth_unseen_frees_mib) {
+    out.push_back(warning::GrowthUnseenFrees{primary.source, *primary.growth_unseen_frees_mib});
+  }
   for (const DistributedView& d : views) {
-    if (d.imbalanced) out.push_back(warning::RankImbalance{d.run, d.imbalance, d.max_rank, d.max_peak_mib});
+    if (d.imbalanced) out.push_back(warning::RankImbalance{d.run, d.imbalance, d.max_rank, d.max_peak_mib, d.variant});
   }
   for (warning::RankSetIncomplete& w : rank_sets) out.push_back(std::move(w));
   return out;

@@ -8,9 +8,15 @@
 namespace memdiag::detail {
 
 RunPoint point_of(const RunFeatures& f);
+// The MiB a step of the tensors the walk named as kept, where they account
+// for at least half of the post-cleanup growth and none of the records is a
+// graph told to stay (retain_graph); else nothing.
+std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p);
 // The evidence for the decided cause, and whether a sweep confirmed it.
+// budgets_mib: --budget-mib, the first of which a growth is projected
+// against where the run had no limit of its own (the CPU's, say).
 std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const std::vector<Sweep>& sweeps,
-                                     bool& confirmed);
+                                     bool& confirmed, const std::vector<double>& budgets_mib = {});
 // Figures every verdict carries: the cache gap and memory outside the allocator.
 std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
 // How the primary run stopped, if it did, and ranks out of balance.

@@ -65,6 +65,7 @@ void read_samples(const Report& r, RunFeatures& f) {
       switch (s.phase) {
         case Phase::kForward:
           st.forward_increment_mib = inc;
+          if (prev) st.forward_peak_increment_mib = s.peak_allocated_mib - prev->allocated_mib;
           st.forward_allocated_mib = s.allocated_mib;
           st.forward_samples = s.samples;
           st.forward_tokens = s.tokens;
@@ -187,6 +188,8 @@ std::optional<SizeRange> range_of(const std::vector<StepFigures>& steps, std::op
   return r;
 }
 
+void split_first_step_excess(RunFeatures& f);
+
 // The post-cleanup trajectory: what the first step left, the growth per step,
 // and how much of the first step's increase was made once.
 void post_cleanup_trend(RunFeatures& f) {
@@ -222,9 +225,43 @@ void post_cleanup_trend(RunFeatures& f) {
     }
     if (f.growth_significant) f.retained_growth_mib = slope * span;
   }
-  if (f.first_step_excess_mib && f.held_parameter_mib > 0) {
-    f.excess_to_parameter_ratio = *f.first_step_excess_mib / f.held_parameter_mib;
+  split_first_step_excess(f);
+  if (f.optimizer_state_made_mib && f.held_parameter_mib > 0) {
+    f.excess_to_parameter_ratio = *f.optimizer_state_made_mib / f.held_parameter_mib;
   }
+}
+
+// Whether the steady forwards needed at once what step 0's did: where the
+// loop held a step's tensors until the next forward replaced them, each
+// later forward still made all of its own before the old ones went (its
+// peak above its start is step 0's); memory a library made once in step
+// 0's forward (a workspace, a lazily built buffer) raised step 0's peak
+// alone.
+bool steady_peaks_match_first(const RunFeatures& f, double held) {
+  const StepFigures& first = f.steps.front();
+  if (!first.forward_peak_increment_mib) return false;
+  std::vector<double> steady;
+  for (const StepFigures& st : f.steps) {
+    if (st.step >= 1 && st.forward_peak_increment_mib) steady.push_back(*st.forward_peak_increment_mib);
+  }
+  if (steady.empty()) return false;
+  return std::abs(*first.forward_peak_increment_mib - median(steady)) < 0.5 * held;
+}
+
+void split_first_step_excess(RunFeatures& f) {
+  if (!f.first_step_excess_mib) return;
+  const double excess = *f.first_step_excess_mib;
+  const bool sizes_varied = (f.step_samples && f.step_samples->varied()) || (f.step_tokens && f.step_tokens->varied());
+  if (f.steps.size() >= 2 && f.steps.front().step == 0 && f.steps.front().forward_increment_mib && !sizes_varied &&
+      f.forward_increment_mib) {
+    const double held =
+        std::clamp(*f.steps.front().forward_increment_mib - *f.forward_increment_mib, 0.0, excess);
+    if (held >= thresholds::kMinimumSignalMib && steady_peaks_match_first(f, held)) f.held_over_mib = held;
+  }
+  double state = excess - f.held_over_mib;
+  const bool buckets = f.id.world_size > 1 && (f.id.mode == ParallelMode::kDdp || f.id.mode == ParallelMode::kZero1);
+  if (f.step_optimizer_state_mib && !buckets) state = std::min(state, *f.step_optimizer_state_mib);
+  f.optimizer_state_made_mib = std::max(0.0, state);
 }
 
 }  // namespace
@@ -315,6 +352,12 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.step_samples = range_of(f.steps, &StepFigures::samples);
   f.step_tokens = range_of(f.steps, &StepFigures::tokens);
   post_cleanup_trend(f);
+  if (f.id.device_kind == "cpu" && f.id.world_size > 1 && f.id.producer == kProducerPython && f.kept.empty() &&
+      f.growth_significant) {
+    f.growth_unseen_frees_mib = f.growth_per_step_mib;
+    f.growth_significant = false;
+    f.retained_growth_mib.reset();
+  }
   return f;
 }
 

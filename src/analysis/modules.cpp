@@ -52,8 +52,15 @@ std::optional<evidence::ForwardByModule> forward_by_module(const RunFeatures& p)
   // that nothing is counted twice and the parts add up to the total.
   std::map<std::string, double> by_type;
   for (const ModuleRecord& m : p.modules) by_type[m.type] += m.own_mib;
-  for (const auto& [type, mib] : by_type) out.types.push_back(ModuleShare{"", type, mib, 0});
-  out.types = largest(std::move(out.types), out.total_mib);
+  double made = 0;
+  for (const auto& [type, mib] : by_type) {
+    out.types.push_back(ModuleShare{"", type, mib, 0});
+    if (mib > 0) made += mib;
+    if (mib < 0) out.freed_in_parents_mib -= mib;
+  }
+  // Shares of what the types made where some of it was freed again (their
+  // parts over the total read Linear 100% and ReLU 100% of a Sequential).
+  out.types = largest(std::move(out.types), out.freed_in_parents_mib > 0 ? made : out.total_mib);
   out.outside = largest(std::move(out.outside), out.total_mib);
   // From the model down to where it fans out.
   if (root) {

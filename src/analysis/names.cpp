@@ -59,6 +59,8 @@ const char* warning_code(const Warning& w) {
                         [](const warning::RankImbalance&) { return "rank_imbalance"; },
                         [](const warning::InputsVaried&) { return "inputs_varied"; },
                         [](const warning::RankSetIncomplete&) { return "rank_set_incomplete"; },
+                        [](const warning::GrowthUnseenFrees&) { return "growth_unseen_frees"; },
+                        [](const warning::BatchAssumed&) { return "batch_assumed"; },
                     },
                     w);
 }

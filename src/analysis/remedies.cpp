@@ -12,8 +12,9 @@ namespace memdiag {
 
 std::optional<double> cause_mib(Cause cause, const RunFeatures& f) {
   switch (cause) {
-    case Cause::kActivations: return f.forward_increment_mib;
-    case Cause::kOptimizerState: return f.first_step_excess_mib;
+    case Cause::kActivations:
+      return f.forward_increment_mib ? std::optional<double>(*f.forward_increment_mib + f.held_over_mib) : std::nullopt;
+    case Cause::kOptimizerState: return f.optimizer_state_made_mib;
     // A run that stopped growing has no retained growth: zero, not unknown.
     case Cause::kRetainedGraph: return f.growth_per_step_mib ? std::optional<double>(f.retained_growth_mib.value_or(0)) : std::nullopt;
     case Cause::kParameters: return f.held_parameter_mib;

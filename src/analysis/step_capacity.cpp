@@ -32,22 +32,49 @@ struct StepPoint {
 
 struct UnitFit {
   double rate = 0, steepest = 0, spread = 0;
+  double intercept = 0;  // what a step needs whatever its size
 };
 
-// need = rate x size through zero, least squares; the spread is the
-// relative RMS deviation of each step's own rate from it.
+// need = intercept + rate x size, least squares, where the sizes span at
+// least twice over three steps or more (a ramp of batch sizes: the
+// gradients backward makes, and a step's own workspaces, do not follow the
+// size, and read through zero they made a ResNet's batch-2 step's rate 8x
+// its batch-64 step's); through zero otherwise, or where the line would
+// start below zero. The spread is the relative RMS deviation of each
+// step's own rate (its need above the intercept, over its size) from it.
 std::optional<UnitFit> fit(const std::vector<StepPoint>& pts) {
-  double sxy = 0, sxx = 0;
+  double sxy = 0, sxx = 0, least = pts.front().size, most = least;
   for (const StepPoint& p : pts) {
     sxy += p.size * p.need_mib;
     sxx += p.size * p.size;
+    least = std::min(least, p.size);
+    most = std::max(most, p.size);
   }
   if (sxx <= 0 || sxy <= 0) return std::nullopt;
   UnitFit f;
   f.rate = sxy / sxx;
+  if (pts.size() >= 3 && most >= 2 * least) {
+    const double n = static_cast<double>(pts.size());
+    double mx = 0, my = 0;
+    for (const StepPoint& p : pts) {
+      mx += p.size / n;
+      my += p.need_mib / n;
+    }
+    double num = 0, den = 0;
+    for (const StepPoint& p : pts) {
+      num += (p.size - mx) * (p.need_mib - my);
+      den += (p.size - mx) * (p.size - mx);
+    }
+    const double rate = den > 0 ? num / den : 0;
+    const double intercept = my - rate * mx;
+    if (rate > 0 && intercept > 0) {
+      f.rate = rate;
+      f.intercept = intercept;
+    }
+  }
   double dev = 0;
   for (const StepPoint& p : pts) {
-    const double own = p.need_mib / p.size;
+    const double own = (p.need_mib - f.intercept) / p.size;
     f.steepest = std::max(f.steepest, own);
     dev += (own - f.rate) * (own - f.rate);
   }
@@ -105,6 +132,7 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
   base.unit = tokens ? StepSizeCapacity::Unit::kTokens : StepSizeCapacity::Unit::kSamples;
   base.steps = static_cast<int>(pts.size());
   base.per_unit_mib = f.rate;
+  base.per_step_mib = f.intercept;
   base.steepest_per_unit_mib = f.steepest;
   base.spread = f.spread;
   if (tokens && fs) base.other_spread = fs->spread;
@@ -118,7 +146,7 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
   base.least = static_cast<std::int64_t>(pts.front().size);
   base.most = base.least;
   for (const StepPoint& pt : pts) {
-    base.base_mib = std::max(base.base_mib, pt.base_mib);
+    base.base_mib = std::max(base.base_mib, pt.base_mib + f.intercept);
     base.least = std::min(base.least, static_cast<std::int64_t>(pt.size));
     if (static_cast<std::int64_t>(pt.size) >= base.most) {
       base.most = static_cast<std::int64_t>(pt.size);

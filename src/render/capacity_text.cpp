@@ -295,8 +295,11 @@ std::string describe(const StepSizeCapacity& c) {
                                       " while their " + unit + " held at " + std::to_string(c.most)
                                 : "the steps' size varied (" + std::to_string(c.least) + " to " + std::to_string(c.most) +
                                       " " + unit + ")";
+  const std::string fixed = c.per_step_mib > 0 ? "weights, optimizer state, and " + mib(c.per_step_mib) +
+                                                     " a step needs whatever its size (gradients, workspaces)"
+                                               : std::string("weights, optimizer state");
   std::string s = range + ": memory follows their " + unit + ", " + mib(c.per_unit_mib) + " a " + one + " above the " +
-                  mib(c.base_mib) + " that does not follow it (weights, optimizer state; fitted on " + std::to_string(c.steps) + " steps" + ", each step's own rate within " +
+                  mib(c.base_mib) + " that does not follow it (" + fixed + "; fitted on " + std::to_string(c.steps) + " steps" + ", each step's own rate within " +
                   pct(c.spread) + (c.other_spread ? std::string("; by ") + other + " it varies " + pct(*c.other_spread) : "") +
                   "); within " + budget_words(c.source, c.budget_mib) + " the largest step predicted to fit holds " +
                   std::to_string(c.max_size_steepest) + " " + unit + " at the steepest step's rate";

@@ -114,6 +114,11 @@ const char* cause_label(Cause c) { return text_of(c).label; }
 const char* cause_basis(Cause c) { return text_of(c).basis; }
 const char* cause_response(Cause c) { return text_of(c).response; }
 
+std::string cause_label_for(const Verdict& v) {
+  if (v.kept_tensors_not_graphs) return "tensors kept across steps (a lifetime bug)";
+  return cause_label(v.dominant);
+}
+
 
 std::string response_for(const Verdict& v) {
   const evidence::KeptAcrossSteps* kept = nullptr;
@@ -198,6 +203,20 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     }
   }
   std::vector<std::string> out;
+  if (v.kept_tensors_not_graphs) {
+    // What the walk named is tensors, not graphs: the same statements, of them.
+    static const std::vector<NotHelpful> kept_tensors{
+        "Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
+        {"empty_cache(): the kept tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
+        "Activation checkpointing or a smaller batch: they shrink what each step keeps, but the growth per step "
+        "continues until it runs out.",
+        "detach() alone: a detached tensor kept on the device keeps its storage; only the graph is cut."};
+    for (const NotHelpful& n : kept_tensors) {
+      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
+      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
+    }
+    return out;
+  }
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
     if (grew && n.needs_stable) continue;
     const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);

@@ -88,7 +88,8 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
         std::string shape;
         for (std::int64_t d : k.shape) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
         s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
-             " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype + ", " + mib(k.mib_per_step) +
+             " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
+             (k.shape_varies ? " at the last walk, its shape varying with the steps" : "") + ", " + mib(k.mib_per_step) +
              " each step" + (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
              (k.where ? ", from the call at " + *k.where : std::string()) + ")";
         break;
@@ -114,13 +115,17 @@ std::string modules_line(const evidence::ForwardByModule& x) {
   std::string s = "step " + std::to_string(x.step) + "'s forward by module (allocated after each module's forward "
                   "less before it, from forward hooks): " + mib(x.total_mib) + " in modules";
   if (x.forward_increment_mib && *x.forward_increment_mib > x.total_mib + 0.05) {
-    s += " of the forward's " + mib(*x.forward_increment_mib) + " (the rest outside any module: the loop's own ops)";
+    s += " of the forward's " + mib(*x.forward_increment_mib) +
+         " (the rest made outside the model's modules: the loss, the loop's own ops, a wrapper such as DDP)";
   } else if (x.forward_increment_mib && *x.forward_increment_mib < x.total_mib - 0.05) {
     s += " (the forward phase added " + mib(*x.forward_increment_mib) +
          ": it also freed what the loop held from the step before, such as the last step's outputs)";
   }
   if (!x.types.empty()) {
-    s += "; by type, each module's own part: ";
+    s += x.freed_in_parents_mib > 0
+             ? "; by type, what each module's own code made (" + mib(x.freed_in_parents_mib) +
+                   " of it freed again in its parent's code, as the next module consumed it; shares of what was made): "
+             : "; by type, each module's own part: ";
     for (std::size_t i = 0; i < x.types.size(); ++i) {
       const bool model = x.types[i].type == x.model_type;
       s += (i ? ", " : "") + x.types[i].type + (model ? "'s own ops" : "") + " " + share(x.types[i]);
@@ -230,6 +235,10 @@ std::string oom_line(const evidence::OutOfMemory& x) {
 
 std::string trend_line(const evidence::PostCleanupTrend& t) {
   if (!t.growth_per_step_mib) return "post-cleanup trend unknown (one step)";
+  if (t.unseen_frees) {
+    return "post-cleanup allocation moved " + signed_mib(*t.growth_per_step_mib) + " per step over " +
+           std::to_string(t.steps) + " steps, which this rank's readings cannot tell from a leak (the warning below)";
+  }
   std::string s = "post-cleanup allocation " + std::string(t.growing ? "grows" : "is stable") + " (" +
                   signed_mib(*t.growth_per_step_mib) + " per step over " + std::to_string(t.steps) + " steps)";
   if (t.made_once) s += ": made once, then kept";
@@ -312,12 +321,28 @@ std::string describe(const Evidence& e) {
   return std::visit(
       Overload{
           [](const evidence::ForwardIncrement& x) {
-            std::string s = "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
-                            mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
-                            " of parameters; peak " + mib(x.peak_mib);
+            std::string s =
+                x.batch_assumed
+                    ? "forward adds " + mib(x.forward_mib) + " per step (its batch unseen: nothing per sample), preset " +
+                          x.at.preset + ", " + steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) +
+                          " of parameters; peak " + mib(x.peak_mib)
+                : x.samples ? "forward adds " + mib(x.forward_mib) + " per step (the median step; the steps were given " +
+                                std::to_string(x.samples->least) + " to " + std::to_string(x.samples->most) +
+                                " samples), " + mib(x.per_sample_mib.value_or(0)) +
+                                " per sample (the median of each step's own), preset " + x.at.preset + ", " +
+                                steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) + " of parameters; peak " +
+                                mib(x.peak_mib)
+                          : "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
+                                mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
+                                " of parameters; peak " + mib(x.peak_mib);
             if (x.logits_mib) {
               s += "; the logits (batch x length x vocabulary, fp32) are " + mib(*x.logits_mib) + ", " +
                    format_percent(*x.logits_mib / x.forward_mib, 0) + " of it";
+            }
+            if (x.held_over_mib > 0) {
+              s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
+                   " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
+                   "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
             }
             return s;
           },
@@ -325,7 +350,11 @@ std::string describe(const Evidence& e) {
           [](const evidence::OptimizerStateMade& x) {
             std::string setup;
             if (x.optimizer_setup_mib) setup = "building the optimizer added " + signed_mib(*x.optimizer_setup_mib) + "; ";
-            return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup, " +
+            const std::string of_left =
+                x.left_mib > x.persistent_mib + 0.005
+                    ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state)"
+                    : "";
+            return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup" + of_left + ", " +
                    format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters";
           },
           [](const evidence::StepIncrements& x) {
@@ -348,8 +377,14 @@ std::string describe(const Evidence& e) {
             return s;
           },
           [](const evidence::RetainedShareOfForward& x) {
-            return "each step keeps " + format_fixed(100 * x.per_step_mib / x.forward_mib, 0) +
-                   "% of its forward increment (" + mib(x.forward_mib) + "): the step's graph outlives the step";
+            const std::string share = "each step keeps " + format_fixed(100 * x.per_step_mib / x.forward_mib, 0) +
+                                      "% of its forward increment (" + mib(x.forward_mib) + ")";
+            if (x.kept_tensors_mib) {
+              // backward freed what the graph saved: the bytes are the kept tensors' own.
+              return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) +
+                     " a step, named below) outlive the step, not its graph";
+            }
+            return share + ": the step's graph outlives the step";
           },
           [](const evidence::WeightsDominate& x) {
             return "the weights take " + mib(x.parameter_mib) + " of a " + mib(x.peak_mib) + " peak" + at(x.at) +
@@ -403,7 +438,8 @@ std::string describe(const Warning& w) {
   return std::visit(Overload{
                         [](const warning::RunStopped& x) { return x.source + ": " + describe(x.stop); },
                         [](const warning::RankImbalance& x) {
-                          return describe_rank_run(x.run) + ": ranks imbalanced, peak differs by " +
+                          return describe_rank_run(x.run) + (x.variant != "none" ? ", " + x.variant : std::string()) +
+                                 ": ranks imbalanced, peak differs by " +
                                  format_fixed(100 * x.imbalance, 0) + "%; rank " + std::to_string(x.max_rank) +
                                  " is the capacity constraint at " + mib(x.max_peak_mib);
                         },
@@ -425,6 +461,17 @@ std::string describe(const Warning& w) {
                             s += ")";
                           }
                           return s + "; per-rank figures and the capacity constraint are the given reports' only";
+                        },
+                        [](const warning::BatchAssumed& x) {
+                          return x.source + ": its writer could not see the batch (no tensor with a batch dimension "
+                                 "among the model's inputs) and wrote 1: nothing per sample, no largest batch; record "
+                                 "with batch_size= given";
+                        },
+                        [](const warning::GrowthUnseenFrees& x) {
+                          return x.source + ": its post-cleanup allocation moved " + signed_mib(x.growth_per_step_mib) +
+                                 " a step, not taken for a leak: a CPU rank's allocated is read off PyTorch's profiler, "
+                                 "which misses the frees made in the collectives' threads (Gloo), and the recorder's "
+                                 "walk of the live tensors named nothing kept; a CUDA run tells";
                         },
                         [](const warning::InputsVaried& x) {
                           std::string s = x.source + ": what the steps were given varied:";

@@ -49,14 +49,15 @@ json figures(const Evidence& e) {
           [](const evidence::ForwardIncrement& x) -> json {
             return {{"forward_mib", x.forward_mib}, {"per_sample_mib", opt(x.per_sample_mib)},
                     {"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"at", point_json(x.at)},
-                    {"logits_mib", opt(x.logits_mib)}};
+                    {"logits_mib", opt(x.logits_mib)}, {"held_over_mib", x.held_over_mib}, {"batch_assumed", x.batch_assumed},
+                    {"samples", x.samples ? json{{"least", x.samples->least}, {"most", x.samples->most}} : json(nullptr)}};
           },
           [](const evidence::PostCleanupTrend& x) -> json {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
-                    {"steps", x.steps}, {"made_once", x.made_once}};
+                    {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees}};
           },
           [](const evidence::OptimizerStateMade& x) -> json {
-            return {{"optimizer_setup_mib", opt(x.optimizer_setup_mib)}, {"persistent_mib", x.persistent_mib},
+            return {{"optimizer_setup_mib", opt(x.optimizer_setup_mib)}, {"persistent_mib", x.persistent_mib}, {"left_mib", x.left_mib},
                     {"ratio_to_parameters", x.ratio_to_parameters}, {"parameter_mib", x.parameter_mib}};
           },
           [](const evidence::StepIncrements& x) -> json {
@@ -69,7 +70,8 @@ json figures(const Evidence& e) {
                     {"fills_at_step", opt(x.fills_at_step)}, {"budget_mib", opt(x.budget_mib)}};
           },
           [](const evidence::RetainedShareOfForward& x) -> json {
-            return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib}};
+            return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib},
+                    {"kept_tensors_mib", opt(x.kept_tensors_mib)}};
           },
           [](const evidence::WeightsDominate& x) -> json {
             return {{"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"forward_mib", x.forward_mib},
@@ -97,6 +99,7 @@ json figures(const Evidence& e) {
             json list = json::array();
             for (const KeptRecord& k : x.kept) {
               list.push_back({{"what", to_string(k.what)}, {"shape", k.shape}, {"dtype", k.dtype},
+                              {"shape_varies", k.shape_varies},
                               {"grad_fn", opt(k.grad_fn)}, {"made_by", opt(k.made_by)}, {"where", opt(k.where)},
                               {"per_step", k.per_step}, {"mib_per_step", k.mib_per_step},
                               {"graph_nodes", opt(k.graph_nodes)}, {"graph_nodes_before", opt(k.graph_nodes_before)}});
@@ -115,6 +118,7 @@ json figures(const Evidence& e) {
             };
             return {{"step", x.step}, {"model_type", x.model_type}, {"total_mib", x.total_mib},
                     {"forward_increment_mib", opt(x.forward_increment_mib)}, {"types", list(x.types, false)},
+                    {"freed_in_parents_mib", x.freed_in_parents_mib},
                     {"under", x.under}, {"modules", list(x.modules, true)}, {"outside", list(x.outside, false)}};
           },
           [](const evidence::OutOfMemory& x) -> json {
@@ -155,12 +159,16 @@ json figures(const Warning& w) {
                         },
                         [](const warning::RankImbalance& x) -> json {
                           return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
-                                  {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}};
+                                  {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}, {"variant", x.variant}};
                         },
                         [](const warning::RankSetIncomplete& x) -> json {
                           return {{"run", point_json(x.run)}, {"world_size", x.gaps.world_size},
                                   {"missing_ranks", x.gaps.missing}, {"missing_count", x.gaps.missing_count},
                                   {"repeated_ranks", x.gaps.repeated}, {"repeated_sources", x.repeated_sources}};
+                        },
+                        [](const warning::BatchAssumed& x) -> json { return {{"source", x.source}}; },
+                        [](const warning::GrowthUnseenFrees& x) -> json {
+                          return {{"source", x.source}, {"growth_per_step_mib", x.growth_per_step_mib}};
                         },
                         [](const warning::InputsVaried& x) -> json {
                           const auto range = [](const std::optional<SizeRange>& r) -> json {
@@ -371,7 +379,7 @@ json step_capacity_json(const Verdict& v) {
                    {"budget_source", to_string(c.source)},
                    {"max_size", c.max_size},
                    {"max_size_at_steepest", c.max_size_steepest},
-                   {"per_unit_mib", c.per_unit_mib},
+                   {"per_unit_mib", c.per_unit_mib}, {"per_step_mib", c.per_step_mib},
                    {"steepest_per_unit_mib", c.steepest_per_unit_mib},
                    {"spread", c.spread},
                    {"other_unit_spread", opt(c.other_spread)},
@@ -480,7 +488,8 @@ json group_json(const Group& g, const Verdict& v) {
                        {"first_step_excess_mib", opt(r.first_step_excess_mib)},
                        {"capacity_constraint", r.capacity_constraint}});
     }
-    dist.push_back({{"run", describe_rank_run(d.run)}, {"run_point", point_json(d.run)}, {"ranks", ranks},
+    dist.push_back({{"run", describe_rank_run(d.run)}, {"run_point", point_json(d.run)}, {"variant", d.variant},
+                    {"ranks", ranks},
                     {"capacity_constraint_rank", d.max_rank}, {"max_peak_mib", d.max_peak_mib},
                     {"imbalance", d.imbalance}, {"imbalanced", d.imbalanced}, {"world_size", d.gaps.world_size},
                     {"missing_ranks", d.gaps.missing}, {"missing_count", d.gaps.missing_count},
@@ -525,7 +534,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"device", g.device_kind},
           {"world_size", g.world_size},
           {"dominant_cause", to_string(v.dominant)},
-          {"label", cause_label(v.dominant)},
+          {"label", cause_label_for(v)},
           {"confirmed", v.confirmed},
           {"primary_report", v.primary_source},
           {"decision", decision_json(v.decision)},

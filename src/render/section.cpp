@@ -40,7 +40,7 @@ Section section_of(const Group& g, const Verdict& v) {
   Section s;
   s.title = group_title(g);
   s.cause = to_string(v.dominant);
-  s.label = cause_label(v.dominant);
+  s.label = cause_label_for(v);
   s.confirmed = v.confirmed;
   s.decision = describe(v.decision, v.primary_source);
   for (const Evidence& e : v.evidence) s.evidence.push_back(describe(e));
@@ -82,7 +82,10 @@ Section section_of(const Group& g, const Verdict& v) {
     }
   }
   s.runs = runs_table(g);
-  for (const DistributedView& d : v.distributed) s.ranks.emplace_back(describe_rank_run(d.run), ranks_table(d));
+  for (const DistributedView& d : v.distributed) {
+    s.ranks.emplace_back(describe_rank_run(d.run) + (d.variant != "none" ? ", " + d.variant : std::string()),
+                         ranks_table(d));
+  }
   make_printable(s);
   return s;
 }

@@ -845,3 +845,112 @@ TEST(Verdict, TheForwardByModuleNamesTypesAndWhereTheModelFansOut) {
   // No modules event, no such evidence.
   EXPECT_FALSE(find<evidence::ForwardByModule>(one(s)));
 }
+
+// What the first step leaves that the census does not count as the
+// optimizer's (a loop holding its last outputs, plain SGD) is not named
+// optimizer state: a hostile check read optimizer_state for a job whose
+// census said 0 MiB of it.
+TEST(Verdict, OptimizerStateIsNoMoreThanTheCensusCounts) {
+  Synth s = named("llama");
+  s.optimizer_state_mib = 60;  // left by step 0, not the optimizer's
+  s.activations_mib = 30;
+  Report r = synth(s);
+  for (Sample& x : r.samples) x.tensors = TensorCensus{s.params_mib, 0.0, 0.0};
+  Analysis a = analyse({{"r.json", r}});
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  EXPECT_EQ(a.verdicts[0].dominant, Cause::kActivations);
+  for (const Component& c : a.verdicts[0].components) {
+    if (c.cause == Cause::kOptimizerState) {
+      EXPECT_NEAR(c.mib, 0.0, 1e-9);
+    }
+  }
+  // The census counting the state: named, at the census's figure.
+  for (Sample& x : r.samples) {
+    const bool stepped = x.phase == Phase::kStep || (x.step && *x.step > 0);
+    x.tensors = TensorCensus{s.params_mib, 0.0, stepped ? 60.0 : 0.0};
+  }
+  a = analyse({{"r.json", r}});
+  EXPECT_EQ(a.verdicts[0].dominant, Cause::kOptimizerState);
+  const auto* made = find<evidence::OptimizerStateMade>(a.verdicts[0]);
+  ASSERT_TRUE(made);
+  EXPECT_NEAR(made->persistent_mib, 60, 1e-9);
+}
+
+// A loop that holds a step's tensors past its cleanup frees them in the
+// next forward: step 0's forward adds more than the steady ones by what
+// the first cleanup kept, while every forward needs as much at once (its
+// peak above its start). Without a census, that is the activations', not
+// the optimizer's; memory a library made once in step 0's forward (step
+// 0's peak alone higher) is neither.
+TEST(Verdict, TensorsHeldIntoTheNextForwardAreActivationsNotOptimizerState) {
+  const auto held_run = [](bool peaks_match) {
+    Synth s = named("towers");
+    s.activations_mib = 40;
+    s.steps = 5;
+    Report r = synth(s);
+    const double held = 36;
+    for (Sample& x : r.samples) {
+      if (!x.step || (*x.step == 0 && x.phase == Phase::kForward)) continue;  // step 0's forward: nothing held yet
+      x.allocated_mib += held;  // from step 0's backward on
+      if (x.phase == Phase::kForward) {
+        x.allocated_mib -= held;  // the forward freed the step before's
+        x.peak_allocated_mib = x.allocated_mib + held + (peaks_match ? 0.0 : -held);
+      } else {
+        x.peak_allocated_mib = std::max(x.peak_allocated_mib + held, x.allocated_mib);
+      }
+    }
+    return r;
+  };
+  Analysis a = analyse({{"r.json", held_run(true)}});
+  const Verdict& v = a.verdicts.at(0);
+  EXPECT_EQ(v.dominant, Cause::kActivations);
+  double act = 0, state = -1;
+  for (const Component& c : v.components) {
+    if (c.cause == Cause::kActivations) act = c.mib;
+    if (c.cause == Cause::kOptimizerState) state = c.mib;
+  }
+  EXPECT_NEAR(act, 40, 1e-9);  // 4 steady + 36 held: what step 0's forward added
+  EXPECT_NEAR(state, 0, 1e-9);
+  const auto* fwd = find<evidence::ForwardIncrement>(v);
+  ASSERT_TRUE(fwd);
+  EXPECT_NEAR(fwd->held_over_mib, 36, 1e-9);
+  // Step 0's forward alone needed more at once: made once, not held over.
+  EXPECT_NEAR(compute_features(held_run(false), "r.json").held_over_mib, 0, 1e-9);
+}
+
+// A CPU rank of several recorded in Python reads its allocated off the
+// profiler, which misses Gloo's frees: growth there is not a leak unless
+// the recorder's walk named what was kept (FSDP2 over 2 ranks read
+// retained_graph at 4 steps of a flat job).
+TEST(Verdict, GrowthOfACpuRankIsNoLeakUnlessTheWalkNamedWhatWasKept) {
+  Synth s = named("fsdp");
+  s.device = "cpu";
+  s.world_size = 2;
+  s.activations_mib = 5;
+  s.retained_per_step_mib = 6;
+  s.steps = 6;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  Analysis a = analyse({{"r-0.json", r}});
+  EXPECT_NE(a.verdicts.at(0).dominant, Cause::kRetainedGraph);
+  const std::vector<Warning>& w = a.verdicts[0].warnings;
+  EXPECT_TRUE(std::any_of(w.begin(), w.end(),
+                          [](const Warning& x) { return std::string(warning_code(x)) == "growth_unseen_frees"; }));
+  // memory_diagnostics' own CPU ranks count their allocations themselves.
+  Report own = r;
+  own.producer = Producer{kProducerDiagnostics, "test"};
+  EXPECT_EQ(analyse({{"r-0.json", own}}).verdicts.at(0).dominant, Cause::kRetainedGraph);
+  // The walk named a tensor kept every step: the growth is believed.
+  Event kept;
+  kept.kind = EventKind::kKept;
+  KeptRecord k;
+  k.shape = {32, 1000};
+  k.dtype = "float32";
+  k.per_step = 1;
+  k.mib_per_step = 6;
+  kept.kept = {k};
+  r.events.push_back(kept);
+  a = analyse({{"r-0.json", r}});
+  EXPECT_EQ(a.verdicts.at(0).dominant, Cause::kRetainedGraph);
+  EXPECT_TRUE(a.verdicts[0].kept_tensors_not_graphs);
+}

@@ -156,16 +156,26 @@ struct ForwardIncrement {
   // A language model: its logits, batch x length x vocab in fp32 (what the
   // loss reads), when they are a large share of the forward increment.
   std::optional<double> logits_mib;
+  // Of a step's tensors, what the loop held past its cleanup until the
+  // next forward replaced them (counted in the activations' figure).
+  double held_over_mib = 0;
+  // Where the steps' samples varied: the figure is the median step's and
+  // the per-sample one the median of each step's own, not the batch of
+  // `at` (step 0's).
+  std::optional<SizeRange> samples;
+  bool batch_assumed = false;  // the report's batch is a 1 written where none was seen
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
   bool growing = false;
   int steps = 0;
   bool made_once = false;  // stable after a first-step increase: state made once, then kept
+  bool unseen_frees = false;  // a CPU rank's profiler readings, whose growth is not read (GrowthUnseenFrees)
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready
-  double persistent_mib = 0;                  // first-step excess
+  double persistent_mib = 0;                  // of the first-step excess, the optimizer's
+  double left_mib = 0;                        // the first-step excess, all of it
   double ratio_to_parameters = 0;
   double parameter_mib = 0;
 };
@@ -190,6 +200,10 @@ struct RetainedGrowth {
 struct RetainedShareOfForward {
   double per_step_mib = 0;
   double forward_mib = 0;
+  // The tensors the recorder's walk named as kept, MiB a step, where they
+  // account for the growth and no graph was told to stay: the step keeps
+  // them, not its graph (backward freed what the graph saved).
+  std::optional<double> kept_tensors_mib;
 };
 struct WeightsDominate {
   double parameter_mib = 0;
@@ -276,6 +290,11 @@ struct ForwardByModule {
   double total_mib = 0;  // the model's forward, plus modules the loop called outside it
   std::optional<double> forward_increment_mib;  // that step's forward phase (the loss outside any module too)
   std::vector<ModuleShare> types;   // the largest five, by their own MiB
+  // What modules' own code freed of their children's outputs (a
+  // Sequential's loop dropping each layer's output as the next consumed
+  // it): the types' parts add up to the total only with it, so their
+  // shares are of what they made, not of the total, where it is not 0.
+  double freed_in_parents_mib = 0;
   std::string under;                // the module whose children are listed ("" : the model)
   std::vector<ModuleShare> modules;  // the largest five children of `under`
   std::vector<ModuleShare> outside;  // modules the loop called outside the model (a loss module)
@@ -302,6 +321,7 @@ struct RankImbalance {
   double imbalance = 0;
   int max_rank = 0;
   double max_peak_mib = 0;
+  std::string variant = "none";  // the ranks' variant_label: "zero1", "checkpoint=6"
 };
 // The size of what the steps were given changed from step to step (a
 // schedule of batch sizes, variable-length buckets): figures per sample are
@@ -315,6 +335,21 @@ struct InputsVaried {
 // The reports of a data-parallel run do not make its world: a rank missing
 // (world 3, ranks 0 and 1) or given twice. Per-rank figures and the
 // capacity constraint are the given ranks' only.
+// A CPU report of one of several ranks from the Python recorder: its
+// allocated comes from PyTorch's profiler, which does not see frees made in
+// the collectives' own threads (Gloo), so its post-cleanup growth is not
+// taken for a leak unless the recorder's walk named what was kept (FSDP2
+// over 2 ranks read retained_graph at 4 steps, a flat job).
+struct GrowthUnseenFrees {
+  std::string source;
+  double growth_per_step_mib = 0;
+};
+// The report's batch was not seen by its writer (a model that took no
+// tensor with a batch dimension) and is a 1 written in its stead: figures
+// per sample, capacity in batches and confirming batches are left out.
+struct BatchAssumed {
+  std::string source;
+};
 struct RankSetIncomplete {
   RunPoint run;
   RankGaps gaps;
@@ -322,7 +357,8 @@ struct RankSetIncomplete {
 };
 }  // namespace warning
 using Warning =
-    std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried, warning::RankSetIncomplete>;
+    std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried, warning::RankSetIncomplete,
+                 warning::GrowthUnseenFrees, warning::BatchAssumed>;
 const char* warning_code(const Warning& w);
 
 // A variant measured against the baseline: a run of the group that differs
@@ -459,7 +495,8 @@ struct StepSizeCapacity {
   enum class Unit { kSamples, kTokens };
   Unit unit = Unit::kSamples;
   int steps = 0;                 // steps fitted (step 0 left out where enough others said)
-  double base_mib = 0;           // the most a fitted step started with (weights, gradients, state)
+  double base_mib = 0;           // the most a fitted step started with (weights, state), and per_step_mib
+  double per_step_mib = 0;       // of it, what a step needed whatever its size (a line's intercept)
   double per_unit_mib = 0;       // the fitted rate
   double steepest_per_unit_mib = 0;
   double spread = 0;             // the rate's relative deviation over the steps in this unit
@@ -602,6 +639,10 @@ struct Verdict {
   // model.attention is "math"): the remedies that replace it come first in
   // the response to activations.
   bool math_attention = false;
+  // A growth named retained_graph that the walk's kept tensors account for,
+  // none of them graph-retaining (no retain_graph): the label says tensors
+  // kept across steps, not graphs.
+  bool kept_tensors_not_graphs = false;
 };
 
 // The MiB a cause accounts for in one run (the component components_of

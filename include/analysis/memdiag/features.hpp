@@ -21,6 +21,9 @@ namespace memdiag {
 struct StepFigures {
   int step = 0;
   std::optional<double> forward_increment_mib;
+  // The forward's peak above what the step started with (the sample
+  // before it): what the forward needed at once, whatever it freed.
+  std::optional<double> forward_peak_increment_mib;
   std::optional<double> backward_increment_mib;
   std::optional<double> step_increment_mib;
   std::optional<double> cleanup_allocated_mib;
@@ -123,9 +126,26 @@ struct RunFeatures {
   // The first step's persistent increase beyond one step's worth of growth:
   // state made once and kept (optimizer moments, DDP buckets).
   std::optional<double> first_step_excess_mib;
+  // Of that excess, what the next step's forward released: a step's
+  // outputs or graph that the loop's variables held past its cleanup
+  // (`out`, or `loss` after backward(retain_graph=True)), freed when the
+  // next forward's result replaced them. Seen as step 0's forward adding
+  // more than a steady one of its size, by as much as the first cleanup
+  // kept. The forward's memory, not state made once: it is counted with
+  // the activations, and left out of the optimizer state.
+  double held_over_mib = 0;
+  // The optimizer's share of the excess: the excess less what was held
+  // over, and no more than the census's optimizer state where the report
+  // counts it and no data-parallel wrapper keeps buckets beside it (plain
+  // SGD keeps none: a loop holding its last logits read optimizer_state).
+  std::optional<double> optimizer_state_made_mib;
   std::optional<double> excess_to_parameter_ratio;
   // Total retained by step-on-step growth at the end of the run.
   std::optional<double> retained_growth_mib;
+  // A CPU rank of several recorded in Python: its growth was read off the
+  // profiler, which misses the collectives' frees; set where it is not
+  // taken for a leak (growth_significant cleared): the growth it had.
+  std::optional<double> growth_unseen_frees_mib;
 
   double peak_allocated_mib = 0;
   std::optional<double> peak_reserved_mib;

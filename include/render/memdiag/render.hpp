@@ -67,6 +67,9 @@ inline constexpr int kComparisonSchemaVersion = 4;
 // --- words for the analysis's records -------------------------------------
 // "forward activations"
 const char* cause_label(Cause c);
+// The label of a verdict's cause: retained_graph's says tensors kept
+// across steps where the walk's kept tensors account for the growth.
+std::string cause_label_for(const Verdict& v);
 // Which measurement gives a cause's MiB: "forward increment (steady state)".
 const char* cause_basis(Cause c);
 // What to do about a cause, and the remedies that would not help.
