@@ -104,6 +104,7 @@ class Inputs(unittest.TestCase):
                         model(input_ids=ids)
             r = json.load(open(out))
         self.assertEqual(r["config"]["batch_size_per_device"], 16)
+        self.assertNotIn("batch_assumed", r["config"])  # seen, not assumed
         self.assertEqual(r["config"]["steps"], 4)
         self.assertEqual([(s["step"], s.get("samples"), s.get("tokens")) for s in forwards(r)],
                          [(k, 16, 16 * 32 * (k + 1)) for k in range(4)])
@@ -122,6 +123,7 @@ class Inputs(unittest.TestCase):
                     opt.zero_grad()
             r = json.load(open(out))
         self.assertEqual(r["config"]["batch_size_per_device"], 32)
+        self.assertNotIn("batch_assumed", r["config"])
         self.assertIn("batch_size 32: given to the recorder; step 0's inputs showed 8", notes(r))
         for bad in (0, -3, 2.5, True, "8"):
             with self.assertRaisesRegex(ValueError, r"^memdiag: batch_size="):
@@ -144,8 +146,16 @@ class Inputs(unittest.TestCase):
                     opt.zero_grad()
                     rec.mark("cleanup")
             r = json.load(open(out))
+            v = json.loads(subprocess.run([comparer(), "--format", "json", out, "--budget-mib", "64"], check=True,
+                                          capture_output=True, text=True).stdout)["groups"][0]
         self.assertEqual(r["config"]["batch_size_per_device"], 1)
+        self.assertIs(r["config"]["batch_assumed"], True)
         self.assertTrue(any(n.startswith("the batch could not be read off the model's inputs") for n in notes(r)))
+        # The comparer says so, and puts no figure on a batch nobody saw (a
+        # hostile check read "the largest batch is 13" off the 1 written).
+        self.assertIn("batch_assumed", [w["code"] for w in v["warning_data"]])
+        self.assertEqual(v["capacity"], [])
+        self.assertFalse(any("MiB per sample" in e for e in v["evidence"]), v["evidence"])
 
     def test_steps_whose_size_varies_are_read_each_at_its_own_size(self):
         # Token-budget buckets: few long sequences or many short ones, the
@@ -303,6 +313,119 @@ class Kept(unittest.TestCase):
     def test_a_clean_loop_keeps_nothing(self):
         _, r = self.record("none")
         self.assertEqual(self.kept_records(r), [])
+
+    def verdict(self, out):
+        return json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                         text=True).stdout)["groups"][0]
+
+    def keep_logits(self, name, shapes, keep):
+        """DictLM trained on `shapes` (samples, length) with SGD, each
+        step's logits passed to `keep`; the report's path."""
+        torch.manual_seed(0)
+        model = DictLM(width=64)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), f"{name}.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for n, length in shapes:
+                ids = torch.randint(0, VOCAB, (n, length))
+                result = model(input_ids=ids, labels=ids)
+                result["loss"].backward()
+                keep(result["logits"])
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        return out
+
+    def test_outputs_kept_while_the_steps_vary_in_size_are_named(self):
+        # Dynamic batching in a seeded random order: no two walked steps
+        # keep logits of one shape, the bug is the same (a hostile check
+        # read "retain_graph" advice with nothing named).
+        kept = []
+        out = self.keep_logits("varying", [(2048 // length, length) for length in (64, 16, 128, 32, 256, 8)],
+                               kept.append)
+        records = self.kept_records(json.load(open(out)))
+        self.assertEqual([(k["made_by"], k["dtype"], len(k["shape"]), k.get("shape_varies")) for k in records],
+                         [("logits of DictLM", "float32", 3, True)], records)
+        self.assertAlmostEqual(records[0]["mib_per_step"], 2048 * VOCAB * 4 / (1 << 20), places=6)
+        v = self.verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph")
+        self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"), v["response"])
+        self.assertTrue(any("its shape varying with the steps" in e for e in v["evidence"]), v["evidence"])
+
+    def test_detached_outputs_kept_are_named_tensors_not_graphs(self):
+        # detach() cuts the graph, not the bytes: the label and the evidence
+        # say tensors, never that a graph outlives the step.
+        kept = []
+        out = self.keep_logits("detached", [(32, 64)] * 6, lambda logits: kept.append(logits.detach()))
+        v = self.verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph")
+        self.assertEqual(v["label"], "tensors kept across steps (a lifetime bug)")
+        self.assertFalse(any("graph outlives" in e for e in v["evidence"]), v["evidence"])
+        self.assertTrue(any("not its graph" in e for e in v["evidence"]), v["evidence"])
+        self.assertFalse(any("retained graph" in n for n in v["not_helpful"]), v["not_helpful"])
+        self.assertTrue(v["response"].startswith("Stop collecting tensors in a list"), v["response"])
+        # A budget to project the growth against where the run had no
+        # limit (the CPU's): the step the peak would pass it.
+        budgeted = json.loads(subprocess.run([comparer(), "--format", "json", out, "--budget-mib", "64"], check=True,
+                                             capture_output=True, text=True).stdout)["groups"][0]
+        self.assertTrue(any("at this rate the run's peak passes 64.00 MiB by step" in e for e in budgeted["evidence"]),
+                        budgeted["evidence"])
+        # With a graph told to stay, it is the graph again.
+        out, _ = self.record("retain")
+        self.assertNotEqual(self.verdict(out)["label"], "tensors kept across steps (a lifetime bug)")
+
+
+class TwoTowers(torch.nn.Module):
+    """A forward that takes a tuple: two MLP towers whose outputs meet."""
+
+    def __init__(self, width=256, hidden=1024):
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, width))
+        self.b = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, width))
+
+    def forward(self, pair):
+        x, y = pair
+        return (self.a(x) * self.b(y)).sum(-1)
+
+
+class HeldOver(unittest.TestCase):
+    """A loop that holds its last step's tensors past the cleanup (the
+    `loss` of a backward(retain_graph=True), the `out` of the last step)
+    frees them only in the next forward: the first step leaves them
+    allocated, which is not optimizer state. Plain SGD keeps none; a
+    hostile check read optimizer_state for both."""
+
+    def record(self, census, hold):
+        torch.manual_seed(0)
+        model = TwoTowers()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        d = tempfile.mkdtemp()
+        out = os.path.join(d, f"held-{hold}-{census}.json")
+        with memdiag.record(model, opt, output=out, census=census, kept=False):
+            for _ in range(6):
+                pair = (torch.randn(1024, 256), torch.randn(1024, 256))
+                loss = F.mse_loss(model(pair), torch.randn(1024))
+                loss.backward(retain_graph=hold == "graph")  # the graph stays while `loss` does
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        return json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                         text=True).stdout)["groups"][0]
+
+    def test_a_graph_held_into_the_next_step_is_activations_not_optimizer_state(self):
+        for census in (True, False):
+            v = self.record(census, "graph")
+            components = {c["cause"]: c["mib"] for c in v["components"]}
+            self.assertEqual(v["dominant_cause"], "activations", (census, v["evidence"]))
+            self.assertLess(components.get("optimizer_state", 0.0), 0.25, (census, components))
+            # What the steady forwards free of the step before is counted
+            # with them: 1024 x 1024 fp32 per tower's hidden layer and more.
+            self.assertGreater(components["activations"], 8.0, (census, components))
+            self.assertTrue(any("stay past its cleanup until the next forward" in e for e in v["evidence"]),
+                            v["evidence"])
+
+    def test_a_clean_loop_holds_nothing_over(self):
+        v = self.record(True, "none")
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        self.assertFalse(any("stay past its cleanup" in e for e in v["evidence"]), v["evidence"])
 
 
 class Block(torch.nn.Module):
