@@ -7,7 +7,7 @@ detached keeps every step's graph through its grad_fn).
 
 The live tensors are found by walking the garbage collector's objects
 (after a collection), which costs time in proportion to the process's
-Python objects, so only a few cleanups are walked: those of steps 0 to 4.
+Python objects, so only a few cleanups are walked: those of steps 0 to 6.
 Step 0's walk is the baseline (what it made, the optimizer's state among
 it, is never called kept): a tensor new at step 1's walk and alive at step
 2's was kept across a step, so a run of three steps can name it, and from
@@ -29,7 +29,9 @@ import weakref
 
 import torch
 
-WALKED_STEPS = (0, 1, 2, 3, 4)
+# Steps 0 to 6: what is kept every other step (an evaluation every second
+# step, its outputs kept) is in two windows of the last four.
+WALKED_STEPS = (0, 1, 2, 3, 4, 5, 6)
 MAX_TENSOR_RECORDS = 5
 _GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
 _MIB = float(1 << 20)
@@ -41,6 +43,7 @@ class KeptTracker:
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         self._kept_by_window = []  # per pair of walks: what was new at the first and alive at the second
         self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
+        self._held_by_walk = []  # per walk after the first: bytes of the tensors new since the walk before
         self._outputs = {}  # this step's model outputs: id(tensor) -> (path, model)
         self._where = None  # the line of the loop that called the model
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
@@ -136,6 +139,13 @@ class KeptTracker:
                           "made_by": f"{made[0]} of {made[1]}" if made else None,
                           "where": self._where if made else None}
                 born[id(o)] = (weakref.ref(o), sig, key, record)
+        if not baseline:
+            # What this step's tensors the loop still holds came to: its
+            # outputs, loss and batch until the next step replaces them
+            # (the analysis tells those from state made once), and
+            # whatever it keeps for good.
+            storages = {entry[2] for entry in born.values()}
+            self._held_by_walk.append(sum(key[3] for key in storages))
         # What the step before made and this one did not free: kept across a step.
         if self._born is not None:
             kept = {}
@@ -166,14 +176,21 @@ class KeptTracker:
         out = []
         windows = self._kept_by_window
         if windows:
-            # Kept every step: in each window walked (the last two where
-            # there are two), so a tensor kept once is not called a habit.
-            last = windows[-1]
-            for sig, (count, nbytes, record) in last.items():
-                if len(windows) >= 2 and sig not in windows[-2]:
+            # Kept as a habit: in two of the last four windows walked, one
+            # of them among the last two (what is kept every other step, an
+            # evaluation's outputs every second step, is in every second
+            # window); a tensor kept once is not called a habit. Its MiB a step is the average over the
+            # windows walked since it was first kept.
+            recent = windows[-4:]
+            for sig in {s for w in recent[-2:] for s in w}:
+                seen = [w for w in recent if sig in w]
+                if len(windows) >= 2 and len(seen) < 2:
                     continue
+                first = next(i for i, w in enumerate(windows) if sig in w)
+                count, _, record = seen[-1][sig]
+                nbytes = sum(w[sig][1] for w in windows[first:] if sig in w) / len(windows[first:])
                 r = dict(record)
-                if len(windows) >= 2 and windows[-2][sig][2]["shape"] != r["shape"]:
+                if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
                 out.append(r)
@@ -186,7 +203,11 @@ class KeptTracker:
         # The largest few kinds of tensor name the bug; a retained graph's
         # saved tensors are dozens of kinds, their total said in the rest.
         tensors = [r for r in out if r["what"] == "tensor"]
-        return tensors[:MAX_TENSOR_RECORDS] + [r for r in out if r["what"] != "tensor"]
+        out = tensors[:MAX_TENSOR_RECORDS] + [r for r in out if r["what"] != "tensor"]
+        held = sorted(self._held_by_walk)
+        if held and held[len(held) // 2] > 0:
+            out.append({"what": "held", "mib_per_step": held[len(held) // 2] / _MIB})
+        return out
 
 
 def live_cpu_tensors():

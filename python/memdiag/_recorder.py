@@ -1021,7 +1021,7 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     steps 0 and 1, then one step in `every`; default: every one of the first
     100 steps, then one in 100, so that a long job's report stays readable;
     1: every step), kept (default True: the live tensors are walked at the
-    cleanups of steps 0 to 4, and what the loop keeps every step is named in
+    cleanups of steps 0 to 6, and what the loop keeps every step is named in
     the report: the tensors' shape, dtype, the model output they are and the
     line that called the model; a graph that outlives its step;
     backward(retain_graph=True); False: not looked for), modules (default
@@ -1071,6 +1071,9 @@ def _unwrap(model):
 
 
 def _kept_event(records, walk_ms):
+    held = [r for r in records if r["what"] == "held"]
+    records_kept = [r for r in records if r["what"] != "held"]
+
     def one(r):
         if r["what"] == "graph":
             return (f"a graph that outlives its step: a live tensor's autograd graph grew to {r['graph_nodes']} nodes "
@@ -1080,7 +1083,10 @@ def _kept_event(records, walk_ms):
         shape = (" x ".join(str(d) for d in r["shape"]) or "a scalar") + (" (its shape varying)" if r.get("shape_varies") else "")
         made = f" ({r['made_by']}, called at {r['where']})" if r.get("made_by") else ""
         return f"{r['per_step']} tensor(s) of {shape} {r['dtype']}{made}, {r['mib_per_step']:.1f} MiB a step"
-    e = _report.event("kept", "", None, "kept across steps: " + "; ".join(one(r) for r in records) +
+    said = ("kept across steps: " + "; ".join(one(r) for r in records_kept)) if records_kept else "nothing kept across steps"
+    if held:
+        said += f"; each step's tensors the loop held at its cleanup: {held[0]['mib_per_step']:.1f} MiB (the median)"
+    e = _report.event("kept", "", None, said +
                       f" (live tensors walked at the cleanups of steps {', '.join(map(str, _kept.WALKED_STEPS))}: "
                       f"{walk_ms:.0f} ms)", None)
     e["kept"] = records

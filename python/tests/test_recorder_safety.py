@@ -248,9 +248,9 @@ class KeptWalks(Tmp):
         kept = []
         rec = memdiag.Recorder(model, opt, output=self.path("leaky.json"))
         with rec:
-            train(model, opt, 6, on_step=lambda step: kept.append(torch.randn(64, 1024)))  # 0.25 MiB a step
-            self.assertEqual(gc.get_freeze_count(), 0)  # unfrozen after the last walk (step 4)
-        self.assertEqual(rec._kept.walks, len(memdiag._kept.WALKED_STEPS))  # steps 0 to 4
+            train(model, opt, 8, on_step=lambda step: kept.append(torch.randn(64, 1024)))  # 0.25 MiB a step
+            self.assertEqual(gc.get_freeze_count(), 0)  # unfrozen after the last walk (step 6)
+        self.assertEqual(rec._kept.walks, len(memdiag._kept.WALKED_STEPS))  # steps 0 to 6
         records = [r for e in self.load("leaky.json")["events"] if e["kind"] == "kept" for r in e["kept"]]
         self.assertEqual([(r["shape"], r["per_step"]) for r in records if r["what"] == "tensor"], [([64, 1024], 1)])
 

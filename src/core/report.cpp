@@ -40,6 +40,7 @@ const char* to_string(KeptRecord::What w) {
     case KeptRecord::What::kTensor: return "tensor";
     case KeptRecord::What::kGraph: return "graph";
     case KeptRecord::What::kRetainGraph: return "retain_graph";
+    case KeptRecord::What::kHeld: return "held";
   }
   return nullptr;
 }

@@ -168,6 +168,7 @@ json to_json(const Event& ev) {
         r["per_step"] = k.per_step;
         r["mib_per_step"] = k.mib_per_step;
       }
+      if (k.what == KeptRecord::What::kHeld) r["mib_per_step"] = k.mib_per_step;
       if (k.where) r["where"] = *k.where;
       if (k.graph_nodes) r["graph_nodes"] = *k.graph_nodes;
       if (k.graph_nodes_before) r["graph_nodes_before"] = *k.graph_nodes_before;

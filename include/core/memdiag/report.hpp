@@ -120,7 +120,10 @@ struct OomDetails {
 // that grew from cleanup to cleanup (a running sum never detached), or a
 // backward told to retain its graph.
 struct KeptRecord {
-  enum class What { kTensor, kGraph, kRetainGraph };
+  // kHeld: what each step's tensors the loop still held at its cleanup
+  // came to (new since the cleanup before, whether kept on or freed by the
+  // next forward), the median over the walks: mib_per_step only.
+  enum class What { kTensor, kGraph, kRetainGraph, kHeld };
   What what = What::kTensor;
   std::vector<std::int64_t> shape;  // kTensor (the last walk's, where it varied)
   bool shape_varies = false;        // kTensor: the kind's shape differed from step to step
