@@ -261,7 +261,8 @@ class Kept(unittest.TestCase):
         return out, json.load(open(out))
 
     def kept_records(self, report):
-        return [r for e in report["events"] if e["kind"] == "kept" for r in e["kept"]]
+        # What was kept: the walk's figure of what each step held is not.
+        return [r for e in report["events"] if e["kind"] == "kept" for r in e["kept"] if r["what"] != "held"]
 
     def test_outputs_kept_in_a_list_are_named_with_their_shape_and_the_line_that_made_them(self):
         out, r = self.record("outputs")
@@ -351,6 +352,31 @@ class Kept(unittest.TestCase):
         self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"), v["response"])
         self.assertTrue(any("its shape varying with the steps" in e for e in v["evidence"]), v["evidence"])
 
+    def test_outputs_kept_every_other_step_are_named(self):
+        # An evaluation every second step whose outputs are kept: a
+        # staircase, named with its average a step (a hostile check read
+        # "stable" and the weights as the cause).
+        torch.manual_seed(0)
+        model = DictLM(width=64)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        val, kept = torch.randint(0, VOCAB, (64, 64)), []
+        out = os.path.join(tempfile.mkdtemp(), "every-other.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for step in range(8):
+                if step % 2 == 0:
+                    with torch.no_grad():
+                        kept.append(model(input_ids=val, labels=val)["logits"])
+                ids = torch.randint(0, VOCAB, (8, 16))
+                model(input_ids=ids, labels=ids)["loss"].backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        records = self.kept_records(json.load(open(out)))
+        self.assertEqual([(k["shape"], k["dtype"]) for k in records], [([64, 64, VOCAB], "float32")], records)
+        self.assertAlmostEqual(records[0]["mib_per_step"], 64 * 64 * VOCAB * 4 / (1 << 20) / 2, places=6)
+        v = self.verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertTrue(v["response"].startswith("Stop collecting tensors in a list"), v["response"])
+
     def test_detached_outputs_kept_are_named_tensors_not_graphs(self):
         # detach() cuts the graph, not the bytes: the label and the evidence
         # say tensors, never that a graph outlives the step.
@@ -421,6 +447,32 @@ class HeldOver(unittest.TestCase):
             self.assertGreater(components["activations"], 8.0, (census, components))
             self.assertTrue(any("stay past its cleanup until the next forward" in e for e in v["evidence"]),
                             v["evidence"])
+
+    def test_a_layer_that_caches_its_input_is_held_over_too(self):
+        # The cache is replaced early in the next forward, before its peak:
+        # the recorder's walk of what each step holds at its cleanup says it.
+        class Cache(torch.nn.Module):
+            def forward(self, x):
+                self.last = x
+                return x
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), Cache(), torch.nn.Linear(1024, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "cache.json")
+        with memdiag.record(model, opt, output=out):
+            for _ in range(6):
+                x, y = torch.randn(2048, 256), torch.randint(0, 10, (2048,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        # The cached ReLU output (2048 x 1024 fp32, 8 MiB) and the batch (2 MiB) at least.
+        self.assertGreater(fwd["held_over_mib"], 9.0, fwd)
+        self.assertLess(fwd["held_over_mib"], 12.0, fwd)
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
 
     def test_a_clean_loop_holds_nothing_over(self):
         v = self.record(True, "none")

@@ -13,8 +13,32 @@
 #include "sweeps.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace memdiag {
+
+namespace {
+
+// A recorded job's variant whose label names a remedy (the user's
+// variant="checkpointing", "sgd-momentum"): a part of it, between '+',
+// that starts with the remedy's name. It was measured, whatever the
+// label's ending; it is not listed as not measured (a hostile check was
+// told to try the checkpointing it had just compared).
+bool variant_names(const RemedyRow& r, RemedyKind k) {
+  if (!r.remedies.empty()) return false;
+  const std::string name = to_string(k);
+  std::string label = r.remedy;
+  std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::size_t start = 0;
+  while (start <= label.size()) {
+    const std::size_t end = std::min(label.find('+', start), label.size());
+    if (label.compare(start, name.size(), name) == 0 && end - start >= name.size()) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
 
 Verdict diagnose(const Group& group, const std::set<std::string>& taken, const std::vector<double>& budgets_mib,
                  const std::vector<int>& world_sizes) {
@@ -91,8 +115,9 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
                                             [](const RunFeatures& r) { return r.model_attention == "math"; });
     for (RemedyKind k : remedies_answering(v.dominant)) {
       if (definition(k).needs_math_attention && !math_attention) continue;
-      const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(),
-                                        [k](const RemedyRow& r) { return find_remedy(r.remedies, k).has_value(); });
+      const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(), [k](const RemedyRow& r) {
+        return find_remedy(r.remedies, k).has_value() || variant_names(r, k);
+      });
       if (!measured) v.remedies_not_measured.push_back(k);
     }
     for (ParallelMode m : modes_answering(v.dominant)) {

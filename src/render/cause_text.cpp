@@ -124,6 +124,14 @@ std::string response_for(const Verdict& v) {
   const evidence::KeptAcrossSteps* kept = nullptr;
   for (const Evidence& e : v.evidence) {
     if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) kept = k;
+    const auto* w = std::get_if<evidence::WeightsDominate>(&e);
+    if (w && v.dominant == Cause::kParameters && w->gradient_mib && *w->gradient_mib < thresholds::kFrozenShare * w->parameter_mib) {
+      // A frozen model with a few trainable parts (LoRA, adapters) is
+      // parameter-efficient already: its weights are what to make smaller.
+      return "Keep the frozen weights in lower precision (bf16, or 4/8-bit as QLoRA does: they need no fp32 "
+             "master copy, since they never update), shard them across devices (FSDP), or use a smaller base "
+             "model; the trainable part is small already.";
+    }
   }
   if (kept == nullptr) return cause_response(v.dominant);
   // The fix for what was kept, each kind once, in the order found.
@@ -150,6 +158,7 @@ std::string response_for(const Verdict& v) {
         s = "accumulate losses as numbers (total += loss.item()) or detached (loss.detach()): a running sum of "
             "graph-connected losses keeps every step's graph";
         break;
+      case KeptRecord::What::kHeld: break;
       case KeptRecord::What::kRetainGraph:
         s = "call backward() without retain_graph=True unless a second backward over the same graph follows";
         break;

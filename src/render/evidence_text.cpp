@@ -99,6 +99,7 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
              std::to_string(k.graph_nodes_before.value_or(0)) + " to " + std::to_string(k.graph_nodes.value_or(0)) +
              " nodes between cleanups: a running sum of losses that were never detached keeps every step's graph)";
         break;
+      case KeptRecord::What::kHeld: break;  // never among the kept: read into the features
       case KeptRecord::What::kRetainGraph:
         s += "backward(retain_graph=True)" + (k.where ? " at " + *k.where : std::string()) +
              ": each step's saved tensors outlive its backward";
@@ -387,8 +388,13 @@ std::string describe(const Evidence& e) {
             return share + ": the step's graph outlives the step";
           },
           [](const evidence::WeightsDominate& x) {
-            return "the weights take " + mib(x.parameter_mib) + " of a " + mib(x.peak_mib) + " peak" + at(x.at) +
-                   "; forward adds " + mib(x.forward_mib) + ", the first step leaves " + mib(x.first_step_excess_mib);
+            std::string s = "the weights take " + mib(x.parameter_mib) + " of a " + mib(x.peak_mib) + " peak" + at(x.at) +
+                            "; forward adds " + mib(x.forward_mib) + ", the first step leaves " +
+                            mib(x.first_step_excess_mib);
+            if (x.gradient_mib && *x.gradient_mib < thresholds::kFrozenShare * x.parameter_mib) {
+              s += "; their gradients are " + mib(*x.gradient_mib) + " at most: nearly all of them are frozen";
+            }
+            return s;
           },
           [](const evidence::CacheExcess& x) {
             return "reserved peaked at " + mib(x.peak_reserved_mib) + " against " + mib(x.peak_allocated_mib) +

@@ -916,6 +916,20 @@ TEST(Verdict, TensorsHeldIntoTheNextForwardAreActivationsNotOptimizerState) {
   EXPECT_NEAR(fwd->held_over_mib, 36, 1e-9);
   // Step 0's forward alone needed more at once: made once, not held over.
   EXPECT_NEAR(compute_features(held_run(false), "r.json").held_over_mib, 0, 1e-9);
+  // Unless the recorder's walk found the loop holding that much of each
+  // step's tensors at its cleanups (a forward that frees them before its
+  // peak): then held over, out of the fixed memory a capacity fit keeps.
+  Report walked = held_run(false);
+  Event e;
+  e.kind = EventKind::kKept;
+  KeptRecord held;
+  held.what = KeptRecord::What::kHeld;
+  held.mib_per_step = 30;
+  e.kept = {held};
+  walked.events.push_back(e);
+  const RunFeatures f = compute_features(walked, "r.json");
+  EXPECT_NEAR(f.held_over_mib, 36, 1e-9);
+  EXPECT_TRUE(f.kept.empty());  // a figure, not something kept
 }
 
 // A CPU rank of several recorded in Python reads its allocated off the
@@ -953,4 +967,73 @@ TEST(Verdict, GrowthOfACpuRankIsNoLeakUnlessTheWalkNamedWhatWasKept) {
   a = analyse({{"r-0.json", r}});
   EXPECT_EQ(a.verdicts.at(0).dominant, Cause::kRetainedGraph);
   EXPECT_TRUE(a.verdicts[0].kept_tensors_not_graphs);
+}
+
+// What is kept every other step (an evaluation's outputs every second
+// step) is growth: a staircase that never falls and still rises late,
+// not "stable (+30.48 MiB per step)"; a cache that fills in the first
+// steps and stops is not.
+TEST(Verdict, AStaircaseIsGrowthAndAPlateauIsNot) {
+  const auto with_cleanups = [](const std::vector<double>& cleanups) {
+    Synth s = named("stairs");
+    s.activations_mib = 2;
+    s.steps = static_cast<int>(cleanups.size());
+    Report r = synth(s);
+    for (Sample& x : r.samples) {
+      if (x.step && x.phase == Phase::kCleanup) x.allocated_mib += cleanups[*x.step];
+    }
+    return compute_features(r, "r.json");
+  };
+  const RunFeatures stairs = with_cleanups({0, 0, 64, 64, 128, 128, 192, 192});
+  EXPECT_TRUE(stairs.growth_significant);
+  EXPECT_LT(*stairs.growth_positive_share, thresholds::kGrowthPositiveShare);
+  const RunFeatures plateau = with_cleanups({0, 10, 15, 15, 15, 15, 15, 15});
+  EXPECT_FALSE(plateau.growth_significant);
+  const RunFeatures noisy = with_cleanups({0, 3, 0, 3, 0, 3, 0, 3});
+  EXPECT_FALSE(noisy.growth_significant);
+}
+
+// A recorded job's variant whose label names a remedy was measured: it is
+// not listed among the remedies not measured (variant="checkpointing" was
+// told to try checkpointing).
+TEST(Remedies, AVariantNamedForARemedyIsNotListedAsNotMeasured) {
+  const auto not_measured = [](const std::string& label) {
+    Synth s = named("gpt2");
+    s.activations_mib = 100;
+    Report base = synth(s);
+    base.producer = Producer{kProducerPython, "test"};
+    s.activations_mib = 20;
+    Report changed = synth(s);
+    changed.producer = base.producer;
+    changed.config.variant = label;
+    const Analysis a = analyse({{"base.json", base}, {"changed.json", changed}});
+    return a.verdicts.at(0).remedies_not_measured;
+  };
+  const auto has = [](const std::vector<RemedyKind>& v, RemedyKind k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  EXPECT_FALSE(has(not_measured("checkpointing"), RemedyKind::kCheckpoint));
+  EXPECT_FALSE(has(not_measured("Checkpoint+bf16"), RemedyKind::kCheckpoint));
+  EXPECT_TRUE(has(not_measured("recompute"), RemedyKind::kCheckpoint));
+  EXPECT_TRUE(has(not_measured("no-checkpoint"), RemedyKind::kCheckpoint));
+}
+
+// Weights that are nearly all frozen (gradients a sliver of them, a LoRA
+// job) get a response about the frozen weights, not "parameter-efficient
+// fine-tuning", which the job already does.
+TEST(Verdict, FrozenWeightsAreAnsweredAsFrozen) {
+  Synth s;
+  s.params_mib = 1000;
+  s.activations_mib = 10;
+  Report r = synth(s);
+  for (Sample& x : r.samples) x.tensors = TensorCensus{1000, x.phase == Phase::kBackward ? 3.0 : 0.0, 0};
+  Analysis a = analyse({{"r.json", r}});
+  const Verdict& v = a.verdicts.at(0);
+  EXPECT_EQ(v.dominant, Cause::kParameters);
+  EXPECT_NEAR(*find<evidence::WeightsDominate>(v)->gradient_mib, 3, 1e-9);
+  EXPECT_NE(response_for(v).find("frozen weights in lower precision"), std::string::npos) << response_for(v);
+  // Every weight trained: the general response.
+  for (Sample& x : r.samples) x.tensors = TensorCensus{1000, x.phase == Phase::kBackward ? 1000.0 : 0.0, 0};
+  a = analyse({{"r.json", r}});
+  EXPECT_EQ(response_for(a.verdicts.at(0)), cause_response(Cause::kParameters));
 }

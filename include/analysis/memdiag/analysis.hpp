@@ -211,6 +211,10 @@ struct WeightsDominate {
   double forward_mib = 0;
   double first_step_excess_mib = 0;
   RunPoint at;
+  // The most the census counted of gradients at a phase's end, where the
+  // report has a census: far below the weights, most of them are frozen
+  // (a LoRA job), and the response is about the frozen weights.
+  std::optional<double> gradient_mib;
 };
 struct CacheExcess {
   double peak_reserved_mib = 0;
@@ -687,6 +691,10 @@ inline constexpr double kGrowthPositiveShare = 0.75;
 inline constexpr double kLinearTolerance = 0.15;
 // Ranks whose peaks differ by more than this fraction are imbalanced.
 inline constexpr double kRankImbalance = 0.10;
+// Gradients below this share of the weights: nearly all of them frozen
+// (a LoRA job's 0.375 MiB against 74.4 MiB), the response is about the
+// frozen weights, not parameter-efficient fine-tuning it already does.
+inline constexpr double kFrozenShare = 0.1;
 // Steps a retained-graph confirming run asks for: twice the run's, at least this.
 inline constexpr int kMinConfirmSteps = 5;
 // A remedy reduces the dominant cause when it lowers that cause's MiB by more

@@ -134,6 +134,11 @@ struct RunFeatures {
   // kept. The forward's memory, not state made once: it is counted with
   // the activations, and left out of the optimizer state.
   double held_over_mib = 0;
+  // The recorder's walk: what each step's tensors the loop still held at
+  // its cleanup came to (a kept event's `held` record), where it walked.
+  std::optional<double> walk_held_mib;
+  // The most the census counted of gradients at any sample, where it did.
+  std::optional<double> max_gradient_mib;
   // The optimizer's share of the excess: the excess less what was held
   // over, and no more than the census's optimizer state where the report
   // counts it and no data-parallel wrapper keeps buckets beside it (plain
