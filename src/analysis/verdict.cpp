@@ -61,6 +61,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   const RunFeatures& p = detail::pick_primary(g);
   v.primary_source = p.source;
   v.primary_producer = p.id.producer;
+  v.primary_mode = p.id.mode;
+  v.primary_world_size = p.id.world_size;
   v.components = components_of(p);
   v.sweeps = detail::collect_sweeps(g, p);
   v.decision = detail::decide(p, v.components);

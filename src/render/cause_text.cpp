@@ -2,6 +2,7 @@
 // comes from, the response each calls for and the remedies that would not
 // help. Knowledge keyed on the verdict, never on a case's name.
 #include "memdiag/format.hpp"
+#include "memdiag/parallelism.hpp"
 #include "memdiag/render.hpp"
 
 #include <algorithm>
@@ -132,6 +133,17 @@ std::string response_for(const Verdict& v) {
              "master copy, since they never update), shard them across devices (FSDP), or use a smaller base "
              "model; the trainable part is small already.";
     }
+  }
+  if (v.dominant == Cause::kOptimizerState && definition(v.primary_mode).shards_optimizer_state) {
+    // Sharded already (ZeroRedundancyOptimizer, FSDP): the advice to shard
+    // it is what the job does; what is left divides it further or shrinks it.
+    const std::string r =
+        "The state is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +
+        std::to_string(v.primary_world_size) +
+        " ranks): more ranks divide it further; otherwise use a lower-memory optimizer (SGD with momentum, "
+        "Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit blocks as in "
+        "8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).";
+    if (kept == nullptr) return r;
   }
   if (kept == nullptr) return cause_response(v.dominant);
   // The fix for what was kept, each kind once, in the order found.

@@ -1037,3 +1037,20 @@ TEST(Verdict, FrozenWeightsAreAnsweredAsFrozen) {
   a = analyse({{"r.json", r}});
   EXPECT_EQ(response_for(a.verdicts.at(0)), cause_response(Cause::kParameters));
 }
+
+// A job whose optimizer state is sharded already (ZeroRedundancyOptimizer,
+// FSDP) is not told to shard it (FSDP2's ranks were).
+TEST(Verdict, ShardedStateIsNotToldToShard) {
+  Synth s = named("fsdp");
+  s.world_size = 2;
+  s.optimizer_state_mib = 40;
+  s.activations_mib = 2;
+  Report r = synth(s);
+  EXPECT_NE(response_for(one(s)).find("Shard optimizer state"), std::string::npos);
+  r.config.parallel.mode = ParallelMode::kZero1;
+  const Analysis a = analyse({{"r.json", r}});
+  ASSERT_EQ(a.verdicts.at(0).dominant, Cause::kOptimizerState);
+  const std::string said = response_for(a.verdicts[0]);
+  EXPECT_EQ(said.find("Shard optimizer state"), std::string::npos) << said;
+  EXPECT_NE(said.find("sharded already (zero1 over 2 ranks)"), std::string::npos) << said;
+}

@@ -606,6 +606,10 @@ struct Verdict {
   Decision decision;
   std::string primary_source;  // the run the verdict is read from
   std::string primary_producer;  // who wrote it: only memory_diagnostics' runs can be run again by flags
+  // The primary run's data-parallel mode and world: a run whose optimizer
+  // state is sharded already is not told to shard it.
+  ParallelMode primary_mode = ParallelMode::kNone;
+  int primary_world_size = 1;
   std::vector<Component> components;
   std::vector<Evidence> evidence;
   std::vector<Warning> warnings;
