@@ -369,6 +369,13 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   read_samples(r, f);
   f.host_own_process = r.environment.earlier_runs_in_process.value_or(0) == 0;
   read_events(r, f);
+  for (const Sample& s : r.samples) {
+    if (!s.step && s.phase == Phase::kModelReady && s.tensors) {
+      f.held_before_training_mib = std::max(0.0, s.allocated_mib - s.tensors->parameters_mib -
+                                                     s.tensors->gradients_mib - s.tensors->optimizer_state_mib -
+                                                     f.warmup_mib.value_or(0));
+    }
+  }
   // Time per step: the median of the steps after the first, which pays for
   // each kernel's first call in the process (x0.24 or x2.20 of the baseline
   // for the same remedy, by its place in a sweep, when step 0 counted), and

@@ -46,6 +46,7 @@ const char* evidence_code(const Evidence& e) {
                         [](const evidence::ReservedGap&) { return "reserved_gap"; },
                         [](const evidence::StrandedSplits&) { return "stranded_splits"; },
                         [](const evidence::OutsideAllocator&) { return "outside_allocator"; },
+                        [](const evidence::HeldBeforeTraining&) { return "held_before_training"; },
                         [](const evidence::OutOfMemory&) { return "out_of_memory"; },
                         [](const evidence::KeptAcrossSteps&) { return "kept_across_steps"; },
                         [](const evidence::ForwardByModule&) { return "forward_by_module"; },

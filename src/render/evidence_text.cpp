@@ -413,6 +413,12 @@ std::string describe(const Evidence& e) {
                    " to place requests no block fitted; reserved peaked at " + mib(x.peak_reserved_mib) + " for " +
                    mib(x.peak_allocated_mib) + " allocated";
           },
+          [](const evidence::HeldBeforeTraining& x) {
+            return "when recording began " + mib(x.mib) + " was allocated beyond the model's " + mib(x.parameter_mib) +
+                   " of weights and what the warm-up made: another model's weights (an EMA copy, a frozen teacher), "
+                   "data kept on the device, or library workspaces made before recording began (cuBLAS's: 32 MiB "
+                   "a thread that ran a matmul)";
+          },
           [](const evidence::OutsideAllocator& x) {
             return "device used - reserved: " + mib(x.device_minus_reserved_mib) +
                    " (CUDA context, library workspaces outside the allocator, other processes)";

@@ -93,6 +93,9 @@ json figures(const Evidence& e) {
                     {"peak_allocated_mib", x.peak_allocated_mib},
                     {"steps", x.steps}};
           },
+          [](const evidence::HeldBeforeTraining& x) -> json {
+            return {{"mib", x.mib}, {"parameter_mib", x.parameter_mib}};
+          },
           [](const evidence::OutsideAllocator& x) -> json {
             return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};
           },

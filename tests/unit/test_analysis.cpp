@@ -1054,3 +1054,20 @@ TEST(Verdict, ShardedStateIsNotToldToShard) {
   EXPECT_EQ(said.find("Shard optimizer state"), std::string::npos) << said;
   EXPECT_NE(said.find("sharded already (zero1 over 2 ranks)"), std::string::npos) << said;
 }
+
+// What was allocated when recording began beyond the weights (an EMA copy
+// of the model on the device) is said; a job holding only its weights is
+// not told so.
+TEST(Verdict, MemoryHeldBeforeTrainingBeyondTheWeightsIsSaid) {
+  Synth s;
+  s.params_mib = 64;
+  s.activations_mib = 10;
+  Report r = synth(s);
+  for (Sample& x : r.samples) x.tensors = TensorCensus{64, 0, 0};
+  EXPECT_EQ(find<evidence::HeldBeforeTraining>(analyse({{"r.json", r}}).verdicts.at(0)), nullptr);
+  for (Sample& x : r.samples) x.allocated_mib += 64;  // the copy, from the start
+  const Analysis a = analyse({{"r.json", r}});
+  const auto* held = find<evidence::HeldBeforeTraining>(a.verdicts.at(0));
+  ASSERT_NE(held, nullptr);
+  EXPECT_NEAR(held->mib, 64, 1e-9);
+}

@@ -272,6 +272,14 @@ struct StrandedSplits {
 struct OutsideAllocator {
   double device_minus_reserved_mib = 0;
 };
+// Allocated when recording began beyond the model's weights (the census's)
+// and the warm-up's workspaces: another model's weights (an EMA copy, a
+// frozen teacher) or data kept on the device. Said where it is a tenth of
+// the weights or more (an EMA copy was 64 MiB of a 193 MiB peak, unsaid).
+struct HeldBeforeTraining {
+  double mib = 0;
+  double parameter_mib = 0;
+};
 // What the loop kept from step to step, named by the Python recorder's
 // walk of the live tensors (the report's kept event).
 struct KeptAcrossSteps {
@@ -310,7 +318,8 @@ using Evidence =
                  evidence::StepIncrements, evidence::DataParallelBuckets, evidence::RetainedGrowth,
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
                  evidence::SweepFit, evidence::ReservedGap, evidence::StrandedSplits, evidence::OutsideAllocator,
-                 evidence::OutOfMemory, evidence::KeptAcrossSteps, evidence::ForwardByModule>;
+                 evidence::OutOfMemory, evidence::KeptAcrossSteps, evidence::ForwardByModule,
+                 evidence::HeldBeforeTraining>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 

@@ -139,6 +139,9 @@ struct RunFeatures {
   std::optional<double> walk_held_mib;
   // The most the census counted of gradients at any sample, where it did.
   std::optional<double> max_gradient_mib;
+  // Allocated at model_ready beyond the census's weights and the warm-up's
+  // workspaces, where the report has a census there.
+  std::optional<double> held_before_training_mib;
   // The optimizer's share of the excess: the excess less what was held
   // over, and no more than the census's optimizer state where the report
   // counts it and no data-parallel wrapper keeps buckets beside it (plain
