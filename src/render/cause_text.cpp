@@ -121,31 +121,38 @@ std::string cause_label_for(const Verdict& v) {
 }
 
 
-std::string response_for(const Verdict& v) {
-  const evidence::KeptAcrossSteps* kept = nullptr;
+namespace {
+
+// The cause's response, for what the job already does: nearly frozen
+// weights (LoRA, adapters) are parameter-efficient already, and state
+// sharded already (ZeroRedundancyOptimizer, FSDP) is not told to shard.
+std::string base_response(const Verdict& v) {
   for (const Evidence& e : v.evidence) {
-    if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) kept = k;
     const auto* w = std::get_if<evidence::WeightsDominate>(&e);
-    if (w && v.dominant == Cause::kParameters && w->gradient_mib && *w->gradient_mib < thresholds::kFrozenShare * w->parameter_mib) {
-      // A frozen model with a few trainable parts (LoRA, adapters) is
-      // parameter-efficient already: its weights are what to make smaller.
+    if (w && v.dominant == Cause::kParameters && w->mostly_frozen) {
       return "Keep the frozen weights in lower precision (bf16, or 4/8-bit as QLoRA does: they need no fp32 "
              "master copy, since they never update), shard them across devices (FSDP), or use a smaller base "
              "model; the trainable part is small already.";
     }
   }
   if (v.dominant == Cause::kOptimizerState && definition(v.primary_mode).shards_optimizer_state) {
-    // Sharded already (ZeroRedundancyOptimizer, FSDP): the advice to shard
-    // it is what the job does; what is left divides it further or shrinks it.
-    const std::string r =
-        "The state is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +
-        std::to_string(v.primary_world_size) +
-        " ranks): more ranks divide it further; otherwise use a lower-memory optimizer (SGD with momentum, "
-        "Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit blocks as in "
-        "8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).";
-    if (kept == nullptr) return r;
+    return "The state is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +
+           std::to_string(v.primary_world_size) +
+           " ranks): more ranks divide it further; otherwise use a lower-memory optimizer (SGD with momentum, "
+           "Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit blocks as in "
+           "8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).";
   }
-  if (kept == nullptr) return cause_response(v.dominant);
+  return cause_response(v.dominant);
+}
+
+}  // namespace
+
+std::string response_for(const Verdict& v) {
+  const evidence::KeptAcrossSteps* kept = nullptr;
+  for (const Evidence& e : v.evidence) {
+    if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) kept = k;
+  }
+  if (kept == nullptr) return base_response(v);
   // The fix for what was kept, each kind once, in the order found.
   std::string fix;
   std::set<std::string> said;
@@ -179,7 +186,7 @@ std::string response_for(const Verdict& v) {
   }
   fix[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(fix[0])));
   if (v.dominant == Cause::kRetainedGraph) return fix + ".";
-  return std::string(cause_response(v.dominant)) + " Besides, the loop keeps memory across steps: " +
+  return base_response(v) + " Besides, the loop keeps memory across steps: " +
          static_cast<char>(std::tolower(static_cast<unsigned char>(fix[0]))) + fix.substr(1) + ".";
 }
 

@@ -391,7 +391,7 @@ std::string describe(const Evidence& e) {
             std::string s = "the weights take " + mib(x.parameter_mib) + " of a " + mib(x.peak_mib) + " peak" + at(x.at) +
                             "; forward adds " + mib(x.forward_mib) + ", the first step leaves " +
                             mib(x.first_step_excess_mib);
-            if (x.gradient_mib && *x.gradient_mib < thresholds::kFrozenShare * x.parameter_mib) {
+            if (x.mostly_frozen) {
               s += "; their gradients are " + mib(*x.gradient_mib) + " at most: nearly all of them are frozen";
             }
             return s;

@@ -215,6 +215,7 @@ struct WeightsDominate {
   // report has a census: far below the weights, most of them are frozen
   // (a LoRA job), and the response is about the frozen weights.
   std::optional<double> gradient_mib;
+  bool mostly_frozen = false;  // gradient_mib under thresholds::kFrozenShare of the weights
 };
 struct CacheExcess {
   double peak_reserved_mib = 0;
