@@ -31,6 +31,10 @@ from . import _at_exit, _census, _inputs, _kept, _losses, _modules, _probe, _rep
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
+# After the step() of one of several optimizers, before the others' (a GAN
+# steps its discriminator, then computes the generator's loss and steps its
+# generator): the step goes on, its next backward is its next micro-batch.
+BETWEEN_OPTIMIZERS = "between optimizers"
 _STEP_PHASES = (FORWARD, BACKWARD, STEP, CLEANUP)
 AUTO_ALL_BELOW, AUTO_EVERY = 100, 100  # every=None: all of the first 100 steps, then one in 100
 
@@ -168,8 +172,10 @@ class Recorder:
         self._host_ns = 0  # the recorder's own host time inside the loop (hooks, readings, census)
         # The phase in progress, for an error's place: None before start,
         # SETUP, FORWARD, BACKWARD, STEP (from the end of the last backward),
-        # CLEANUP (after step()), BETWEEN (after a cleanup, before a forward).
+        # CLEANUP (after step()), BETWEEN (after a cleanup, before a forward),
+        # BETWEEN_OPTIMIZERS (after one optimizer's step(), before the rest's).
         self._in = None
+        self._stepped = set()  # ids of the optimizers that stepped in this step (several given)
         self._pending_loss = None
         self._step = -1
         self._micro = 0
@@ -566,14 +572,20 @@ class Recorder:
             return
         if self._in != FORWARD:
             # A forward the model's hooks did not see (checkpoint_sequential
-            # calls the model's children, not the model): it ran from the
-            # previous phase's end to here.
-            if self._in == BETWEEN or (self._in == STEP and self._last == BACKWARD):
+            # calls the model's children, not the model; a GAN's generator
+            # loss computed through its discriminator after the
+            # discriminator's step()): it ran from the previous phase's end
+            # to here.
+            if self._in in (BETWEEN, BETWEEN_OPTIMIZERS) or (self._in == STEP and self._last == BACKWARD):
+                between_optimizers = self._in == BETWEEN_OPTIMIZERS
                 self._count_forward()
                 # Unseen (None, None), or an eval-mode forward's inputs.
                 self._forward_inputs = self._uncounted_inputs
                 self._uncounted_inputs = (None, None)
-                self._batch_from(self._forward_inputs[0])
+                if not between_optimizers:
+                    # Between two optimizers' step()s the step's batch is
+                    # the one its first pass was given, not a new slice.
+                    self._batch_from(self._forward_inputs[0])
             else:
                 return
         if self._modules is not None and self._modules.active():
@@ -596,16 +608,27 @@ class Recorder:
             self._in = STEP
 
     def _step_post(self, optimizer, args, kwargs):
-        if self._last == BACKWARD and self._active_here():
+        if not self._active_here():
+            return
+        if self._last == BACKWARD:
             self._close(STEP)
             self._in = CLEANUP
+        elif self._in != BETWEEN_OPTIMIZERS:
+            return  # a second step() after this one's without a backward between: its memory is the cleanup's
+        if len(self.optimizers) > 1:
+            # With several optimizers the step ends when each has stepped
+            # (a GAN's discriminator, then its generator), or at the model's
+            # next forward should one not step (a warm-up of one, a skip).
+            stepped = self._stepped
+            stepped.add(id(optimizer))
+            self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
 
     def _after_zero_grad(self):
         if self._last == BACKWARD and self._in == STEP:
             # zero_grad() after backward with no step() between: the loop
             # skipped the update (a check on the loss, a scaler of its own).
             self._skip_step("step() was not called before zero_grad()")
-        if self._last == STEP:
+        if self._last == STEP and self._in != BETWEEN_OPTIMIZERS:
             self._close(CLEANUP)
             self._in = BETWEEN
 
@@ -637,6 +660,7 @@ class Recorder:
             self._step += 1
             self._micro = 0
             self._losses = []
+            self._stepped.clear()
             recording = self._step < self._all_below or self._step % self._every == 0
             if recording and not self._recording:
                 self._last_census = None  # steps ran unseen since the last count: count every role again

@@ -52,18 +52,37 @@ void read_samples(const Report& r, RunFeatures& f) {
     if (!s.step && s.phase == Phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
     if (!s.step && s.phase == Phase::kModelReady) f.model_ready_mib = s.allocated_mib;
     if (s.step) {
-      if (s.phase == Phase::kStep && s.loss) f.losses.push_back(*s.loss);
-      if (f.steps.empty() || f.steps.back().step != *s.step) {
+      const bool new_step = f.steps.empty() || f.steps.back().step != *s.step;
+      if (new_step) {
         f.steps.push_back(StepFigures{});
         f.steps.back().step = *s.step;
       }
       StepFigures& st = f.steps.back();
+      if (s.phase == Phase::kStep && s.loss) {
+        // Several optimizers stepped in one step (a GAN) write a step
+        // sample each, each with the step's losses so far: the last holds
+        // the step's.
+        if (st.had_loss) f.losses.back() = *s.loss;
+        else f.losses.push_back(*s.loss);
+        st.had_loss = true;
+      }
       st.peak_mib = std::max(st.peak_mib, s.peak_allocated_mib);
       if (s.inactive_split_mib) st.max_inactive_split_mib = std::max(st.max_inactive_split_mib.value_or(0), *s.inactive_split_mib);
       const std::optional<double> inc =
           prev ? std::optional<double>(s.allocated_mib - prev->allocated_mib) : std::nullopt;
       switch (s.phase) {
         case Phase::kForward:
+          // With several optimizers (a GAN) the step's micro-batches are
+          // different passes, not equal slices of one batch: the largest
+          // forward is the step's (kept aside as it is read, put in place
+          // once the step's step() samples are counted).
+          if (inc && (!st.largest_forward.forward_increment_mib ||
+                      *inc > *st.largest_forward.forward_increment_mib)) {
+            st.largest_forward.forward_increment_mib = inc;
+            st.largest_forward.forward_peak_increment_mib =
+                prev ? std::optional<double>(s.peak_allocated_mib - prev->allocated_mib) : std::nullopt;
+            st.largest_forward.forward_allocated_mib = s.allocated_mib;
+          }
           st.forward_increment_mib = inc;
           if (prev) st.forward_peak_increment_mib = s.peak_allocated_mib - prev->allocated_mib;
           st.forward_allocated_mib = s.allocated_mib;
@@ -76,7 +95,11 @@ void read_samples(const Report& r, RunFeatures& f) {
           st.backward_increment_mib = inc;
           st.backward_peak_mib = std::max(st.backward_peak_mib.value_or(0), s.peak_allocated_mib);
           break;
-        case Phase::kStep: st.step_increment_mib = inc; break;
+        case Phase::kStep:
+          // Each optimizer's step() of the step, added up.
+          if (inc) st.step_increment_mib = st.step_increment_mib.value_or(0) + *inc;
+          ++st.step_samples;
+          break;
         case Phase::kCleanup: st.cleanup_allocated_mib = s.allocated_mib; break;
         case Phase::kSetup:
         case Phase::kModelReady:
@@ -84,6 +107,16 @@ void read_samples(const Report& r, RunFeatures& f) {
       }
     }
     prev = &s;
+  }
+  for (StepFigures& st : f.steps) {
+    if (st.step_samples < 2 || !st.largest_forward.forward_increment_mib) continue;
+    st.forward_increment_mib = st.largest_forward.forward_increment_mib;
+    st.forward_peak_increment_mib = st.largest_forward.forward_peak_increment_mib;
+    st.forward_allocated_mib = st.largest_forward.forward_allocated_mib;
+    // The passes are not slices of a batch: the step's size is what its
+    // passes said (the recorder sees the model's, not the others').
+    st.forward_samples = st.samples;
+    st.forward_tokens = st.tokens;
   }
   if (!r.samples.empty()) {
     const Sample& last = r.samples.back();

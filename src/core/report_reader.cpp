@@ -334,7 +334,9 @@ Environment read_environment(const JsonNode& e) {
 
 // The order a training loop makes samples in: model_ready and
 // optimizer_ready once each, then steps numbered one after another, each
-// forward, backward (repeated per micro-batch), step, cleanup; a report
+// forward, backward (repeated per micro-batch), step, cleanup; with several
+// optimizers (a GAN), a step() between micro-batches, one per optimizer
+// that stepped before the next backward; a report
 // that stopped (out of memory, interrupted) ends partway. A duplicated
 // phase or a gap in the steps would be read as extra steps or growth, so
 // it is refused where it happens.
@@ -370,7 +372,7 @@ class PhaseOrder {
     }
     const bool ok = (last_ == Phase::kForward && s.phase == Phase::kBackward) ||
                     (last_ == Phase::kBackward && (s.phase == Phase::kForward || s.phase == Phase::kStep)) ||
-                    (last_ == Phase::kStep && s.phase == Phase::kCleanup);
+                    (last_ == Phase::kStep && (s.phase == Phase::kCleanup || s.phase == Phase::kForward));
     if (!ok || (s.phase == Phase::kForward && !s.micro_batch)) {
       n.field("phase").fail(std::string("'") + to_string(s.phase) + "' after '" + to_string(last_) + "' in step " +
                             std::to_string(step) + " (a phase repeated or missing)");

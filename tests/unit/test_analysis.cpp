@@ -3,6 +3,8 @@
 // assertions read the verdict's records, never its words.
 #include "memdiag/analysis.hpp"
 #include "memdiag/render.hpp"
+#include "memdiag/report_json.hpp"
+#include "memdiag/report_reader.hpp"
 
 #include "synthetic.hpp"
 
@@ -37,6 +39,57 @@ const T* find(const Verdict& v) {
 }
 
 }  // namespace
+
+// A GAN steps two optimizers a pass, a backward between them: each step()
+// has its sample, the next micro-batch's forward follows it. One step a
+// pass, what both step()s made, the last sample's loss, the largest forward.
+TEST(Features, SeveralOptimizersInAStepAreOneStep) {
+  Synth spec;
+  spec.steps = 3;
+  spec.params_mib = 40;
+  Report r = synth(spec);
+  r.samples.erase(std::remove_if(r.samples.begin(), r.samples.end(), [](const Sample& s) { return s.step.has_value(); }),
+                  r.samples.end());
+  const double w = 40;
+  for (int step = 0; step < 3; ++step) {
+    const double state = step == 0 ? 0 : 80;  // Adam: the first pass makes 40 + 40 MiB of moments
+    auto add = [&](Phase phase, double mib, std::optional<int> micro, std::optional<double> loss = std::nullopt) {
+      Sample s;
+      s.phase = phase;
+      s.step = step;
+      s.allocated_mib = s.peak_allocated_mib = mib;
+      if (phase == Phase::kForward) {
+        s.micro_batch = micro;
+        if (micro == 0) s.samples = 64;
+      }
+      s.loss = loss;
+      r.samples.push_back(s);
+    };
+    const double base = w + state;
+    add(Phase::kForward, base + 6, 0);
+    add(Phase::kBackward, base + 20, 0);
+    add(Phase::kStep, base + 20 + (step == 0 ? 40 : 0), std::nullopt, 1.0 + step);
+    const double mid = base + 20 + (step == 0 ? 40 : 0);
+    add(Phase::kForward, mid + 2, 1);
+    add(Phase::kBackward, mid + 20, 1);
+    add(Phase::kStep, mid + 20 + (step == 0 ? 40 : 0), std::nullopt, 3.0 + step);
+    add(Phase::kCleanup, w + 80 + 40, std::nullopt);
+  }
+  const ReadResult parsed = parse_report_text(dump_report(r), "gan.json");  // the reader takes the order
+  ASSERT_TRUE(parsed.report) << parsed.error->what();
+  const RunFeatures f = compute_features(*parsed.report, "gan.json");
+  ASSERT_EQ(f.steps.size(), 3u);
+  ASSERT_TRUE(f.steps[0].step_increment_mib);
+  EXPECT_NEAR(*f.steps[0].step_increment_mib, 80, 1e-9);  // both optimizers' moments, not the last one's 40
+  EXPECT_EQ(f.steps[0].step_samples, 2);
+  ASSERT_TRUE(f.steps[1].forward_increment_mib);
+  // The largest pass (the second: the first freed the last step's
+  // gradients as it went), at the step's samples (the first pass's).
+  EXPECT_NEAR(*f.steps[1].forward_increment_mib, 2, 1e-9);
+  EXPECT_EQ(f.steps[1].forward_samples, 64);
+  EXPECT_EQ(f.losses, (std::vector<double>{3.0, 4.0, 5.0}));  // one a step: the last step()'s
+  EXPECT_EQ(*f.steps[2].samples, 64);
+}
 
 TEST(Features, IncrementsAndGrowth) {
   Synth s;

@@ -25,7 +25,17 @@ struct StepFigures {
   // before it): what the forward needed at once, whatever it freed.
   std::optional<double> forward_peak_increment_mib;
   std::optional<double> backward_increment_mib;
+  // What step() added: with several optimizers stepped in the step (a
+  // GAN's two), each one's added up.
   std::optional<double> step_increment_mib;
+  int step_samples = 0;  // the step's step() samples: one per optimizer that stepped with a backward before it
+  bool had_loss = false;  // a step sample of this step carried the loss (RunFeatures::losses holds the last)
+  // The largest forward of the step as it was read (its increment, peak
+  // increment and allocated): the step's forward where several optimizers
+  // stepped in it.
+  struct Forward {
+    std::optional<double> forward_increment_mib, forward_peak_increment_mib, forward_allocated_mib;
+  } largest_forward;
   std::optional<double> cleanup_allocated_mib;
   double peak_mib = 0;  // highest peak of any phase of the step
   std::optional<double> max_inactive_split_mib;  // CUDA: the most stranded in split blocks at its samples
