@@ -575,6 +575,40 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 6)
 
 
+class Accumulation(unittest.TestCase):
+    """Gradient accumulation: the forward measured is a micro-batch's and a
+    confirming run keeps the step's micro-batches (a hostile check read
+    "record again with batch 1" for a job of four micro-batches)."""
+
+    def test_figures_and_confirming_runs_are_in_micro_batches(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 256))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "accumulate.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(5):
+                for _ in range(4):
+                    x = torch.randn(2048, 256)
+                    (F.mse_loss(model(x), x) / 4).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", "--budget-mib", "256", out], check=True,
+                                      capture_output=True, text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual((fwd["micro_batches"], fwd["micro_batch_samples"]), (4, 2048))
+        # One micro-batch's, not the step's: the ReLU's output (2048 x 2048 fp32, 16 MiB) and the output.
+        self.assertGreater(fwd["forward_mib"], 16.0, fwd)
+        self.assertLess(fwd["forward_mib"], 24.0, fwd)
+        runs = [(c["micro_batches"], c["change"]) for c in v["confirming_runs"] if c["confirms"] == "batch"]
+        self.assertEqual([k for k, _ in runs], [4, 4], runs)
+        self.assertIn("with batch 4 per device in 4 micro-batches of 1", runs[0][1])
+        self.assertIn("with batch 16 per device in 4 micro-batches of 4", runs[1][1])
+        [cap] = v["capacity"]
+        self.assertEqual(cap["micro_batches"], 4)
+        self.assertIn(f"(in 4 micro-batches of {cap['max_batch'] // 4}", cap["text"])
+
+
 class Block(torch.nn.Module):
     def __init__(self, width):
         super().__init__()

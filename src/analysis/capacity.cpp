@@ -102,6 +102,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.source = source;
     c.preset = p.config.preset;
     c.steps = p.config.steps;
+    c.micro_batches = p.micro_batches;
     c.primary_batch = p.local_batch;
     const RunFeatures* search = search_for(g, p, budget);
     // Beside a search for this budget: the search's own prediction, from its

@@ -26,6 +26,12 @@ const std::vector<std::string>& presets_of(const RunFeatures& p) {
   return p.case_builtin ? shipped : none;
 }
 
+// With gradient accumulation in a job of one's own the pair is of
+// micro-batches, each run's batch as many of them as the report's steps
+// ran (memory_diagnostics' confirming commands run without its remedies).
+int confirming_micro_batches(const RunFeatures& p) {
+  return p.id.producer == kProducerDiagnostics ? 1 : std::max(1, p.micro_batches);
+}
 
 class Planner {
  public:
@@ -52,7 +58,9 @@ class Planner {
   ConfirmingRun batch(int b) {
     RunSpec r = base_;
     r.batch_size_per_device = b;
-    return made(SweepKind::kBatch, r, "batch" + std::to_string(b));
+    ConfirmingRun c = made(SweepKind::kBatch, r, "batch" + std::to_string(b));
+    c.micro_batches = confirming_micro_batches(p_);
+    return c;
   }
   ConfirmingRun steps(int n) {
     RunSpec r = base_;
@@ -155,7 +163,9 @@ class Planner {
 // 2 replaces.
 std::vector<int> other_batches(const RunFeatures& p) {
   std::vector<int> out;
-  for (int b : {1, 4}) out.push_back(b == p.config.batch_size_per_device ? 2 : b);
+  const int k = confirming_micro_batches(p);
+  const auto own = p.config.batch_size_per_device / k;
+  for (int b : {1, 4}) out.push_back(k * (b == own ? 2 : b));
   std::sort(out.begin(), out.end());
   return out;
 }

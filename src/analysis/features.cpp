@@ -84,6 +84,7 @@ void read_samples(const Report& r, RunFeatures& f) {
             st.largest_forward.forward_allocated_mib = s.allocated_mib;
           }
           st.forward_increment_mib = inc;
+          ++st.forwards;
           if (prev) st.forward_peak_increment_mib = s.peak_allocated_mib - prev->allocated_mib;
           st.forward_allocated_mib = s.allocated_mib;
           st.forward_samples = s.samples;
@@ -107,6 +108,12 @@ void read_samples(const Report& r, RunFeatures& f) {
       }
     }
     prev = &s;
+  }
+  // Accumulation: micro-batches before one step() (not a GAN's passes,
+  // each before its own optimizer's step()).
+  if (!f.steps.empty() && f.steps.front().step == 0 && f.steps.front().step_samples == 1 &&
+      f.steps.front().forwards > 1) {
+    f.micro_batches = f.steps.front().forwards;
   }
   for (StepFigures& st : f.steps) {
     if (st.step_samples < 2 || !st.largest_forward.forward_increment_mib) continue;

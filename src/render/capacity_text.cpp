@@ -191,6 +191,9 @@ std::string describe(const CapacityPrediction& c) {
   return "within " + budget_words(c) + " the largest batch predicted to fit is " +
          (a.max_batch >= limits::kMaxBatch ? "at least " + std::to_string(a.max_batch) + " (the largest batch memdiag runs)"
                                            : std::to_string(a.max_batch)) +
+         (c.micro_batches > 1 ? " (in " + std::to_string(c.micro_batches) + " micro-batches of " +
+                                    std::to_string(a.max_batch / c.micro_batches) + ", as the run's steps had)"
+                              : std::string()) +
          " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
          describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
          " MiB per sample (" + fit + ")" + bounds + primary + searched;

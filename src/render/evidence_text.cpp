@@ -269,6 +269,11 @@ std::string describe(const ConfirmingRun& c) {
                             "in fresh processes)"
                           : "the largest batch that fits the same memory (halve the batch until a run completes)";
       }
+      if (c.micro_batches > 1) {
+        const int b = c.run.batch_size_per_device.value_or(0);
+        return "with batch " + std::to_string(b) + " per device in " + std::to_string(c.micro_batches) +
+               " micro-batches of " + std::to_string(b / c.micro_batches) + " (as many as the report's steps ran)";
+      }
       return "with batch " + std::to_string(c.run.batch_size_per_device.value_or(0)) + " per device";
     case SweepKind::kSteps: return "with " + steps_word(c.run.steps.value_or(0));
     case SweepKind::kSequence: return "with a sequence length of " + std::to_string(c.run.sequence_length.value_or(0));
@@ -333,6 +338,11 @@ std::string describe(const Evidence& e) {
                                 " per sample (the median of each step's own), preset " + x.at.preset + ", " +
                                 steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) + " of parameters; peak " +
                                 mib(x.peak_mib)
+                : x.micro_batches > 1 && x.micro_batch_samples
+                    ? "forward adds " + mib(x.forward_mib) + " per micro-batch of " +
+                          std::to_string(*x.micro_batch_samples) + " samples (" + std::to_string(x.micro_batches) +
+                          " a step" + at(x.at) + ", " + mib(x.per_sample_mib.value_or(0)) +
+                          " per sample), against " + mib(x.parameter_mib) + " of parameters; peak " + mib(x.peak_mib)
                           : "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
                                 mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
                                 " of parameters; peak " + mib(x.peak_mib);

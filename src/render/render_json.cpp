@@ -50,7 +50,8 @@ json figures(const Evidence& e) {
             return {{"forward_mib", x.forward_mib}, {"per_sample_mib", opt(x.per_sample_mib)},
                     {"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"at", point_json(x.at)},
                     {"logits_mib", opt(x.logits_mib)}, {"held_over_mib", x.held_over_mib}, {"batch_assumed", x.batch_assumed},
-                    {"samples", x.samples ? json{{"least", x.samples->least}, {"most", x.samples->most}} : json(nullptr)}};
+                    {"samples", x.samples ? json{{"least", x.samples->least}, {"most", x.samples->most}} : json(nullptr)},
+                    {"micro_batches", x.micro_batches}, {"micro_batch_samples", opt(x.micro_batch_samples)}};
           },
           [](const evidence::PostCleanupTrend& x) -> json {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
@@ -361,6 +362,7 @@ json capacity_json(const Verdict& v) {
                         {"primary_needs_mib", c.primary_needs_mib},
                         {"preset", c.preset},
                         {"steps", c.steps},
+                        {"micro_batches", c.micro_batches},
                         {"needs_more_than_mib", opt(c.needs_more_than_mib)},
                         {"searched", c.searched ? json{{"max_batch", c.searched->max_batch},
                                                        {"first_failing_batch", opt(c.searched->first_failing_batch)},
@@ -513,14 +515,14 @@ json group_json(const Group& g, const Verdict& v) {
     if (!c.runnable) {
       confirming.push_back({{"confirms", to_string(c.confirms)}, {"runnable", false}, {"argv", nullptr},
                             {"command", nullptr}, {"output", nullptr}, {"change", describe(c)},
-                            {"producer", c.producer}, {"expected", cost}});
+                            {"producer", c.producer}, {"micro_batches", c.micro_batches}, {"expected", cost}});
       continue;
     }
     const std::vector<std::string> argv = to_argv(c.run);
     confirm.push_back(shell_command(argv));
     confirming.push_back({{"confirms", to_string(c.confirms)}, {"runnable", true}, {"argv", argv},
                           {"command", shell_command(argv)}, {"output", c.run.output}, {"change", describe(c)},
-                          {"producer", c.producer}, {"expected", cost}});
+                          {"producer", c.producer}, {"micro_batches", c.micro_batches}, {"expected", cost}});
   }
   json not_helpful = json::array();
   for (const std::string& n : not_helpful_for(v)) not_helpful.push_back(n);

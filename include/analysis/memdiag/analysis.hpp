@@ -164,6 +164,10 @@ struct ForwardIncrement {
   // `at` (step 0's).
   std::optional<SizeRange> samples;
   bool batch_assumed = false;  // the report's batch is a 1 written where none was seen
+  // Gradient accumulation: the figure is one micro-batch's forward, of
+  // micro_batch_samples, the step's batch being micro_batches of them.
+  int micro_batches = 1;
+  std::optional<std::int64_t> micro_batch_samples;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
@@ -461,6 +465,9 @@ struct CapacityPrediction {
   Budget source = Budget::kGiven;
   std::string preset;
   int steps = 0;
+  // Gradient accumulation: the batch is this many micro-batches, as the
+  // run's steps were (its memory follows the micro-batch, batch / this).
+  int micro_batches = 1;
   CapacityAnswer answer;
   // The points were a --find-max-batch's tries: the search's own prediction
   // (its outcomes left out, to set beside what it found).
@@ -606,6 +613,9 @@ struct ConfirmingRun {
   std::optional<double> expected_peak_mib;
   std::optional<double> expected_seconds;
   bool seconds_at_most = false;
+  // A job of gradient accumulation: the batch in as many micro-batches as
+  // the report's step ran (a batch of 1 cannot be four); 1 without.
+  int micro_batches = 1;
 };
 
 struct Verdict {

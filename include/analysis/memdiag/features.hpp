@@ -29,6 +29,7 @@ struct StepFigures {
   // GAN's two), each one's added up.
   std::optional<double> step_increment_mib;
   int step_samples = 0;  // the step's step() samples: one per optimizer that stepped with a backward before it
+  int forwards = 0;      // the step's forward samples: its micro-batches
   bool had_loss = false;  // a step sample of this step carried the loss (RunFeatures::losses holds the last)
   // The largest forward of the step as it was read (its increment, peak
   // increment and allocated): the step's forward where several optimizers
@@ -93,6 +94,11 @@ struct RunFeatures {
   RunConfig config;
   RunStatus status = RunStatus::kComplete;
   std::int64_t local_batch = 0;  // samples this rank ran per step (rank 0 may carry extra)
+  // Gradient accumulation: the micro-batches of a step (a forward and a
+  // backward each before one step()), as step 0 ran them; 1 without. The
+  // batch is their samples added up, and a confirming run or a capacity
+  // keeps their number: a batch of 1 cannot be four micro-batches.
+  int micro_batches = 1;
   double parameter_mib = 0;
   // The tensor census at the last step() sample: what this rank holds of
   // the model state (weights, gradients, optimizer state), and that state
