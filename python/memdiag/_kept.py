@@ -45,6 +45,13 @@ class KeptTracker:
         self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
         self._held_by_walk = []  # per walk after the first: bytes of the tensors new since the walk before
         self._outputs = {}  # this step's model outputs: id(tensor) -> (path, model)
+        # This step's submodules' outputs, where the modules' forwards are
+        # tracked (steps 0 and 1): id(tensor) -> (weakref, "output of module
+        # NAME (TYPE)"); and per kind of kept tensor, the module that made
+        # one (a forward hook's list, a module caching what its child made:
+        # no line of the loop's made it).
+        self._module_outputs = {}
+        self._module_named = {}
         self._where = None  # the line of the loop that called the model
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
         self.walk_ms = 0.0
@@ -61,6 +68,18 @@ class KeptTracker:
     def forward_returned(self, output, model_name):
         for path, t in _named_tensors(output, "output"):
             self._outputs[id(t)] = (path, model_name)
+
+    def module_returned(self, name, kind, output):
+        if name is None or not name:
+            return  # a module outside the model (a loss the loop calls), or the model itself (forward_returned)
+        if isinstance(output, torch.Tensor):
+            tensors = (output,)
+        elif isinstance(output, (tuple, list)):
+            tensors = [t for t in output[:4] if isinstance(t, torch.Tensor)]
+        else:
+            return
+        for t in tensors:
+            self._module_outputs[id(t)] = (weakref.ref(t), f"output of module {name} ({kind})")
 
     def backward_called(self, args, kwargs):
         retain = kwargs.get("retain_graph")
@@ -96,6 +115,7 @@ class KeptTracker:
         since recording began needs telling from them)."""
         if step not in WALKED_STEPS:
             self._outputs = {}
+            self._module_outputs = {}
             return
         t0 = time.perf_counter()
         # Tensors in reference cycles (a non-leaf and its graph) linger
@@ -139,6 +159,10 @@ class KeptTracker:
                           "made_by": f"{made[0]} of {made[1]}" if made else None,
                           "where": self._where if made else None}
                 born[id(o)] = (weakref.ref(o), sig, key, record)
+                if not made and self._module_outputs:
+                    by = self._module_outputs.get(id(o))
+                    if by is not None and by[0]() is o:
+                        self._module_named.setdefault(sig, by[1])
         if not baseline:
             # What this step's tensors the loop still holds came to: its
             # outputs, loss and batch until the next step replaces them
@@ -163,6 +187,7 @@ class KeptTracker:
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
         self._outputs = {}
+        self._module_outputs = {}
         self.walk_ms += (time.perf_counter() - t0) * 1e3
         self.walks += 1
         if step >= WALKED_STEPS[-1]:
@@ -190,6 +215,8 @@ class KeptTracker:
                 count, _, record = seen[-1][sig]
                 nbytes = sum(w[sig][1] for w in windows[first:] if sig in w) / len(windows[first:])
                 r = dict(record)
+                if r.get("made_by") is None and sig in self._module_named:
+                    r["made_by"] = self._module_named[sig]
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})

@@ -43,6 +43,7 @@ class ModuleTracker:
         self._done_calls = []
         self._calls_all = []  # every call of the kept step, finished or not (parents index into it)
         self.ns = 0  # the hooks' own host time
+        self.on_output = None  # on_output(name, type, output) after each call (KeptTracker.module_returned)
 
     def wants(self, step, micro):
         return step in TRACKED_STEPS and micro == 0 and not self._handles
@@ -96,6 +97,9 @@ class ModuleTracker:
             # with no output; the call is popped and left unfinished.
             if output is not None:
                 self._calls[i][4] = self._read()
+                if self.on_output is not None:
+                    call = self._calls[i]
+                    self.on_output(call[0], call[1], output)
         self.ns += time.perf_counter_ns() - t
 
     def records(self, resolve=None):

@@ -308,6 +308,10 @@ class Recorder:
             else:
                 read = self._probe.point
             self._modules = _modules.ModuleTracker(_unwrap(self.model), read)
+            if self._kept is not None:
+                # A submodule's output the loop (or a hook) keeps is named
+                # by the module that made it.
+                self._modules.on_output = self._kept.module_returned
         if self.hooks:
             self._install_hooks()
         if self._kept is not None:

@@ -190,6 +190,10 @@ class Inputs(unittest.TestCase):
         self.assertEqual((c["unit"], c["least"], c["most"]), ("tokens", 256, 256))
         self.assertLess(c["spread"], c["other_unit_spread"])
         self.assertIn("samples varied (2 to 32) while their tokens held at 256", c["text"])
+        # Tokens that held are the unit left, not one memory was seen to follow.
+        self.assertIn("memory does not follow their samples", c["text"])
+        self.assertIn("all at one size: a step of another size checks the rate", c["text"])
+        self.assertNotIn("memory follows their tokens", c["text"])
         self.assertFalse(v["groups"][0]["capacity"], "no per-batch prediction from step 0's batch")
 
     def dynamic_job(self, out, token_budget, steps=6):
@@ -291,6 +295,31 @@ class Kept(unittest.TestCase):
                                           text=True).stdout)["groups"][0]
             self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"),
                             (steps, v["response"]))
+
+    def test_a_submodules_output_kept_by_a_hook_is_named_by_its_module(self):
+        # No line of the loop's keeps it: a forward hook on the hidden
+        # layer's activation appends every output (a hostile check's job).
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        hooked = []
+        model[1].register_forward_hook(lambda m, i, o: hooked.append(o))
+        out = os.path.join(tempfile.mkdtemp(), "hook.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(6):
+                x, y = torch.randn(128, 256), torch.randint(0, 512, (128,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            records = self.kept_records(json.load(f))
+        self.assertEqual([(k["shape"], k.get("made_by"), k.get("where")) for k in records],
+                         [([128, 1024], "output of module 1 (ReLU)", None)], records)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertTrue(any("the output of module 1 (ReLU) (128 x 1024 float32" in e and "a forward hook" in e
+                            for e in v["evidence"]), v["evidence"])
 
     def test_a_running_sum_of_losses_is_named_a_graph_that_outlives_its_step(self):
         for steps in (3, 4):

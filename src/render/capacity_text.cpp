@@ -301,10 +301,21 @@ std::string describe(const StepSizeCapacity& c) {
   const std::string fixed = c.per_step_mib > 0 ? "weights, optimizer state, and " + mib(c.per_step_mib) +
                                                      " a step needs whatever its size (gradients, workspaces)"
                                                : std::string("weights, optimizer state");
-  std::string s = range + ": memory follows their " + unit + ", " + mib(c.per_unit_mib) + " a " + one + " above the " +
-                  mib(c.base_mib) + " that does not follow it (" + fixed + "; fitted on " + std::to_string(c.steps) + " steps" + ", each step's own rate within " +
-                  pct(c.spread) + (c.other_spread ? std::string("; by ") + other + " it varies " + pct(*c.other_spread) : "") +
-                  "); within " + budget_words(c.source, c.budget_mib) + " the largest step predicted to fit holds " +
+  // A unit that held at one size is what is left once the other is ruled
+  // out (its rate varied): how memory grows along it is not measured.
+  const bool held = c.least == c.most;
+  std::string s =
+      held ? range + ": memory does not follow their " + other +
+                 (c.other_spread ? std::string(" (by ") + other + " it varies " + pct(*c.other_spread) + ")" : "") +
+                 " and is read per " + one + ", the unit that held: " + mib(c.per_unit_mib) + " a " + one +
+                 " above the " + mib(c.base_mib) + " that does not follow it (" + fixed + "; " +
+                 std::to_string(c.steps) + " steps, each step's own rate within " + pct(c.spread) +
+                 ", all at one size: a step of another size checks the rate)"
+           : range + ": memory follows their " + unit + ", " + mib(c.per_unit_mib) + " a " + one + " above the " +
+                 mib(c.base_mib) + " that does not follow it (" + fixed + "; fitted on " + std::to_string(c.steps) +
+                 " steps" + ", each step's own rate within " + pct(c.spread) +
+                 (c.other_spread ? std::string("; by ") + other + " it varies " + pct(*c.other_spread) : "") + ")";
+  s += "; within " + budget_words(c.source, c.budget_mib) + " the largest step predicted to fit holds " +
                   std::to_string(c.max_size_steepest) + " " + unit + " at the steepest step's rate";
   if (c.max_size_steepest < c.max_size) {
     s += " (" + std::to_string(c.max_size) + " at the fitted rate, for a step like the average)";

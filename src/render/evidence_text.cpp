@@ -91,7 +91,10 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
              " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
              (k.shape_varies ? " at the last walk, its shape varying with the steps" : "") + ", " + mib(k.mib_per_step) +
              " each step" + (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
-             (k.where ? ", from the call at " + *k.where : std::string()) + ")";
+             (k.where ? ", from the call at " + *k.where
+                      : k.made_by ? std::string(", kept where no line of the loop's is: a forward hook, or a module's own code")
+                                  : std::string()) +
+             ")";
         break;
       }
       case KeptRecord::What::kGraph:
