@@ -194,6 +194,11 @@ class Inputs(unittest.TestCase):
         self.assertIn("memory does not follow their samples", c["text"])
         self.assertIn("all at one size: a step of another size checks the rate", c["text"])
         self.assertNotIn("memory follows their tokens", c["text"])
+        # Confirmed by holding every step at a quarter and half of its
+        # tokens, not by a batch (step 0's is not the job's).
+        runs = [(r["step_size"], r["step_size_unit"]) for r in v["groups"][0]["confirming_runs"] if r["confirms"] == "batch"]
+        self.assertIn(v["groups"][0]["dominant_cause"], ("activations", "inconclusive"))  # a tiny job: below the signal
+        self.assertEqual(runs, [(64, "tokens"), (128, "tokens")], v["groups"][0]["confirming_runs"])
         self.assertFalse(v["groups"][0]["capacity"], "no per-batch prediction from step 0's batch")
 
     def dynamic_job(self, out, token_budget, steps=6):

@@ -5,6 +5,7 @@
 // that clashes with no report given.
 #include "confirm.hpp"
 #include "capacity.hpp"
+#include "step_capacity.hpp"
 
 #include "memdiag/output_names.hpp"
 
@@ -229,8 +230,30 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
   }
   if (confirmed) return out;
   const int longer = 2 * std::max(static_cast<int>(p.steps.size()), thresholds::kMinConfirmSteps);
+  // A job of one's own whose steps varied in size: its own steps are a
+  // sweep already; the runs that confirm it hold every step at a quarter
+  // and at half of its largest, in the unit its memory follows (a token
+  // budget, or a fixed batch), where the fit says what each should peak.
+  const std::optional<StepSizeCapacity> sized =
+      p.id.producer == kProducerDiagnostics ? std::nullopt : step_size_fit(p);
+  auto size_runs = [&]() {
+    for (std::int64_t n : {sized->most / 4, sized->most / 2}) {
+      if (n < 1) continue;
+      ConfirmingRun c = plan.batch(0);
+      c.run.batch_size_per_device.reset();
+      c.micro_batches = 1;
+      c.step_size = n;
+      c.step_size_in_tokens = sized->unit == StepSizeCapacity::Unit::kTokens;
+      c.expected_peak_mib = sized->base_mib + sized->per_unit_mib * static_cast<double>(n);
+      out.push_back(c);
+    }
+  };
   switch (cause) {
     case Cause::kActivations:
+      if (sized) {
+        size_runs();
+        break;
+      }
       for (int b : other_batches(p)) out.push_back(plan.batch(b));
       break;
     case Cause::kOptimizerState:
@@ -238,7 +261,11 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       break;
     case Cause::kRetainedGraph: out.push_back(plan.steps(longer)); break;
     case Cause::kInconclusive:
-      for (int b : other_batches(p)) out.push_back(plan.batch(b));
+      if (sized) {
+        size_runs();
+      } else {
+        for (int b : other_batches(p)) out.push_back(plan.batch(b));
+      }
       out.push_back(plan.steps(longer));
       break;
     case Cause::kParameters:
@@ -248,7 +275,9 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
   // One fit for all of them: the group's runs of the configuration.
   const std::optional<CapacityFit> fit =
       out.empty() || p.config.batch_assumed ? std::nullopt : fit_capacity(batch_points(g, p));
-  for (ConfirmingRun& c : out) estimate_cost(c, fit, p);
+  for (ConfirmingRun& c : out) {
+    if (!c.step_size) estimate_cost(c, fit, p);
+  }
   return out;
 }
 

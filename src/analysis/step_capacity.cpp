@@ -84,10 +84,10 @@ std::optional<UnitFit> fit(const std::vector<StepPoint>& pts) {
 
 }  // namespace
 
-std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const std::vector<double>& budgets_mib) {
+std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
   const bool samples_varied = p.step_samples && p.step_samples->varied();
   const bool tokens_varied = p.step_tokens && p.step_tokens->varied();
-  if (!samples_varied && !tokens_varied) return {};
+  if (!samples_varied && !tokens_varied) return std::nullopt;
   // Each step above the memory that does not follow its size: the
   // weights and the optimizer's state, from the census where the report
   // has one. What the loop holds from one step into the next (the last
@@ -121,7 +121,7 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
   }
   const std::optional<UnitFit> fs = by_samples.size() >= 2 ? fit(by_samples) : std::nullopt;
   const std::optional<UnitFit> ft = by_tokens.size() >= 2 ? fit(by_tokens) : std::nullopt;
-  if (!fs && !ft) return {};
+  if (!fs && !ft) return std::nullopt;
   // The unit memory follows: the steadier rate (a size that does not vary
   // cannot be told from the other by its rate: tokens where the length is
   // fixed vary as the samples do, and either reads the same).
@@ -153,9 +153,15 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
       base.largest_step_need_mib = pt.peak_mib;
     }
   }
+  return base;
+}
+
+std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const std::vector<double>& budgets_mib) {
+  const std::optional<StepSizeCapacity> fitted = step_size_fit(p);
+  if (!fitted) return {};
   std::vector<StepSizeCapacity> out;
   for (const auto& [budget, source] : capacity_budgets(p, budgets_mib)) {
-    StepSizeCapacity c = base;
+    StepSizeCapacity c = *fitted;
     c.budget_mib = budget;
     c.source = source;
     const double room = budget - c.base_mib;

@@ -272,6 +272,11 @@ std::string describe(const ConfirmingRun& c) {
                             "in fresh processes)"
                           : "the largest batch that fits the same memory (halve the batch until a run completes)";
       }
+      if (c.step_size) {
+        return "with every step at " + std::to_string(*c.step_size) +
+               (c.step_size_in_tokens ? " tokens (a token budget of that, as many sequences as it holds)"
+                                      : " samples (a fixed batch of that)");
+      }
       if (c.micro_batches > 1) {
         const int b = c.run.batch_size_per_device.value_or(0);
         return "with batch " + std::to_string(b) + " per device in " + std::to_string(c.micro_batches) +

@@ -515,14 +515,20 @@ json group_json(const Group& g, const Verdict& v) {
     if (!c.runnable) {
       confirming.push_back({{"confirms", to_string(c.confirms)}, {"runnable", false}, {"argv", nullptr},
                             {"command", nullptr}, {"output", nullptr}, {"change", describe(c)},
-                            {"producer", c.producer}, {"micro_batches", c.micro_batches}, {"expected", cost}});
+                            {"producer", c.producer}, {"micro_batches", c.micro_batches},
+                            {"step_size", opt(c.step_size)},
+                            {"step_size_unit", c.step_size ? json(c.step_size_in_tokens ? "tokens" : "samples") : json(nullptr)},
+                            {"expected", cost}});
       continue;
     }
     const std::vector<std::string> argv = to_argv(c.run);
     confirm.push_back(shell_command(argv));
     confirming.push_back({{"confirms", to_string(c.confirms)}, {"runnable", true}, {"argv", argv},
                           {"command", shell_command(argv)}, {"output", c.run.output}, {"change", describe(c)},
-                          {"producer", c.producer}, {"micro_batches", c.micro_batches}, {"expected", cost}});
+                          {"producer", c.producer}, {"micro_batches", c.micro_batches},
+                            {"step_size", opt(c.step_size)},
+                            {"step_size_unit", c.step_size ? json(c.step_size_in_tokens ? "tokens" : "samples") : json(nullptr)},
+                            {"expected", cost}});
   }
   json not_helpful = json::array();
   for (const std::string& n : not_helpful_for(v)) not_helpful.push_back(n);

@@ -616,6 +616,11 @@ struct ConfirmingRun {
   // A job of gradient accumulation: the batch in as many micro-batches as
   // the report's step ran (a batch of 1 cannot be four); 1 without.
   int micro_batches = 1;
+  // A job whose steps varied in size (dynamic batching, a token budget):
+  // every step at this size, in the unit its memory follows, rather than
+  // a batch (step 0's is not the job's); run.batch_size_per_device unset.
+  std::optional<std::int64_t> step_size;
+  bool step_size_in_tokens = false;
 };
 
 struct Verdict {
