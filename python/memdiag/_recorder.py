@@ -84,7 +84,7 @@ def _patched_scaler_step(scaler, optimizer, *args, **kwargs):
     result = _original_scaler_step[0](scaler, optimizer, *args, **kwargs)
     rec = _active[0]
     if rec is not None and rec._active_here() and any(optimizer is o for o in rec.optimizers):
-        rec._run_timed(rec._after_scaler_step)
+        rec._run_timed(rec._after_scaler_step, optimizer)
     return result
 
 
@@ -636,11 +636,11 @@ class Recorder:
             self._close(CLEANUP)
             self._in = BETWEEN
 
-    def _after_scaler_step(self):
+    def _after_scaler_step(self, optimizer):
         if self._last_phase() == BACKWARD and self._in == STEP:
-            self._skip_step("step() skipped by the gradient scaler (inf or NaN gradients)")
+            self._skip_step("step() skipped by the gradient scaler (inf or NaN gradients)", optimizer)
 
-    def _skip_step(self, why):
+    def _skip_step(self, why, optimizer=None):
         """A step whose optimizer.step() did not run: its step phase is
         recorded where the loop went on (it made nothing), and a note says
         why, so the next forward starts the next step."""
@@ -651,6 +651,12 @@ class Recorder:
         self._last_census = None
         self._close(STEP)
         self._in = CLEANUP
+        if optimizer is not None and len(self.optimizers) > 1:
+            # One of several skipped (a GAN's discriminator): the step goes
+            # on to the others' as if it had stepped.
+            self._stepped.add(id(optimizer))
+            if len(self._stepped) < len(self.optimizers):
+                self._in = BETWEEN_OPTIMIZERS
 
     # ----- phases ------------------------------------------------------------
 

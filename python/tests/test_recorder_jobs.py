@@ -571,6 +571,34 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertAlmostEqual(inc["step0_mib"], 2 * weights, delta=0.05)
         self.assertFalse(any("kept from step to step" in e for e in v["evidence"]), v["evidence"])
 
+    def test_a_discriminator_step_the_scaler_skips_leaves_the_pass_one_step(self):
+        # GradScaler skips the discriminator's step() on step 1 (an inf in
+        # its gradients): the generator's pass that follows is still step 1's.
+        torch.manual_seed(0)
+        g = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+        d = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+        scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+        out = os.path.join(tempfile.mkdtemp(), "gan-scaler.json")
+        with memdiag.record(g, [opt_d, opt_g], output=out, kept=False):
+            for step in range(4):
+                fake = g(torch.randn(16, 8))
+                loss_d = d(torch.randn(16, 16)).mean() - d(fake.detach()).mean()
+                opt_d.zero_grad(set_to_none=True)
+                scaler.scale(loss_d).backward()
+                if step == 1:
+                    next(d.parameters()).grad.view(-1)[0] = float("inf")
+                scaler.step(opt_d)
+                opt_g.zero_grad(set_to_none=True)
+                scaler.scale(-d(fake).mean()).backward()
+                scaler.step(opt_g)
+                scaler.update()
+        with open(out) as f:
+            r = json.load(f)
+        per_step = [[s["phase"] for s in r["samples"] if s.get("step") == i] for i in range(4)]
+        self.assertEqual(per_step, [["forward", "backward", "step", "forward", "backward", "step", "cleanup"]] * 4)
+        self.assertEqual([e["step"] for e in r["events"] if "skipped by the gradient scaler" in e["message"]], [1])
+
     def test_optimizers_stepped_one_after_the_other_make_one_step_sample(self):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
