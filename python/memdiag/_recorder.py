@@ -176,6 +176,7 @@ class Recorder:
         # BETWEEN_OPTIMIZERS (after one optimizer's step(), before the rest's).
         self._in = None
         self._stepped = set()  # ids of the optimizers that stepped in this step (several given)
+        self._zero_grad_in_forward = False  # zero_grad() ran in the forward phase: its sample recounts gradients
         self._pending_loss = None
         self._step = -1
         self._micro = 0
@@ -628,6 +629,12 @@ class Recorder:
             self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
 
     def _after_zero_grad(self):
+        if self._in == FORWARD:
+            # zero_grad() between the model's call and backward() (as
+            # PyTorch's tutorials place it): the forward's sample counts the
+            # gradients again, so the gradients it freed are not read as
+            # tensors the loop held from the step before.
+            self._zero_grad_in_forward = True
         if self._last == BACKWARD and self._in == STEP:
             # zero_grad() after backward with no step() between: the loop
             # skipped the update (a check on the loss, a scaler of its own).
@@ -768,7 +775,8 @@ class Recorder:
             c = {"parameters_mib": _census.parameters_mib(params, kind),
                  "gradients_mib": _census.gradients_mib(params, kind, self._gradient_bytes),
                  "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
-        elif phase == BACKWARD or phase == CLEANUP:
+        elif phase == BACKWARD or phase == CLEANUP or (phase == FORWARD and self._zero_grad_in_forward):
+            self._zero_grad_in_forward = False
             gradients = _census.gradients_mib(params, kind, self._gradient_bytes)
             c = last if gradients == last["gradients_mib"] else \
                 {"parameters_mib": last["parameters_mib"], "gradients_mib": gradients,

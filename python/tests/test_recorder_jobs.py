@@ -508,6 +508,41 @@ class HeldOver(unittest.TestCase):
         self.assertLess(fwd["held_over_mib"], 12.0, fwd)
         self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
 
+    def test_gradients_a_zero_grad_inside_the_forward_frees_are_said(self):
+        # PyTorch's tutorials call zero_grad() between the model's call and
+        # backward(): each steady forward frees the last step's gradients,
+        # which are not tensors the loop keeps. And where it comes first in
+        # a step, the last cleanup (the block's end, gradients still held)
+        # is no growth.
+        def job(order):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU())
+                                          for _ in range(4)])
+            opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+            out = os.path.join(tempfile.mkdtemp(), f"zero-grad-{order}.json")
+            with memdiag.record(model, opt, output=out, kept=False):
+                for _ in range(6):
+                    x = torch.randn(1024, 512)
+                    if order == "first":
+                        opt.zero_grad(set_to_none=True)
+                    loss = model(x).pow(2).mean()
+                    if order == "inside":
+                        opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+            return json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                             text=True).stdout)["groups"][0]
+
+        grads = 4 * (512 * 512 + 512) * 4 / 2**20
+        v = job("inside")
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertAlmostEqual(fwd["held_gradients_mib"], grads, delta=0.01)
+        self.assertTrue(any("are the gradients, which the loop's zero_grad() frees inside the forward" in e
+                            for e in v["evidence"]), v["evidence"])
+        v = job("first")
+        [trend] = [e for e in v["evidence_data"] if e["code"] == "post_cleanup_trend"]
+        self.assertLess(abs(trend["growth_per_step_mib"]), 0.05, trend)
+
     def test_a_clean_loop_holds_nothing_over(self):
         v = self.record(True, "none")
         self.assertEqual(v["dominant_cause"], "activations", v["evidence"])

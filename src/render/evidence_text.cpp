@@ -362,6 +362,13 @@ std::string describe(const Evidence& e) {
               s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
                    " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
                    "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
+              if (x.held_gradients_mib >= 0.5 * x.held_over_mib) {
+                s += "; of it " + mib(x.held_gradients_mib) +
+                     " are the gradients, which the loop's zero_grad() frees inside the forward (after the model's "
+                     "call), not tensors it keeps";
+              } else if (x.held_gradients_mib > 0) {
+                s += " (of it " + mib(x.held_gradients_mib) + " the gradients, freed by a zero_grad() inside the forward)";
+              }
             }
             return s;
           },
