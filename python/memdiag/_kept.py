@@ -9,10 +9,12 @@ The live tensors are found by walking the garbage collector's objects
 (after a collection), which costs time in proportion to the process's
 Python objects, so only a few cleanups are walked: those of steps 0 to 6.
 Step 0's walk is the baseline (what it made, the optimizer's state among
-it, is never called kept): a tensor new at step 1's walk and alive at step
-2's was kept across a step, so a run of three steps can name it, and from
-four steps on the same kind must be kept in the last two windows (kept
-every step, not once). A walk's cost is the collector's objects, most of them a
+it, is never called kept): a tensor new at step 1's walk and alive at
+steps 2 and 3's was kept for good (alive at the next walk only, it may be
+a batch a data loader prefetched, used and let go a step later), and the
+same kind must be kept so in two of the last four windows (kept every
+step, or every other, not once); a run of three steps, walked too few
+times for that, is read by what outlived one step. A walk's cost is the collector's objects, most of them a
 library's (torch's and transformers' modules, classes and functions): a
 full collection and a scan of them cost 0.1 to 0.2 s a walk in a process
 that has imported torch alone. So when recording starts the process's
@@ -41,7 +43,13 @@ class KeptTracker:
     def __init__(self):
         self._alive_before = None  # the tensors alive at the last walk: id -> weakref
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
-        self._kept_by_window = []  # per pair of walks: what was new at the first and alive at the second
+        # What was new at the walk before the last and alive at the last:
+        # kept so far, and kept for good if alive at the next walk too.
+        self._candidates = None
+        # Per walk from the third on: what was new two walks before and is
+        # alive still, by kind (see records()); and the last candidates'.
+        self._kept_by_window = []
+        self._pending = None
         self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
         self._held_by_walk = []  # per walk after the first: bytes of the tensors new since the walk before
         self._outputs = {}  # this step's model outputs: id(tensor) -> (path, model)
@@ -170,19 +178,16 @@ class KeptTracker:
             # whatever it keeps for good.
             storages = {entry[2] for entry in born.values()}
             self._held_by_walk.append(sum(key[3] for key in storages))
-        # What the step before made and this one did not free: kept across a step.
+        # What two steps before made and neither step since freed: kept
+        # for good. One step is not enough: a loop may hold a step's
+        # tensors one step longer and then let them go (a data loader
+        # that prefetches the next batch, which the step after uses:
+        # Hugging Face's Trainer), which is no habit of keeping.
+        if self._candidates is not None:
+            self._kept_by_window.append(_by_kind(e for e in self._candidates if e[0]() is not None))
         if self._born is not None:
-            kept = {}
-            storages = set()
-            for ref, sig, key, record in self._born.values():
-                if ref() is None or key in storages:
-                    continue
-                storages.add(key)
-                count, nbytes, first = kept.get(sig, (0, 0, record))
-                if first["shape"] != record["shape"] and not first.get("shape_varies"):
-                    first = dict(first, shape_varies=True)
-                kept[sig] = (count + 1, nbytes + key[3], first)
-            self._kept_by_window.append(kept)
+            self._candidates = [e for e in self._born.values() if e[0]() is not None]
+            self._pending = _by_kind(self._candidates)
         self._born = None if baseline else born
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
@@ -199,7 +204,11 @@ class KeptTracker:
         """What was kept every step, largest first, as the report's kept
         records; empty where nothing was."""
         out = []
-        windows = self._kept_by_window
+        # The last walk's candidates close the windows: unconfirmed, they
+        # count as the newest window (a kind found there alone is in one
+        # window, no habit), and a run walked too few times to confirm any
+        # (three steps: walks 0 to 2) is read by what outlived one step.
+        windows = self._kept_by_window + ([self._pending] if self._pending is not None else [])
         if windows:
             # Kept as a habit: in two of the last four windows walked, one
             # of them among the last two (what is kept every other step, an
@@ -235,6 +244,22 @@ class KeptTracker:
         if held and held[len(held) // 2] > 0:
             out.append({"what": "held", "mib_per_step": held[len(held) // 2] / _MIB})
         return out
+
+
+def _by_kind(entries):
+    """sig -> (count, bytes, first record) of (weakref, sig, storage,
+    record) entries, each storage once."""
+    kept = {}
+    storages = set()
+    for _ref, sig, key, record in entries:
+        if key in storages:
+            continue
+        storages.add(key)
+        count, nbytes, first = kept.get(sig, (0, 0, record))
+        if first["shape"] != record["shape"] and not first.get("shape_varies"):
+            first = dict(first, shape_varies=True)
+        kept[sig] = (count + 1, nbytes + key[3], first)
+    return kept
 
 
 def live_cpu_tensors():

@@ -301,6 +301,32 @@ class Kept(unittest.TestCase):
             self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"),
                             (steps, v["response"]))
 
+    def test_a_batch_prefetched_a_step_ahead_is_not_kept(self):
+        # A data loader that makes the next batch before the step ends (as
+        # accelerate's does under Hugging Face's Trainer): each batch is
+        # alive at two cleanups, then let go. A hostile check read it
+        # "kept from step to step" and told the loop to stop collecting.
+        def prefetching(n):
+            ahead = torch.randn(256, 1024)
+            for _ in range(n):
+                batch, ahead = ahead, torch.randn(256, 1024)
+                yield batch
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 8))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "prefetch.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for x in prefetching(8):
+                F.cross_entropy(model(x), torch.zeros(256, dtype=torch.long)).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            self.assertEqual(self.kept_records(json.load(f)), [])
+        v = self.verdict(out)
+        self.assertNotEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertFalse(any("kept from step to step" in e for e in v["evidence"]), v["evidence"])
+
     def test_a_submodules_output_kept_by_a_hook_is_named_by_its_module(self):
         # No line of the loop's keeps it: a forward hook on the hidden
         # layer's activation appends every output (a hostile check's job).
