@@ -10,11 +10,19 @@ arguments, then keywords as written): the batch. tokens: for sequence
 inputs, the first integer tensor of two dimensions with that batch (token
 ids, batch x length), its element count; padding included, since what the
 model makes scales with the padded shape.
+
+Batches that are not one tensor with a batch dimension: a PackedSequence
+(an RNN's variable-length batch: its sequences, and their steps as the
+tokens), and a list of samples given one by one (torchvision's detection
+models take a list of images and a list of per-image target dicts): a
+list of mappings or dataclasses, or of tensors whose shapes differ (no
+batch tensor could hold them), is as many samples as it has items.
 """
 import dataclasses
 from collections.abc import Mapping
 
 import torch
+from torch.nn.utils.rnn import PackedSequence
 
 # A forward's arguments are walked this deep and this far at most: a
 # pathological structure costs the loop nothing more.
@@ -57,6 +65,10 @@ def _result(first, ids):
 
 
 def _walked(args, kwargs):
+    for v in (*args, *(kwargs.values() if kwargs else ())):
+        found = _batch_of_items(v)
+        if found is not None:
+            return found
     first = None
     ids = None
     for t in _tensors((args, kwargs or {}), 0, [0]):
@@ -69,6 +81,30 @@ def _walked(args, kwargs):
         if ids is not None:
             break
     return _result(first, ids)
+
+
+def _batch_of_items(v):
+    """(samples, tokens) of an argument that is a batch in another form
+    than a tensor's first dimension, else None."""
+    if isinstance(v, PackedSequence):
+        sizes = v.batch_sizes
+        if sizes is None or sizes.numel() == 0:
+            return None
+        return int(sizes[0]), int(v.data.size(0))
+    if type(v) is not list or not v or len(v) > _MAX_ITEMS:
+        return None
+    if all(isinstance(x, Mapping) or (dataclasses.is_dataclass(x) and not isinstance(x, type)) for x in v):
+        return len(v), None
+    if len(v) >= 2 and all(isinstance(x, _Tensor) for x in v):
+        rank = v[0].dim()
+        if rank >= 1 and all(x.dim() == rank for x in v) and any(x.shape != v[0].shape for x in v):
+            ids = rank == 1 and all(_integer(x) for x in v)
+            return len(v), (sum(int(x.numel()) for x in v) if ids else None)
+    return None
+
+
+def _integer(t):
+    return not (t.is_floating_point() or t.is_complex()) and t.dtype != torch.bool
 
 
 def _token_ids(t):

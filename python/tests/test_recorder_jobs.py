@@ -83,6 +83,15 @@ class Inputs(unittest.TestCase):
             ((collections.namedtuple("P", "x y")(torch.zeros(3, 7), ids),), {}, (3, None)),  # ids of another batch
             ((torch.tensor(2.0),), {"scale": 3}, (None, None)),
             ((torch.zeros(8, 10),), {}, (8, None)),  # features, not token ids
+            # Samples one by one, as torchvision's detection models take
+            # them: images of their own sizes, a target dict each.
+            (([torch.zeros(3, 24, 32), torch.zeros(3, 30, 26)], [{"boxes": torch.zeros(3, 4)}] * 2), {}, (2, None)),
+            (([torch.zeros(3, 24, 32)], [{"boxes": torch.zeros(5, 4), "labels": torch.zeros(5)}]), {}, (1, None)),
+            (([torch.zeros(4, dtype=torch.long), torch.zeros(7, dtype=torch.long)],), {}, (2, 11)),
+            (([torch.zeros(5, 3), torch.zeros(5, 3)],), {}, (5, None)),  # two inputs of one batch
+            # An RNN's packed batch: its sequences, and their steps.
+            ((torch.nn.utils.rnn.pack_padded_sequence(torch.zeros(3, 5, 2), [5, 3, 2], batch_first=True),), {},
+             (3, 10)),
         ]
         for args, kwargs, want in cases:
             self.assertEqual(_inputs.sizes(args, kwargs), want, (args, kwargs))
