@@ -835,6 +835,34 @@ class ForwardByModule(unittest.TestCase):
         self.assertNotIn("head", names)
         self.assertNotIn("", names)  # the model's own forward never returned
 
+    def test_a_compiled_model_stays_compiled(self):
+        # Global module hooks installed inside a compiled forward were
+        # traced into its graph: graph breaks at every reading, recompiles
+        # up to torch.compile's limit, the job run uncompiled. A compiled
+        # model's forward is not tracked by module, and the report says so.
+        import torch._dynamo
+        import torch._dynamo.utils
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        torch.manual_seed(0)
+        base = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 10))
+        model = torch.compile(base, backend="eager")  # dynamo's tracing without a compiler: quick on the CPU
+        opt = torch.optim.SGD(base.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "compiled.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(4):
+                F.cross_entropy(model(torch.randn(32, 64)), torch.randint(0, 10, (32,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        stats = torch._dynamo.utils.counters["stats"]
+        self.assertEqual(stats["unique_graphs"], 1, dict(torch._dynamo.utils.counters))
+        self.assertFalse(torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"]))
+        with open(out) as f:
+            r = json.load(f)
+        self.assertEqual([e for e in r["events"] if e["kind"] == "modules"], [])
+        self.assertTrue(any("not recorded for a compiled model" in e["message"] for e in r["events"]))
+        self.assertTrue(r["case"]["model"]["compiled"])
+
     def test_modules_false_records_none(self):
         torch.manual_seed(0)
         model = Tower()
