@@ -134,6 +134,31 @@ class Inputs(unittest.TestCase):
         self.assertEqual(r["config"]["batch_size_per_device"], 32)
         self.assertNotIn("batch_assumed", r["config"])
         self.assertIn("batch_size 32: given to the recorder; step 0's inputs showed 8", notes(r))
+        # No forward says another batch (figures per sample read at 8
+        # beside a capacity at 32, as a hostile check saw).
+        self.assertEqual([s.get("samples") for s in forwards(r)], [None, None])
+
+    def test_a_time_major_batch_given_is_the_one_every_figure_reads(self):
+        # Sequences time-major (length x batch x features): the first
+        # dimension is the length, and the batch the user gives is the one
+        # every figure per sample and the capacity read.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 8))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "time-major.json")
+        with memdiag.record(model, opt, output=out, kept=False, batch_size=16):
+            for _ in range(4):
+                model(torch.randn(64, 16, 256)).pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", "--budget-mib", "512", out], check=True,
+                                      capture_output=True, text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual(fwd["at"]["batch"], 16)
+        self.assertAlmostEqual(fwd["per_sample_mib"] * 16, fwd["forward_mib"], delta=1e-6)
+        [cap] = v["capacity"]
+        self.assertEqual(cap["fitted_batches"], [16])
         for bad in (0, -3, 2.5, True, "8"):
             with self.assertRaisesRegex(ValueError, r"^memdiag: batch_size="):
                 memdiag.record(model, opt, output="unused.json", batch_size=bad)
