@@ -190,6 +190,10 @@ class Inputs(unittest.TestCase):
         self.assertIn("batch_assumed", [w["code"] for w in v["warning_data"]])
         self.assertEqual(v["capacity"], [])
         self.assertFalse(any("MiB per sample" in e for e in v["evidence"]), v["evidence"])
+        # Nor a cost scaled from it for a run at another batch.
+        for c in v["confirming_runs"]:
+            if c["confirms"] == "batch":
+                self.assertEqual((c["expected"]["peak_mib"], c["expected"]["seconds"]), (None, None), c)
 
     def test_steps_whose_size_varies_are_read_each_at_its_own_size(self):
         # Token-budget buckets: few long sequences or many short ones, the

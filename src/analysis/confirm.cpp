@@ -177,6 +177,9 @@ void estimate_cost(ConfirmingRun& c, const std::optional<CapacityFit>& fit, cons
   const std::optional<double> ms = p.ms_per_step;
   switch (c.confirms) {
     case SweepKind::kBatch: {
+      // A batch nobody saw (the report's 1 is a placeholder): neither the
+      // peak nor the time scales from it.
+      if (p.config.batch_assumed) return;
       // Rank 0 carries the extra samples and binds: its batch is the one
       // whose peak is said.
       const auto b = static_cast<double>(c.run.batch_size_per_device.value_or(0)) +
