@@ -649,7 +649,7 @@ class Recorder:
             self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
 
     def _after_zero_grad(self):
-        if self._in == FORWARD:
+        if self._in == FORWARD or self._in == BETWEEN_OPTIMIZERS:
             # zero_grad() between the model's call and backward() (as
             # PyTorch's tutorials place it): the forward's sample counts the
             # gradients again, so the gradients it freed are not read as

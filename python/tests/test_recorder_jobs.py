@@ -598,13 +598,16 @@ class HeldOver(unittest.TestCase):
                                              text=True).stdout)["groups"][0]
 
         grads = 4 * (512 * 512 + 512) * 4 / 2**20
+        [before] = [e for e in job("first")["evidence_data"] if e["code"] == "forward_increment"]
         v = job("inside")
         [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
-        self.assertAlmostEqual(fwd["held_gradients_mib"], grads, delta=0.01)
-        self.assertTrue(any("are the gradients, which the loop's zero_grad() frees inside the forward" in e
+        self.assertAlmostEqual(fwd["gradients_freed_mib"], grads, delta=0.01)
+        # What the forward made, as where zero_grad() comes first.
+        self.assertAlmostEqual(fwd["forward_mib"], before["forward_mib"], delta=0.05)
+        self.assertEqual(before["gradients_freed_mib"], 0)
+        self.assertTrue(any("frees the last step's 4.01 MiB of gradients there, added back" in e
                             for e in v["evidence"]), v["evidence"])
-        v = job("first")
-        [trend] = [e for e in v["evidence_data"] if e["code"] == "post_cleanup_trend"]
+        [trend] = [e for e in job("first")["evidence_data"] if e["code"] == "post_cleanup_trend"]
         self.assertLess(abs(trend["growth_per_step_mib"]), 0.05, trend)
 
     def test_a_clean_loop_holds_nothing_over(self):

@@ -68,11 +68,20 @@ void read_samples(const Report& r, RunFeatures& f) {
       }
       st.peak_mib = std::max(st.peak_mib, s.peak_allocated_mib);
       if (s.inactive_split_mib) st.max_inactive_split_mib = std::max(st.max_inactive_split_mib.value_or(0), *s.inactive_split_mib);
-      const std::optional<double> inc =
+      std::optional<double> inc =
           prev ? std::optional<double>(s.allocated_mib - prev->allocated_mib) : std::nullopt;
       switch (s.phase) {
         case Phase::kForward:
           if (s.tensors) st.forward_gradients_mib = s.tensors->gradients_mib;
+          if (inc && s.tensors && prev && prev->tensors && prev->tensors->gradients_mib > s.tensors->gradients_mib) {
+            // zero_grad() between the model's call and backward() (as
+            // PyTorch's tutorials place it) freed the last step's
+            // gradients inside this forward: what the forward made is
+            // the increment with them added back (16.02 MiB of gradients
+            // read as a forward of 15.98 MiB where it made 32).
+            st.forward_freed_gradients_mib = prev->tensors->gradients_mib - s.tensors->gradients_mib;
+            inc = *inc + st.forward_freed_gradients_mib;
+          }
           // With several optimizers (a GAN) the step's micro-batches are
           // different passes, not equal slices of one batch: the largest
           // forward is the step's (kept aside as it is read, put in place
@@ -197,12 +206,16 @@ void read_events(const Report& r, RunFeatures& f) {
 // Steady state where there is one: step 0 also carries one-off library
 // set-up when the run was not warmed up.
 void forward_increment(RunFeatures& f) {
-  std::vector<double> steady, all;
+  std::vector<double> steady, all, freed;
   for (const StepFigures& st : f.steps) {
     if (!st.forward_increment_mib) continue;
     all.push_back(*st.forward_increment_mib);
-    if (st.step >= 1) steady.push_back(*st.forward_increment_mib);
+    if (st.step >= 1) {
+      steady.push_back(*st.forward_increment_mib);
+      freed.push_back(st.forward_freed_gradients_mib);
+    }
   }
+  if (!freed.empty()) f.forward_freed_gradients_mib = median(freed);
   if (!steady.empty()) {
     f.forward_increment_mib = median(steady);
   } else if (!all.empty()) {
@@ -356,17 +369,7 @@ void split_first_step_excess(RunFeatures& f) {
     const bool walked = f.walk_held_mib && *f.walk_held_mib >= 0.5 * held;
     if (held >= thresholds::kMinimumSignalMib && (walked || steady_peaks_match_first(f, held))) f.held_over_mib = held;
   }
-  if (f.held_over_mib > 0) {
-    // The gradients each steady forward freed (zero_grad() after the
-    // model's call): part of what step 0's forward did not have to free.
-    std::vector<double> freed;
-    std::optional<double> before;
-    for (const StepFigures& st : f.steps) {
-      if (st.step >= 1 && before && st.forward_gradients_mib) freed.push_back(std::max(0.0, *before - *st.forward_gradients_mib));
-      before = st.cleanup_gradients_mib;
-    }
-    if (!freed.empty()) f.held_gradients_mib = std::min(f.held_over_mib, median(freed));
-  }
+
   double state = excess - f.held_over_mib;
   const bool buckets = f.id.world_size > 1 && (f.id.mode == ParallelMode::kDdp || f.id.mode == ParallelMode::kZero1);
   if (f.step_optimizer_state_mib && !buckets) state = std::min(state, *f.step_optimizer_state_mib);

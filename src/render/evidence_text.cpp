@@ -354,6 +354,10 @@ std::string describe(const Evidence& e) {
                           : "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
                                 mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
                                 " of parameters; peak " + mib(x.peak_mib);
+            if (x.gradients_freed_mib > 0) {
+              s += "; the loop's zero_grad() runs inside the forward (after the model's call) and frees the last "
+                   "step's " + mib(x.gradients_freed_mib) + " of gradients there, added back into this figure";
+            }
             if (x.logits_mib) {
               s += "; the logits (batch x length x vocabulary, fp32) are " + mib(*x.logits_mib) + ", " +
                    format_percent(*x.logits_mib / x.forward_mib, 0) + " of it";
@@ -362,13 +366,7 @@ std::string describe(const Evidence& e) {
               s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
                    " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
                    "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
-              if (x.held_gradients_mib >= 0.5 * x.held_over_mib) {
-                s += "; of it " + mib(x.held_gradients_mib) +
-                     " are the gradients, which the loop's zero_grad() frees inside the forward (after the model's "
-                     "call), not tensors it keeps";
-              } else if (x.held_gradients_mib > 0) {
-                s += " (of it " + mib(x.held_gradients_mib) + " the gradients, freed by a zero_grad() inside the forward)";
-              }
+
             }
             return s;
           },

@@ -50,7 +50,7 @@ json figures(const Evidence& e) {
             return {{"forward_mib", x.forward_mib}, {"per_sample_mib", opt(x.per_sample_mib)},
                     {"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"at", point_json(x.at)},
                     {"logits_mib", opt(x.logits_mib)}, {"held_over_mib", x.held_over_mib},
-                    {"held_gradients_mib", x.held_gradients_mib}, {"batch_assumed", x.batch_assumed},
+                    {"gradients_freed_mib", x.gradients_freed_mib}, {"batch_assumed", x.batch_assumed},
                     {"samples", x.samples ? json{{"least", x.samples->least}, {"most", x.samples->most}} : json(nullptr)},
                     {"micro_batches", x.micro_batches}, {"micro_batch_samples", opt(x.micro_batch_samples)}};
           },

@@ -157,10 +157,11 @@ struct ForwardIncrement {
   // loss reads), when they are a large share of the forward increment.
   std::optional<double> logits_mib;
   // Of a step's tensors, what the loop held past its cleanup until the
-  // next forward replaced them (counted in the activations' figure), and
-  // of it the gradients a zero_grad() inside the forward freed.
+  // next forward replaced them (counted in the activations' figure).
   double held_over_mib = 0;
-  double held_gradients_mib = 0;
+  // The gradients a zero_grad() inside the forward freed, added back into
+  // forward_mib (which says what the forward made).
+  double gradients_freed_mib = 0;
   // Where the steps' samples varied: the figure is the median step's and
   // the per-sample one the median of each step's own, not the batch of
   // `at` (step 0's).

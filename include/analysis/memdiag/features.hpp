@@ -40,6 +40,10 @@ struct StepFigures {
   std::optional<double> cleanup_allocated_mib;
   std::optional<double> cleanup_gradients_mib;  // the census's gradients at the cleanup, where the report has one
   std::optional<double> forward_gradients_mib;  // and at the end of the forward (the last micro-batch's)
+  // Gradients a zero_grad() inside the forward freed (the census before
+  // it less at its end): added back into forward_increment_mib, which
+  // then says what the forward made.
+  double forward_freed_gradients_mib = 0;
   double peak_mib = 0;  // highest peak of any phase of the step
   std::optional<double> max_inactive_split_mib;  // CUDA: the most stranded in split blocks at its samples
   // What the forward whose increment is kept (the step's last) was given,
@@ -152,10 +156,9 @@ struct RunFeatures {
   // kept. The forward's memory, not state made once: it is counted with
   // the activations, and left out of the optimizer state.
   double held_over_mib = 0;
-  // Of it, the gradients a zero_grad() inside the forward freed (the
-  // previous cleanup's census gradients less the forward's, the median
-  // of the steady steps'), where the census says.
-  double held_gradients_mib = 0;
+  // The gradients a zero_grad() inside each steady forward freed (the
+  // median), added back into the forward's figure, where the census says.
+  double forward_freed_gradients_mib = 0;
   // The recorder's walk: what each step's tensors the loop still held at
   // its cleanup came to (a kept event's `held` record), where it walked.
   std::optional<double> walk_held_mib;
