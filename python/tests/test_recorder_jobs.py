@@ -771,6 +771,8 @@ class Accumulation(unittest.TestCase):
         [cap] = v["capacity"]
         self.assertEqual(cap["micro_batches"], 4)
         self.assertIn(f"(in 4 micro-batches of {cap['max_batch'] // 4}", cap["text"])
+        self.assertIn("MiB per sample of the batch (its 4 micro-batches hold their activations one at a time)",
+                      cap["text"])
 
 
 class Block(torch.nn.Module):

@@ -196,7 +196,11 @@ std::string describe(const CapacityPrediction& c) {
                               : std::string()) +
          " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
          describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
-         " MiB per sample (" + fit + ")" + bounds + primary + searched;
+         " MiB per sample" +
+         (c.micro_batches > 1 ? " of the batch (its " + std::to_string(c.micro_batches) +
+                                    " micro-batches hold their activations one at a time)"
+                              : std::string()) +
+         " (" + fit + ")" + bounds + primary + searched;
 }
 
 // The replay's answer along the length.
