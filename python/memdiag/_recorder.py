@@ -183,7 +183,10 @@ class Recorder:
         self._step0_micro = 1
         self._phase_started = 0.0
         self._inferred_batch = 0
-        self._step0_forwards_sized = True  # every forward of step 0 said its samples
+        # A forward of step 0 said its samples: its batch is what they add
+        # up to (a pass the model's hooks did not see, a GAN's
+        # discriminator on real images, adds none).
+        self._step0_forwards_sized = False
         self._forward_inputs = (None, None)  # this micro-batch's forward: (samples, tokens)
         # Per call of the model's forward, whether it counted (a forward
         # under torch.no_grad(), an evaluation, is no step's): its post-hook
@@ -595,6 +598,14 @@ class Recorder:
     def _before_backward(self, tensors):
         if self._finished or _active[0] is not self:
             return
+        if self._in == CLEANUP and self._last == STEP:
+            # A backward after the step's last step() with no zero_grad()
+            # or forward of the model between: the next step began with a
+            # pass the hooks did not see (a DCGAN's discriminator on real
+            # images, before the generator's forward), and this step's
+            # cleanup ends here.
+            self._close(CLEANUP)
+            self._in = BETWEEN
         if self._in != FORWARD:
             # A forward the model's hooks did not see (checkpoint_sequential
             # calls the model's children, not the model; a GAN's generator
@@ -870,9 +881,8 @@ class Recorder:
         """Step 0's batch: its micro-batches' samples added up."""
         if self._step != 0:
             return
-        if samples is None:
-            self._step0_forwards_sized = False
-        else:
+        if samples is not None:
+            self._step0_forwards_sized = True
             self._inferred_batch += samples
 
     # ----- the end -----------------------------------------------------------

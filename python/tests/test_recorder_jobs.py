@@ -701,6 +701,36 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(per_step, [["forward", "backward", "step", "forward", "backward", "step", "cleanup"]] * 4)
         self.assertEqual([e["step"] for e in r["events"] if "skipped by the gradient scaler" in e["message"]], [1])
 
+    def test_a_dcgan_loop_whose_step_begins_before_the_models_forward(self):
+        # PyTorch's DCGAN tutorial: the discriminator's backward on real
+        # images comes before the generator's forward, the modules' own
+        # zero_grad() clears gradients. That backward began the next step
+        # (it was read into the last step's cleanup, and step 0's batch as
+        # unseen: 1 written for 16).
+        torch.manual_seed(0)
+        g = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+        d = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+        bce = torch.nn.BCEWithLogitsLoss()
+        out = os.path.join(tempfile.mkdtemp(), "dcgan.json")
+        with memdiag.record(g, [opt_d, opt_g], output=out, kept=False):
+            for _ in range(4):
+                d.zero_grad()
+                bce(d(torch.randn(16, 16)), torch.ones(16, 1)).backward()
+                fake = g(torch.randn(16, 8))
+                bce(d(fake.detach()), torch.zeros(16, 1)).backward()
+                opt_d.step()
+                g.zero_grad()
+                bce(d(fake), torch.ones(16, 1)).backward()
+                opt_g.step()
+        with open(out) as f:
+            r = json.load(f)
+        per_step = [[(s["phase"], s.get("micro_batch")) for s in r["samples"] if s.get("step") == i] for i in range(4)]
+        self.assertEqual(per_step, [[("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("step", None),
+                                     ("forward", 2), ("backward", 2), ("step", None), ("cleanup", None)]] * 4)
+        self.assertEqual(r["config"]["batch_size_per_device"], 16)
+        self.assertNotIn("batch_assumed", r["config"])
+
     def test_optimizers_stepped_one_after_the_other_make_one_step_sample(self):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
