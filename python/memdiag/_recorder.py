@@ -420,7 +420,12 @@ class Recorder:
         if readings is not None:
             raised = 0
             for s in self._samples:
-                live, peak = readings[s.pop("_mark")]
+                mark = s.pop("_mark")
+                if type(mark) is list:  # a phase ended twice (_close_again): the later reading, the higher peak
+                    live, peak = readings[mark[1]]
+                    peak = max(peak, readings[mark[0]][1])
+                else:
+                    live, peak = readings[mark]
                 # The tensors counted are allocated: where the profiler did
                 # not see them made (a window of the loop's own profiler
                 # without profile_memory), the census is the floor.
@@ -651,6 +656,11 @@ class Recorder:
             self._in = CLEANUP
         elif self._in != BETWEEN_OPTIMIZERS:
             return  # a second step() after this one's without a backward between: its memory is the cleanup's
+        else:
+            # Another of several optimizers' step() right after the last
+            # one's (a head's Adam, then a body's SGD): one step phase
+            # for both, its sample made again here.
+            self._close_again(STEP)
         if len(self.optimizers) > 1:
             # With several optimizers the step ends when each has stepped
             # (a GAN's discriminator, then its generator), or at the model's
@@ -660,7 +670,9 @@ class Recorder:
             self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
 
     def _after_zero_grad(self):
-        if self._in == FORWARD or self._in == BETWEEN_OPTIMIZERS:
+        if self._in in (FORWARD, BETWEEN_OPTIMIZERS, BETWEEN):
+            # (Between steps: a second zero_grad() after the one that
+            # ended the cleanup, each optimizer's own.)
             # zero_grad() between the model's call and backward() (as
             # PyTorch's tutorials place it): the forward's sample counts the
             # gradients again, so the gradients it freed are not read as
@@ -786,6 +798,23 @@ class Recorder:
         if not reset:
             self._probe.begin_phase()
         self._phase_started = _perf_counter() * 1000.0
+
+    def _close_again(self, phase):
+        """Ends `phase` again: the sample it made last (at the previous
+        boundary) is replaced by one that runs from its start to now, with
+        the higher of the two peaks."""
+        last = self._samples[-1] if self._recording and self._samples else None
+        if last is None or type(last) is not tuple or last[0] != phase or last[1] != self._step:
+            return
+        self._samples.pop()
+        self._close(phase)
+        new = self._samples[-1]
+        figures = new[2]
+        if type(figures) is tuple and type(last[2]) is tuple:  # CUDA: (allocated, reserved, used, peak, ...)
+            figures = figures[:3] + (max(figures[3], last[2][3]),) + figures[4:]
+        elif type(figures) is int and type(last[2]) is int:  # CPU: marks, resolved when recording ends
+            figures = [last[2], figures]  # a list: a tuple's figures are CUDA's
+        self._samples[-1] = (new[0], new[1], figures, new[3] + last[3]) + new[4:]
 
     def _take_census(self, phase=None):
         """The census at the end of `phase`. A role is recounted only where

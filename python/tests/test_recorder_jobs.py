@@ -733,20 +733,30 @@ class SeveralOptimizers(unittest.TestCase):
 
     def test_optimizers_stepped_one_after_the_other_make_one_step_sample(self):
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
-        body, head = torch.optim.SGD(model[0].parameters(), lr=1e-3), torch.optim.Adam(model[2].parameters())
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 8))
+        body = torch.optim.Adam(model[0].parameters())
+        head = torch.optim.Adam(model[2].parameters(), lr=1e-4)
         out = os.path.join(tempfile.mkdtemp(), "two.json")
-        with memdiag.record(model, [body, head], output=out, kept=False):
+        with memdiag.record(model, [head, body], output=out, kept=False):
             for _ in range(5):
-                F.mse_loss(model(torch.randn(32, 64)), torch.randn(32, 8)).backward()
-                body.step()
+                F.mse_loss(model(torch.randn(32, 1024)), torch.randn(32, 8)).backward()
                 head.step()
-                body.zero_grad(set_to_none=True)
+                body.step()
                 head.zero_grad(set_to_none=True)
+                body.zero_grad(set_to_none=True)
         with open(out) as f:
             r = json.load(f)
         phases = [s["phase"] for s in r["samples"] if s.get("step") is not None]
         self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 5)
+        # The step phase holds both step()s (a hostile check's read the
+        # first optimizer's alone), and the second zero_grad(), after the
+        # cleanup ended at the first, is no gradient a forward holds.
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        state = 2 * ((1024 * 2048 + 2048) + (2048 * 8 + 8)) * 4 / 2**20  # both Adams' two moments
+        [inc] = [e for e in v["evidence_data"] if e["code"] == "step_increments"]
+        self.assertAlmostEqual(inc["step0_mib"], state, delta=0.01)
+        self.assertGreater(v["runs"][0]["forward_increment_mib"], 0, v["runs"][0])
 
     def test_an_optimizer_that_does_not_step_every_pass_ends_no_step_late(self):
         # The head's optimizer steps every other pass: the model's next
