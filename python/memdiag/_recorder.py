@@ -176,6 +176,10 @@ class Recorder:
         # BETWEEN_OPTIMIZERS (after one optimizer's step(), before the rest's).
         self._in = None
         self._stepped = set()  # ids of the optimizers that stepped in this step (several given)
+        # Inside an optimizer's step(): a closure it calls again (LBFGS's
+        # line search evaluates the loss several times) is the step's, not
+        # another step or micro-batch, once the step's backward is recorded.
+        self._in_step_call = 0
         self._zero_grad_in_forward = False  # zero_grad() ran in the forward phase: its sample recounts gradients
         self._pending_loss = None
         self._step = -1
@@ -559,7 +563,8 @@ class Recorder:
         # (a loop that trains in eval mode), backward counts it then.
         stack = self._forward_stack
         nested = True in stack
-        counted = not nested and module.training and _is_grad_enabled()
+        counted = not nested and module.training and _is_grad_enabled() and \
+            not (self._in_step_call and self._last == BACKWARD)
         stack.append(counted)
         if not counted:
             if not nested and _is_grad_enabled():
@@ -601,7 +606,7 @@ class Recorder:
                 self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
     def _before_backward(self, tensors):
-        if self._finished or _active[0] is not self:
+        if self._finished or _active[0] is not self or (self._in_step_call and self._last == BACKWARD):
             return
         if self._in == CLEANUP and self._last == STEP:
             # A backward after the step's last step() with no zero_grad()
@@ -645,12 +650,16 @@ class Recorder:
         self._in = STEP  # until a step() or the next micro-batch's forward
 
     def _step_pre(self, optimizer, args, kwargs):
-        if self._last == BACKWARD and self._active_here():
+        if not self._active_here():
+            return
+        self._in_step_call += 1
+        if self._last == BACKWARD:
             self._in = STEP
 
     def _step_post(self, optimizer, args, kwargs):
         if not self._active_here():
             return
+        self._in_step_call = max(0, self._in_step_call - 1)
         if self._last == BACKWARD:
             self._close(STEP)
             self._in = CLEANUP
@@ -670,6 +679,8 @@ class Recorder:
             self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
 
     def _after_zero_grad(self):
+        if self._in_step_call and self._last == BACKWARD:
+            return  # a closure's, evaluated again inside step()
         if self._in in (FORWARD, BETWEEN_OPTIMIZERS, BETWEEN):
             # (Between steps: a second zero_grad() after the one that
             # ended the cleanup, each optimizer's own.)
@@ -859,8 +870,19 @@ class Recorder:
         return c
 
     def _optimizer_state_entries(self):
-        """How many parameters have state, per optimizer state dict."""
-        return tuple([len(h.state) for h in self._state_holders])
+        """How many parameters have state, per optimizer state dict; and
+        where few hold it, the length of its lists (LBFGS keeps its
+        history as lists in its first parameter's state, which grow in
+        place until history_size: a count at the first step alone read
+        1.5 MiB of 11)."""
+        out = []
+        for h in self._state_holders:
+            state = h.state
+            out.append(len(state))
+            if len(state) <= 4:
+                out.append(sum(len(v) for st in state.values() if isinstance(st, dict)
+                               for v in st.values() if isinstance(v, (list, tuple))))
+        return tuple(out)
 
     def _parameters(self):
         seen, out = set(), []

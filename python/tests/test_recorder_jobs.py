@@ -779,6 +779,48 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 6)
 
 
+class Closures(unittest.TestCase):
+    """An optimizer that calls the loss's closure several times in its
+    step() (LBFGS's line search): one step a step() call, and its history
+    the optimizer's state. A hostile check read 33 steps for 8, 25 false
+    'step() was not called' notes, and 9.02 MiB of state where the census
+    counted 66.17."""
+
+    def test_lbfgs_steps_once_a_call_and_its_history_is_its_state(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                    torch.nn.ReLU(), torch.nn.Linear(512, 1))
+        opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=5, history_size=10)
+        x, y = torch.randn(64, 512), torch.randn(64, 1)
+
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        out = os.path.join(tempfile.mkdtemp(), "lbfgs.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(6):
+                opt.step(closure)
+        with open(out) as f:
+            r = json.load(f)
+        phases = [s["phase"] for s in r["samples"] if s.get("step") is not None]
+        self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 6)
+        self.assertFalse([e for e in r["events"] if "was not called" in e["message"]])
+        self.assertEqual(r["config"]["batch_size_per_device"], 64)
+        state = [s["tensors"]["optimizer_state_mib"] for s in r["samples"] if s["phase"] == "cleanup"]
+        self.assertGreater(state[-1], 2 * state[0])  # the history fills over the steps
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
+        [made] = [e for e in v["evidence_data"] if e["code"] == "optimizer_state_made"]
+        self.assertAlmostEqual(made["grown_to_mib"], state[-1], delta=0.01)
+        [trend] = [e for e in v["evidence_data"] if e["code"] == "post_cleanup_trend"]
+        self.assertLess(abs(trend["growth_per_step_mib"]), 0.05, trend)
+        self.assertIn("history_size", v["response"])
+
+
 class Accumulation(unittest.TestCase):
     """Gradient accumulation: the forward measured is a micro-batch's and a
     confirming run keeps the step's micro-batches (a hostile check read

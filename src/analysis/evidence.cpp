@@ -77,9 +77,14 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
     case Cause::kOptimizerState: {
       std::optional<double> setup;
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
-      out.push_back(evidence::OptimizerStateMade{setup, p.optimizer_state_made_mib.value_or(0),
-                                                 p.first_step_excess_mib.value_or(0),
-                                                 p.excess_to_parameter_ratio.value_or(0), p.held_parameter_mib});
+      evidence::OptimizerStateMade made{setup, p.optimizer_state_made_mib.value_or(0),
+                                        p.first_step_excess_mib.value_or(0), p.excess_to_parameter_ratio.value_or(0),
+                                        p.held_parameter_mib, std::nullopt};
+      if (p.optimizer_state_first_step_mib) {
+        made.grown_to_mib = made.persistent_mib;
+        made.persistent_mib = *p.optimizer_state_first_step_mib;
+      }
+      out.push_back(made);
       if (!p.steps.empty() && p.steps.front().step_increment_mib) {
         out.push_back(evidence::StepIncrements{*p.steps.front().step_increment_mib,
                                                p.steps.size() > 1 ? p.steps[1].step_increment_mib : std::nullopt});

@@ -109,11 +109,15 @@ void read_samples(const Report& r, RunFeatures& f) {
         case Phase::kStep:
           // Each optimizer's step() of the step, added up.
           if (inc) st.step_increment_mib = st.step_increment_mib.value_or(0) + *inc;
+          if (s.tensors) st.step_optimizer_state_mib = s.tensors->optimizer_state_mib;
           ++st.step_samples;
           break;
         case Phase::kCleanup:
           st.cleanup_allocated_mib = s.allocated_mib;
-          if (s.tensors) st.cleanup_gradients_mib = s.tensors->gradients_mib;
+          if (s.tensors) {
+            st.cleanup_gradients_mib = s.tensors->gradients_mib;
+            st.cleanup_optimizer_state_mib = s.tensors->optimizer_state_mib;
+          }
           break;
         case Phase::kSetup:
         case Phase::kModelReady:
@@ -259,10 +263,25 @@ void split_first_step_excess(RunFeatures& f);
 // and how much of the first step's increase was made once.
 void post_cleanup_trend(RunFeatures& f) {
   std::vector<double> xs, ys, grads;
+  std::optional<double> first_state;
+  double first_cleanup = 0;
   for (const StepFigures& st : f.steps) {
     if (st.cleanup_allocated_mib) {
       xs.push_back(st.step);
-      ys.push_back(*st.cleanup_allocated_mib);
+      double y = *st.cleanup_allocated_mib;
+      // What the optimizer's state grew by since the first cleanup is
+      // the optimizer's (LBFGS's history filling to history_size), not
+      // something the loop keeps: 5.80 MiB a step of it read as growth.
+      // No more than the allocation grew, where a census and the
+      // allocator disagree.
+      if (st.cleanup_optimizer_state_mib) {
+        if (!first_state) first_state = st.cleanup_optimizer_state_mib;
+        const double state_grew = std::max(0.0, *st.cleanup_optimizer_state_mib - *first_state);
+        const double allocation_grew = ys.empty() ? 0.0 : std::max(0.0, y - first_cleanup);
+        y -= std::min(state_grew, allocation_grew);
+      }
+      if (ys.empty()) first_cleanup = y;
+      ys.push_back(y);
       grads.push_back(st.cleanup_gradients_mib.value_or(-1));
     }
   }
@@ -372,8 +391,19 @@ void split_first_step_excess(RunFeatures& f) {
 
   double state = excess - f.held_over_mib;
   const bool buckets = f.id.world_size > 1 && (f.id.mode == ParallelMode::kDdp || f.id.mode == ParallelMode::kZero1);
-  if (f.step_optimizer_state_mib && !buckets) state = std::min(state, *f.step_optimizer_state_mib);
+  // The census at step 0's step(): the state the first step made.
+  std::optional<double> first_census;
+  for (const StepFigures& st : f.steps) {
+    if (st.step == 0 && st.step_optimizer_state_mib) first_census = st.step_optimizer_state_mib;
+  }
+  if (first_census && !buckets) state = std::min(state, *first_census);
+  else if (f.step_optimizer_state_mib && !buckets) state = std::min(state, *f.step_optimizer_state_mib);
   f.optimizer_state_made_mib = std::max(0.0, state);
+  if (first_census && f.step_optimizer_state_mib &&
+      *f.step_optimizer_state_mib > *f.optimizer_state_made_mib + thresholds::kMinimumSignalMib) {
+    f.optimizer_state_first_step_mib = f.optimizer_state_made_mib;
+    f.optimizer_state_made_mib = *f.step_optimizer_state_mib;
+  }
 }
 
 }  // namespace

@@ -135,6 +135,14 @@ std::string base_response(const Verdict& v) {
              "model; the trainable part is small already.";
     }
   }
+  for (const Evidence& e : v.evidence) {
+    const auto* m = std::get_if<evidence::OptimizerStateMade>(&e);
+    if (m && v.dominant == Cause::kOptimizerState && m->grown_to_mib) {
+      return "Bound what the optimizer keeps from step to step: its state grew after the first step, as a history "
+             "of updates does (LBFGS keeps history_size of them, each two vectors the size of the parameters): a "
+             "shorter history, or an optimizer that keeps none.";
+    }
+  }
   if (v.dominant == Cause::kOptimizerState && definition(v.primary_mode).shards_optimizer_state) {
     return "The state is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +
            std::to_string(v.primary_world_size) +

@@ -378,8 +378,13 @@ std::string describe(const Evidence& e) {
                 x.left_mib > x.persistent_mib + 0.005
                     ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state)"
                     : "";
-            return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup" + of_left + ", " +
-                   format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters";
+            const std::string grew =
+                x.grown_to_mib ? ", and the optimizer's state grew to " + mib(*x.grown_to_mib) +
+                                     " by the last step (its census: it keeps more as the steps go, as LBFGS's history "
+                                     "does up to history_size)"
+                               : "";
+            return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup" + of_left +
+                   grew + ", " + format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters";
           },
           [](const evidence::StepIncrements& x) {
             return "step() of step 0 added " + signed_mib(x.step0_mib) +

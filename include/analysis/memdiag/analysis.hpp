@@ -185,6 +185,9 @@ struct OptimizerStateMade {
   double left_mib = 0;                        // the first-step excess, all of it
   double ratio_to_parameters = 0;
   double parameter_mib = 0;
+  // The state grew after the first step (its census): to this, by the
+  // last step; ratio_to_parameters is then this one's.
+  std::optional<double> grown_to_mib;
 };
 struct StepIncrements {
   double step0_mib = 0;

@@ -39,6 +39,8 @@ struct StepFigures {
   } largest_forward;
   std::optional<double> cleanup_allocated_mib;
   std::optional<double> cleanup_gradients_mib;  // the census's gradients at the cleanup, where the report has one
+  std::optional<double> cleanup_optimizer_state_mib;  // and its optimizer state there
+  std::optional<double> step_optimizer_state_mib;     // its optimizer state at the step's (last) step() sample
   std::optional<double> forward_gradients_mib;  // and at the end of the forward (the last micro-batch's)
   // Gradients a zero_grad() inside the forward freed (the census before
   // it less at its end): added back into forward_increment_mib, which
@@ -172,6 +174,10 @@ struct RunFeatures {
   // counts it and no data-parallel wrapper keeps buckets beside it (plain
   // SGD keeps none: a loop holding its last logits read optimizer_state).
   std::optional<double> optimizer_state_made_mib;
+  // Where the census's optimizer state grew after the first step (LBFGS
+  // keeps a history of its last updates, up to history_size), what the
+  // first step made: optimizer_state_made_mib is then the last step's.
+  std::optional<double> optimizer_state_first_step_mib;
   std::optional<double> excess_to_parameter_ratio;
   // Total retained by step-on-step growth at the end of the run.
   std::optional<double> retained_growth_mib;
