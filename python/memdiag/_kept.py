@@ -40,7 +40,12 @@ _MIB = float(1 << 20)
 
 
 class KeptTracker:
-    def __init__(self):
+    def __init__(self, model=None):
+        # The model's buffers by name, at each walk: one grown every step
+        # (a history kept with torch.cat onto a registered buffer) is the
+        # model's state to the walk, so it is watched by name instead.
+        self._model = weakref.ref(model) if model is not None else None
+        self._buffers_by_walk = []
         self._alive_before = None  # the tensors alive at the last walk: id -> weakref
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         # What was new at the walk before the last and alive at the last:
@@ -191,6 +196,13 @@ class KeptTracker:
         self._born = None if baseline else born
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
+        model = self._model() if self._model is not None else None
+        if model is not None:
+            buffers = {}
+            for name, b in model.named_buffers():
+                if isinstance(b, torch.Tensor):
+                    buffers[name] = (_storage_bytes(b), list(b.shape), str(b.dtype).replace("torch.", ""), b.device.type)
+            self._buffers_by_walk.append(buffers)
         self._outputs = {}
         self._module_outputs = {}
         self.walk_ms += (time.perf_counter() - t0) * 1e3
@@ -230,6 +242,21 @@ class KeptTracker:
                     r["shape_varies"] = True
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
                 out.append(r)
+        # A buffer of the model's grown at each of the last walks (two
+        # growths at least): kept by the model's own code, every step.
+        walks = self._buffers_by_walk
+        if len(walks) >= 3:
+            model = self._model() if self._model is not None else None
+            for name, (nbytes, shape, dtype, device) in walks[-1].items():
+                sizes = [w.get(name, (None,))[0] for w in walks[-3:]]
+                if None in sizes or not sizes[0] < sizes[1] < sizes[2]:
+                    continue
+                first = next(i for i, w in enumerate(walks) if name in w)
+                per_step = (nbytes - walks[first][name][0]) / max(1, len(walks) - 1 - first)
+                out.append({"what": "tensor", "shape": shape, "dtype": dtype, "device": device, "grad_fn": None,
+                            "made_by": f"buffer {name} of {type(model).__name__ if model is not None else 'the model'}"
+                                       ", grown every step", "where": None, "per_step": 1,
+                            "mib_per_step": per_step / _MIB})
         g = self._graph_nodes
         if len(g) >= 3 and g[-1] > g[-2] > g[-3]:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})

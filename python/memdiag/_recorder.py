@@ -199,7 +199,7 @@ class Recorder:
         self._uncounted_inputs = (None, None)  # the last forward not counted (eval mode), should backward follow
         # What the loop keeps across steps, named (live tensors walked at a
         # few cleanups); None: not looked for.
-        self._kept = _kept.KeptTracker() if kept else None
+        self._kept = _kept.KeptTracker(_unwrap(model)) if kept else None
         # Where the forward's memory lives, by module (global forward hooks
         # on the first micro-batch of steps 0 and 1); made at start().
         self._want_modules = bool(modules)

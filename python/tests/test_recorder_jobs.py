@@ -365,6 +365,40 @@ class Kept(unittest.TestCase):
         self.assertNotEqual(v["dominant_cause"], "retained_graph", v["evidence"])
         self.assertFalse(any("kept from step to step" in e for e in v["evidence"]), v["evidence"])
 
+    def test_a_buffer_grown_every_step_is_named(self):
+        # A history kept on the model with torch.cat onto a registered
+        # buffer: the model's state to the walk, so watched by name. A
+        # hostile check read "retained autograd graphs" and retain_graph
+        # advice for it.
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l1, self.l2 = torch.nn.Linear(512, 1024), torch.nn.Linear(1024, 10)
+                self.register_buffer("hist", torch.empty(0, 1024))
+
+            def forward(self, x):
+                h = torch.relu(self.l1(x))
+                self.hist = torch.cat([self.hist, h.detach()])
+                return self.l2(h)
+
+        torch.manual_seed(0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "buffer.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(8):
+                F.cross_entropy(model(torch.randn(256, 512)), torch.randint(0, 10, (256,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            records = self.kept_records(json.load(f))
+        self.assertEqual([(r["made_by"], r["dtype"]) for r in records], [("buffer hist of Net, grown every step", "float32")])
+        self.assertAlmostEqual(records[0]["mib_per_step"], 256 * 1024 * 4 / 2**20, delta=0.01)
+        v = self.verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertTrue(any("the buffer hist of Net, grown every step" in e for e in v["evidence"]), v["evidence"])
+        self.assertFalse(v["response"].startswith("Stop retaining graphs"), v["response"])
+
     def test_a_submodules_output_kept_by_a_hook_is_named_by_its_module(self):
         # No line of the loop's keeps it: a forward hook on the hidden
         # layer's activation appends every output (a hostile check's job).
