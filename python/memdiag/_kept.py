@@ -55,6 +55,7 @@ class KeptTracker:
         # alive still, by kind (see records()); and the last candidates'.
         self._kept_by_window = []
         self._pending = None
+        self._alive_at_walk = []
         self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
         self._held_by_walk = []  # per walk after the first: bytes of the tensors new since the walk before
         self._outputs = {}  # this step's model outputs: id(tensor) -> (path, model)
@@ -193,6 +194,11 @@ class KeptTracker:
         if self._born is not None:
             self._candidates = [e for e in self._born.values() if e[0]() is not None]
             self._pending = _by_kind(self._candidates)
+        # Which windows' tensors of each kind are alive at this walk: at
+        # the last, how long the loop holds them (a cache of the last few
+        # steps lets the oldest go), read before the steps after it.
+        self._alive_at_walk = [{sig: any(ref() is not None for ref in v[3]) for sig, v in w.items()}
+                               for w in self._kept_by_window + ([self._pending] if self._pending else [])]
         self._born = None if baseline else born
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
@@ -233,9 +239,15 @@ class KeptTracker:
                 if len(windows) >= 2 and len(seen) < 2:
                     continue
                 first = next(i for i, w in enumerate(windows) if sig in w)
-                count, _, record = seen[-1][sig]
+                count, _, record, _ = seen[-1][sig]
                 nbytes = sum(w[sig][1] for w in windows[first:] if sig in w) / len(windows[first:])
                 r = dict(record)
+                # Let go since: the oldest windows' tensors of the kind are
+                # freed while the newest live (a cache of the last few
+                # steps); how many windows' are alive is how many steps.
+                alive = [a[sig] for a in self._alive_at_walk[first:] if sig in a]
+                if len(alive) >= 2 and not alive[0] and alive[-1]:
+                    r["held_steps"] = sum(alive) + 1  # and the last walk's own, in no window yet
                 if r.get("made_by") is None and sig in self._module_named:
                     r["made_by"] = self._module_named[sig]
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
@@ -274,18 +286,18 @@ class KeptTracker:
 
 
 def _by_kind(entries):
-    """sig -> (count, bytes, first record) of (weakref, sig, storage,
-    record) entries, each storage once."""
+    """sig -> (count, bytes, first record, weakrefs) of (weakref, sig,
+    storage, record) entries, each storage once."""
     kept = {}
     storages = set()
-    for _ref, sig, key, record in entries:
+    for ref, sig, key, record in entries:
         if key in storages:
             continue
         storages.add(key)
-        count, nbytes, first = kept.get(sig, (0, 0, record))
+        count, nbytes, first, refs = kept.get(sig, (0, 0, record, []))
         if first["shape"] != record["shape"] and not first.get("shape_varies"):
             first = dict(first, shape_varies=True)
-        kept[sig] = (count + 1, nbytes + key[3], first)
+        kept[sig] = (count + 1, nbytes + key[3], first, refs + [ref])
     return kept
 
 

@@ -365,6 +365,32 @@ class Kept(unittest.TestCase):
         self.assertNotEqual(v["dominant_cause"], "retained_graph", v["evidence"])
         self.assertFalse(any("kept from step to step" in e for e in v["evidence"]), v["evidence"])
 
+    def test_a_cache_of_the_last_steps_is_bounded_not_a_leak(self):
+        # Activations of the last three steps kept in a dict, the oldest
+        # dropped: a hostile check read "4.00 MiB each step" and "stop
+        # collecting tensors in a list" for it.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        cache, leak = {}, []
+        out = os.path.join(tempfile.mkdtemp(), "cache.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for step in range(8):
+                h = model[1](model[0](torch.randn(1024, 512)))
+                cache[step] = h.detach()
+                cache.pop(step - 3, None)
+                leak.append(h.detach()[:256].to(torch.bfloat16))  # and a quarter of it kept for good (another kind)
+                F.cross_entropy(model[2](h), torch.randint(0, 10, (1024,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            records = sorted(self.kept_records(json.load(f)), key=lambda r: -r["mib_per_step"])
+        self.assertEqual([(r["shape"], r.get("held_steps")) for r in records], [([1024, 1024], 3), ([256, 1024], None)],
+                         records)
+        v = self.verdict(out)
+        self.assertTrue(any("held 3 steps and then let go: bounded at about 12.00 MiB, no leak" in e
+                            for e in v["evidence"]), v["evidence"])
+
     def test_a_buffer_grown_every_step_is_named(self):
         # A history kept on the model with torch.cat onto a registered
         # buffer: the model's state to the walk, so watched by name. A

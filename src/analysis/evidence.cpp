@@ -33,7 +33,7 @@ std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p) {
   double tensors = 0;
   for (const KeptRecord& k : p.kept) {
     if (k.what == KeptRecord::What::kRetainGraph) return std::nullopt;
-    if (k.what == KeptRecord::What::kTensor) tensors += k.mib_per_step;
+    if (k.what == KeptRecord::What::kTensor && !k.held_steps) tensors += k.mib_per_step;
   }
   if (slope <= 0 || tensors < 0.5 * slope) return std::nullopt;
   return tensors;

@@ -167,6 +167,7 @@ json to_json(const Event& ev) {
         r["made_by"] = opt(k.made_by);
         r["per_step"] = k.per_step;
         r["mib_per_step"] = k.mib_per_step;
+        if (k.held_steps) r["held_steps"] = *k.held_steps;
       }
       if (k.what == KeptRecord::What::kHeld) r["mib_per_step"] = k.mib_per_step;
       if (k.where) r["where"] = *k.where;

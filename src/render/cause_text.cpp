@@ -174,6 +174,7 @@ std::string response_for(const Verdict& v) {
   for (const KeptRecord& k : records) {
     std::string s;
     if (retained && k.what == KeptRecord::What::kTensor && !k.made_by) continue;
+    if (k.held_steps) continue;  // a bounded cache: no leak to fix
     switch (k.what) {
       case KeptRecord::What::kTensor:
         s = k.grad_fn || k.made_by
@@ -192,6 +193,7 @@ std::string response_for(const Verdict& v) {
     }
     if (said.insert(s).second) fix += (fix.empty() ? "" : "; ") + s;
   }
+  if (fix.empty()) return base_response(v);
   fix[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(fix[0])));
   if (v.dominant == Cause::kRetainedGraph) return fix + ".";
   return base_response(v) + " Besides, the loop keeps memory across steps: " +

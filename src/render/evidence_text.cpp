@@ -90,7 +90,11 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
         s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
              " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
              (k.shape_varies ? " at the last walk, its shape varying with the steps" : "") + ", " + mib(k.mib_per_step) +
-             " each step" + (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
+             " each step" +
+             (k.held_steps ? ", held " + std::to_string(*k.held_steps) + " steps and then let go: bounded at about " +
+                                 mib(k.mib_per_step * static_cast<double>(*k.held_steps)) + ", no leak"
+                           : std::string()) +
+             (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
              (k.where ? ", from the call at " + *k.where
                       : k.made_by ? std::string(", kept where no line of the loop's is: a forward hook, or a module's own code")
                                   : std::string()) +

@@ -130,11 +130,16 @@ Report full_report() {
     t.per_step = 1;
     t.mib_per_step = 238.5;
     t.shape_varies = true;  // every field written: a job whose steps vary in size
+    KeptRecord c = t;  // a cache of the last few steps' tensors: bounded
+    c.made_by.reset();
+    c.where.reset();
+    c.shape_varies = false;
+    c.held_steps = 3;
     KeptRecord g;
     g.what = KeptRecord::What::kGraph;
     g.graph_nodes = 40;
     g.graph_nodes_before = 20;
-    kept.kept = {t, g};
+    kept.kept = {t, c, g};
     r.events.insert(r.events.end() - 1, kept);  // the oom event stays last
     Event modules = make_event(EventKind::kModules, Phase::kForward, 1, "forward by module, step 1: ...");
     modules.mib = 30;

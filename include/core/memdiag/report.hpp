@@ -134,6 +134,9 @@ struct KeptRecord {
   std::int64_t per_step = 0;           // how many such tensors each step
   double mib_per_step = 0;
   std::optional<std::int64_t> graph_nodes, graph_nodes_before;  // kGraph
+  // kTensor: the loop let the oldest of them go after about this many
+  // steps (a cache of the last few steps' tensors): bounded, no leak.
+  std::optional<std::int64_t> held_steps;
 };
 const char* to_string(KeptRecord::What w);
 
