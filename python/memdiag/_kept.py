@@ -70,7 +70,7 @@ class KeptTracker:
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
         self.walk_ms = 0.0
         self.walks = 0
-        self._froze = False
+        self.walked_steps = []  # the steps whose cleanups were walked        self._froze = False
 
     # ----- what the loop does ------------------------------------------------
 
@@ -213,6 +213,7 @@ class KeptTracker:
         self._module_outputs = {}
         self.walk_ms += (time.perf_counter() - t0) * 1e3
         self.walks += 1
+        self.walked_steps.append(step)
         if step >= WALKED_STEPS[-1]:
             self.end()  # no more walks: the process's collector as it was
 

@@ -1073,7 +1073,7 @@ class Recorder:
         if self._kept is not None:
             kept = self._kept.records()
             if kept:
-                self._events.append(_kept_event(kept, self._kept.walk_ms))
+                self._events.append(_kept_event(kept, self._kept.walk_ms, self._kept.walked_steps))
         if self._module_records is not None:
             self._events.append(_modules_event(self._module_records))
         env = self._probe.environment()
@@ -1201,7 +1201,7 @@ def _compiled(model):
     return any(hasattr(m, "_orig_mod") or getattr(m, "_compiled_call_impl", None) is not None for m in model.modules())
 
 
-def _kept_event(records, walk_ms):
+def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS):
     held = [r for r in records if r["what"] == "held"]
     records_kept = [r for r in records if r["what"] != "held"]
 
@@ -1218,7 +1218,8 @@ def _kept_event(records, walk_ms):
     if held:
         said += f"; each step's tensors the loop held at its cleanup: {held[0]['mib_per_step']:.1f} MiB (the median)"
     e = _report.event("kept", "", None, said +
-                      f" (live tensors walked at the cleanups of steps {', '.join(map(str, _kept.WALKED_STEPS))}: "
+                      f" (live tensors walked at the cleanups of steps "
+                      f"{', '.join(map(str, walked))}: "
                       f"{walk_ms:.0f} ms)", None)
     e["kept"] = records
     return e

@@ -334,6 +334,9 @@ class Kept(unittest.TestCase):
             records = self.kept_records(r)
             self.assertEqual([(k["shape"], k["made_by"]) for k in records], [([32, 64, VOCAB], "logits of DictLM")],
                              (steps, records))
+            [event] = [e for e in r["events"] if e["kind"] == "kept"]
+            walked = ", ".join(map(str, range(steps)))
+            self.assertIn(f"walked at the cleanups of steps {walked}:", event["message"])  # the steps the run had
             v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
                                           text=True).stdout)["groups"][0]
             self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"),
