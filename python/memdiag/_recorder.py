@@ -180,7 +180,7 @@ class Recorder:
         # line search evaluates the loss several times) is the step's, not
         # another step or micro-batch, once the step's backward is recorded.
         self._in_step_call = 0
-        self._zero_grad_in_forward = False  # zero_grad() ran in the forward phase: its sample recounts gradients
+        self._recount_gradients = False  # zero_grad() ran after the last sample: the next forward's recounts them
         self._pending_loss = None
         self._step = -1
         self._micro = 0
@@ -688,7 +688,7 @@ class Recorder:
             # PyTorch's tutorials place it): the forward's sample counts the
             # gradients again, so the gradients it freed are not read as
             # tensors the loop held from the step before.
-            self._zero_grad_in_forward = True
+            self._recount_gradients = True
         if self._last == BACKWARD and self._in == STEP:
             # zero_grad() after backward with no step() between: the loop
             # skipped the update (a check on the loss, a scaler of its own).
@@ -846,8 +846,8 @@ class Recorder:
             c = {"parameters_mib": _census.parameters_mib(params, kind),
                  "gradients_mib": _census.gradients_mib(params, kind, self._gradient_bytes),
                  "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
-        elif phase == BACKWARD or phase == CLEANUP or (phase == FORWARD and self._zero_grad_in_forward):
-            self._zero_grad_in_forward = False
+        elif phase == BACKWARD or phase == CLEANUP or (phase == FORWARD and self._recount_gradients):
+            self._recount_gradients = False
             gradients = _census.gradients_mib(params, kind, self._gradient_bytes)
             c = last if gradients == last["gradients_mib"] else \
                 {"parameters_mib": last["parameters_mib"], "gradients_mib": gradients,

@@ -52,8 +52,7 @@ void read_samples(const Report& r, RunFeatures& f) {
     if (!s.step && s.phase == Phase::kOptimizerReady) f.baseline_mib = s.allocated_mib;
     if (!s.step && s.phase == Phase::kModelReady) f.model_ready_mib = s.allocated_mib;
     if (s.step) {
-      const bool new_step = f.steps.empty() || f.steps.back().step != *s.step;
-      if (new_step) {
+      if (f.steps.empty() || f.steps.back().step != *s.step) {
         f.steps.push_back(StepFigures{});
         f.steps.back().step = *s.step;
       }
@@ -72,8 +71,7 @@ void read_samples(const Report& r, RunFeatures& f) {
           prev ? std::optional<double>(s.allocated_mib - prev->allocated_mib) : std::nullopt;
       switch (s.phase) {
         case Phase::kForward:
-          if (s.tensors) st.forward_gradients_mib = s.tensors->gradients_mib;
-          if (inc && s.tensors && prev && prev->tensors && prev->tensors->gradients_mib > s.tensors->gradients_mib) {
+          if (inc && s.tensors && prev->tensors && prev->tensors->gradients_mib > s.tensors->gradients_mib) {
             // zero_grad() between the model's call and backward() (as
             // PyTorch's tutorials place it) freed the last step's
             // gradients inside this forward: what the forward made is
@@ -89,8 +87,7 @@ void read_samples(const Report& r, RunFeatures& f) {
           if (inc && (!st.largest_forward.forward_increment_mib ||
                       *inc > *st.largest_forward.forward_increment_mib)) {
             st.largest_forward.forward_increment_mib = inc;
-            st.largest_forward.forward_peak_increment_mib =
-                prev ? std::optional<double>(s.peak_allocated_mib - prev->allocated_mib) : std::nullopt;
+            st.largest_forward.forward_peak_increment_mib = s.peak_allocated_mib - prev->allocated_mib;
             st.largest_forward.forward_allocated_mib = s.allocated_mib;
           }
           st.forward_increment_mib = inc;

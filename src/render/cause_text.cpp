@@ -134,8 +134,6 @@ std::string base_response(const Verdict& v) {
              "master copy, since they never update), shard them across devices (FSDP), or use a smaller base "
              "model; the trainable part is small already.";
     }
-  }
-  for (const Evidence& e : v.evidence) {
     const auto* m = std::get_if<evidence::OptimizerStateMade>(&e);
     if (m && v.dominant == Cause::kOptimizerState && m->grown_to_mib) {
       return "Bound what the optimizer keeps from step to step: its state grew after the first step, as a history "

@@ -370,7 +370,6 @@ std::string describe(const Evidence& e) {
               s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
                    " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
                    "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
-
             }
             return s;
           },

@@ -41,7 +41,6 @@ struct StepFigures {
   std::optional<double> cleanup_gradients_mib;  // the census's gradients at the cleanup, where the report has one
   std::optional<double> cleanup_optimizer_state_mib;  // and its optimizer state there
   std::optional<double> step_optimizer_state_mib;     // its optimizer state at the step's (last) step() sample
-  std::optional<double> forward_gradients_mib;  // and at the end of the forward (the last micro-batch's)
   // Gradients a zero_grad() inside the forward freed (the census before
   // it less at its end): added back into forward_increment_mib, which
   // then says what the forward made.
