@@ -215,24 +215,30 @@ CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const st
   return p;
 }
 
+namespace {
+
+CapacityPoint point_of(const CapacityTry& t, double limit_mib, const std::string& source) {
+  CapacityPoint p;
+  p.batch = t.batch;
+  p.status = t.status;
+  p.phases = t.phases;
+  p.reserve_overhead_mib = t.reserve_overhead_mib.value_or(0);
+  p.persistent_other_mib = t.persistent_other_mib.value_or(0);
+  if (t.status == RunStatus::kOom) {
+    p.budget_mib = limit_mib;
+    p.failed_phase = t.failed_phase;
+    p.needed_mib = t.needed_mib ? t.needed_mib : std::optional<double>(t.peak_allocated_mib);
+    p.trapped_mib = t.reserve_overhead_mib;
+  }
+  p.source = source;
+  return p;
+}
+
+}  // namespace
+
 std::vector<CapacityPoint> capacity_points(const CapacitySearch& s, const std::string& source) {
   std::vector<CapacityPoint> out;
-  for (const CapacityTry& t : s.tries) {
-    CapacityPoint p;
-    p.batch = t.batch;
-    p.status = t.status;
-    p.phases = t.phases;
-    p.reserve_overhead_mib = t.reserve_overhead_mib.value_or(0);
-    p.persistent_other_mib = t.persistent_other_mib.value_or(0);
-    if (t.status == RunStatus::kOom) {
-      p.budget_mib = s.limit_mib;
-      p.failed_phase = t.failed_phase;
-      p.needed_mib = t.needed_mib ? t.needed_mib : std::optional<double>(t.peak_allocated_mib);
-      p.trapped_mib = t.reserve_overhead_mib;
-    }
-    p.source = source;
-    out.push_back(std::move(p));
-  }
+  for (const CapacityTry& t : s.tries) out.push_back(point_of(t, s.limit_mib, source));
   return out;
 }
 
@@ -244,6 +250,16 @@ std::vector<CapacityPoint> search_capacity_points(const CapacitySearch& s, const
                    std::none_of(out.begin(), out.end(), [&](const CapacityPoint& t) { return t.batch == answer->batch; });
   if (add) out.push_back(*answer);
   if (with_answer != nullptr) *with_answer = add;
+  // The fresh process that ran out above the answer: what it held
+  // unallocated when it failed is what the lines cannot see (the
+  // allocator's rounding, blocks stranded by the schedule), and it bounds
+  // them at this limit.
+  for (const CapacityTry& t : s.checks) {
+    if (t.status == RunStatus::kOom &&
+        std::none_of(out.begin(), out.end(), [&](const CapacityPoint& p) { return p.batch == t.batch; })) {
+      out.push_back(point_of(t, s.limit_mib, source));
+    }
+  }
   return out;
 }
 
@@ -358,6 +374,10 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
     if (p.status == RunStatus::kOom && p.trapped_mib && *p.trapped_mib > 0) {
       a.caveats.trapped_at_oom_mib = std::max(a.caveats.trapped_at_oom_mib.value_or(0.0), *p.trapped_mib);
     }
+  }
+  if (a.caveats.trapped_at_oom_mib) {
+    a.caveats.batch_if_trapped =
+        lines_allow(fit, budget_mib - std::max(fit.reserve_overhead_mib, *a.caveats.trapped_at_oom_mib)).first;
   }
   if (a.caveats.reserve_max_mib) {
     a.caveats.batch_at_max_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_max_mib).first;

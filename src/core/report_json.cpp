@@ -197,22 +197,26 @@ json to_json(const PhaseShape& p) {
           {"end_tensors", p.end_census ? census_json(*p.end_census) : json(nullptr)}};
 }
 
+json to_json(const CapacityTry& t) {
+  json phases = json::array();
+  for (const PhaseShape& p : t.phases) phases.push_back(to_json(p));
+  return {{"batch", t.batch},
+          {"status", to_string(t.status)},
+          {"peak_allocated_mib", t.peak_allocated_mib},
+          {"seconds", t.seconds},
+          {"phases", phases},
+          {"reserve_overhead_mib", opt(t.reserve_overhead_mib)},
+          {"persistent_other_mib", opt(t.persistent_other_mib)},
+          {"failed_phase", t.failed_phase ? json(to_string(*t.failed_phase)) : json(nullptr)},
+          {"needed_mib", opt(t.needed_mib)}};
+}
+
 json to_json(const CapacitySearch& c) {
   json tries = json::array();
-  for (const CapacityTry& t : c.tries) {
-    json phases = json::array();
-    for (const PhaseShape& p : t.phases) phases.push_back(to_json(p));
-    tries.push_back({{"batch", t.batch},
-                     {"status", to_string(t.status)},
-                     {"peak_allocated_mib", t.peak_allocated_mib},
-                     {"seconds", t.seconds},
-                     {"phases", phases},
-                     {"reserve_overhead_mib", opt(t.reserve_overhead_mib)},
-                     {"persistent_other_mib", opt(t.persistent_other_mib)},
-                     {"failed_phase", t.failed_phase ? json(to_string(*t.failed_phase)) : json(nullptr)},
-                     {"needed_mib", opt(t.needed_mib)}});
-  }
-  return json{{"limit_mib", c.limit_mib},
+  for (const CapacityTry& t : c.tries) tries.push_back(to_json(t));
+  json checks = json::array();
+  for (const CapacityTry& t : c.checks) checks.push_back(to_json(t));
+  json out{{"limit_mib", c.limit_mib},
               {"limit_source", to_string(c.limit_source)},
               {"max_batch", c.max_batch},
               {"first_failing_batch", opt(c.first_failing_batch)},
@@ -224,6 +228,10 @@ json to_json(const CapacitySearch& c) {
                 {"per_sample_mib", opt(c.fit_per_sample_mib)},
                 {"binding_phase", c.binding_phase ? json(to_string(*c.binding_phase)) : json(nullptr)}}},
               {"confirmed", opt(c.confirmed)}};
+  // Only where fresh processes checked the answer: reports of searches
+  // that ran none read as they did before.
+  if (!c.checks.empty()) out["checks"] = checks;
+  return out;
 }
 
 // Each event a short array, [kind, ...]: a trace has thousands of them.

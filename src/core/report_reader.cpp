@@ -419,10 +419,7 @@ CapacitySearch read_capacity(const JsonNode& n) {
   c.limit_source = n.field("limit_source").as_enum<CapacitySearch::LimitSource>();
   c.max_batch = n.integer("max_batch", 0, limits::kMaxBatch);
   c.first_failing_batch = n.opt_integer("first_failing_batch", 1, limits::kMaxBatch);
-  const JsonNode tries = n.field("tries");
-  tries.expect_array();
-  for (std::size_t i = 0; i < tries.size(); ++i) {
-    const JsonNode t = tries.at(i);
+  auto read_try = [](const JsonNode& t) {
     t.expect_object();
     CapacityTry ct;
     ct.batch = t.integer("batch", 1, limits::kMaxBatch);
@@ -438,17 +435,37 @@ CapacitySearch read_capacity(const JsonNode& n) {
     ct.persistent_other_mib = t.opt_mib("persistent_other_mib");
     if (t.given("failed_phase")) ct.failed_phase = t.field("failed_phase").as_enum<Phase>();
     ct.needed_mib = t.opt_mib("needed_mib");
-    // The search's own record must agree with its answer: what completed
-    // fitted, what ran out did not.
+    return ct;
+  };
+  // The search's own record must agree with its answer: what completed
+  // fitted, what ran out did not.
+  auto agrees = [&c](const JsonNode& t, const CapacityTry& ct, const char* what) {
     if (ct.status == RunStatus::kComplete && ct.batch > c.max_batch) {
-      t.field("batch").fail("a try of batch " + std::to_string(ct.batch) + " completed, above max_batch " +
-                            std::to_string(c.max_batch));
+      t.field("batch").fail(std::string("a ") + what + " of batch " + std::to_string(ct.batch) +
+                            " completed, above max_batch " + std::to_string(c.max_batch));
     }
     if (ct.status == RunStatus::kOom && ct.batch <= c.max_batch) {
-      t.field("batch").fail("a try of batch " + std::to_string(ct.batch) + " ran out of memory, at or below max_batch " +
-                            std::to_string(c.max_batch));
+      t.field("batch").fail(std::string("a ") + what + " of batch " + std::to_string(ct.batch) +
+                            " ran out of memory, at or below max_batch " + std::to_string(c.max_batch));
     }
-    c.tries.push_back(ct);
+  };
+  const JsonNode tries = n.field("tries");
+  tries.expect_array();
+  for (std::size_t i = 0; i < tries.size(); ++i) {
+    const JsonNode t = tries.at(i);
+    CapacityTry ct = read_try(t);
+    agrees(t, ct, "try");
+    c.tries.push_back(std::move(ct));
+  }
+  if (n.given("checks")) {
+    const JsonNode checks = n.field("checks");
+    checks.expect_array();
+    for (std::size_t i = 0; i < checks.size(); ++i) {
+      const JsonNode t = checks.at(i);
+      CapacityTry ct = read_try(t);
+      agrees(t, ct, "check");
+      c.checks.push_back(std::move(ct));
+    }
   }
   if (c.first_failing_batch && *c.first_failing_batch <= c.max_batch) {
     n.field("first_failing_batch").fail("first_failing_batch " + std::to_string(*c.first_failing_batch) +

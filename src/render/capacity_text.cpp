@@ -53,8 +53,12 @@ std::string caveat_words(const CapacityAnswer& a) {
                     std::to_string(c.batch_at_min_reserve.value_or(0)) + " (the largest run's figure is kept out)");
   }
   if (c.trapped_at_oom_mib) {
-    parts.push_back("a run that ran out held " + mib(*c.trapped_at_oom_mib) +
-                    " reserved but unallocated: fragmentation, which these lines do not model");
+    std::string held = "a run that ran out held " + mib(*c.trapped_at_oom_mib) +
+                       " reserved but unallocated: fragmentation, which these lines do not model";
+    if (c.batch_if_trapped && *c.batch_if_trapped < a.max_batch) {
+      held += " (that much held unusable puts the answer at " + std::to_string(*c.batch_if_trapped) + ")";
+    }
+    parts.push_back(held);
   }
   if (parts.empty()) return {};
   std::string s = "; it may be off: ";

@@ -81,6 +81,23 @@ const char* status_word(RunStatus s) {
   return nullptr;  // past the last value: all_values() stops here
 }
 
+// A run as the search records it: how it ended, its phases for the
+// capacity model, and for one that ran out what it held and asked for.
+CapacityTry try_of(const Report& report, std::int64_t batch, double seconds) {
+  CapacityTry t;
+  t.batch = batch;
+  t.status = report.status;
+  t.peak_allocated_mib = run_peak(report);
+  t.seconds = seconds;
+  const CapacityPoint point = capacity_point(report, batch, "");
+  t.phases = point.phases;
+  t.reserve_overhead_mib = point.reserve_overhead_mib;
+  t.persistent_other_mib = point.persistent_other_mib;
+  t.failed_phase = point.failed_phase;
+  t.needed_mib = point.needed_mib;
+  return t;
+}
+
 // Runs batch B and B + 1 in fresh processes. Returns the fresh run of B
 // (when it completed) for the report, and whether both agreed.
 struct Confirmation {
@@ -90,6 +107,8 @@ struct Confirmation {
   // the batch above's run where it completed.
   std::optional<RunStatus> at_max, above;
   std::optional<Report> above_report;
+  // Both fresh runs as the report records them (CapacitySearch::checks).
+  std::vector<CapacityTry> checks;
 };
 
 std::optional<RunStatus> status_of(const std::optional<Report>& r) {
@@ -131,6 +150,11 @@ Confirmation confirm(const PlannedRun& base, const ResolvedPlan& plan, const Har
   };
   auto said = [&](std::int64_t batch, std::optional<Report> r) {
     obs.search_confirming(batch, status_of(r));
+    if (r) {
+      double ms = 0;
+      for (const Sample& x : r->samples) ms += x.elapsed_ms;
+      out.checks.push_back(try_of(*r, batch, ms / 1000.0));
+    }
     return r;
   };
   // The first batch that ran out: max_batch + 1, or, when nothing fitted,
@@ -272,6 +296,7 @@ class Search {
     c_.first_failing_batch.reset();
     if (!conf.agreed) return false;
     c_.confirmed = true;
+    c_.checks = std::move(conf.checks);
     return true;
   }
 
@@ -319,20 +344,6 @@ class Search {
     return stopped_ == RunStatus::kComplete;
   }
 
-  static CapacityTry try_of(const Report& report, std::int64_t batch, double seconds) {
-    CapacityTry t;
-    t.batch = batch;
-    t.status = report.status;
-    t.peak_allocated_mib = run_peak(report);
-    t.seconds = seconds;
-    const CapacityPoint point = capacity_point(report, batch, "");
-    t.phases = point.phases;
-    t.reserve_overhead_mib = point.reserve_overhead_mib;
-    t.persistent_other_mib = point.persistent_other_mib;
-    t.failed_phase = point.failed_phase;
-    t.needed_mib = point.needed_mib;
-    return t;
-  }
 
   bool write(Report report) {
     report.capacity = c_;
@@ -386,6 +397,7 @@ class Search {
         conf = Confirmation{};
       } else {
         c_.confirmed = conf.agreed;
+        if (conf.agreed) c_.checks = std::move(conf.checks);
       }
     } else {
       obs_.search_confirmation_skipped(outside, c_.limit_mib, c_.max_batch);

@@ -170,6 +170,11 @@ Report full_report() {
   c.tries[1].reserve_overhead_mib = 2;
   c.tries[2].failed_phase = Phase::kForward;
   c.tries[2].needed_mib = 1030;
+  c.checks = {attempt(3, RunStatus::kComplete, 300.5, 0.75), attempt(4, RunStatus::kOom, 1000.5, 0.5)};
+  c.checks[0].phases = phase_shapes(r);
+  c.checks[1].reserve_overhead_mib = 20;
+  c.checks[1].failed_phase = Phase::kBackward;
+  c.checks[1].needed_mib = 1040;
   c.fit_fixed_mib = -0.5;
   c.fit_per_sample_mib = 100;
   c.binding_phase = Phase::kBackward;

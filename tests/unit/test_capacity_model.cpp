@@ -178,3 +178,53 @@ TEST(CapacityModel, ASearchsOwnPointsTakeTheFreshRunOfAnAnswerItNeverTried) {
   EXPECT_EQ(search_capacity_points(s, failed, "", &with).size(), 2u);
   EXPECT_FALSE(with);
 }
+
+// The fresh process above the answer that ran out with memory reserved but
+// unallocated (the allocator's rounding, blocks a fragmenting schedule
+// strands: gamma on the H200 held 550 MiB so at 2000 MiB) is a point of
+// the search's own: the answer's lines cannot see it, so the prediction
+// says how far below them that much stranded puts the answer.
+TEST(CapacityModel, AFreshCheckThatRanOutWithMemoryStrandedSaysHowFarItMayBeOff) {
+  const auto tried = [](const CapacityPoint& p) {
+    CapacityTry t;
+    t.batch = p.batch;
+    t.phases = p.phases;
+    return t;
+  };
+  CapacitySearch s;
+  s.limit_mib = 1000;
+  s.max_batch = 1400;  // the lines say 1740: (1000 - 130) / 0.5
+  s.first_failing_batch = 1401;
+  s.confirmed = true;
+  s.tries = {tried(point(1, 100, 0, 0.5)), tried(point(350, 100, 30, 0.5))};
+  CapacityTry above;
+  above.batch = 1401;
+  above.status = RunStatus::kOom;
+  above.peak_allocated_mib = 830;
+  above.reserve_overhead_mib = 170;
+  above.failed_phase = Phase::kBackward;
+  above.needed_mib = 850;
+  const CapacityPoint answer = point(1400, 100, 30, 0.5);
+
+  const std::vector<CapacityPoint> without = search_capacity_points(s, answer, "");
+  EXPECT_EQ(without.size(), 3u);
+  const CapacityAnswer plain = predict_max_batch(*fit_capacity(without), 1000, false);
+  EXPECT_EQ(plain.max_batch, 1740);
+  EXPECT_FALSE(plain.caveats.trapped_at_oom_mib);
+
+  s.checks = {tried(answer), above};
+  s.checks[0].status = RunStatus::kComplete;
+  const std::vector<CapacityPoint> with = search_capacity_points(s, answer, "");
+  ASSERT_EQ(with.size(), 4u);  // the answer once, the check that ran out added
+  EXPECT_EQ(with.back().batch, 1401);
+  EXPECT_EQ(with.back().status, RunStatus::kOom);
+  const CapacityAnswer a = predict_max_batch(*fit_capacity(with), 1000, false);
+  EXPECT_EQ(a.max_batch, 1740);  // the lines' own figure, as the search's prediction is
+  ASSERT_TRUE(a.caveats.trapped_at_oom_mib);
+  EXPECT_DOUBLE_EQ(*a.caveats.trapped_at_oom_mib, 170);
+  ASSERT_TRUE(a.caveats.batch_if_trapped);
+  EXPECT_EQ(*a.caveats.batch_if_trapped, 1400);  // (1000 - 170 - 130) / 0.5
+  // Bounded by the runs (a comparison's prediction, not the search's own):
+  // the check at this limit caps it at the answer.
+  EXPECT_EQ(predict_max_batch(*fit_capacity(with), 1000, true).max_batch, 1400);
+}

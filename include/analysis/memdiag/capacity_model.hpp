@@ -111,6 +111,9 @@ struct CapacityAnswer {
     // the smallest: the range the reserve's variation alone allows.
     std::optional<std::int64_t> batch_at_max_reserve, batch_at_min_reserve;
     std::optional<double> trapped_at_oom_mib;
+    // The answer with that much held unusable: how far the stranding may
+    // take it below the lines'.
+    std::optional<std::int64_t> batch_if_trapped;
   };
   Caveats caveats;
 };

@@ -322,6 +322,10 @@ struct CapacitySearch {
   // largest batch memdiag runs.
   std::optional<std::int64_t> first_failing_batch;
   std::vector<CapacityTry> tries;  // in the order they ran
+  // The fresh processes that checked the answer, each a run of its own:
+  // max_batch, then max_batch + 1 (what ran out there, and what the
+  // allocator held unallocated when it did, bounds the capacity model).
+  std::vector<CapacityTry> checks;
   // The capacity model over the tries (memdiag/capacity_model.hpp, the fit
   // compare_memory_reports makes too): the largest batch it puts under the
   // limit, the phase that binds there and that phase's line, peak = fixed +
