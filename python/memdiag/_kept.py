@@ -46,6 +46,13 @@ class KeptTracker:
         # model's state to the walk, so it is watched by name instead.
         self._model = weakref.ref(model) if model is not None else None
         self._buffers_by_walk = []
+        # Per walk: of each kind of tensor made since the walk before (rank,
+        # dtype, device and every size but the first), the largest, and the
+        # step's samples and tokens. A tensor the loop replaces every step
+        # with a larger copy of itself (hist = torch.cat([hist, new])) is
+        # never the same tensor at two walks: it is found by its kind
+        # growing at every walk while the steps' inputs do not.
+        self._grown_by_walk = []
         self._alive_before = None  # the tensors alive at the last walk: id -> weakref
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         # What was new at the walk before the last and alive at the last:
@@ -81,7 +88,10 @@ class KeptTracker:
 
     def forward_returned(self, output, model_name):
         for path, t in _named_tensors(output, "output"):
-            self._outputs[id(t)] = (path, model_name)
+            # With the tensor: an output freed before the walk leaves its id
+            # to a tensor made after it (the loop's torch.cat), which was no
+            # output.
+            self._outputs[id(t)] = (path, model_name, weakref.ref(t))
 
     def module_returned(self, name, kind, output):
         if name is None or not name:
@@ -122,11 +132,12 @@ class KeptTracker:
             gc.unfreeze()
             self._froze = False
 
-    def at_cleanup(self, step, state):
+    def at_cleanup(self, step, state, inputs=(None, None)):
         """Walks the live tensors after step `step`'s cleanup, if it is one
         walked. state: the tensors that are the model's (not kept), or a
         function that lists them (called only where a live tensor made
-        since recording began needs telling from them)."""
+        since recording began needs telling from them). inputs: the step's
+        (samples, tokens), where its forward showed them."""
         if step not in WALKED_STEPS:
             self._outputs = {}
             self._module_outputs = {}
@@ -140,6 +151,7 @@ class KeptTracker:
         roots = []  # the autograd nodes of the live tensors that are not the model's state
         alive = {}
         born = {}
+        largest = {}  # of the tensors made since the last walk, by kind: (bytes, record) of the largest
         with warnings.catch_warnings():
             # isinstance on some of the process's objects (deprecated
             # modules' proxies) warns: the user's job must not see that.
@@ -164,6 +176,8 @@ class KeptTracker:
             before = self._alive_before.get(id(o)) if self._alive_before is not None else None
             if self._alive_before is not None and (before is None or before() is not o):
                 made = self._outputs.get(id(o))
+                if made is not None and made[2]() is not o:
+                    made = None
                 # A kind of tensor, by its rank, not its shape: a loop whose
                 # steps vary in size (dynamic batching, buckets) keeps
                 # logits of a new shape every step, the same bug.
@@ -173,6 +187,10 @@ class KeptTracker:
                           "made_by": f"{made[0]} of {made[1]}" if made else None,
                           "where": self._where if made else None}
                 born[id(o)] = (weakref.ref(o), sig, key, record)
+                if o.dim() >= 1 and made is None:
+                    kind = (sig[1], sig[2], tuple(o.shape[1:]))
+                    if key[3] > largest.get(kind, (0,))[0]:
+                        largest[kind] = (key[3], record)
                 if not made and self._module_outputs:
                     by = self._module_outputs.get(id(o))
                     if by is not None and by[0]() is o:
@@ -200,6 +218,8 @@ class KeptTracker:
         self._alive_at_walk = [{sig: any(ref() is not None for ref in v[3]) for sig, v in w.items()}
                                for w in self._kept_by_window + ([self._pending] if self._pending else [])]
         self._born = None if baseline else born
+        if not baseline:
+            self._grown_by_walk.append((largest, tuple(inputs)))
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
         model = self._model() if self._model is not None else None
@@ -267,9 +287,10 @@ class KeptTracker:
                 first = next(i for i, w in enumerate(walks) if name in w)
                 per_step = (nbytes - walks[first][name][0]) / max(1, len(walks) - 1 - first)
                 out.append({"what": "tensor", "shape": shape, "dtype": dtype, "device": device, "grad_fn": None,
-                            "made_by": f"buffer {name} of {type(model).__name__ if model is not None else 'the model'}"
-                                       ", grown every step", "where": None, "per_step": 1,
+                            "made_by": f"buffer {name} of {type(model).__name__ if model is not None else 'the model'}",
+                            "grows": True, "where": None, "per_step": 1,
                             "mib_per_step": per_step / _MIB})
+        out.extend(self._grown_records())
         g = self._graph_nodes
         if len(g) >= 3 and g[-1] > g[-2] > g[-3]:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
@@ -283,6 +304,32 @@ class KeptTracker:
         held = sorted(self._held_by_walk)
         if held and held[len(held) // 2] > 0:
             out.append({"what": "held", "mib_per_step": held[len(held) // 2] / _MIB})
+        return out
+
+
+    def _grown_records(self):
+        """Kinds of tensor made anew at each of the last three walks, each
+        time larger, whose first size is not the step's samples or tokens (a
+        step's batch or outputs grow so where the steps do, and are let go):
+        a tensor the loop replaces every step with a larger copy."""
+        walks = self._grown_by_walk
+        if len(walks) < 3:
+            return []
+        out = []
+        last = walks[-3:]
+        for kind, (nbytes, record) in last[-1][0].items():
+            sizes = [w[0].get(kind, (None,))[0] for w in last]
+            if None in sizes or not sizes[0] < sizes[1] < sizes[2]:
+                continue
+            firsts = [w[0][kind][1]["shape"][0] for w in last]
+            # As large as its step's batch (or tokens), or beside steps
+            # whose size the recorder did not see: the step's own, maybe.
+            if any(w[1][0] is None or firsts[i] in w[1] for i, w in enumerate(last)):
+                continue
+            r = dict(record)
+            r.update({"what": "tensor", "made_by": None, "grows": True, "where": None, "per_step": 1,
+                      "mib_per_step": (sizes[2] - sizes[0]) / 2 / _MIB})
+            out.append(r)
         return out
 
 

@@ -803,7 +803,7 @@ class Recorder:
         if cleanup:
             if self._kept is not None and recording:
                 # The model's state is listed only where a walk needs it.
-                self._kept.at_cleanup(self._step, self._state_tensors)
+                self._kept.at_cleanup(self._step, self._state_tensors, self._forward_inputs)
             if self._cpu:
                 self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
         if not reset:
@@ -1212,7 +1212,10 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS):
         if r["what"] == "retain_graph":
             return f"backward(retain_graph=True) at {r['where'] or 'an unknown line'}"
         shape = (" x ".join(str(d) for d in r["shape"]) or "a scalar") + (" (its shape varying)" if r.get("shape_varies") else "")
-        made = f" ({r['made_by']}, called at {r['where']})" if r.get("made_by") else ""
+        if r.get("grows"):
+            what = f"the {r['made_by']}" if r.get("made_by") else "a tensor replaced every step by a larger copy of itself"
+            return f"{what}, grown every step ({shape} {r['dtype']} by the last walk, +{r['mib_per_step']:.1f} MiB a step)"
+        made = (f" ({r['made_by']}" + (f", called at {r['where']}" if r.get("where") else "") + ")") if r.get("made_by") else ""
         return f"{r['per_step']} tensor(s) of {shape} {r['dtype']}{made}, {r['mib_per_step']:.1f} MiB a step"
     said = ("kept across steps: " + "; ".join(one(r) for r in records_kept)) if records_kept else "nothing kept across steps"
     if held:

@@ -421,12 +421,50 @@ class Kept(unittest.TestCase):
                 opt.zero_grad(set_to_none=True)
         with open(out) as f:
             records = self.kept_records(json.load(f))
-        self.assertEqual([(r["made_by"], r["dtype"]) for r in records], [("buffer hist of Net, grown every step", "float32")])
+        self.assertEqual([(r["made_by"], r["dtype"], r.get("grows")) for r in records],
+                         [("buffer hist of Net", "float32", True)])
         self.assertAlmostEqual(records[0]["mib_per_step"], 256 * 1024 * 4 / 2**20, delta=0.01)
         v = self.verdict(out)
         self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
         self.assertTrue(any("the buffer hist of Net, grown every step" in e for e in v["evidence"]), v["evidence"])
-        self.assertFalse(v["response"].startswith("Stop retaining graphs"), v["response"])
+        self.assertTrue(v["response"].startswith("Bound the history"), v["response"])
+
+    def test_a_tensor_replaced_every_step_by_a_larger_copy_is_named(self):
+        # hist = torch.cat([hist, h]) on a variable of the loop's: a new
+        # tensor every step, so no tensor outlives two walks; a hostile
+        # check read "retained autograd graphs" for it. A batch that ramps
+        # up every step makes the step's inputs larger at every walk too,
+        # and is no history: held one step, then let go.
+        def run(grow, ramp):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            out = os.path.join(tempfile.mkdtemp(), "grown.json")
+            hist = torch.empty(0, 512)
+            with memdiag.record(model, opt, output=out, census=False):
+                for step in range(8):
+                    b = 64 * (step + 1) if ramp else 256
+                    x = torch.randn(b, 512)
+                    loss = F.cross_entropy(model(x), torch.randint(0, 10, (b,)))
+                    if grow:
+                        hist = torch.cat([hist, x * 2])
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            with open(out) as f:
+                return out, self.kept_records(json.load(f))
+
+        out, records = run(grow=True, ramp=False)
+        grown = [r for r in records if r.get("grows")]
+        self.assertEqual(len(grown), 1, records)
+        self.assertEqual((grown[0]["made_by"], grown[0]["dtype"], grown[0]["shape"][1:]), (None, "float32", [512]))
+        self.assertAlmostEqual(grown[0]["mib_per_step"], 0.5, delta=0.01)  # 256 x 512 float32 a step
+        v = self.verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertTrue(any("replaces every step with a larger copy of itself" in e for e in v["evidence"]), v["evidence"])
+        self.assertTrue(v["response"].startswith("Bound the history"), v["response"])
+        _, records = run(grow=False, ramp=True)
+        self.assertEqual([r for r in records if r.get("grows")], [], records)
 
     def test_a_submodules_output_kept_by_a_hook_is_named_by_its_module(self):
         # No line of the loop's keeps it: a forward hook on the hidden

@@ -168,6 +168,7 @@ json to_json(const Event& ev) {
         r["per_step"] = k.per_step;
         r["mib_per_step"] = k.mib_per_step;
         if (k.held_steps) r["held_steps"] = *k.held_steps;
+        if (k.grows) r["grows"] = true;
       }
       if (k.what == KeptRecord::What::kHeld) r["mib_per_step"] = k.mib_per_step;
       if (k.where) r["where"] = *k.where;

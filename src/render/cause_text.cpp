@@ -175,7 +175,9 @@ std::string response_for(const Verdict& v) {
     if (k.held_steps) continue;  // a bounded cache: no leak to fix
     switch (k.what) {
       case KeptRecord::What::kTensor:
-        s = k.grad_fn || k.made_by
+        s = k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
+                      "statistic instead of concatenating onto it), or keep it on the host (.cpu())"
+            : k.grad_fn || k.made_by
                 ? "keep what the metrics need, not the outputs: store x.detach().cpu() or the metric's value "
                   "(.item()) instead of the tensor, which keeps its storage (and, attached, its graph) alive"
                 : "stop collecting tensors in a list that lives across steps, or move them to the host (.cpu())";

@@ -87,6 +87,17 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
       case KeptRecord::What::kTensor: {
         std::string shape;
         for (std::int64_t d : k.shape) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+        if (k.grows) {
+          // "the buffer hist of Net, grown every step (1792 x 1024 float32
+          // by the last walk, +1.00 MiB each step, outside any graph)".
+          s += (k.made_by ? "the " + *k.made_by + ", grown every step"
+                          : std::string("a tensor the loop replaces every step with a larger copy of itself (torch.cat "
+                                        "onto a tensor it keeps)")) +
+               " (" + shape + " " + k.dtype + " by the last walk, +" + mib(k.mib_per_step) + " each step" +
+               (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
+               (k.where ? ", from the call at " + *k.where : std::string()) + ")";
+          break;
+        }
         s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
              " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
              (k.shape_varies ? " at the last walk, its shape varying with the steps" : "") + ", " + mib(k.mib_per_step) +

@@ -135,11 +135,17 @@ Report full_report() {
     c.where.reset();
     c.shape_varies = false;
     c.held_steps = 3;
+    KeptRecord h = t;  // a history grown every step
+    h.grad_fn.reset();
+    h.made_by = "buffer hist of Net";
+    h.where.reset();
+    h.shape_varies = false;
+    h.grows = true;
     KeptRecord g;
     g.what = KeptRecord::What::kGraph;
     g.graph_nodes = 40;
     g.graph_nodes_before = 20;
-    kept.kept = {t, c, g};
+    kept.kept = {t, c, h, g};
     r.events.insert(r.events.end() - 1, kept);  // the oom event stays last
     Event modules = make_event(EventKind::kModules, Phase::kForward, 1, "forward by module, step 1: ...");
     modules.mib = 30;

@@ -51,23 +51,31 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(modules.modules[1].name, "blocks.0");
   EXPECT_FALSE(modules.modules[2].name);
   EXPECT_DOUBLE_EQ(modules.modules[0].own_mib, 2);
-  // What a loop kept, named: a tensor record, a bounded one, a graph record.
+  // What a loop kept, named: a tensor record, a bounded one, a history
+  // grown every step, a graph record.
   const Event& kept = back.report->events[1];
   ASSERT_EQ(kept.kind, EventKind::kKept);
-  ASSERT_EQ(kept.kept.size(), 3u);
+  ASSERT_EQ(kept.kept.size(), 4u);
   EXPECT_FALSE(kept.kept[0].held_steps);
   EXPECT_EQ(kept.kept[1].held_steps, 3);
+  EXPECT_FALSE(kept.kept[1].grows);
+  EXPECT_TRUE(kept.kept[2].grows);
+  EXPECT_EQ(kept.kept[2].made_by, "buffer hist of Net");
   EXPECT_EQ(kept.kept[0].shape, (std::vector<std::int64_t>{16, 128, 30522}));
   EXPECT_EQ(kept.kept[0].made_by, "logits of BertForMaskedLM");
   EXPECT_EQ(kept.kept[0].where, "job.py:42");
   EXPECT_DOUBLE_EQ(kept.kept[0].mib_per_step, 238.5);
-  EXPECT_EQ(kept.kept[2].what, KeptRecord::What::kGraph);
-  EXPECT_EQ(kept.kept[2].graph_nodes, 40);
+  EXPECT_EQ(kept.kept[3].what, KeptRecord::What::kGraph);
+  EXPECT_EQ(kept.kept[3].graph_nodes, 40);
   EXPECT_EQ(back.report->case_info.presets, (std::vector<std::string>{"small", "medium"}));
   EXPECT_EQ(back.report->case_info.preset_parameters, (std::map<std::string, std::int64_t>{{"small", 1000}, {"medium", 4000}}));
   EXPECT_FALSE(back.report->case_info.builtin);
   ASSERT_TRUE(back.report->capacity);
   EXPECT_EQ(back.report->capacity->tries.size(), 4u);
+  ASSERT_EQ(back.report->capacity->checks.size(), 2u);
+  EXPECT_EQ(back.report->capacity->checks[1].status, RunStatus::kOom);
+  EXPECT_EQ(back.report->capacity->checks[1].reserve_overhead_mib, 20);
+  EXPECT_EQ(back.report->capacity->checks[1].needed_mib, 1040);
   EXPECT_EQ(back.report->capacity->tries[2].status, RunStatus::kOom);
   EXPECT_EQ(back.report->capacity->confirmed, false);
   EXPECT_EQ(back.report->capacity->fit_fixed_mib, -0.5);

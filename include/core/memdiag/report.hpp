@@ -137,6 +137,10 @@ struct KeptRecord {
   // kTensor: the loop let the oldest of them go after about this many
   // steps (a cache of the last few steps' tensors): bounded, no leak.
   std::optional<std::int64_t> held_steps;
+  // kTensor: one tensor that grows every step (a buffer grown with
+  // torch.cat, or a tensor the loop replaces with a larger copy of itself):
+  // a history the loop lengthens, not many tensors kept.
+  bool grows = false;
 };
 const char* to_string(KeptRecord::What w);
 
