@@ -185,6 +185,12 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     if (w.samples || w.tokens) out.push_back(w);
   }
   if (primary.config.batch_assumed) out.push_back(warning::BatchAssumed{primary.source});
+  if (!primary.step_notes.empty()) {
+    constexpr std::size_t kShown = 3;
+    warning::StepNotes w{primary.source, {}, primary.step_notes.size()};
+    for (std::size_t i = 0; i < primary.step_notes.size() && i < kShown; ++i) w.notes.push_back(primary.step_notes[i]);
+    out.push_back(std::move(w));
+  }
   if (primary.growth_unseen_frees_mib) {
     out.push_back(warning::GrowthUnseenFrees{primary.source, *primary.growth_unseen_frees_mib});
   }

@@ -186,7 +186,9 @@ void read_events(const Report& r, RunFeatures& f) {
       }
       case EventKind::kInterrupted:
       case EventKind::kError: f.stops.push_back(RunStop{e.kind, e.phase, e.step, e.message}); break;
-      case EventKind::kNote: break;
+      case EventKind::kNote:
+        if (e.step) f.step_notes.push_back(e.message);
+        break;
       case EventKind::kKept:
         for (const KeptRecord& k : e.kept) {
           if (k.what == KeptRecord::What::kHeld) {

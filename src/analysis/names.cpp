@@ -62,6 +62,7 @@ const char* warning_code(const Warning& w) {
                         [](const warning::RankSetIncomplete&) { return "rank_set_incomplete"; },
                         [](const warning::GrowthUnseenFrees&) { return "growth_unseen_frees"; },
                         [](const warning::BatchAssumed&) { return "batch_assumed"; },
+                        [](const warning::StepNotes&) { return "step_notes"; },
                     },
                     w);
 }

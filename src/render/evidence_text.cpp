@@ -516,6 +516,14 @@ std::string describe(const Warning& w) {
                           }
                           return s + "; per-rank figures and the capacity constraint are the given reports' only";
                         },
+                        [](const warning::StepNotes& x) {
+                          std::string s = x.source + ": ";
+                          for (std::size_t i = 0; i < x.notes.size(); ++i) s += (i ? "; " : "") + x.notes[i];
+                          if (x.count > x.notes.size()) {
+                            s += "; and " + std::to_string(x.count - x.notes.size()) + " more such notes";
+                          }
+                          return s + " (those steps' figures are of a step without its update)";
+                        },
                         [](const warning::BatchAssumed& x) {
                           return x.source + ": its writer could not see the batch (no tensor with a batch dimension "
                                  "among the model's inputs) and wrote 1: nothing per sample, no largest batch; record "

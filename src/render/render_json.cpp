@@ -174,6 +174,9 @@ json figures(const Warning& w) {
                                   {"repeated_ranks", x.gaps.repeated}, {"repeated_sources", x.repeated_sources}};
                         },
                         [](const warning::BatchAssumed& x) -> json { return {{"source", x.source}}; },
+                        [](const warning::StepNotes& x) -> json {
+                          return {{"source", x.source}, {"notes", x.notes}, {"count", x.count}};
+                        },
                         [](const warning::GrowthUnseenFrees& x) -> json {
                           return {{"source", x.source}, {"growth_per_step_mib", x.growth_per_step_mib}};
                         },

@@ -1124,3 +1124,32 @@ TEST(Verdict, MemoryHeldBeforeTrainingBeyondTheWeightsIsSaid) {
   ASSERT_NE(held, nullptr);
   EXPECT_NEAR(held->mib, 64, 1e-9);
 }
+
+// The report's notes about single steps (the Python recorder's "step 2:
+// step() was not called before zero_grad()") reach the reader as a warning:
+// a hostile check's loop skipped two updates and the comparer said nothing.
+TEST(Verdict, NotesAboutSingleStepsAreWarnings) {
+  Synth s = named("skips");
+  s.activations_mib = 20;
+  s.steps = 8;
+  Report r = synth(s);
+  const auto note = [](int step) {
+    return make_event(EventKind::kNote, Phase::kStep, step,
+                      "step " + std::to_string(step) + ": step() was not called before zero_grad()");
+  };
+  for (int step : {2, 3, 5, 7}) r.events.push_back(note(step));
+  // A note of the whole run (no step) is no step's.
+  r.events.push_back(make_event(EventKind::kNote, Phase::kSetup, std::nullopt, "allocator readings through Python"));
+  const Analysis a = analyse({{"r.json", r}});
+  const std::vector<Warning>& w = a.verdicts.at(0).warnings;
+  const auto it = std::find_if(w.begin(), w.end(), [](const Warning& x) { return std::holds_alternative<warning::StepNotes>(x); });
+  ASSERT_NE(it, w.end());
+  const auto& notes = std::get<warning::StepNotes>(*it);
+  EXPECT_EQ(notes.count, 4u);
+  ASSERT_EQ(notes.notes.size(), 3u);
+  EXPECT_EQ(notes.notes[0], "step 2: step() was not called before zero_grad()");
+  const std::string text = describe(*it);
+  EXPECT_NE(text.find("step 5: step() was not called"), std::string::npos) << text;
+  EXPECT_NE(text.find("and 1 more such notes"), std::string::npos) << text;
+  EXPECT_EQ(text.find("allocator readings"), std::string::npos) << text;
+}

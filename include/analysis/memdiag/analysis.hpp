@@ -374,6 +374,14 @@ struct GrowthUnseenFrees {
 struct BatchAssumed {
   std::string source;
 };
+// The report's notes about single steps, as its writer made them (the
+// Python recorder: a step() the loop skipped, or a gradient scaler did):
+// that step's figures are of a step without its update.
+struct StepNotes {
+  std::string source;
+  std::vector<std::string> notes;  // the first few
+  std::size_t count = 0;           // all of them
+};
 struct RankSetIncomplete {
   RunPoint run;
   RankGaps gaps;
@@ -382,7 +390,7 @@ struct RankSetIncomplete {
 }  // namespace warning
 using Warning =
     std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried, warning::RankSetIncomplete,
-                 warning::GrowthUnseenFrees, warning::BatchAssumed>;
+                 warning::GrowthUnseenFrees, warning::BatchAssumed, warning::StepNotes>;
 const char* warning_code(const Warning& w);
 
 // A variant measured against the baseline: a run of the group that differs

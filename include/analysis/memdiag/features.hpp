@@ -206,6 +206,9 @@ struct RunFeatures {
   std::optional<double> warmup_mib;                 // from the warmup event
   std::map<Phase, double> peak_by_phase;
   std::vector<RunStop> stops;  // out of memory, interrupted, failed
+  // The report's notes about single steps ("step 2: step() was not called
+  // before zero_grad()"): a step whose update did not run, and the like.
+  std::vector<std::string> step_notes;
   std::vector<KeptRecord> kept;  // what the loop kept from step to step, where the report names it
   // One step's forward by module (the report's last modules event).
   std::vector<ModuleRecord> modules;
