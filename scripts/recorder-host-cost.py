@@ -85,6 +85,8 @@ else:
 sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
 import memdiag  # noqa: E402
 from memdiag import _census, _native  # noqa: E402
+from memdiag import _recorder  # noqa: E402
+_recorder._TIMED_EVERY = 1  # its clock read at every step, as this script reads it
 
 MIB = 1 << 20
 GIB = 1 << 30

@@ -45,6 +45,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "python", "examples"))
 import memdiag  # noqa: E402
+from memdiag import _recorder  # noqa: E402
 
 
 def mlp_workload(case_name, device, preset):
@@ -208,11 +209,16 @@ def _recorded(model, opt, loop, steps, path, census, sync="none", process_memory
                         every=every) as rec:
         # The short loops' modes (every=1, every=10) wait after step 4 as
         # the plain loop does, the long job's do not.
+        # The recorder times its hooks on a sample of the steps (every one
+        # below _TIMED_ALL_BELOW, then one in _TIMED_EVERY): the steady
+        # figure is its clock over the steady steps it timed.
+        def timed_steps():
+            return min(rec._step + 1, _recorder._TIMED_ALL_BELOW) + rec._timed_later
         if every is not None:
-            _recorded.split = {"at": lambda: at.append(rec._host_ns)}
+            _recorded.split = {"at": lambda: at.append((rec._host_ns, timed_steps()))}
         per_step = timed(device, loop, steps, _recorded.split if every is not None else None)
         if at:
-            _recorded.host_steady_us = (rec._host_ns - at[0]) / 1e3 / (steps - FIRST)
+            _recorded.host_steady_us = (rec._host_ns - at[0][0]) / 1e3 / max(1, timed_steps() - at[0][1])
         t1 = time.perf_counter()
     _recorded.fixed_ms = (time.perf_counter() - t0) * 1000.0 - per_step * steps
     with open(path) as f:

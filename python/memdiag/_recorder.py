@@ -54,6 +54,15 @@ _NO_HOST = (None, None)  # a phase whose host was not read
 # reserve did not move: memory made outside the allocator (a library's, a
 # leak through cudaMalloc) shows as a trend at this cadence.
 _DEVICE_EVERY = 10
+# The recorder's own host time (the report's note) is timed on every step
+# below _TIMED_ALL_BELOW, then on one in _TIMED_EVERY, and the steps between
+# are counted at the sampled steps' rate: a timing is two clock reads around
+# each hook, about 23 reads a step, and on the H200's host a read measured
+# about 1.7 us (a trivial part of the recorder timed in place, session 48),
+# against 0.1 us on this project's machine: timing every step cost a
+# launch-bound step more than the readings. Scripts that read the clock
+# step by step set _TIMED_EVERY = 1.
+_TIMED_ALL_BELOW, _TIMED_EVERY = 10, 10
 _recordings_started = [0]  # recorders started in this process (environment.earlier_runs_in_process)
 
 
@@ -61,6 +70,13 @@ def _patched_backward(tensors, *args, **kwargs):
     rec = _active[0]
     if rec is None or _current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
+    if not rec._timing:
+        rec._before_backward(tensors)
+        if rec._kept is not None:
+            rec._kept.backward_called(args, kwargs)
+        result = _original_backward[0](tensors, *args, **kwargs)
+        rec._after_backward()
+        return result
     t = _ns()
     try:
         rec._before_backward(tensors)
@@ -169,7 +185,10 @@ class Recorder:
         self._events = []
         self._losses = []  # this step's losses (handles into _loss_buffer), one per backward
         self._loss_buffer = None
-        self._host_ns = 0  # the recorder's own host time inside the loop (hooks, readings, census)
+        self._host_ns = 0  # the recorder's own host time inside the loop (hooks, readings, census), timed steps only
+        self._timing = True  # whether this step's hooks are timed (_TIMED_ALL_BELOW, _TIMED_EVERY)
+        self._host_ns_early = None  # _host_ns when the first sampled step began
+        self._timed_later = 0  # steps timed from _TIMED_ALL_BELOW on
         # The phase in progress, for an error's place: None before start,
         # SETUP, FORWARD, BACKWARD, STEP (from the end of the last backward),
         # CLEANUP (after step()), BETWEEN (after a cleanup, before a forward),
@@ -376,10 +395,17 @@ class Recorder:
         try:
             if status == "complete" and self._last_phase() == STEP:
                 self._close(CLEANUP)  # the loop ended after its last step()
+            last = self._samples[-1] if self._samples else None
+            if type(last) is tuple and last[0] == CLEANUP and last[6] is _NO_HOST:
+                # The host at the last step's end, read off the cadence (what
+                # the loop holds on the host when it stops counts).
+                self._samples[-1] = last[:6] + (self._host.read(self._cuda),)
             if self._in is not None:
                 self._record_end(status, error)
             if self._modules is not None:
-                self._host_ns += self._modules.ns
+                self._host_ns += self._modules.ns  # the first steps' (all timed)
+                if self._host_ns_early is not None:
+                    self._host_ns_early += self._modules.ns
             if self._step >= 0:
                 self._events.append(self._host_time_note())
             if self._skipped_steps:
@@ -507,6 +533,8 @@ class Recorder:
         """`hook` as a hook whose time counts as the recorder's (timed in
         place: the hooks run at every phase)."""
         def timed(*args):
+            if not self._timing:
+                return hook(*args)
             t = _ns()
             try:
                 return hook(*args)
@@ -521,7 +549,10 @@ class Recorder:
         def wrapped(*args, **kwargs):
             result = original(*args, **kwargs)
             rec = me()
-            if rec is not None:
+            if rec is not None and not rec._timing:
+                if _active[0] is rec and _current_thread() is rec._thread and not rec._finished:
+                    rec._after_zero_grad()
+            elif rec is not None:
                 t = _ns()
                 try:
                     if _active[0] is rec and _current_thread() is rec._thread and not rec._finished:
@@ -732,6 +763,13 @@ class Recorder:
             self._micro = 0
             self._losses = []
             self._stepped.clear()
+            step = self._step
+            timing = step < _TIMED_ALL_BELOW or step % _TIMED_EVERY == 0
+            if step >= _TIMED_ALL_BELOW:
+                if self._host_ns_early is None:
+                    self._host_ns_early = self._host_ns
+                self._timed_later += timing
+            self._timing = timing
             recording = self._step < self._all_below or self._step % self._every == 0
             if recording and not self._recording:
                 self._last_census = None  # steps ran unseen since the last count: count every role again
@@ -757,6 +795,7 @@ class Recorder:
         setup = phase in _SETUP_PHASES
         cleanup = phase == CLEANUP
         reset = False  # whether the reading reset the peak for the next phase
+        now = None  # the clock at the reading, in ms
         if recording or setup:
             step = None if setup else self._step
             if self._cuda:
@@ -781,14 +820,18 @@ class Recorder:
                 figures = self._probe.mark()  # read off the profiler's timeline when recording ends
             # The host where the device's use is read: every phase of setup
             # and of steps 0 and 1 (a step's pattern: what offloading moves
-            # out between forward and backward shows there), then each
-            # step's end (what the host keeps, and whether it grows). A
-            # reading costs about 10 us on the 2-core machine (a pread of
-            # statm, the host allocator's dict; one native call on CUDA where
-            # it was built): at every phase it was 20 us a steady step.
-            # HostReader.read says why the end holds the pinned bytes' most.
-            host = self._host.read(self._cuda) if step is None or step < 2 or cleanup else _NO_HOST
-            elapsed = _perf_counter() * 1000.0 - self._phase_started
+            # out between forward and backward shows there), then the end of
+            # every _DEVICE_EVERY-th step and the last (what the host keeps,
+            # and whether it grows). A reading costs about 10 us on the
+            # 2-core machine and 13-17 us on the H200's host (a pread of
+            # statm: a system call, dear there; the host allocator's figure
+            # in the same native call on CUDA): at every step's end it was
+            # half a percent of a 3 ms step. HostReader.read says why a
+            # step's end holds the pinned bytes' most.
+            host = self._host.read(self._cuda) if step is None or step < 2 or (
+                cleanup and step % _DEVICE_EVERY == 0) else _NO_HOST
+            now = _perf_counter() * 1000.0
+            elapsed = now - self._phase_started
             if phase == FORWARD:
                 extra = (self._micro, self._forward_inputs, None)
             elif phase == BACKWARD:
@@ -808,7 +851,11 @@ class Recorder:
                 self._probe.end_step()  # a new window of the profiler's events every few steps: bounded host memory
         if not reset:
             self._probe.begin_phase()
-        self._phase_started = _perf_counter() * 1000.0
+        # The next phase starts now: read again only where work of the
+        # recorder's followed the reading (the census, a cleanup's walk), so
+        # that it falls in no phase; otherwise the one read serves both.
+        self._phase_started = now if now is not None and not cleanup and not self.census else \
+            _perf_counter() * 1000.0
 
     def _close_again(self, phase):
         """Ends `phase` again: the sample it made last (at the previous
@@ -995,11 +1042,18 @@ class Recorder:
         loop runs no slower; where it is bound by launches, this is what it
         adds (scripts/recorder-overhead.py measures both)."""
         steps = self._step + 1
-        per_step_us = self._host_ns / 1e3 / steps
+        total, sampled = self._host_ns, ""
+        if self._host_ns_early is not None and _TIMED_EVERY > 1:
+            # The steps from _TIMED_ALL_BELOW on at their timed steps' rate.
+            later = self._host_ns - self._host_ns_early
+            total = self._host_ns_early + (later * (steps - _TIMED_ALL_BELOW) / self._timed_later
+                                           if self._timed_later else 0)
+            sampled = f"; timed on every step below {_TIMED_ALL_BELOW}, then one in {_TIMED_EVERY}"
+        per_step_us = total / 1e3 / steps
         return _report.event("note", "", None,
-                             f"recorder host time: {per_step_us:.0f} us a step ({self._host_ns / 1e6:.1f} ms over "
+                             f"recorder host time: {per_step_us:.0f} us a step ({total / 1e6:.1f} ms over "
                              f"{steps} step{'s' if steps != 1 else ''}: hooks, readings"
-                             f"{', census' if self.census else ''})", None)
+                             f"{', census' if self.census else ''}{sampled})", None)
 
     def _seed_notes(self):
         return [_report.event("note", "", None, self._seed_note, None)] if self._seed_note else []
