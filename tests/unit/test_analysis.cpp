@@ -1153,3 +1153,34 @@ TEST(Verdict, NotesAboutSingleStepsAreWarnings) {
   EXPECT_NE(text.find("and 1 more such notes"), std::string::npos) << text;
   EXPECT_EQ(text.find("allocator readings"), std::string::npos) << text;
 }
+
+// A history lengthened with torch.cat holds its old and new copies at once:
+// each step's peak climbs twice what its cleanup keeps, and the confirming
+// run with more steps expects the peak the steps' own peaks lead to (a
+// hostile check's 16-step run peaked at 34.54 MiB where 26.55 was expected).
+TEST(Verdict, TheLongerRunExpectsThePeakTheStepsPeaksClimbTo) {
+  Synth s = named("history");
+  s.activations_mib = 5;
+  s.retained_per_step_mib = 1;
+  s.steps = 6;
+  Report r = synth(s);
+  const auto expected_at = [](const Report& report) {
+    const Verdict v = analyse({{"r.json", report}}).verdicts.at(0);
+    for (const ConfirmingRun& c : v.confirm) {
+      if (c.confirms == SweepKind::kSteps) return std::make_pair(c.run.steps.value_or(0), c.expected_peak_mib.value_or(0));
+    }
+    return std::make_pair(0, 0.0);
+  };
+  const auto [steps, plain] = expected_at(r);
+  ASSERT_EQ(steps, 12);
+  double last_peak = 0;
+  for (Sample& x : r.samples) {
+    if (x.step) x.peak_allocated_mib += *x.step;  // the copy at the cat
+    if (x.step && *x.step == 5) last_peak = std::max(last_peak, x.peak_allocated_mib);
+  }
+  const auto [steps2, climbing] = expected_at(r);
+  ASSERT_EQ(steps2, 12);
+  // Six steps more at 2 MiB a step, from the last step's peak, not 1.
+  EXPECT_NEAR(climbing, last_peak + 6 * 2, 0.05) << "before the peaks climbed: " << plain;
+  EXPECT_GT(climbing, plain + 5);
+}
