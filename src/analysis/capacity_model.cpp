@@ -118,12 +118,24 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       // transient above the higher of the two where that one was the higher
       // (per sample, from the largest such batch).
       std::optional<double> start_transient, end_transient;
+      // A transient measured only at a batch below the largest (the other
+      // end was the higher there) is taken as fixed, not per sample: at a
+      // few samples it is mostly what does not grow (autocast's bf16 copies
+      // of the weights, a kernel's workspace), and per sample it put 1.00
+      // MiB a sample on a job whose batch 2048 held 86 MiB in all (a
+      // hostile check's autocast sweep of batches 1, 4 and 2048).
+      double start_fixed_transient = 0, end_fixed_transient = 0;
       for (const Decomposed& d : pts) {
         const PhaseShape& s = *d.shape;
-        const double t = std::max(0.0, s.peak_mib - std::max(s.start_mib, s.end_mib)) / d.batch;
-        (s.start_mib > s.end_mib ? start_transient : end_transient) = t;
+        const double mib = std::max(0.0, s.peak_mib - std::max(s.start_mib, s.end_mib));
+        const bool start_side = s.start_mib > s.end_mib;
+        (start_side ? start_transient : end_transient) = mib / d.batch;
+        (start_side ? start_fixed_transient : end_fixed_transient) = d.batch < hi.batch ? mib : 0.0;
       }
-      if (!start_transient && hi.forward != nullptr) {
+      if (end_fixed_transient > 0) end_transient.reset();
+      const bool start_below_hi = start_fixed_transient > 0;
+      if (start_below_hi) start_transient.reset();
+      if (!start_transient && !start_below_hi && hi.forward != nullptr) {
         // Its start was never the peak: what backward adds above the
         // activations there (the first gradients of activations) is not
         // measured. Taken as twice forward's largest temporary per sample,
@@ -137,6 +149,8 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       Line end = line_of(series([](const Decomposed& d) { return d.shape->end_mib; }), hi.end_fixed);
       start.slope += start_transient.value_or(0);
       end.slope += end_transient.value_or(0);
+      start.fixed += start_fixed_transient;
+      end.fixed += end_fixed_transient;
       add(PhaseLine::Piece::kStart, start, h.start_census);
       add(PhaseLine::Piece::kEnd, end, h.end_census);
       break;

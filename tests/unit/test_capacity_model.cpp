@@ -228,3 +228,34 @@ TEST(CapacityModel, AFreshCheckThatRanOutWithMemoryStrandedSaysHowFarItMayBeOff)
   // the check at this limit caps it at the answer.
   EXPECT_EQ(predict_max_batch(*fit_capacity(with), 1000, true).max_batch, 1400);
 }
+
+// Backward's transient above its higher end, measured only where the batch
+// was small (there its end was the higher: the gradients outweigh a few
+// samples' activations), is what does not grow: autocast's bf16 copies of
+// the weights, 4 MiB. Taken per sample it made 1 MiB a sample of a job
+// whose batch 2048 held 86 MiB in all (a hostile check's sweep of batches
+// 1, 4 and 2048, which then said 2048 was the most that fit in 200 MiB
+// where 6000 took 205.7).
+TEST(CapacityModel, ABackwardTransientSeenOnlyAtASmallBatchDoesNotGrow) {
+  const TensorCensus weights{16, 0, 0}, with_grads{16, 16, 0};
+  auto at = [&](std::int64_t batch, double start, double end, double peak) {
+    CapacityPoint p;
+    p.batch = batch;
+    p.phases = {PhaseShape{Phase::kModelReady, 16, 0, 16, TensorCensus{}, weights},
+                PhaseShape{Phase::kForward, start, 16, start, weights, weights},
+                PhaseShape{Phase::kBackward, peak, start, end, weights, with_grads}};
+    return p;
+  };
+  // Activations 0.026 MiB a sample; gradients 16 MiB; 4 MiB of bf16 copies
+  // in backward whatever the batch; at 2048 its start is the higher end.
+  const CapacityPoint small = at(4, 16 + 0.104, 32, 36), large = at(2048, 16 + 53.2, 32, 16 + 53.2 + 0.026 * 2048);
+  const std::optional<CapacityFit> fit = fit_capacity({small, large});
+  ASSERT_TRUE(fit);
+  for (const PhaseLine& l : fit->lines) {
+    if (l.phase != Phase::kBackward) continue;
+    EXPECT_LT(l.per_sample_mib, 0.1) << (l.piece == PhaseLine::Piece::kEnd ? "end" : "start");
+  }
+  const CapacityAnswer a = predict_max_batch(*fit, 200, false);
+  EXPECT_GT(a.max_batch, 3000);
+  EXPECT_LT(a.max_batch, 6000);
+}
