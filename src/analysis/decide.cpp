@@ -56,6 +56,27 @@ bool grows_with_size(const RunFeatures& p) {
   return down_steps == 0 || grew_anyway == 0;
 }
 
+// The run's highest phase peak split into what grows with the batch (the
+// peak less the model's state counted at that phase and what persists
+// beside it: workspaces, buckets) and the model's state. Nothing without a
+// census there.
+std::optional<Decision::PeakSplit> peak_split(const RunFeatures& p) {
+  const PhaseShape* top = nullptr;
+  for (const PhaseShape& s : p.capacity_point.phases) {
+    if (top == nullptr || s.peak_mib > top->peak_mib) top = &s;
+  }
+  if (top == nullptr || (!top->start_census && !top->end_census)) return std::nullopt;
+  const double state = std::max(top->start_census ? fixed_mib(*top->start_census) : 0.0,
+                                top->end_census ? fixed_mib(*top->end_census) : 0.0);
+  if (!(state > 0)) return std::nullopt;
+  Decision::PeakSplit s;
+  s.phase = top->phase;
+  s.peak_mib = top->peak_mib;
+  s.model_state_mib = state;
+  s.with_batch_mib = std::max(0.0, top->peak_mib - state - p.capacity_point.persistent_other_mib);
+  return s;
+}
+
 }  // namespace
 
 const RunFeatures& pick_primary(const Group& g) {
@@ -119,6 +140,23 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
   } else if (top < thresholds::kDominanceRatio * second) {
     d.rule = DecisionRule::kTooClose;
     d.threshold = thresholds::kDominanceRatio;
+    // Activations against the weights: the forward's increment is what the
+    // forward made, not what backward holds at the peak (the gradients of
+    // the activations beside them, a layer's output the loop kept and the
+    // forward replaced). A hostile check's job held 68 of its 100.3 MiB
+    // peak in what grew with the batch, against 32.3 of weights and their
+    // gradients, and read inconclusive (activations 20.09 against the
+    // weights' 16.17). Told apart at the peak where it is clear there.
+    const std::optional<Decision::PeakSplit> split = peak_split(p);
+    const bool pair = d.top && d.runner_up &&
+                      ((d.top->cause == Cause::kActivations && d.runner_up->cause == Cause::kParameters) ||
+                       (d.top->cause == Cause::kParameters && d.runner_up->cause == Cause::kActivations));
+    if (pair && split && split->with_batch_mib >= thresholds::kDominanceRatio * split->model_state_mib) {
+      d.rule = DecisionRule::kDominantAtPeak;
+      if (d.top->cause != Cause::kActivations) std::swap(d.top, d.runner_up);
+      d.margin = split->with_batch_mib / split->model_state_mib;
+      d.peak_split = split;
+    }
   } else {
     d.rule = DecisionRule::kDominant;
     d.threshold = thresholds::kDominanceRatio;

@@ -24,6 +24,7 @@ const char* to_string(DecisionRule r) {
     case DecisionRule::kOneStepAmbiguous: return "one_step_ambiguous";
     case DecisionRule::kTooClose: return "too_close";
     case DecisionRule::kGrowsEveryStep: return "grows_every_step";
+    case DecisionRule::kDominantAtPeak: return "dominant_at_peak";
     case DecisionRule::kDominant: return "dominant";
     case DecisionRule::kOutOfMemory: return "out_of_memory";
   }

@@ -75,7 +75,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
                                                        static_cast<int>(p.steps.size()), false});
     }
   } else {
-    const bool decided = v.decision.rule == DecisionRule::kDominant || v.decision.rule == DecisionRule::kGrowsEveryStep;
+    const bool decided = v.decision.rule == DecisionRule::kDominant || v.decision.rule == DecisionRule::kGrowsEveryStep ||
+                         v.decision.rule == DecisionRule::kDominantAtPeak;
     v.dominant = decided ? v.decision.top->cause : Cause::kInconclusive;
     v.evidence = detail::cause_evidence(v.dominant, p, v.sweeps, v.confirmed, budgets_mib);
   }

@@ -581,6 +581,14 @@ std::string rule_words(const Decision& d, const std::string& primary_source) {
                                 (d.runner_up->mib > d.top->mib ? "), larger now" : "), within the margin")
                           : std::string()) +
              ", since it grows until the run runs out";
+    case DecisionRule::kDominantAtPeak: {
+      const Decision::PeakSplit& x = *d.peak_split;
+      return "activations (" + mib(d.top->mib) + ") and parameters (" + mib(d.runner_up->mib) + ") are within " +
+             format_fixed(100 * (d.threshold - 1), 0) + "% of each other by their own figures; at the run's peak (" +
+             to_string(x.phase) + ", " + mib(x.peak_mib) + ") " + mib(x.with_batch_mib) +
+             " grows with the batch against " + mib(x.model_state_mib) +
+             " of the model's state (weights, gradients, optimizer state): activations";
+    }
     case DecisionRule::kDominant:
     case DecisionRule::kOutOfMemory: return {};
   }

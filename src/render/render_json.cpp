@@ -215,7 +215,12 @@ json decision_json(const Decision& d) {
           {"runner_up", d.runner_up ? component_json(*d.runner_up) : json(nullptr)},
           {"margin", opt(d.margin)},
           {"threshold", d.threshold},
-          {"first_step_persistent_mib", opt(d.first_step_persistent_mib)}};
+          {"first_step_persistent_mib", opt(d.first_step_persistent_mib)},
+          {"peak_split", d.peak_split ? json{{"phase", to_string(d.peak_split->phase)},
+                                             {"peak_mib", d.peak_split->peak_mib},
+                                             {"with_batch_mib", d.peak_split->with_batch_mib},
+                                             {"model_state_mib", d.peak_split->model_state_mib}}
+                                      : json(nullptr)}};
 }
 
 json run_json(const RunFeatures& r) {

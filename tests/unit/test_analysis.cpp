@@ -1184,3 +1184,51 @@ TEST(Verdict, TheLongerRunExpectsThePeakTheStepsPeaksClimbTo) {
   EXPECT_NEAR(climbing, last_peak + 6 * 2, 0.05) << "before the peaks climbed: " << plain;
   EXPECT_GT(climbing, plain + 5);
 }
+
+// Activations and the weights within the margin by their own figures (the
+// forward's increment against the weights' bytes) are told apart at the
+// run's peak: what grows with the batch there against the model's state.
+// A hostile check's job (a layer's output kept on the module, a loss read
+// from it) held 68 of its 100.3 MiB peak in what grew with the batch and
+// read inconclusive.
+TEST(Verdict, ActivationsAndWeightsWithinTheMarginAreToldApartAtThePeak) {
+  Synth s = named("feat");
+  s.params_mib = 16;
+  s.activations_mib = 18;
+  s.steps = 6;
+  const Report plain = synth(s);
+  const Verdict tie = analyse({{"r.json", plain}}).verdicts.at(0);
+  // Backward's peak is the forward's end here: 16 of weights and 16 of
+  // gradients against 18 that grow; no clear answer at the peak either.
+  EXPECT_EQ(tie.dominant, Cause::kInconclusive);
+  EXPECT_EQ(tie.decision.rule, DecisionRule::kTooClose);
+  // The gradients of the activations in backward: the peak at 100, with
+  // the census's weights and gradients.
+  Report held = plain;
+  for (Sample& x : held.samples) {
+    const bool grads = x.phase == Phase::kBackward || x.phase == Phase::kStep;
+    x.tensors = TensorCensus{16, grads ? 16.0 : 0.0, 0};
+    if (x.phase == Phase::kBackward) x.peak_allocated_mib = 100;
+  }
+  const Verdict v = analyse({{"r.json", held}}).verdicts.at(0);
+  EXPECT_EQ(v.dominant, Cause::kActivations);
+  EXPECT_EQ(v.decision.rule, DecisionRule::kDominantAtPeak);
+  ASSERT_TRUE(v.decision.peak_split);
+  EXPECT_EQ(v.decision.peak_split->phase, Phase::kBackward);
+  EXPECT_NEAR(v.decision.peak_split->peak_mib, 100, 1e-9);
+  EXPECT_GE(v.decision.peak_split->with_batch_mib, thresholds::kDominanceRatio * v.decision.peak_split->model_state_mib);
+  const std::string words = describe(v.decision, "r.json");
+  EXPECT_NE(words.find("at the run's peak (backward, 100.0 MiB)"), std::string::npos) << words;
+  // Where the weights' side is the larger at the peak, nothing is claimed.
+  Synth w = s;
+  w.params_mib = 60;
+  w.activations_mib = 55;
+  Report weighty = synth(w);
+  for (Sample& x : weighty.samples) {
+    const bool grads = x.phase == Phase::kBackward || x.phase == Phase::kStep;
+    x.tensors = TensorCensus{60, grads ? 60.0 : 0.0, 0};
+  }
+  const Verdict wv = analyse({{"r.json", weighty}}).verdicts.at(0);
+  EXPECT_EQ(wv.dominant, Cause::kInconclusive);
+  EXPECT_EQ(wv.decision.rule, DecisionRule::kTooClose);
+}

@@ -126,6 +126,11 @@ enum class DecisionRule {
   kTooClose,          // top and runner-up within kDominanceRatio
   kDominant,          // top exceeds the runner-up by kDominanceRatio or more
   kGrowsEveryStep,    // post-cleanup memory grows step on step: unbounded, whatever is larger now
+  // Activations and the weights within kDominanceRatio by their own figures,
+  // told apart at the run's peak: what grows with the batch there (the
+  // peak less the model's state and what persists beside it) against the
+  // model's state (weights, gradients, optimizer state).
+  kDominantAtPeak,
   kOutOfMemory,       // the run ran out of memory: the cause is what made the failing phase exceed the budget
 };
 const char* to_string(DecisionRule r);
@@ -138,6 +143,12 @@ struct Decision {
   double threshold = 0;          // the figure the rule compared against
   RunStatus status = RunStatus::kComplete;     // kNoCompletedStep: how the run ended
   std::optional<double> first_step_persistent_mib;  // kOneStepAmbiguous
+  // kDominantAtPeak: the phase whose peak decided, the peak, and its split.
+  struct PeakSplit {
+    Phase phase = Phase::kForward;
+    double peak_mib = 0, with_batch_mib = 0, model_state_mib = 0;
+  };
+  std::optional<PeakSplit> peak_split;
   // A complete run whose steps' sizes varied: the allocator's cache and
   // stranded memory are what the varying shapes left reserved, not a
   // consumer of memory; they are set aside from the decision (and named
