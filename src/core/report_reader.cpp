@@ -450,24 +450,18 @@ CapacitySearch read_capacity(const JsonNode& n) {
                             " ran out of memory, at or below max_batch " + std::to_string(c.max_batch));
     }
   };
-  const JsonNode tries = n.field("tries");
-  tries.expect_array();
-  for (std::size_t i = 0; i < tries.size(); ++i) {
-    const JsonNode t = tries.at(i);
-    CapacityTry ct = read_try(t);
-    agrees(t, ct, "try");
-    c.tries.push_back(std::move(ct));
-  }
-  if (n.given("checks")) {
-    const JsonNode checks = n.field("checks");
-    checks.expect_array();
-    for (std::size_t i = 0; i < checks.size(); ++i) {
-      const JsonNode t = checks.at(i);
+  auto read_tries = [&](const char* field, const char* what, std::vector<CapacityTry>& into) {
+    const JsonNode list = n.field(field);
+    list.expect_array();
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const JsonNode t = list.at(i);
       CapacityTry ct = read_try(t);
-      agrees(t, ct, "check");
-      c.checks.push_back(std::move(ct));
+      agrees(t, ct, what);
+      into.push_back(std::move(ct));
     }
-  }
+  };
+  read_tries("tries", "try", c.tries);
+  if (n.given("checks")) read_tries("checks", "check", c.checks);
   if (c.first_failing_batch && *c.first_failing_batch <= c.max_batch) {
     n.field("first_failing_batch").fail("first_failing_batch " + std::to_string(*c.first_failing_batch) +
                                         " is not above max_batch " + std::to_string(c.max_batch));

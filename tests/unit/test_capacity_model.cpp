@@ -40,6 +40,14 @@ CapacityPoint ran_out(std::int64_t batch, double budget, std::optional<double> n
   return p;
 }
 
+// A point as a search's try records it: its batch and phases.
+CapacityTry tried(const CapacityPoint& p) {
+  CapacityTry t;
+  t.batch = p.batch;
+  t.phases = p.phases;
+  return t;
+}
+
 }  // namespace
 
 TEST(CapacityModel, NothingCompletedIsNothingToFit) {
@@ -139,12 +147,6 @@ TEST(CapacityModel, ARunOutFarPastTheFitRaisesItsPhasesLine) {
 // points (a line through the two largest) find it. The run is taken only
 // for a confirmed answer the search never tried, and only where it completed.
 TEST(CapacityModel, ASearchsOwnPointsTakeTheFreshRunOfAnAnswerItNeverTried) {
-  const auto tried = [](const CapacityPoint& p) {
-    CapacityTry t;
-    t.batch = p.batch;
-    t.phases = p.phases;
-    return t;
-  };
   CapacitySearch s;
   s.limit_mib = 1000;
   s.max_batch = 1740;  // (1000 - 130) / 0.5
@@ -185,12 +187,6 @@ TEST(CapacityModel, ASearchsOwnPointsTakeTheFreshRunOfAnAnswerItNeverTried) {
 // the search's own: the answer's lines cannot see it, so the prediction
 // says how far below them that much stranded puts the answer.
 TEST(CapacityModel, AFreshCheckThatRanOutWithMemoryStrandedSaysHowFarItMayBeOff) {
-  const auto tried = [](const CapacityPoint& p) {
-    CapacityTry t;
-    t.batch = p.batch;
-    t.phases = p.phases;
-    return t;
-  };
   CapacitySearch s;
   s.limit_mib = 1000;
   s.max_batch = 1400;  // the lines say 1740: (1000 - 130) / 0.5
