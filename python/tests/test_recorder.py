@@ -638,8 +638,8 @@ class Census(Tmp):
         r = self.load("host.json")
         s = {(x["phase"], x["step"]): x for x in r["samples"]}
         for x in r["samples"]:
-            # Read where the device's use is: setup, steps 0 and 1, each step's end.
-            if x["step"] is None or x["step"] < 2 or x["phase"] == "cleanup":
+            # Read at setup, every phase of steps 0 and 1, the last step's end.
+            if x["step"] is None or x["step"] < 2 or (x["phase"], x["step"]) == ("cleanup", 2):
                 self.assertGreater(x["host_resident_mib"], 0, (x["phase"], x["step"]))
             else:
                 self.assertNotIn("host_resident_mib", x)
@@ -655,6 +655,19 @@ class Census(Tmp):
         run = self.compare_json("host.json")["groups"][0]["runs"][0]
         self.assertGreaterEqual(run["peak_host_resident_mib"], s[("forward", 1)]["host_resident_mib"] - 1e-6)
         self.check("host.json", "host2.json")
+        # A longer job: every tenth step's end too, and the last one's (a
+        # read is a system call, dear on some hosts: not every step's).
+        with memdiag.record(model, opt, output=self.path("host23.json")):
+            train(model, opt, 23)
+        read = sorted(x["step"] for x in self.load("host23.json")["samples"]
+                      if x["phase"] == "cleanup" and "host_resident_mib" in x)
+        self.assertEqual(read, [0, 1, 10, 20, 22])
+        # Its own clock, read around its hooks on a sample of the steps (a
+        # clock read is dear on some hosts too), says so.
+        notes = [e["message"] for e in self.load("host23.json")["events"] if e["message"].startswith("recorder host time")]
+        self.assertEqual(len(notes), 1, notes)
+        self.assertIn("timed on every step below 10, then one in 10", notes[0])
+        self.assertNotIn("timed on", [e["message"] for e in r["events"] if e["message"].startswith("recorder host time")][0])
 
     def test_without_the_census(self):
         model = mlp()
