@@ -2,6 +2,8 @@
 // and threshold that said so.
 #include "decide.hpp"
 
+#include "memdiag/phase_shape.hpp"
+
 #include <algorithm>
 #include <limits>
 #include <tuple>
