@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""What recording every step costs a launch-bound loop once it is running:
+paired blocks of steady steps, recorded and plain, interleaved.
+
+    python3 scripts/recorder-overhead-steady.py [--device cuda] [--cases beta,gamma]
+                                                [--block 200] [--pairs 15] [--skip 10]
+
+scripts/recorder-overhead.py times many configurations in short loops (50
+steps, 5 rounds) and its overhead columns moved by several percent between
+rounds on the H200's host, more than the figure it is after. This one asks
+one question, issue 36.6's (every step recorded, at the defaults and without
+the tensor census, on a step of about 3 ms), and asks it so that the host's
+drift cancels: blocks of --block steps, in the order plain, recorded,
+plain, no census, plain, recorded, ..., --pairs of each recorded mode, and
+each recorded block against the mean of the two plain blocks beside it.
+
+A block starts a recording (every=1), runs --skip steps (the recorder's
+once-a-job work: the modules' readings at steps 0 and 1, the kept walks at
+the cleanups of steps 0 to 6, every hook timed below step 10), waits for the
+device, then times --block steps to a wait for the device at their end, and
+ends the recording outside the timed span (starting and ending a recording,
+the report's writing, is paid once a job; printed apart, with the first
+steps' cost). Plain blocks run the same --skip steps untimed. Printed, per
+workload: the plain loop's ms a step, each mode's overhead (median of the
+paired ratios, and their 25th and 75th percentiles), and the recorder's own
+clock over the steady steps it timed (us a step).
+"""
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import memdiag  # noqa: E402
+from memdiag import _recorder  # noqa: E402
+
+# The workloads are recorder-overhead.py's (memdiag's MLP cases written in
+# PyTorch, torchvision's ResNet-50), loaded from its file.
+_spec = importlib.util.spec_from_file_location("recorder_overhead", os.path.join(ROOT, "scripts", "recorder-overhead.py"))
+_overhead = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_overhead)
+
+MODES = {"recorded": {"census": True}, "no census": {"census": False}}
+
+
+def quantile(values, q):
+    s = sorted(values)
+    i = q * (len(s) - 1)
+    lo = int(i)
+    return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (i - lo)
+
+
+def block(device, loop, args, mode, path):
+    """(ms a step of the timed steps, recorder's us a timed steady step or
+    None, ms outside the timed steps)."""
+    sync = _overhead.sync
+    t0 = time.perf_counter()
+    if mode is None:
+        loop(args.skip)
+        sync(device)
+        t1 = time.perf_counter()
+        loop(args.block)
+        sync(device)
+        return (time.perf_counter() - t1) * 1000.0 / args.block, None, None
+    with memdiag.record(model_of[0], opt_of[0], output=path, every=1, **MODES[mode]) as rec:
+        loop(args.skip)
+        sync(device)
+        host0, timed0 = rec._host_ns, rec._timed_later
+        t1 = time.perf_counter()
+        loop(args.block)
+        sync(device)
+        t2 = time.perf_counter()
+        timed = rec._timed_later - timed0
+        host_us = (rec._host_ns - host0) / 1e3 / timed if timed else None
+    outside = (time.perf_counter() - t0 - (t2 - t1)) * 1000.0
+    return (t2 - t1) * 1000.0 / args.block, host_us, outside
+
+
+model_of, opt_of = [None], [None]
+
+
+def one(name, args):
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model, opt, loop, label = _overhead.resnet_workload(device) if name == "resnet50" else \
+        _overhead.mlp_workload(name, device, args.preset)
+    model_of[0], opt_of[0] = model, opt
+    loop(20)  # kernels, workspaces, the optimizer's state
+    path = os.path.join(tempfile.mkdtemp(), "r.json")
+    # plain, recorded, plain, no census, plain, ...: every recorded block
+    # has a plain block on each side.
+    order = [None]
+    for _ in range(args.pairs):
+        for mode in MODES:
+            order += [mode, None]
+    # One of each first, untimed: the recorder's own first use (its native
+    # reading's load, the modules' first walk) is no block's.
+    for mode in MODES:
+        block(device, loop, args, mode, path)
+    results = [block(device, loop, args, mode, path) for mode in order]
+    out = {"workload": label, "plain_ms": statistics.median(r[0] for m, r in zip(order, results) if m is None)}
+    for mode in MODES:
+        ratios, host, outside = [], [], []
+        for i, m in enumerate(order):
+            if m != mode:
+                continue
+            ratios.append(results[i][0] / ((results[i - 1][0] + results[i + 1][0]) / 2))
+            if results[i][1] is not None:
+                host.append(results[i][1])
+            outside.append(results[i][2] - (results[i - 1][0] + results[i + 1][0]) / 2 * args.skip)
+        out[mode] = {"overhead_pct": (statistics.median(ratios) - 1) * 100,
+                     "q25_pct": (quantile(ratios, 0.25) - 1) * 100, "q75_pct": (quantile(ratios, 0.75) - 1) * 100,
+                     "host_us": statistics.median(host) if host else float("nan"),
+                     "once_ms": statistics.median(outside)}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--cases", default="beta,gamma")
+    ap.add_argument("--preset", default="small", help="the MLP cases' preset (default small: a 2-3 ms step on the H200)")
+    ap.add_argument("--block", type=int, default=200, help="timed steps a block")
+    ap.add_argument("--pairs", type=int, default=15, help="blocks of each recorded mode")
+    ap.add_argument("--skip", type=int, default=10, help="steps a block runs before its timed ones")
+    ap.add_argument("--single", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.skip < _recorder._TIMED_ALL_BELOW:
+        ap.error(f"--skip must be at least {_recorder._TIMED_ALL_BELOW} (the recorder times every step below it)")
+    if args.single:
+        print(json.dumps(one(args.single, args)))
+        return 0
+    name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
+    print(f"torch {torch.__version__} on {name}; blocks of {args.block} steps after {args.skip}, "
+          f"{args.pairs} of each recorded mode between plain ones; medians of the paired ratios [25th, 75th percentile]")
+    if args.device.startswith("cuda"):
+        from memdiag import _native
+        print("allocator readings: " + ("native (memdiag/native/allocator_reading.cpp)" if _native.load() is not None
+                                        else f"torch's Python API ({_native.why()})"))
+    print(f"{'workload':26s} {'plain ms/step':>13s} {'recorded':>22s} {'host us':>8s} {'no census':>22s} {'host us':>8s} "
+          f"{'once ms (rec, no census)':>25s}")
+    failed = 0
+    for case in args.cases.split(","):
+        cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device, "--preset",
+               args.preset, "--block", str(args.block), "--pairs", str(args.pairs), "--skip", str(args.skip)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"{case:26s} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
+            failed += 1
+            continue
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+
+        def cell(m):
+            return f"{r[m]['overhead_pct']:6.1f}% [{r[m]['q25_pct']:5.1f}, {r[m]['q75_pct']:5.1f}]"
+        print(f"{r['workload']:26s} {r['plain_ms']:13.3f} {cell('recorded'):>22s} {r['recorded']['host_us']:8.0f} "
+              f"{cell('no census'):>22s} {r['no census']['host_us']:8.0f} "
+              f"{r['recorded']['once_ms']:12.1f} {r['no census']['once_ms']:12.1f}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
