@@ -210,6 +210,7 @@ class Recorder:
         # up to (a pass the model's hooks did not see, a GAN's
         # discriminator on real images, adds none).
         self._step0_forwards_sized = False
+        self._autocast = None  # the dtype the first step's forward was autocast to, if it was
         self._forward_inputs = (None, None)  # this micro-batch's forward: (samples, tokens)
         # Per call of the model's forward, whether it counted (a forward
         # under torch.no_grad(), an evaluation, is no step's): its post-hook
@@ -621,6 +622,11 @@ class Recorder:
             self._forward_inputs = inputs = _inputs.sizes(args, kwargs) if self._recording else (None, None)
             if step == 0:
                 self._batch_from(inputs[0])
+                if self._autocast is None and torch.is_autocast_enabled(self.device.type):
+                    # The forward's matrix products run in this dtype: the
+                    # activations they make are 16-bit already, and the
+                    # advice to lower their precision would be taken.
+                    self._autocast = str(torch.get_autocast_dtype(self.device.type)).replace("torch.", "")
             if self._modules is not None and self._recording and step in _modules.TRACKED_STEPS and \
                     self._modules.wants(step, self._micro):
                 # A wrapper (DistributedDataParallel) is not pushed: the
@@ -1150,7 +1156,7 @@ class Recorder:
                                       if self._skipped_steps else None)},
             model={"parameters": sum(p.numel() for p in params),
                    "parameter_bytes": _census.storage_bytes(params),
-                   "largest_module_bytes": _largest_module_bytes(self.model),
+                   "largest_module_bytes": _largest_module_bytes(self.model), "autocast": self._autocast,
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):

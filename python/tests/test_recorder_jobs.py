@@ -958,6 +958,53 @@ class Accumulation(unittest.TestCase):
                       cap["text"])
 
 
+class Precision(unittest.TestCase):
+    """A job whose activations are 16-bit already is not told to lower their
+    precision (a hostile check: a job under autocast was advised "use
+    lower-precision (bf16) activations")."""
+
+    def run_job(self, autocast, dtype=torch.float32):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                    torch.nn.ReLU(), torch.nn.Linear(1024, 256)).to(dtype)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "precision.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(4):
+                x = torch.randn(4096, 256, dtype=dtype)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                    y = model(x)
+                F.mse_loss(y.float(), x.float()).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            report = json.load(f)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        return report, v
+
+    def test_a_forward_under_autocast_is_not_told_to_lower_its_precision(self):
+        report, v = self.run_job(autocast=True)
+        self.assertEqual(report["model"].get("autocast"), "bfloat16")
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        self.assertEqual(v["lower_precision"], "autocast to bfloat16")
+        self.assertNotIn("lower-precision (bf16) activations", v["response"])
+        self.assertIn("lower precision is taken already (autocast to bfloat16)", v["response"])
+
+    def test_bf16_weights_are_not_told_to_lower_their_precision(self):
+        report, v = self.run_job(autocast=False, dtype=torch.bfloat16)
+        self.assertNotIn("autocast", report["model"])
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        self.assertEqual(v["lower_precision"], "16-bit weights")
+        self.assertNotIn("lower-precision (bf16) activations", v["response"])
+
+    def test_an_fp32_job_is_offered_lower_precision(self):
+        report, v = self.run_job(autocast=False)
+        self.assertNotIn("autocast", report["model"])
+        self.assertIsNone(v["lower_precision"])
+        self.assertIn("lower-precision (bf16) activations", v["response"])
+
+
 class Block(torch.nn.Module):
     def __init__(self, width):
         super().__init__()

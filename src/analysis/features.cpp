@@ -441,6 +441,10 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
     f.held_parameter_mib = *f.step_parameters_mib;
   }
   f.model_attention = r.model.attention;
+  f.model_autocast = r.model.autocast;
+  if (r.model.parameters > 0) {
+    f.bytes_per_parameter = static_cast<double>(r.model.parameter_bytes) / static_cast<double>(r.model.parameters);
+  }
   f.model_layers = r.model.layers;
   f.local_batch = local_batch_of(r.config);
   if (r.model.vocab && r.config.sequence_length && f.local_batch > 0) {

@@ -86,6 +86,11 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.warnings = detail::collect_warnings(p, v.distributed, detail::rank_set_warnings(g));
   v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   v.math_attention = p.model_attention == "math";
+  if (!p.model_autocast.empty()) {
+    v.lower_precision = "autocast to " + p.model_autocast;
+  } else if (p.bytes_per_parameter && *p.bytes_per_parameter <= 2.0) {
+    v.lower_precision = "16-bit weights";
+  }
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   if (p.config.batch_assumed) v.capacity.clear();  // a batch nobody saw bounds nothing
   if (v.decision.rule == DecisionRule::kOutOfMemory &&

@@ -120,6 +120,7 @@ json to_json(const Environment& e) {
 json model_json(const ModelInfo& m) {
   json j = {{"parameters", m.parameters}, {"parameter_bytes", m.parameter_bytes}};
   if (!m.attention.empty()) j["attention"] = m.attention;
+  if (!m.autocast.empty()) j["autocast"] = m.autocast;
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;

@@ -649,6 +649,11 @@ Report read(const JsonNode& root) {
     r.model.final_parameter_sum_of_squares = m.number("final_parameter_sum_of_squares", 0, 0, limits::kAbsurdMiB * 1e12);
   }
   if (m.given("attention")) r.model.attention = to_string(m.field("attention").as_enum<AttentionKernel>());
+  if (m.given("autocast")) {
+    const std::string a = m.field("autocast").as_string();
+    if (a != "bfloat16" && a != "float16") m.field("autocast").fail("'" + a + "' (allowed: bfloat16, float16)");
+    r.model.autocast = a;
+  }
   r.environment = read_environment(root.field("environment"));
   if (version < 3) r.producer.version = r.environment.memdiag_version;
 

@@ -127,6 +127,18 @@ namespace {
 // weights (LoRA, adapters) are parameter-efficient already, and state
 // sharded already (ZeroRedundancyOptimizer, FSDP) is not told to shard.
 std::string base_response(const Verdict& v) {
+  if (!v.lower_precision.empty() && v.dominant == Cause::kActivations) {
+    // A job under autocast (or with 16-bit weights) makes 16-bit
+    // activations already: lower precision is no step left to take.
+    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "
+           "checkpointing to recompute intermediates in backward, offload what layers save for backward to host "
+           "memory (torch.autograd.graph.save_on_cpu), or use a memory-efficient kernel; lower precision is taken "
+           "already (" + v.lower_precision + ").";
+  }
+  if (v.lower_precision == "16-bit weights" && v.dominant == Cause::kParameters) {
+    return "Shard parameters (FSDP), or use a smaller model or parameter-efficient fine-tuning; the weights are "
+           "16-bit already.";
+  }
   for (const Evidence& e : v.evidence) {
     const auto* w = std::get_if<evidence::WeightsDominate>(&e);
     if (w && v.dominant == Cause::kParameters && w->mostly_frozen) {

@@ -578,6 +578,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"best_remedy_text", best.empty() ? json(nullptr) : json(best)},
           {"remedies_not_measured", not_measured},
           {"math_attention", v.math_attention},
+          {"lower_precision", v.lower_precision.empty() ? json(nullptr) : json(v.lower_precision)},
           {"capacity", capacity_json(v)},
           {"sequence_capacity", sequence_capacity_json(v)},
           {"step_capacity", step_capacity_json(v)},

@@ -348,6 +348,7 @@ class Training {
       for (const torch::Tensor& p : child->parameters()) bytes += static_cast<std::int64_t>(p.numel()) * element;
       info.largest_module_bytes = std::max(*info.largest_module_bytes, bytes);
     }
+    if (e_.autocast_bf16) info.autocast = "bfloat16";
     if (mspec_.kind == ModelKind::kTransformer) {
       info.attention = to_string(mspec_.attention);
       info.vocab = mspec_.vocab;

@@ -85,6 +85,7 @@ Report full_report() {
   r.case_info.presets = {"small", "medium"};
   r.case_info.preset_parameters = {{"small", 1000}, {"medium", 4000}};
   r.model.attention = "math";
+  r.model.autocast = "bfloat16";
   r.config.sequence_length = 256;
   r.model.vocab = 512;
   r.model.layers = 2;

@@ -697,6 +697,11 @@ struct Verdict {
   // model.attention is "math"): the remedies that replace it come first in
   // the response to activations.
   bool math_attention = false;
+  // The primary run's activations are 16-bit already: its forward ran under
+  // autocast ("autocast to bfloat16") or its weights are 16-bit ("16-bit
+  // weights"); empty otherwise. The response to activations then does not
+  // offer lower precision, and the parameters' does not offer bf16 weights.
+  std::string lower_precision;
   // A growth named retained_graph that the walk's kept tensors account for,
   // none of them graph-retaining (no retain_graph): the label says tensors
   // kept across steps, not graphs.

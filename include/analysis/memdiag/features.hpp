@@ -122,6 +122,10 @@ struct RunFeatures {
   // whole model's, the P of the modes' formulas).
   double held_parameter_mib = 0;
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
+  std::string model_autocast;    // the report's model.autocast: "bfloat16", "float16", or empty
+  // model.parameter_bytes / model.parameters: 2 for 16-bit weights; absent
+  // without parameters.
+  std::optional<double> bytes_per_parameter;
   std::optional<std::int64_t> model_layers;  // the report's model.layers (a transformer's blocks)
   // batch x sequence length x vocab x 4 bytes, from the report's figures,
   // for a language model; absent otherwise.

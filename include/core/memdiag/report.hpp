@@ -243,6 +243,10 @@ struct ModelInfo {
   // How the model computed attention as it ran ("math", "sdpa"); empty for
   // a model without attention. What remedies of attention apply to.
   std::string attention;
+  // The dtype the forward's matrix products were autocast to ("bfloat16",
+  // "float16"); empty where the forward ran without autocast. With 16-bit
+  // weights, what says the activations are half-width already.
+  std::string autocast;
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;
