@@ -56,6 +56,27 @@ def sizes(args, kwargs):
     return _walked(args, kwargs)
 
 
+def device_bytes(args, kwargs, device):
+    """Bytes of the distinct storages of the call's tensors on `device`
+    (the walk's tensors, as _walked reaches them): what the step's inputs
+    hold there while the forward runs."""
+    seen = set()
+    total = 0
+    for t in _tensors((args, kwargs or {}), 0, [0]):
+        d = t.device
+        if d.type != device.type or (device.index is not None and d.index != device.index):
+            continue
+        try:
+            s = t.untyped_storage()
+        except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+            continue
+        key = s.data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += s.nbytes()
+    return total
+
+
 def _result(first, ids):
     if first is None:
         return None, None

@@ -212,6 +212,7 @@ class Recorder:
         self._step0_forwards_sized = False
         self._autocast = None  # the dtype the first step's forward was autocast to, if it was
         self._forward_inputs = (None, None)  # this micro-batch's forward: (samples, tokens)
+        self._forward_input_bytes = None  # what its tensors hold on the device (steps 0 and 1)
         # Per call of the model's forward, whether it counted (a forward
         # under torch.no_grad(), an evaluation, is no step's): its post-hook
         # pops what its pre-hook pushed.
@@ -382,6 +383,7 @@ class Recorder:
         if phase == FORWARD:
             self._count_forward()  # the phase began at the previous mark
             self._forward_inputs = (None, None)  # mark() is not told what the forward was given
+            self._forward_input_bytes = None
         # After the count: a forward's loss belongs to the step it begins.
         if loss is not None and self._recording:
             self._losses.append(self._loss_buffer.add(loss))
@@ -620,6 +622,12 @@ class Recorder:
                 self._kept.forward_called()
             # Read where a sample takes them (a step not recorded has none).
             self._forward_inputs = inputs = _inputs.sizes(args, kwargs) if self._recording else (None, None)
+            # What the call's tensors hold on the device, on the first two
+            # steps only: a job whose batch is mostly its inputs is told
+            # that checkpointing leaves them (they were made before the
+            # forward, outside its increment).
+            self._forward_input_bytes = _inputs.device_bytes(args, kwargs, self.device) \
+                if self._recording and step < 2 else None
             if step == 0:
                 self._batch_from(inputs[0])
                 if self._autocast is None and torch.is_autocast_enabled(self.device.type):
@@ -664,6 +672,7 @@ class Recorder:
                 self._count_forward()
                 # Unseen (None, None), or an eval-mode forward's inputs.
                 self._forward_inputs = self._uncounted_inputs
+                self._forward_input_bytes = None
                 self._uncounted_inputs = (None, None)
                 if not between_optimizers:
                     # Between two optimizers' step()s the step's batch is
@@ -839,7 +848,8 @@ class Recorder:
             now = _perf_counter() * 1000.0
             elapsed = now - self._phase_started
             if phase == FORWARD:
-                extra = (self._micro, self._forward_inputs, None)
+                extra = (self._micro, self._forward_inputs if self._forward_input_bytes is None else
+                         (*self._forward_inputs, self._forward_input_bytes), None)
             elif phase == BACKWARD:
                 extra = (self._micro, None, None)
             elif phase == STEP and self._losses:
@@ -1234,7 +1244,9 @@ def _sample_dict(sample, host_reader):
     if micro is not None:
         s["micro_batch"] = micro
     if inputs is not None:
-        samples, tokens = inputs
+        samples, tokens = inputs[0], inputs[1]
+        if len(inputs) > 2:
+            s["input_mib"] = inputs[2] / _probe.MIB
         if samples is not None:
             s["samples"] = samples
             if tokens is not None:

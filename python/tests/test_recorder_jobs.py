@@ -1005,6 +1005,53 @@ class Precision(unittest.TestCase):
         self.assertIn("lower-precision (bf16) activations", v["response"])
 
 
+class InputsOnTheDevice(unittest.TestCase):
+    """A job whose step is mostly its input batch (a tiny model on wide
+    inputs, a hostile check's j08b) was told to checkpoint: the forward's
+    inputs are made before it, outside its increment."""
+
+    def run_job(self, width, hidden):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(width, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "inputs.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(4):
+                x = torch.randn(2048, width)
+                F.mse_loss(model(x), torch.zeros(2048, 1)).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            report = json.load(f)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        return report, v
+
+    def test_inputs_that_outweigh_the_forward_lead_the_response(self):
+        report, v = self.run_job(width=4096, hidden=16)
+        read = [(s["step"], s.get("input_mib")) for s in report["samples"] if s["phase"] == "forward"]
+        # 2048 x 4096 fp32: 32 MiB, read on the first two steps only.
+        self.assertEqual(read, [(0, 32.0), (1, 32.0), (2, None), (3, None)])
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual(fwd["input_mib"], 32.0)
+        self.assertLess(fwd["forward_mib"], 1.0)
+        self.assertIn("the inputs it was given hold 32.00 MiB more on the device", v["evidence"][0])
+        self.assertTrue(v["response"].startswith("Reduce the per-device micro-batch"), v["response"])
+        self.assertIn("the inputs the forward is given hold 32.00 MiB on the device", v["response"])
+        self.assertNotIn("checkpointing to recompute", v["response"])
+        self.assertTrue(v["not_helpful"][0].startswith("Activation checkpointing or offloading saved activations"),
+                        v["not_helpful"])
+
+    def test_a_forward_that_outweighs_its_inputs_keeps_checkpointing(self):
+        report, v = self.run_job(width=64, hidden=4096)
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertAlmostEqual(fwd["input_mib"], 0.5)
+        self.assertNotIn("the inputs it was given", v["evidence"][0])
+        self.assertIn("activation checkpointing", v["response"])
+
+
 class Block(torch.nn.Module):
     def __init__(self, width):
         super().__init__()

@@ -84,7 +84,8 @@ Sample read_sample(const JsonNode& n) {
   if (auto mb = n.opt_integer("micro_batch", 0, limits::kMaxBatch)) s.micro_batch = static_cast<int>(*mb);
   s.samples = n.opt_integer("samples", 1, limits::kMaxBatch);
   s.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
-  for (const char* key : {"samples", "tokens"}) {
+  s.input_mib = n.opt_mib("input_mib");
+  for (const char* key : {"samples", "tokens", "input_mib"}) {
     if (n.given(key) && s.phase != Phase::kForward) {
       n.field(key).fail(std::string("only a forward sample says what it was given, not '") + to_string(s.phase) + "'");
     }

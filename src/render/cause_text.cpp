@@ -126,7 +126,25 @@ namespace {
 // The cause's response, for what the job already does: nearly frozen
 // weights (LoRA, adapters) are parameter-efficient already, and state
 // sharded already (ZeroRedundancyOptimizer, FSDP) is not told to shard.
+// The forward's inputs, where they outweigh what the forward makes.
+const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
+  if (v.dominant != Cause::kActivations) return nullptr;
+  for (const Evidence& e : v.evidence) {
+    const auto* f = std::get_if<evidence::ForwardIncrement>(&e);
+    if (f && f->input_mib && *f->input_mib > f->forward_mib) return f;
+  }
+  return nullptr;
+}
+
 std::string base_response(const Verdict& v) {
+  if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
+    // A job whose batch is mostly its inputs: what the forward saves for
+    // backward is the smaller part.
+    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation): the inputs the "
+           "forward is given hold " + format_mib(*f->input_mib) + " MiB on the device, more than the " +
+           format_mib(f->forward_mib) + " MiB it makes, and a smaller batch divides both. Hold one batch of inputs on the "
+           "device at a time (a loader that prefetches to the device holds the next beside it).";
+  }
   if (!v.lower_precision.empty() && v.dominant == Cause::kActivations) {
     // A job under autocast (or with 16-bit weights) makes 16-bit
     // activations already: lower precision is no step left to take.
@@ -266,6 +284,11 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
       out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
     }
     return out;
+  }
+  if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
+    out.push_back("Activation checkpointing or offloading saved activations: they act on the " +
+                  format_mib(f->forward_mib) + " MiB the forward makes, not on the " + format_mib(*f->input_mib) +
+                  " MiB of inputs it is given.");
   }
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
     if (grew && n.needs_stable) continue;

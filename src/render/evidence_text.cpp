@@ -377,6 +377,10 @@ std::string describe(const Evidence& e) {
               s += "; the logits (batch x length x vocabulary, fp32) are " + mib(*x.logits_mib) + ", " +
                    format_percent(*x.logits_mib / x.forward_mib, 0) + " of it";
             }
+            if (x.input_mib && *x.input_mib >= thresholds::kInputsShareOfForward * x.forward_mib) {
+              s += "; the inputs it was given hold " + mib(*x.input_mib) + " more on the device (made before the "
+                   "forward, not in this figure" + (*x.input_mib > x.forward_mib ? ": more than the forward makes)" : ")");
+            }
             if (x.held_over_mib > 0) {
               s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
                    " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "

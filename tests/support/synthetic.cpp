@@ -103,6 +103,7 @@ Report full_report() {
   sample(r, Phase::kForward, 1).micro_batch = 0;
   sample(r, Phase::kForward, 1).samples = 8;
   sample(r, Phase::kForward, 1).tokens = 2048;
+  sample(r, Phase::kForward, 1).input_mib = 0.0625;
   sample(r, Phase::kBackward, 1).micro_batch = 0;
   r.events.back().oom = OomDetails{};
   OomDetails& o = *r.events.back().oom;

@@ -182,6 +182,9 @@ struct ForwardIncrement {
   // micro_batch_samples, the step's batch being micro_batches of them.
   int micro_batches = 1;
   std::optional<std::int64_t> micro_batch_samples;
+  // What the forward's inputs hold on the device beside it (made before
+  // it: not in forward_mib), where the report gives it.
+  std::optional<double> input_mib;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
@@ -782,6 +785,11 @@ inline constexpr double kGranuleMarginMib = 10.0;
 // A language model's logits are named beside the forward increment when
 // they are at least this share of it.
 inline constexpr double kLargeLogitsShare = 0.05;
+// The forward's inputs on the device are named beside its increment when
+// they hold at least this share of it; above the whole of it, the response
+// to activations leads with the batch, which divides them, and says that
+// checkpointing and offloading saved activations leave them.
+inline constexpr double kInputsShareOfForward = 0.25;
 }  // namespace thresholds
 
 }  // namespace memdiag

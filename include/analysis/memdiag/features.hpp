@@ -51,6 +51,7 @@ struct StepFigures {
   // and the step's whole batch (its micro-batches added up), where the
   // report says: samples, and tokens for sequence inputs.
   std::optional<std::int64_t> forward_samples, forward_tokens;
+  std::optional<double> forward_input_mib;  // the last forward's inputs on the device, where recorded
   std::optional<std::int64_t> samples, tokens;
   // Allocated at the end of the step's (last) forward, and the highest
   // peak of its backward samples: what a step of its size needs at once.
@@ -141,6 +142,10 @@ struct RunFeatures {
   // samples where the report gives them (a job whose batch varies), else
   // over the configured batch.
   std::optional<double> forward_per_sample_mib;
+  // What the forward's inputs held on the device (a forward sample's
+  // input_mib, the latest step that gives it: the Python recorder reads
+  // steps 0 and 1); made before the forward, so not in its increment.
+  std::optional<double> forward_input_mib;
   // Each step's samples and tokens over the recorded steps.
   std::optional<SizeRange> step_samples, step_tokens;
   // cleanup[0] - optimizer_ready: what the first step left behind.

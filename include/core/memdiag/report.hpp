@@ -79,6 +79,10 @@ struct Sample {
   // sizes, variable-length buckets); absent where the writer could not tell.
   std::optional<std::int64_t> samples;
   std::optional<std::int64_t> tokens;
+  // On a forward sample of the first two steps (the Python recorder's):
+  // what the tensors the forward was given hold on the device, made
+  // before it ran and so outside its increment.
+  std::optional<double> input_mib;
   // On a step's "step" sample: the mean loss over the step's whole batch
   // (with accumulation, the micro-batches' losses weighted by their size).
   std::optional<double> loss;
