@@ -669,6 +669,15 @@ class Census(Tmp):
         self.assertIn("timed on every step below 10, then one in 10", notes[0])
         self.assertNotIn("timed on", [e["message"] for e in r["events"] if e["message"].startswith("recorder host time")][0])
 
+    def test_the_timed_steps_are_not_only_those_that_read_the_host(self):
+        # Steps 10 to 109: one in 10 timed, at every offset once, so the
+        # steps that also read the host (every tenth) are one timed in 10.
+        from memdiag import _recorder
+        timed = [s for s in range(10, 110) if _recorder._is_timed(s)]
+        self.assertEqual(len(timed), 10, timed)
+        self.assertEqual(sorted(s % 10 for s in timed), list(range(10)), timed)
+        self.assertTrue(all(_recorder._is_timed(s) for s in range(10)))
+
     def test_without_the_census(self):
         model = mlp()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
