@@ -215,7 +215,7 @@ class KeptTracker:
         # Which windows' tensors of each kind are alive at this walk: at
         # the last, how long the loop holds them (a cache of the last few
         # steps lets the oldest go), read before the steps after it.
-        self._alive_at_walk = [{sig: any(ref() is not None for ref in v[3]) for sig, v in w.items()}
+        self._alive_at_walk = [{sig: _alive_bytes(v[3]) for sig, v in w.items()}
                                for w in self._kept_by_window + ([self._pending] if self._pending else [])]
         self._born = None if baseline else born
         if not baseline:
@@ -267,13 +267,28 @@ class KeptTracker:
                 # freed while the newest live (a cache of the last few
                 # steps); how many windows' are alive is how many steps.
                 alive = [a[sig] for a in self._alive_at_walk[first:] if sig in a]
+                bounded = None  # (held steps, bytes a step) of a cache of the kind let go
                 if len(alive) >= 2 and not alive[0] and alive[-1]:
-                    r["held_steps"] = sum(alive) + 1  # and the last walk's own, in no window yet
+                    r["held_steps"] = sum(1 for a in alive if a) + 1  # and the last walk's own, in no window yet
+                elif len(alive) >= 2 and 0 < alive[0] < windows[first][sig][1]:
+                    # Part of the oldest window's tensors let go, part kept
+                    # (a cache of the last steps beside a list kept for
+                    # good, of one kind): the part still alive is the leak,
+                    # the rest a cache, each said apart.
+                    freed = windows[first][sig][1] - alive[0]
+                    steps = sum(1 for a in alive if a > alive[0]) + 1
+                    nbytes = alive[0]
+                    bounded = (steps, freed)
                 if r.get("made_by") is None and sig in self._module_named:
                     r["made_by"] = self._module_named[sig]
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
+                if bounded is not None:
+                    count_kept = max(1, round(count * nbytes / (nbytes + bounded[1])))
+                    out.append(dict(r, per_step=count - count_kept, mib_per_step=bounded[1] / _MIB,
+                                    held_steps=bounded[0]))
+                    r["per_step"] = count_kept
                 out.append(r)
         # A buffer of the model's grown at each of the last walks (two
         # growths at least): kept by the model's own code, every step.
@@ -296,7 +311,7 @@ class KeptTracker:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
         if self.retain_graph_at is not None:
             out.append({"what": "retain_graph", "where": self.retain_graph_at})
-        out.sort(key=lambda r: -r.get("mib_per_step", 0.0))
+        out.sort(key=lambda r: (r.get("held_steps") is not None, -r.get("mib_per_step", 0.0)))  # leaks first
         # The largest few kinds of tensor name the bug; a retained graph's
         # saved tensors are dozens of kinds, their total said in the rest.
         tensors = [r for r in out if r["what"] == "tensor"]
@@ -334,19 +349,29 @@ class KeptTracker:
 
 
 def _by_kind(entries):
-    """sig -> (count, bytes, first record, weakrefs) of (weakref, sig,
-    storage, record) entries, each storage once."""
+    """sig -> (count, bytes, first record, [(bytes, views' weakrefs)] a
+    storage) of (weakref, sig, storage, record) entries, each storage once."""
     kept = {}
-    storages = set()
+    storages = {}  # storage -> its views' weakrefs, in the kind it was counted under
     for ref, sig, key, record in entries:
-        if key in storages:
+        views = storages.get(key)
+        if views is not None:
+            # Another view of a storage counted already (out.detach() put
+            # in a bounded cache and in a list kept for good): the storage
+            # lives while any of its views does.
+            views.append(ref)
             continue
-        storages.add(key)
-        count, nbytes, first, refs = kept.get(sig, (0, 0, record, []))
+        storages[key] = views = [ref]
+        count, nbytes, first, held = kept.get(sig, (0, 0, record, []))
         if first["shape"] != record["shape"] and not first.get("shape_varies"):
             first = dict(first, shape_varies=True)
-        kept[sig] = (count + 1, nbytes + key[3], first, refs + [ref])
+        kept[sig] = (count + 1, nbytes + key[3], first, held + [(key[3], views)])
     return kept
+
+
+def _alive_bytes(held):
+    """Bytes of the storages (bytes, views) of which a view is alive."""
+    return sum(n for n, views in held if any(ref() is not None for ref in views))
 
 
 def live_cpu_tensors():
