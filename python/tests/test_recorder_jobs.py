@@ -955,6 +955,15 @@ class Closures(unittest.TestCase):
         self.assertIn("history_size", v["response"])
 
 
+def report_and_verdict(path):
+    """The report at path and the comparer's verdict on it (its one group, as JSON)."""
+    with open(path) as f:
+        report = json.load(f)
+    v = json.loads(subprocess.run([comparer(), "--format", "json", path], check=True, capture_output=True,
+                                  text=True).stdout)["groups"][0]
+    return report, v
+
+
 class Accumulation(unittest.TestCase):
     """Gradient accumulation: the forward measured is a micro-batch's and a
     confirming run keeps the step's micro-batches (a hostile check read
@@ -1010,11 +1019,7 @@ class Precision(unittest.TestCase):
                 F.mse_loss(y.float(), x.float()).backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-        with open(out) as f:
-            report = json.load(f)
-        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
-                                      text=True).stdout)["groups"][0]
-        return report, v
+        return report_and_verdict(out)
 
     def test_a_forward_under_autocast_is_not_told_to_lower_its_precision(self):
         report, v = self.run_job(autocast=True)
@@ -1054,11 +1059,7 @@ class InputsOnTheDevice(unittest.TestCase):
                 F.mse_loss(model(x), torch.zeros(2048, 1)).backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-        with open(out) as f:
-            report = json.load(f)
-        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
-                                      text=True).stdout)["groups"][0]
-        return report, v
+        return report_and_verdict(out)
 
     def test_inputs_that_outweigh_the_forward_lead_the_response(self):
         report, v = self.run_job(width=4096, hidden=16)
