@@ -32,6 +32,27 @@ const RunFeatures* search_for(const Group& g, const RunFeatures& p, double budge
   return nullptr;
 }
 
+// A search of p's configuration for this budget under expandable segments,
+// where p's allocator runs without them: the same case, device, world,
+// limit, preset, steps and sequence, its remedies p's and that one.
+const RunFeatures* expandable_search_for(const Group& g, const RunFeatures& p, double budget) {
+  if (expandable_segments_on(p.config.allocator_settings)) return nullptr;
+  for (const RunFeatures& r : g.runs) {
+    if (!r.capacity_search || std::fabs(r.capacity_search->limit_mib - budget) > 0.5 ||
+        !expandable_segments_on(r.config.allocator_settings) || !same(projection::kVerdictPool, r.id, p.id) ||
+        r.config.preset != p.config.preset || r.config.steps != p.config.steps ||
+        r.config.sequence_length != p.config.sequence_length) {
+      continue;
+    }
+    std::vector<Remedy> rest;
+    for (const Remedy& x : r.config.remedies) {
+      if (x.kind != RemedyKind::kExpandableSegments) rest.push_back(x);
+    }
+    if (rest == p.config.remedies) return &r;
+  }
+  return nullptr;
+}
+
 // The replay's answer in place of the lines': the largest batch it surely
 // fits, and where the one above it fails.
 void replay_answer(CapacityPrediction& c, const ScaledTrace& t, const RunFeatures& p, double budget) {
@@ -148,6 +169,16 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     out.push_back(std::move(c));
   }
   return out;
+}
+
+void add_expandable_searches(std::vector<CapacityPrediction>& predictions, const Group& whole, const RunFeatures& p) {
+  for (CapacityPrediction& c : predictions) {
+    if (!c.searched) continue;
+    if (const RunFeatures* e = expandable_search_for(whole, p, c.answer.budget_mib)) {
+      const CapacitySearch& x = *e->capacity_search;
+      c.searched_expandable = CapacityPrediction::Searched{x.max_batch, x.first_failing_batch, x.confirmed, e->source};
+    }
+  }
 }
 
 }  // namespace detail

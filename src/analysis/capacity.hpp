@@ -14,6 +14,11 @@ std::vector<std::pair<double, CapacityPrediction::Budget>> capacity_budgets(cons
                                                                            const std::vector<double>& budgets_mib);
 std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatures& primary,
                                                  const std::vector<double>& budgets_mib);
+// Beside each prediction with a search under the allocator's defaults: a
+// search of the same configuration and budget under expandable segments
+// among all the group's runs (variants included), the referee of the
+// stranded memory the lines do not model.
+void add_expandable_searches(std::vector<CapacityPrediction>& predictions, const Group& whole, const RunFeatures& primary);
 
 // Every run of the primary's configuration along batch, and the tries of any
 // search of it: the points the capacity model fits.

@@ -92,6 +92,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
     v.lower_precision = "16-bit weights";
   }
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
+  detail::add_expandable_searches(v.capacity, group, p);
   if (p.config.batch_assumed) v.capacity.clear();  // a batch nobody saw bounds nothing
   if (v.decision.rule == DecisionRule::kOutOfMemory &&
       (v.dominant == Cause::kFragmentation || v.dominant == Cause::kAllocatorCache)) {

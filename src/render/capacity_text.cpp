@@ -175,6 +175,20 @@ std::string describe(const CapacityPrediction& c) {
       const double off = 100.0 * static_cast<double>(a.max_batch - s.max_batch) / static_cast<double>(s.max_batch);
       searched += ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
     }
+    if (c.searched_expandable && c.searched_expandable->max_batch > 0) {
+      // The referee: where the default allocator stranded memory, the
+      // search under expandable segments finds what the lines describe.
+      const auto& e = *c.searched_expandable;
+      const double off = 100.0 * static_cast<double>(a.max_batch - e.max_batch) / static_cast<double>(e.max_batch);
+      searched += "; under expandable segments the search in " + e.source + " found " + std::to_string(e.max_batch) +
+                  (e.confirmed && *e.confirmed ? " (confirmed in fresh processes)" : "") + ": the prediction is " +
+                  format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
+      if (s.max_batch > 0 && e.max_batch > s.max_batch) {
+        searched += ", and the " + std::to_string(e.max_batch - s.max_batch) + " samples between the two searches (" +
+                    format_fixed(100.0 * static_cast<double>(e.max_batch - s.max_batch) / static_cast<double>(e.max_batch), 1) +
+                    "% of it) are what the default allocator's stranded memory costs at this budget";
+      }
+    }
   }
   if (c.needs_more_than_mib) {
     // Bounds only: no run completed to fit.

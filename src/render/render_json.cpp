@@ -348,6 +348,13 @@ json replay_json(const ReplayCapacity& r) {
           {"failure", failure}};
 }
 
+
+json searched_json(const std::optional<CapacityPrediction::Searched>& s) {
+  if (!s) return nullptr;
+  return {{"max_batch", s->max_batch}, {"first_failing_batch", opt(s->first_failing_batch)},
+          {"confirmed", opt(s->confirmed)}, {"source", s->source}};
+}
+
 json capacity_json(const Verdict& v) {
   json capacity = json::array();
   for (const CapacityPrediction& c : v.capacity) {
@@ -376,11 +383,8 @@ json capacity_json(const Verdict& v) {
                         {"steps", c.steps},
                         {"micro_batches", c.micro_batches},
                         {"needs_more_than_mib", opt(c.needs_more_than_mib)},
-                        {"searched", c.searched ? json{{"max_batch", c.searched->max_batch},
-                                                       {"first_failing_batch", opt(c.searched->first_failing_batch)},
-                                                       {"confirmed", opt(c.searched->confirmed)},
-                                                       {"source", c.searched->source}}
-                                                 : json(nullptr)},
+                        {"searched", searched_json(c.searched)},
+                        {"searched_expandable", searched_json(c.searched_expandable)},
                         {"replay", c.replay ? replay_json(*c.replay) : json(nullptr)},
                         {"lines_max_batch", c.lines_max_batch},
                         {"replay_unusable", c.replay_unusable.empty() ? json(nullptr) : json(c.replay_unusable)},

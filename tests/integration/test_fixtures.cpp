@@ -277,6 +277,42 @@ TEST(Fixtures, H200OutOfMemoryInEachPhaseNamesItsCause) {
   }
 }
 
+// A search under the allocator's defaults beside one under expandable
+// segments, same configuration and budget: the capacity line says what each
+// found against the prediction and what the stranded memory cost between
+// them (epsilon on the H200, gamma on the H100, whose defaults stop at 3413
+// where the lines and expandable segments agree near 4800). Without the
+// second report it is not said.
+TEST(Fixtures, TheSearchUnderExpandableSegmentsIsSetBesideTheDefaults) {
+  struct Pair {
+    std::string dir, none, expandable;
+    int budget;
+    std::int64_t found, found_expandable;
+  };
+  const std::string root = MEMDIAG_SOURCE_DIR;
+  for (const Pair& p : {Pair{kFixtures + "/h200-fragmentation", "epsilon-2600-max-batch-none.json",
+                             "epsilon-2600-max-batch-expandable-segments.json", 2600, 7680, 8238},
+                        Pair{root + "/docs/measurements/h100/gamma-search", "gamma-2000-max-batch-none.json",
+                             "gamma-2000-max-batch-expandable-segments.json", 2000, 3413, 4805}}) {
+    SCOPED_TRACE(p.none);
+    const Proc r = run({MEMDIAG_COMPARE_EXE, p.dir + "/" + p.none, p.dir + "/" + p.expandable, "--format", "json",
+                        "--budget-mib", std::to_string(p.budget)});
+    ASSERT_EQ(r.exit_code, to_int(ExitCode::kOk)) << r.err;
+    const auto c = nlohmann::json::parse(r.out)["groups"][0]["capacity"][0];
+    EXPECT_EQ(c["searched"]["max_batch"], p.found);
+    ASSERT_TRUE(c["searched_expandable"].is_object()) << c;
+    EXPECT_EQ(c["searched_expandable"]["max_batch"], p.found_expandable);
+    EXPECT_EQ(c["searched_expandable"]["confirmed"], true);
+    const std::string gap = "the " + std::to_string(p.found_expandable - p.found) + " samples between the two searches";
+    EXPECT_NE(c["text"].get<std::string>().find(gap), std::string::npos) << c["text"];
+
+    const Proc alone = run({MEMDIAG_COMPARE_EXE, p.dir + "/" + p.none, "--format", "json", "--budget-mib",
+                            std::to_string(p.budget)});
+    ASSERT_EQ(alone.exit_code, to_int(ExitCode::kOk)) << alone.err;
+    EXPECT_TRUE(nlohmann::json::parse(alone.out)["groups"][0]["capacity"][0]["searched_expandable"].is_null());
+  }
+}
+
 // The capacity along the sequence length against the H200's searches
 // (docs/measurements/h200/sequence-capacity.txt): in each directory the
 // sweep the prediction reads and the two tries that bracket the longest

@@ -516,6 +516,11 @@ struct CapacityPrediction {
     std::string source;  // the report it is from
   };
   std::optional<Searched> searched;
+  // Beside a search under the allocator's defaults, a search of the same
+  // configuration and budget under expandable segments: the referee of the
+  // memory the default allocator stranded, which the lines do not model
+  // (what it found above `searched` is what stranding cost at this budget).
+  std::optional<Searched> searched_expandable;
   // No run completed to fit: what the run that ran out under this budget
   // (or a smaller one) bounds. The largest batch is below its batch
   // (answer.max_batch, capped_by_oom), and its batch needs more than it had
