@@ -57,9 +57,11 @@ def sizes(args, kwargs):
 
 
 def device_bytes(args, kwargs, device):
-    """Bytes of the distinct storages of the call's tensors on `device`
-    (the walk's tensors, as _walked reaches them): what the step's inputs
-    hold there while the forward runs."""
+    """Bytes of the call's tensors on `device` (the walk's tensors, as
+    _walked reaches them), each view once: what the step's inputs hold
+    there while the forward runs. A view's own bytes, not its storage's: a
+    batch sliced from a data set kept on the device is the slice (the data
+    set is there whatever the batch)."""
     seen = set()
     total = 0
     for t in _tensors((args, kwargs or {}), 0, [0]):
@@ -68,12 +70,13 @@ def device_bytes(args, kwargs, device):
             continue
         try:
             s = t.untyped_storage()
-        except (RuntimeError, NotImplementedError):  # a tensor subclass without storage
+            key = (s.data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()))
+            nbytes = min(t.numel() * t.element_size(), s.nbytes())
+        except Exception:  # noqa: BLE001 (a nested or subclassed tensor without one storage: not counted, never the job's failure)
             continue
-        key = s.data_ptr()
         if key not in seen:
             seen.add(key)
-            total += s.nbytes()
+            total += nbytes
     return total
 
 

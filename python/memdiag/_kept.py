@@ -286,9 +286,13 @@ class KeptTracker:
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
                 if bounded is not None:
                     count_kept = max(1, round(count * nbytes / (nbytes + bounded[1])))
-                    out.append(dict(r, per_step=count - count_kept, mib_per_step=bounded[1] / _MIB,
-                                    held_steps=bounded[0]))
-                    r["per_step"] = count_kept
+                    # A cache said apart only where it holds tensors of its
+                    # own for more than one step (a one-off tensor let go
+                    # later is no cache: the leak's figure is right alone).
+                    if count - count_kept >= 1 and bounded[0] >= 2:
+                        out.append(dict(r, per_step=count - count_kept, mib_per_step=bounded[1] / _MIB,
+                                        held_steps=bounded[0]))
+                        r["per_step"] = count_kept
                 out.append(r)
         # A buffer of the model's grown at each of the last walks (two
         # growths at least): kept by the model's own code, every step.

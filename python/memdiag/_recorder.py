@@ -66,6 +66,23 @@ _TIMED_ALL_BELOW, _TIMED_EVERY = 10, 10
 _recordings_started = [0]  # recorders started in this process (environment.earlier_runs_in_process)
 
 
+def _half_name(dtype):
+    """"bfloat16" or "float16" for those dtypes, else None (autocast to
+    float32 is accepted on CUDA and lowers nothing)."""
+    return {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype)
+
+
+def _autocast_by_output(output, model):
+    """The half dtype of the forward's first floating output where the
+    model's first floating weight is float32: autocast in effect inside the
+    call. None otherwise."""
+    out = next((t for t in _inputs._tensors(output, 0, [0]) if t.is_floating_point()), None)
+    if out is None or _half_name(out.dtype) is None:
+        return None
+    weight = next((p for p in _unwrap(model).parameters() if p.is_floating_point()), None)
+    return _half_name(out.dtype) if weight is not None and weight.dtype == torch.float32 else None
+
+
 def _is_timed(step):
     """Whether the recorder's hooks are timed on this step: every step below
     _TIMED_ALL_BELOW, then one in _TIMED_EVERY at an offset that turns with
@@ -643,7 +660,7 @@ class Recorder:
                     # The forward's matrix products run in this dtype: the
                     # activations they make are 16-bit already, and the
                     # advice to lower their precision would be taken.
-                    self._autocast = str(torch.get_autocast_dtype(self.device.type)).replace("torch.", "")
+                    self._autocast = _half_name(torch.get_autocast_dtype(self.device.type))
             if self._modules is not None and self._recording and step in _modules.TRACKED_STEPS and \
                     self._modules.wants(step, self._micro):
                 # A wrapper (DistributedDataParallel) is not pushed: the
@@ -656,6 +673,11 @@ class Recorder:
         stack = self._forward_stack
         if stack and _active[0] is self and _current_thread() is self._thread and not self._finished:
             counted = stack.pop()
+            if counted and not stack and self._step == 0 and self._autocast is None:
+                # Autocast applied inside the model's call (Accelerate's
+                # prepare() wraps forward in it): the pre-hook saw none, the
+                # output says so, 16-bit from 32-bit weights.
+                self._autocast = _autocast_by_output(output, self.model)
             if counted and not stack and self._kept is not None and self._step in _kept.WALKED_STEPS:
                 self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
@@ -1071,8 +1093,9 @@ class Recorder:
         if self._host_ns_early is not None and _TIMED_EVERY > 1:
             # The steps from _TIMED_ALL_BELOW on at their timed steps' rate.
             later = self._host_ns - self._host_ns_early
-            total = self._host_ns_early + (later * (steps - _TIMED_ALL_BELOW) / self._timed_later
-                                           if self._timed_later else 0)
+            # (None timed yet, as in a run of 11 steps: the early steps' rate.)
+            rate = later / self._timed_later if self._timed_later else self._host_ns_early / _TIMED_ALL_BELOW
+            total = self._host_ns_early + rate * (steps - _TIMED_ALL_BELOW)
             sampled = f"; timed on every step below {_TIMED_ALL_BELOW}, then one in {_TIMED_EVERY}"
         per_step_us = total / 1e3 / steps
         return _report.event("note", "", None,

@@ -427,6 +427,32 @@ class Kept(unittest.TestCase):
                 self.assertIn("tensors kept across steps", v["label"], v)
                 self.assertIn("Stop collecting tensors in a list", v["response"])
 
+    def test_a_tensor_kept_a_few_steps_beside_a_leak_of_its_kind_is_no_cache(self):
+        # One tensor of the leak's kind held from step 1 to step 5, then
+        # let go: a review found it said as "0 tensors ... held 1 steps".
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        history, spare = [], None
+        out = os.path.join(tempfile.mkdtemp(), "oneoff.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for step in range(8):
+                x = torch.randn(1024, 512)
+                y = model(x)
+                F.mse_loss(y, x).backward()
+                history.append(y.detach())
+                if step == 1:
+                    spare = y.detach().clone()
+                if step == 5:
+                    spare = None
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            records = self.kept_records(json.load(f))
+        self.assertEqual([(r["shape"], r.get("held_steps"), round(r["mib_per_step"], 2)) for r in records],
+                         [([1024, 512], None, 2.0)], records)
+        self.assertTrue(all(r["per_step"] >= 1 for r in records), records)
+
     def test_a_buffer_grown_every_step_is_named(self):
         # A history kept on the model with torch.cat onto a registered
         # buffer: the model's state to the walk, so watched by name. A
@@ -1036,6 +1062,55 @@ class Precision(unittest.TestCase):
         self.assertEqual(v["lower_precision"], "16-bit weights")
         self.assertNotIn("lower-precision (bf16) activations", v["response"])
 
+    def test_autocast_wrapped_around_forward_is_read_off_the_output(self):
+        # Accelerate's prepare() puts autocast inside the model's call
+        # (model.forward replaced by an autocast-wrapped one): the
+        # pre-hook sees none; the bf16 output from fp32 weights says it.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+        model.forward = torch.autocast("cpu", dtype=torch.bfloat16)(model.forward)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "wrapped.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(3):
+                x = torch.randn(4096, 256)
+                F.mse_loss(model(x).float(), x).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        report, v = report_and_verdict(out)
+        self.assertEqual(report["model"].get("autocast"), "bfloat16")
+        self.assertEqual(v["lower_precision"], "autocast to bfloat16")
+
+    def test_frozen_16_bit_weights_are_told_fewer_bits_not_parameter_efficiency(self):
+        # A LoRA-shaped job: a frozen bf16 base and a small trainable
+        # adapter. A review found the 16-bit branch answered before the
+        # frozen one ("use ... parameter-efficient fine-tuning").
+        torch.manual_seed(0)
+
+        class Lora(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.base = torch.nn.Linear(2048, 2048).to(torch.bfloat16).requires_grad_(False)
+                self.a = torch.nn.Linear(2048, 8, bias=False).to(torch.bfloat16)
+                self.b = torch.nn.Linear(8, 2048, bias=False).to(torch.bfloat16)
+
+            def forward(self, x):
+                return self.base(x) + self.b(self.a(x))
+
+        model = Lora()
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+        out = os.path.join(tempfile.mkdtemp(), "lora.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(3):
+                x = torch.randn(2, 2048, dtype=torch.bfloat16)
+                model(x).float().pow(2).mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        report, v = report_and_verdict(out)
+        self.assertEqual(v["dominant_cause"], "parameters", v["evidence"])
+        self.assertEqual(v["lower_precision"], "16-bit weights")
+        self.assertTrue(v["response"].startswith("Keep the frozen weights in fewer bits"), v["response"])
+
     def test_an_fp32_job_is_offered_lower_precision(self):
         report, v = self.run_job(autocast=False)
         self.assertNotIn("autocast", report["model"])
@@ -1076,6 +1151,18 @@ class InputsOnTheDevice(unittest.TestCase):
         self.assertNotIn("checkpointing to recompute", v["response"])
         self.assertTrue(v["not_helpful"][0].startswith("Activation checkpointing or offloading saved activations"),
                         v["not_helpful"])
+
+    def test_a_batch_sliced_from_a_data_set_on_the_device_is_the_slice(self):
+        # A review found the storage counted: a 0.125 MiB batch sliced
+        # from a data set held on the device read as the data set.
+        data = torch.randn(100000, 64)
+        batch = data[512:1024]
+        self.assertEqual(_inputs.device_bytes((batch, batch), {"labels": data[512:1024]}, torch.device("cpu")),
+                         512 * 64 * 4)
+
+    def test_a_nested_tensor_is_not_counted_and_fails_nothing(self):
+        nt = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(5, 8)], layout=torch.jagged)
+        self.assertEqual(_inputs.device_bytes((nt,), None, torch.device("cpu")), 0)
 
     def test_a_forward_that_outweighs_its_inputs_keeps_checkpointing(self):
         report, v = self.run_job(width=64, hidden=4096)
