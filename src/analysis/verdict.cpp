@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace memdiag {
 
@@ -88,7 +89,11 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.math_attention = p.model_attention == "math";
   if (!p.model_autocast.empty()) {
     v.lower_precision = "autocast to " + p.model_autocast;
-  } else if (p.bytes_per_parameter && *p.bytes_per_parameter <= 2.0) {
+  } else if (p.bytes_per_parameter && std::fabs(*p.bytes_per_parameter - 2.0) < 0.01 &&
+             !definition(p.config.parallel.mode).shards_parameters && p.config.parallel.mode != ParallelMode::kTensor) {
+    // Two bytes a parameter: 16-bit weights. Not where a rank's bytes are
+    // its shard of the whole model's parameters (a fully sharded rank's
+    // fp32 shard of two reads 2.0), nor below (8- or 4-bit weights).
     v.lower_precision = "16-bit weights";
   }
   v.capacity = detail::predict_capacity(g, p, budgets_mib);

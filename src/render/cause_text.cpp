@@ -123,9 +123,6 @@ std::string cause_label_for(const Verdict& v) {
 
 namespace {
 
-// The cause's response, for what the job already does: nearly frozen
-// weights (LoRA, adapters) are parameter-efficient already, and state
-// sharded already (ZeroRedundancyOptimizer, FSDP) is not told to shard.
 // The forward's inputs, where they outweigh what the forward makes.
 const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   if (v.dominant != Cause::kActivations) return nullptr;
@@ -136,6 +133,11 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   return nullptr;
 }
 
+// The cause's response, for what the job already does: nearly frozen
+// weights (LoRA, adapters) are parameter-efficient already, state sharded
+// already (ZeroRedundancyOptimizer, FSDP) is not told to shard, 16-bit
+// activations or weights are not told to lower their precision, and a
+// batch that is mostly its inputs is told what divides them.
 std::string base_response(const Verdict& v) {
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
     // A job whose batch is mostly its inputs: what the forward saves for
@@ -153,16 +155,17 @@ std::string base_response(const Verdict& v) {
            "memory (torch.autograd.graph.save_on_cpu), or use a memory-efficient kernel; lower precision is taken "
            "already (" + v.lower_precision + ").";
   }
-  if (v.lower_precision == "16-bit weights" && v.dominant == Cause::kParameters) {
-    return "Shard parameters (FSDP), or use a smaller model or parameter-efficient fine-tuning; the weights are "
-           "16-bit already.";
-  }
+  const bool weights_16_bit = v.lower_precision == "16-bit weights";
   for (const Evidence& e : v.evidence) {
     const auto* w = std::get_if<evidence::WeightsDominate>(&e);
     if (w && v.dominant == Cause::kParameters && w->mostly_frozen) {
-      return "Keep the frozen weights in lower precision (bf16, or 4/8-bit as QLoRA does: they need no fp32 "
-             "master copy, since they never update), shard them across devices (FSDP), or use a smaller base "
-             "model; the trainable part is small already.";
+      return weights_16_bit
+                 ? "Keep the frozen weights in fewer bits (4/8-bit as QLoRA does: they are 16-bit already and never "
+                   "update), shard them across devices (FSDP), or use a smaller base model; the trainable part is "
+                   "small already."
+                 : "Keep the frozen weights in lower precision (bf16, or 4/8-bit as QLoRA does: they need no fp32 "
+                   "master copy, since they never update), shard them across devices (FSDP), or use a smaller base "
+                   "model; the trainable part is small already.";
     }
     const auto* m = std::get_if<evidence::OptimizerStateMade>(&e);
     if (m && v.dominant == Cause::kOptimizerState && m->grown_to_mib) {
@@ -170,6 +173,10 @@ std::string base_response(const Verdict& v) {
              "of updates does (LBFGS keeps history_size of them, each two vectors the size of the parameters): a "
              "shorter history, or an optimizer that keeps none.";
     }
+  }
+  if (weights_16_bit && v.dominant == Cause::kParameters) {
+    return "Shard parameters (FSDP), or use a smaller model or parameter-efficient fine-tuning; the weights are "
+           "16-bit already.";
   }
   if (v.dominant == Cause::kOptimizerState && definition(v.primary_mode).shards_optimizer_state) {
     return "The state is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +

@@ -1232,3 +1232,32 @@ TEST(Verdict, ActivationsAndWeightsWithinTheMarginAreToldApartAtThePeak) {
   EXPECT_EQ(wv.dominant, Cause::kInconclusive);
   EXPECT_EQ(wv.decision.rule, DecisionRule::kTooClose);
 }
+
+// What says the activations or weights are 16-bit already: the report's
+// model.autocast, else two bytes a parameter, but not where a rank's bytes
+// are its shard of the whole model's (a fully sharded fp32 rank of two
+// reads 2.0) nor below two (8- or 4-bit weights).
+TEST(Verdict, LowerPrecisionIsTakenFromAutocastOrTwoBytesAParameter) {
+  Synth s = named("precision");
+  s.params_mib = 4;
+  s.activations_mib = 64;
+  const auto lower = [](const Report& r) { return analyse({{"r.json", r}}).verdicts.at(0).lower_precision; };
+  Report r = synth(s);
+  EXPECT_EQ(lower(r), "");  // fp32: 4 bytes a parameter
+  Report autocast = r;
+  autocast.model.autocast = "float16";
+  EXPECT_EQ(lower(autocast), "autocast to float16");
+  Report half = r;
+  half.model.parameters = half.model.parameter_bytes / 2;
+  EXPECT_EQ(lower(half), "16-bit weights");
+  const Verdict v = analyse({{"r.json", half}}).verdicts.at(0);
+  ASSERT_EQ(v.dominant, Cause::kActivations);
+  EXPECT_EQ(response_for(v).find("lower-precision (bf16) activations"), std::string::npos) << response_for(v);
+  Report sharded = half;
+  sharded.config.parallel.mode = ParallelMode::kZero3;
+  sharded.config.parallel.world_size = 2;
+  EXPECT_EQ(lower(sharded), "");
+  Report quantised = r;
+  quantised.model.parameters = quantised.model.parameter_bytes;  // one byte a parameter
+  EXPECT_EQ(lower(quantised), "");
+}
