@@ -293,9 +293,10 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     return out;
   }
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
+    const RemedyRow* r = measured_lower(v, {RemedyKind::kCheckpoint, RemedyKind::kOffloadActivations});
     out.push_back("Activation checkpointing or offloading saved activations: they act on the " +
                   format_mib(f->forward_mib) + " MiB the forward makes, not on the " + format_mib(*f->input_mib) +
-                  " MiB of inputs it is given.");
+                  " MiB of inputs it is given." + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
     if (grew && n.needs_stable) continue;
