@@ -394,6 +394,25 @@ class Kept(unittest.TestCase):
         self.assertTrue(any("held 3 steps and then let go: bounded at about 12.00 MiB, no leak" in e
                             for e in v["evidence"]), v["evidence"])
 
+    def record_autoencoder(self, name, keep):
+        """8 steps of a 512-1024-512 MLP on batches of 1024, keep(step,
+        output) called after each backward; the report's path and its
+        kept records."""
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), name + ".json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for step in range(8):
+                x = torch.randn(1024, 512)
+                y = model(x)
+                F.mse_loss(y, x).backward()
+                keep(step, y)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            return out, self.kept_records(json.load(f))
+
     def test_a_cache_and_a_leak_of_one_kind_are_told_apart(self):
         # The last three outputs in a deque and every output in a list: one
         # kind of tensor (rank, dtype, no graph). A hostile check read the
@@ -405,22 +424,12 @@ class Kept(unittest.TestCase):
         # walk's window holding the copy the next step drops).
         for copy, depth in ((False, 3), (True, 3), (True, 2)):
             with self.subTest(copy=copy, depth=depth):
-                torch.manual_seed(0)
-                model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
-                opt = torch.optim.SGD(model.parameters(), lr=1e-3)
                 recent, history = collections.deque(maxlen=depth), []
-                out = os.path.join(tempfile.mkdtemp(), "cacheleak.json")
-                with memdiag.record(model, opt, output=out, census=False):
-                    for _ in range(8):
-                        x = torch.randn(1024, 512)
-                        y = model(x)
-                        F.mse_loss(y, x).backward()
-                        recent.append(y.detach().clone() if copy else y.detach())
-                        history.append(y.detach())
-                        opt.step()
-                        opt.zero_grad(set_to_none=True)
-                with open(out) as f:
-                    records = self.kept_records(json.load(f))
+
+                def keep(step, y):
+                    recent.append(y.detach().clone() if copy else y.detach())
+                    history.append(y.detach())
+                out, records = self.record_autoencoder("cacheleak", keep)
                 # 1024 x 512 fp32: 2 MiB a step kept for good, and with a
                 # copy 2 MiB more held three steps.
                 want = [([1024, 512], None, 2.0)] + ([([1024, 512], 3, 2.0)] if copy and depth == 3 else [])
@@ -433,25 +442,15 @@ class Kept(unittest.TestCase):
     def test_a_tensor_kept_a_few_steps_beside_a_leak_of_its_kind_is_no_cache(self):
         # One tensor of the leak's kind held from step 1 to step 5, then
         # let go: a review found it said as "0 tensors ... held 1 steps".
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512))
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        history, spare = [], None
-        out = os.path.join(tempfile.mkdtemp(), "oneoff.json")
-        with memdiag.record(model, opt, output=out, census=False):
-            for step in range(8):
-                x = torch.randn(1024, 512)
-                y = model(x)
-                F.mse_loss(y, x).backward()
-                history.append(y.detach())
-                if step == 1:
-                    spare = y.detach().clone()
-                if step == 5:
-                    spare = None
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-        with open(out) as f:
-            records = self.kept_records(json.load(f))
+        history, spare = [], []
+
+        def keep(step, y):
+            history.append(y.detach())
+            if step == 1:
+                spare.append(y.detach().clone())
+            if step == 5:
+                spare.clear()
+        _, records = self.record_autoencoder("oneoff", keep)
         self.assertEqual([(r["shape"], r.get("held_steps"), round(r["mib_per_step"], 2)) for r in records],
                          [([1024, 512], None, 2.0)], records)
         self.assertTrue(all(r["per_step"] >= 1 for r in records), records)
