@@ -96,7 +96,7 @@ void read_samples(const Report& r, RunFeatures& f) {
           st.forward_allocated_mib = s.allocated_mib;
           st.forward_samples = s.samples;
           st.forward_tokens = s.tokens;
-          st.forward_input_mib = s.input_mib;
+          if (s.input_mib) f.forward_input_mib = s.input_mib;  // the latest step's that says
           if (s.samples) st.samples = st.samples.value_or(0) + *s.samples;
           if (s.tokens) st.tokens = st.tokens.value_or(0) + *s.tokens;
           break;
@@ -220,9 +220,6 @@ void forward_increment(RunFeatures& f) {
     }
   }
   if (!freed.empty()) f.forward_freed_gradients_mib = median(freed);
-  for (const StepFigures& st : f.steps) {
-    if (st.forward_input_mib) f.forward_input_mib = st.forward_input_mib;
-  }
   if (!steady.empty()) {
     f.forward_increment_mib = median(steady);
   } else if (!all.empty()) {

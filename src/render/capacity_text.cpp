@@ -171,18 +171,18 @@ std::string describe(const CapacityPrediction& c) {
                (s.first_failing_batch ? " (" + std::to_string(*s.first_failing_batch) + " runs out" : " (no limit reached") +
                (s.confirmed ? (*s.confirmed ? ", confirmed in fresh processes)" : ", NOT confirmed in fresh processes)")
                             : ")");
-    if (s.max_batch > 0) {
-      const double off = 100.0 * static_cast<double>(a.max_batch - s.max_batch) / static_cast<double>(s.max_batch);
-      searched += ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
-    }
+    // How far the prediction is from what a search found.
+    const auto against = [&](std::int64_t found) {
+      const double off = 100.0 * static_cast<double>(a.max_batch - found) / static_cast<double>(found);
+      return ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
+    };
+    if (s.max_batch > 0) searched += against(s.max_batch);
     if (c.searched_expandable && c.searched_expandable->max_batch > 0) {
       // The referee: where the default allocator stranded memory, the
       // search under expandable segments finds what the lines describe.
       const auto& e = *c.searched_expandable;
-      const double off = 100.0 * static_cast<double>(a.max_batch - e.max_batch) / static_cast<double>(e.max_batch);
       searched += "; under expandable segments the search in " + e.source + " found " + std::to_string(e.max_batch) +
-                  (e.confirmed && *e.confirmed ? " (confirmed in fresh processes)" : "") + ": the prediction is " +
-                  format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
+                  (e.confirmed && *e.confirmed ? " (confirmed in fresh processes)" : "") + against(e.max_batch);
       if (s.max_batch > 0 && e.max_batch > s.max_batch) {
         searched += ", and the " + std::to_string(e.max_batch - s.max_batch) + " samples between the two searches (" +
                     format_fixed(100.0 * static_cast<double>(e.max_batch - s.max_batch) / static_cast<double>(e.max_batch), 1) +

@@ -31,13 +31,18 @@ struct CauseText {
   std::vector<NotHelpful> not_helpful;
 };
 
+// The response to activations up to its last choices (precision and
+// kernels): one text for the response and for a job whose activations are
+// 16-bit already. A macro, so that each whole response stays a literal.
+#define MEMDIAG_ACTIVATIONS_HEAD                                                                              \
+  "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "   \
+  "checkpointing to recompute intermediates in backward, offload what layers save for backward to host "    \
+  "memory (torch.autograd.graph.save_on_cpu), or use "
+
 const CauseText& text_of(Cause c) {
   static const CauseText activations{
       "forward activations", "forward increment (steady state)",
-      "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "
-      "checkpointing to recompute intermediates in backward, offload what layers save for backward to host "
-      "memory (torch.autograd.graph.save_on_cpu), or use lower-precision (bf16) activations or a memory-efficient "
-      "kernel.",
+      MEMDIAG_ACTIVATIONS_HEAD "lower-precision (bf16) activations or a memory-efficient kernel.",
       {{"empty_cache(): activations are live tensors until backward frees them; the cache holds none of them.",
         {RemedyKind::kEmptyCache}},
        {"Splitting the batch into chunks run forward before one backward: every chunk's activations stay saved "
@@ -150,10 +155,8 @@ std::string base_response(const Verdict& v) {
   if (!v.lower_precision.empty() && v.dominant == Cause::kActivations) {
     // A job under autocast (or with 16-bit weights) makes 16-bit
     // activations already: lower precision is no step left to take.
-    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), use activation "
-           "checkpointing to recompute intermediates in backward, offload what layers save for backward to host "
-           "memory (torch.autograd.graph.save_on_cpu), or use a memory-efficient kernel; lower precision is taken "
-           "already (" + v.lower_precision + ").";
+    return MEMDIAG_ACTIVATIONS_HEAD "a memory-efficient kernel; lower precision is taken already (" +
+           v.lower_precision + ").";
   }
   const bool weights_16_bit = v.lower_precision == "16-bit weights";
   for (const Evidence& e : v.evidence) {
@@ -307,3 +310,5 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
 }
 
 }  // namespace memdiag
+
+#undef MEMDIAG_ACTIVATIONS_HEAD

@@ -51,7 +51,6 @@ struct StepFigures {
   // and the step's whole batch (its micro-batches added up), where the
   // report says: samples, and tokens for sequence inputs.
   std::optional<std::int64_t> forward_samples, forward_tokens;
-  std::optional<double> forward_input_mib;  // the last forward's inputs on the device, where recorded
   std::optional<std::int64_t> samples, tokens;
   // Allocated at the end of the step's (last) forward, and the highest
   // peak of its backward samples: what a step of its size needs at once.
