@@ -24,6 +24,15 @@ steps' cost). Plain blocks run the same --skip steps untimed. Printed, per
 workload: the plain loop's ms a step, each mode's overhead (median of the
 paired ratios, and their 25th and 75th percentiles), and the recorder's own
 clock over the steady steps it timed (us a step).
+
+--modes adds two blocks that are not the recorder, to find the floor a
+design of its hooks can reach on this host: "no-op hooks" installs the
+hooks the recorder installs (the model's forward pre-hook with keywords and
+its forward hook, the optimizer's step hooks, zero_grad() wrapped on the
+model and the optimizer, torch.autograd.backward patched) doing nothing,
+and "bare readings" the same hooks doing only what a recorded step cannot
+do without: the four phase readings (the native call that reads the
+allocator and resets its peak) and the loss's copy to the host.
 """
 import argparse
 import importlib.util
@@ -49,6 +58,68 @@ _overhead = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_overhead)
 
 MODES = {"recorded": {"census": True}, "no census": {"census": False}}
+FLOOR = ("no-op hooks", "bare readings")
+
+
+class BareHooks:
+    """The recorder's hooks, each doing nothing (work=False) or only the
+    irreducible work of a recorded step (work=True): one native reading at
+    each of the four phase ends, and the loss's copy at backward's end."""
+
+    def __init__(self, model, opt, device, work):
+        from memdiag import _native
+        native = _native.load() if work else None
+        if work and native is None:
+            raise SystemExit(f"bare readings need the native reading: {_native.why()}")
+        index = (device.index if device.index is not None else torch.cuda.current_device()) if work else None
+        losses = native.Losses() if work else None
+        read = native.read if work else None
+        self.kept = 0
+
+        def noop(*args):
+            return None
+
+        def close(*args):
+            read(index, True, False)
+
+        self.handles = [model.register_forward_pre_hook(noop, with_kwargs=True),
+                        model.register_forward_hook(noop, always_call=True),
+                        opt.register_step_pre_hook(noop),
+                        opt.register_step_post_hook(close if work else noop)]
+        self.patched = []
+        for obj in (model, opt):
+            original = obj.zero_grad
+
+            def wrapped(*a, _original=original, **k):
+                r = _original(*a, **k)
+                if work:
+                    read(index, True, False)
+                return r
+            obj.zero_grad = wrapped
+            self.patched.append(obj)
+        self.backward = torch.autograd.backward
+        original_backward = self.backward
+
+        def backward(tensors, *a, **k):
+            if work:
+                read(index, True, False)
+            r = original_backward(tensors, *a, **k)
+            if work:
+                read(index, True, False)
+                losses.add(tensors)
+            return r
+        torch.autograd.backward = backward
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        for obj in self.patched:
+            del obj.zero_grad
+        torch.autograd.backward = self.backward
+        return False
 
 
 def quantile(values, q):
@@ -70,6 +141,15 @@ def block(device, loop, args, mode, path):
         loop(args.block)
         sync(device)
         return (time.perf_counter() - t1) * 1000.0 / args.block, None, None
+    if mode in FLOOR:
+        with BareHooks(model_of[0], opt_of[0], device, mode == "bare readings"):
+            loop(args.skip)
+            sync(device)
+            t1 = time.perf_counter()
+            loop(args.block)
+            sync(device)
+            t2 = time.perf_counter()
+        return (t2 - t1) * 1000.0 / args.block, None, (time.perf_counter() - t0 - (t2 - t1)) * 1000.0
     with memdiag.record(model_of[0], opt_of[0], output=path, every=1, **MODES[mode]) as rec:
         loop(args.skip)
         sync(device)
@@ -97,17 +177,18 @@ def one(name, args):
     path = os.path.join(tempfile.mkdtemp(), "r.json")
     # plain, recorded, plain, no census, plain, ...: every recorded block
     # has a plain block on each side.
+    modes = args.modes.split(",")
     order = [None]
     for _ in range(args.pairs):
-        for mode in MODES:
+        for mode in modes:
             order += [mode, None]
     # One of each first, untimed: the recorder's own first use (its native
     # reading's load, the modules' first walk) is no block's.
-    for mode in MODES:
+    for mode in modes:
         block(device, loop, args, mode, path)
     results = [block(device, loop, args, mode, path) for mode in order]
     out = {"workload": label, "plain_ms": statistics.median(r[0] for m, r in zip(order, results) if m is None)}
-    for mode in MODES:
+    for mode in modes:
         ratios, host, outside = [], [], []
         for i, m in enumerate(order):
             if m != mode:
@@ -131,8 +212,14 @@ def main():
     ap.add_argument("--block", type=int, default=200, help="timed steps a block")
     ap.add_argument("--pairs", type=int, default=15, help="blocks of each recorded mode")
     ap.add_argument("--skip", type=int, default=10, help="steps a block runs before its timed ones")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="blocks beside the plain ones, in order (default 'recorded,no census'); "
+                         "also 'no-op hooks' and 'bare readings' (see above)")
     ap.add_argument("--single", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    for mode in args.modes.split(","):
+        if mode not in MODES and mode not in FLOOR:
+            ap.error(f"--modes: unknown mode '{mode}' (allowed: {', '.join(list(MODES) + list(FLOOR))})")
     if args.skip < _recorder._TIMED_ALL_BELOW:
         ap.error(f"--skip must be at least {_recorder._TIMED_ALL_BELOW} (the recorder times every step below it)")
     if args.single:
@@ -145,12 +232,14 @@ def main():
         from memdiag import _native
         print("allocator readings: " + ("native (memdiag/native/allocator_reading.cpp)" if _native.load() is not None
                                         else f"torch's Python API ({_native.why()})"))
-    print(f"{'workload':26s} {'plain ms/step':>13s} {'recorded':>22s} {'host us':>8s} {'no census':>22s} {'host us':>8s} "
-          f"{'once ms (rec, no census)':>25s}")
+    modes = args.modes.split(",")
+    print(f"{'workload':26s} {'plain ms/step':>13s} " +
+          " ".join(f"{m:>22s} {'host us':>8s}" for m in modes) + f" {'once ms':>12s} (each mode)")
     failed = 0
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device, "--preset",
-               args.preset, "--block", str(args.block), "--pairs", str(args.pairs), "--skip", str(args.skip)]
+               args.preset, "--block", str(args.block), "--pairs", str(args.pairs), "--skip", str(args.skip),
+               "--modes", args.modes]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(f"{case:26s} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
@@ -160,9 +249,9 @@ def main():
 
         def cell(m):
             return f"{r[m]['overhead_pct']:6.1f}% [{r[m]['q25_pct']:5.1f}, {r[m]['q75_pct']:5.1f}]"
-        print(f"{r['workload']:26s} {r['plain_ms']:13.3f} {cell('recorded'):>22s} {r['recorded']['host_us']:8.0f} "
-              f"{cell('no census'):>22s} {r['no census']['host_us']:8.0f} "
-              f"{r['recorded']['once_ms']:12.1f} {r['no census']['once_ms']:12.1f}")
+        print(f"{r['workload']:26s} {r['plain_ms']:13.3f} " +
+              " ".join(f"{cell(m):>22s} {r[m]['host_us']:8.0f}" for m in modes) + " " +
+              " ".join(f"{r[m]['once_ms']:12.1f}" for m in modes))
     return 1 if failed else 0
 
 

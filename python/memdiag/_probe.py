@@ -101,8 +101,7 @@ class CudaProbe:
             if used_now >= 0:
                 self._used, self._used_reserved = used_now, reserved
             elif reserved != self._used_reserved:
-                free, total = self._mem_get_info(self._index)
-                self._used, self._used_reserved = total - free, reserved
+                self._used, self._used_reserved = native.device_used(self._index), reserved
         else:
             # The nested form, as the allocator keeps it: memory_stats()
             # flattens it into a new dict on every call. cudaMemGetInfo

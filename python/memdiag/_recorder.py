@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from . import _at_exit, _census, _inputs, _kept, _losses, _modules, _probe, _report, _signals
+from . import _at_exit, _census, _inputs, _kept, _lane, _losses, _modules, _probe, _report, _signals
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -96,6 +96,16 @@ def _patched_backward(tensors, *args, **kwargs):
     rec = _active[0]
     if rec is None or _current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
+    if rec._lane_on:
+        kept = rec._kept
+        if kept is not None and kept.retain_graph_at is None and (
+                kwargs.get("retain_graph") or (len(args) >= 2 and args[1])):
+            _lane.spill(rec)  # the kept walk's record of where retain_graph was asked: the Python below
+        elif rec._lane.before_backward(tensors):
+            result = _original_backward[0](tensors, *args, **kwargs)
+            if not rec._lane.after_backward():  # the lane handed its state back meanwhile
+                rec._run_timed(rec._after_backward)
+            return result
     if not rec._timing:
         rec._before_backward(tensors)
         if rec._kept is not None:
@@ -126,6 +136,7 @@ def _patched_scaler_step(scaler, optimizer, *args, **kwargs):
     result = _original_scaler_step[0](scaler, optimizer, *args, **kwargs)
     rec = _active[0]
     if rec is not None and rec._active_here() and any(optimizer is o for o in rec.optimizers):
+        _lane.spill(rec)
         rec._run_timed(rec._after_scaler_step, optimizer)
     return result
 
@@ -279,6 +290,11 @@ class Recorder:
             self._all_below, self._every = (2, every) if every > 1 else (1, 1)
         else:
             raise ValueError(f"memdiag: every={every!r}: a whole number of steps, 1 or more (1: record every step)")
+        # The steady lane (memdiag/_lane.py): made with the hooks where the
+        # native module has it; _lane_on while it holds the state.
+        self._lane = None
+        self._lane_on = False
+        self._lane_census = None
         self._last = None  # the last boundary crossed
         self._recording = True  # whether the step in progress is recorded
         self._skipped_steps = 0
@@ -398,6 +414,7 @@ class Recorder:
         self._run_timed(self._mark, phase, loss)
 
     def _mark(self, phase, loss):
+        _lane.spill(self)
         if phase not in _STEP_PHASES:
             raise ValueError(f"memdiag: mark({phase!r}): one of {', '.join(_STEP_PHASES)}")
         expected = {FORWARD: (CLEANUP, BACKWARD, "optimizer_ready"), BACKWARD: (FORWARD,), STEP: (BACKWARD,),
@@ -418,6 +435,7 @@ class Recorder:
 
     def finish(self, status="complete", error=None):
         """Stops recording and writes the report (once)."""
+        _lane.spill(self)
         if self._finished:
             return self.output
         self._finished = True
@@ -523,22 +541,31 @@ class Recorder:
     @property
     def step(self):
         """The step in progress (0-based); -1 before the first forward."""
+        _lane.spill(self)
         return self._step
 
     # ----- hooks -------------------------------------------------------------
 
     def _install_hooks(self):
         timed = self._timed
+        hooks = {"forward_pre": timed(self._forward_pre), "forward_post": timed(self._forward_post),
+                 "step_pre": timed(self._step_pre), "step_post": timed(self._step_post)}
+        # The steady lane's hooks where it was built: they call these until
+        # the loop is steady (memdiag/_lane.py).
+        self._lane = lane = _lane.make(self, hooks)
+        if lane is not None:
+            hooks = {"forward_pre": lane.forward_pre, "forward_post": lane.forward_post, "step_pre": lane.step_pre,
+                     "step_post": lane.step_post}
         if self.model is not None:
             # with_kwargs: Hugging Face models are called with keywords only.
-            self._handles.append(self.model.register_forward_pre_hook(timed(self._forward_pre), with_kwargs=True))
+            self._handles.append(self.model.register_forward_pre_hook(hooks["forward_pre"], with_kwargs=True))
             # always_call: a forward that raises (and that the loop catches,
             # say to retry a smaller batch) still leaves the nesting count right.
-            self._handles.append(self.model.register_forward_hook(timed(self._forward_post), always_call=True))
+            self._handles.append(self.model.register_forward_hook(hooks["forward_post"], always_call=True))
             self._wrap(self.model, "zero_grad")
         for opt in self.optimizers:
-            self._handles.append(opt.register_step_pre_hook(timed(self._step_pre)))
-            self._handles.append(opt.register_step_post_hook(timed(self._step_post)))
+            self._handles.append(opt.register_step_pre_hook(hooks["step_pre"]))
+            self._handles.append(opt.register_step_post_hook(hooks["step_post"]))
             self._wrap(opt, "zero_grad")
         with _backward_lock:
             if _original_backward[0] is None:
@@ -578,6 +605,8 @@ class Recorder:
         def wrapped(*args, **kwargs):
             result = original(*args, **kwargs)
             rec = me()
+            if rec is not None and rec._lane_on and _current_thread() is rec._thread and rec._lane.after_zero_grad():
+                return result
             if rec is not None and not rec._timing:
                 if _active[0] is rec and _current_thread() is rec._thread and not rec._finished:
                     rec._after_zero_grad()
@@ -754,6 +783,8 @@ class Recorder:
             stepped = self._stepped
             stepped.add(id(optimizer))
             self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
+        if self._lane is not None:
+            _lane.maybe_engage(self)
 
     def _after_zero_grad(self):
         if self._in_step_call and self._last == BACKWARD:
@@ -773,6 +804,8 @@ class Recorder:
         if self._last == STEP and self._in != BETWEEN_OPTIMIZERS:
             self._close(CLEANUP)
             self._in = BETWEEN
+        if self._lane is not None:
+            _lane.maybe_engage(self)
 
     def _after_scaler_step(self, optimizer):
         if self._last_phase() == BACKWARD and self._in == STEP:
@@ -1033,6 +1066,7 @@ class Recorder:
     # ----- the end -----------------------------------------------------------
 
     def _on_oom_observed(self, device, alloc):
+        _lane.spill(self)  # where the loop stopped is read off the state
         try:
             self._oom = self._probe.oom_state(alloc)
             if self.snapshot:

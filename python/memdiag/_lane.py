@@ -1,0 +1,190 @@
+"""The recorder's steady lane (native/steady_lane.cpp): a steady step's hooks
+without the recorder's Python.
+
+The recorder (memdiag/_recorder.py) decides every step until the loop shows
+its steady pattern: one optimizer, no micro-batches, past the steps whose
+cleanups are walked and whose forward is read by module (and past the
+steps whose hooks are all timed), no sync. At a step's end in that
+pattern it hands its state to the lane (maybe_engage), which makes the
+same readings and samples from the hooks, in C++. At anything the lane
+does not do (a nested or evaluation forward, a skipped step(), a second
+forward before backward, a loss backward with retain_graph before the
+kept walk saw one), and whenever the recorder's Python must look at the
+state (mark(), finish(), an out-of-memory error, the gradient scaler's
+step), the lane hands the state back (spill) and the recorder goes on as if
+it had made every sample itself: the samples, their order and their
+figures are the ones its Python makes (tests/test_recorder.py's lane tests
+compare the two on the same readings).
+
+MEMDIAG_NATIVE_LANE=0: no lane (the recorder's Python at every hook).
+"""
+import os
+import weakref
+
+from . import _census, _inputs
+
+# Phase and state codes: native/steady_lane.cpp's Code.
+_NAMES = {0: None, 1: "forward", 2: "backward", 3: "step", 4: "cleanup", 5: "between"}
+_CODES = {v: k for k, v in _NAMES.items()}
+
+
+class Helpers:
+    """What the lane asks of the recorder's Python: where a reading is not
+    native (NVML, a walk of the inputs), and the hand-back itself. A weak
+    reference: the recorder owns the lane."""
+
+    def __init__(self, rec):
+        self._rec = weakref.ref(rec)
+
+    def spill(self):
+        rec = self._rec()
+        if rec is not None:
+            spill(rec)
+
+    def sizes(self, args, kwargs):
+        return _inputs.sizes(args, kwargs)
+
+    def add_loss(self, loss):
+        return self._rec()._loss_buffer.add(loss)
+
+    def keep_slots(self, slots):
+        self._rec()._loss_buffer._kept.extend(slots)
+
+    def gradients_mib(self):
+        rec = self._rec()
+        return _census.gradients_mib(rec._params_cache, rec.device.type, None)
+
+    def parameters_mib(self):
+        rec = self._rec()
+        return _census.parameters_mib(rec._params_cache, rec.device.type)
+
+    def optimizer_state_mib(self):
+        rec = self._rec()
+        return _census.optimizer_state_mib(rec.optimizers, rec.device.type)
+
+    def process_mib(self):
+        return self._rec()._probe._process_mib()
+
+    def host(self):
+        return self._rec()._host.read(True)
+
+
+def make(rec, hooks):
+    """The lane for `rec`, or None where it has none: no native module (or
+    one without the lane), not CUDA, MEMDIAG_NATIVE_LANE=0. hooks: the
+    recorder's own (timed) hooks, which the lane calls while it is not
+    engaged."""
+    if os.environ.get("MEMDIAG_NATIVE_LANE", "1") == "0" or not rec._cuda:
+        return None
+    native = getattr(rec._probe, "native", None)
+    if native is None or not hasattr(native, "Lane"):
+        return None
+    from . import _recorder
+    config = {"all_below": rec._all_below, "every": rec._every, "timed_all_below": _recorder._TIMED_ALL_BELOW,
+              "timed_every": _recorder._TIMED_EVERY, "device_every": _recorder._DEVICE_EVERY,
+              "census": bool(rec.census), "process_memory": bool(rec.process_memory),
+              "thread": rec._thread.ident}
+    return native.Lane(hooks, Helpers(rec), rec.device.index, config)
+
+
+def maybe_engage(rec):
+    """Hands the recorder's state to its lane where the loop is at a steady
+    step's end (after its step(), or after the zero_grad() that ends its
+    cleanup)."""
+    from . import _recorder as r
+    if rec._lane is None or rec._lane_on or rec._finished or r._active[0] is not rec:
+        return
+    if rec._step < r._TIMED_ALL_BELOW or rec._host_ns_early is None or rec._step0_micro != 1:
+        return
+    if len(rec.optimizers) != 1 or rec._sync_phase or rec._sync_step or rec._forward_stack or rec._in_step_call:
+        return
+    if (rec._in, rec._last) not in ((r.BETWEEN, r.CLEANUP), (r.CLEANUP, r.STEP)) or rec._pending_loss is not None:
+        return
+    if rec._kept is not None and rec._step <= max(r._kept.WALKED_STEPS):
+        return
+    if rec._modules is not None and (rec._modules.active() or rec._step < max(r._modules.TRACKED_STEPS)):
+        return
+    if rec.census:
+        if rec._gradient_bytes is None:
+            return
+        if rec._params_cache is None:
+            rec._params_cache = rec._parameters()
+            rec._state_holders = _census.state_holders(rec.optimizers)
+    c = rec._last_census
+    census = None if c is None else (c["parameters_mib"], c["gradients_mib"], c["optimizer_state_mib"])
+    probe = rec._probe
+    buffer = rec._loss_buffer
+    rec._lane.set_losses(buffer._native, len(buffer._kept))
+    rec._lane.adopt((_CODES[rec._in], _CODES[rec._last], rec._step, rec._recording, rec._timing, rec._phase_started,
+                     rec._recount_gradients, census, rec._state_entries, probe._used, probe._used_reserved,
+                     probe._nvml_used_at, probe._nvml_last, rec._forward_inputs),
+                    rec._params_cache if rec.census else [], list(rec._state_holders) if rec.census else [])
+    rec._lane_census = c
+    rec._lane_on = True
+
+
+def spill(rec):
+    """The lane's state back to the recorder, its samples appended to the
+    recorder's as the recorder makes them."""
+    if not rec._lane_on:
+        return
+    rec._lane_on = False
+    (in_, last, step, recording, timing, phase_started, recount, census, entries, used, used_reserved, nvml_at,
+     nvml_last, inputs, depth, micro, in_step_call, pending, losses, host_ns, timed_later, skipped,
+     counted) = rec._lane.export()
+    _take(rec)
+    rec._in, rec._last, rec._step = _NAMES[in_], _NAMES[last], step
+    rec._recording, rec._timing, rec._phase_started = recording, timing, phase_started
+    rec._recount_gradients = recount
+    if census is None:
+        rec._last_census = None
+    else:
+        c = rec._lane_census
+        if c is None or (c["parameters_mib"], c["gradients_mib"], c["optimizer_state_mib"]) != tuple(census):
+            c = {"parameters_mib": census[0], "gradients_mib": census[1], "optimizer_state_mib": census[2]}
+        rec._last_census = c
+    rec._state_entries = None if entries is None else tuple(entries)
+    probe = rec._probe
+    probe._used, probe._used_reserved, probe._nvml_used_at, probe._nvml_last = used, used_reserved, nvml_at, nvml_last
+    rec._forward_inputs = inputs
+    rec._forward_stack = [True] * depth
+    rec._micro = micro
+    rec._in_step_call = in_step_call
+    rec._pending_loss = pending
+    rec._losses = list(losses)
+    if counted:
+        rec._uncounted_inputs = (None, None)
+        rec._forward_input_bytes = None
+    rec._host_ns += host_ns
+    rec._timed_later += timed_later
+    rec._skipped_steps += skipped
+    rec._lane_census = None
+
+
+def _take(rec):
+    from . import _recorder as r
+    raw, slots = rec._lane.take()
+    rec._loss_buffer._kept.extend(slots)
+    c = rec._lane_census
+    key = None if c is None else (c["parameters_mib"], c["gradients_mib"], c["optimizer_state_mib"])
+    out = rec._samples
+    for phase, step, figures, elapsed, extra, micro, inputs, losses, census, host in raw:
+        if census is not None:
+            if census != key:
+                # A new dict where a figure moved, the last one shared
+                # where none did: as the recorder's census keeps them.
+                c = {"parameters_mib": census[0], "gradients_mib": census[1], "optimizer_state_mib": census[2]}
+                key = census
+            census_dict = c
+        else:
+            census_dict = None
+        if extra == 1:
+            extras = (micro, inputs, None)
+        elif extra == 2:
+            extras = (micro, None, None)
+        elif extra == 3:
+            extras = (None, None, tuple(losses))
+        else:
+            extras = r._NO_EXTRA
+        out.append((_NAMES[phase], step, figures, elapsed, extras, census_dict, r._NO_HOST if host is None else host))
+    rec._lane_census = c

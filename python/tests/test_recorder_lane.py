@@ -1,0 +1,315 @@
+"""The recorder's steady lane (memdiag/_lane.py, native/steady_lane.cpp)
+against the recorder's Python, on a machine without a device.
+
+The native module is built with MEMDIAG_NATIVE_TEST=1: its readings come
+from a counter instead of CUDA's allocator (each reading the next numbers),
+and the recorder is given a probe that reads through it as on CUDA. Every
+loop runs twice from the same counter, with the lane and without it
+(MEMDIAG_NATIVE_LANE=0), and the two reports must hold the same samples:
+every phase, step, figure, input size, loss and census count, in the same
+order; only the clock's figures may differ. A lane that read once more or
+once less, at another phase, or kept a sample the Python would not (or
+missed one) fails here. Each test also asserts that the lane took the
+steady steps, so that the comparison is not of the Python with itself.
+"""
+import json
+import os
+import re
+import sys
+import tempfile
+import unittest
+
+os.environ["MEMDIAG_NATIVE_TEST"] = "1"
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import memdiag  # noqa: E402
+from memdiag import _census, _lane, _native, _probe, _recorder  # noqa: E402
+
+_NATIVE = None if torch.cuda.is_available() else _native.load()
+
+
+class FakeCudaProbe(_probe.CudaProbe):
+    """CudaProbe with the made-up readings: what the recorder does on CUDA,
+    on this machine's CPU."""
+
+    def __init__(self, device):  # noqa: D107 (CudaProbe's own asks the driver)
+        self.device = torch.device("cuda", 0)
+        self._nvml = None
+        self._nvml_used_at = None
+        self._nvml_last = None
+        self._index = 0
+        self._mem_get_info = None
+        self._used = None
+        self._used_reserved = None
+        self.native = _NATIVE
+        self.native_why = None
+        self.nvml_calls = 0
+
+    def sync(self):
+        pass
+
+    def begin_phase(self):
+        self.native.reset_peak(0)
+
+    def _process_mib(self):
+        # NVML, made up: the lane must ask it exactly where the Python does
+        # (each call a new figure).
+        self.nvml_calls += 1
+        return float(self.nvml_calls)
+
+    def environment(self):
+        return {"device_name": "made-up readings", "device_total_mib": 81920.0, "cuda_runtime_version": "13.0",
+                "driver_version": None}
+
+    def memory_limit_mib(self):
+        return None
+
+    def oom_state(self, request_bytes=None):
+        return None
+
+
+def mlp(width=32, out=8):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.Linear(width, out))
+
+
+class KeywordModel(torch.nn.Module):
+    """Called as model(x, ids=ids): the token ids by keyword."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = mlp()
+        self.emb = torch.nn.Embedding(50, 32)
+
+    def forward(self, x, ids=None):
+        return self.body(x + self.emb(ids).mean(1))
+
+
+class DictModel(torch.nn.Module):
+    """Called with a dict: the recorder's Python walks it."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = mlp()
+
+    def forward(self, batch):
+        return self.body(batch["x"])
+
+
+class Lane(unittest.TestCase):
+    def setUp(self):
+        if _NATIVE is None:
+            self.skipTest("the native module could not be built here: " + str(_native.why()) if
+                          not torch.cuda.is_available() else "a device is here: the lane is tested on it for real")
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self._saved = _probe.CudaProbe, _lane.maybe_engage, _census._cuda_flag
+        _recorder._oom_observer_attached.add(0)
+        # The census counts this machine's tensors as the device's (the
+        # made-up gradient count does too): every role's count is compared.
+        _census._cuda_flag = lambda device_type: None
+        self.addCleanup(self._restore)
+        _probe.CudaProbe = FakeCudaProbe
+
+    def _restore(self):
+        _probe.CudaProbe, _lane.maybe_engage, _census._cuda_flag = self._saved
+        os.environ.pop("MEMDIAG_NATIVE_LANE", None)
+
+    def record(self, loop, lane, name, make=mlp, **options):
+        """The report of `loop(rec)` recorded with the lane or without it,
+        from a fresh counter; and how many times the lane took the state."""
+        os.environ["MEMDIAG_NATIVE_LANE"] = "1" if lane else "0"
+        _NATIVE._test_fake_readings(True)
+        engaged = [0]
+        original = self._saved[1]
+
+        def counting(rec):
+            original(rec)
+            engaged[0] += rec._lane_on
+
+        _lane.maybe_engage = counting
+        model = make()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        path = os.path.join(self.dir.name, name)
+        torch.manual_seed(1)
+        options.setdefault("warmup", False)
+        with memdiag.record(model, opt, output=path, device="cuda", **options) as rec:
+            loop(model, opt, rec)
+        with open(path) as f:
+            report = json.load(f)
+        # What the recorder counted beside its samples: the steps whose
+        # hooks it timed, the steps it did not record, where its state is.
+        report["_counts"] = (rec._timed_later, rec._skipped_steps, rec._step, rec._in, rec._last, rec._micro)
+        return report, engaged[0]
+
+    def same(self, loop, engagements=1, make=mlp, **options):
+        """The lane's report and the Python's hold the same samples."""
+        with_lane, taken = self.record(loop, True, "lane.json", make, **options)
+        without, none = self.record(loop, False, "python.json", make, **options)
+        self.assertEqual(none, 0)
+        self.assertGreaterEqual(taken, engagements, "the lane never took the steady steps")
+
+        def comparable(report):
+            out = []
+            for s in report["samples"]:
+                s = dict(s)
+                s.pop("elapsed_ms", None)  # the clock's
+                out.append(s)
+            return out
+        a, b = comparable(with_lane), comparable(without)
+        self.assertEqual(len(a), len(b))
+        for i, (x, y) in enumerate(zip(a, b)):
+            self.assertEqual(x, y, f"sample {i}")
+        self.assertEqual(with_lane["_counts"], without["_counts"])
+
+        def events(report):  # the recorder's host time and the walks' times are the clock's
+            return [dict(e, message=re.sub(r"[0-9.]+ (ms|us)\b", "(time)", e["message"])) for e in report["events"]
+                    if not e["message"].startswith("recorder host time")]
+        self.assertEqual(events(with_lane), events(without))
+        return with_lane
+
+    # ----- loops ------------------------------------------------------------
+
+    def test_a_plain_loop_every_step_with_the_census(self):
+        def loop(model, opt, rec):
+            for _ in range(40):
+                x, y = torch.randn(16, 32), torch.randint(0, 8, (16,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        report = self.same(loop, every=1)
+        self.assertEqual(sum(s["phase"] == "forward" for s in report["samples"]), 40)
+        self.assertEqual({s.get("samples") for s in report["samples"] if s["phase"] == "forward"}, {16})
+
+    def test_zero_grad_first(self):
+        def loop(model, opt, rec):
+            for _ in range(35):
+                opt.zero_grad()
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+        self.same(loop, every=1)
+        self.same(loop, every=1, census=False)
+
+    def test_zero_grad_between_forward_and_backward_and_twice(self):
+        def tutorial(model, opt, rec):
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                loss = F.cross_entropy(model(x), y)
+                opt.zero_grad()  # as PyTorch's tutorials place it
+                loss.backward()
+                opt.step()
+
+        def twice(model, opt, rec):
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                if step % 3 == 0:
+                    model.zero_grad(set_to_none=False)  # ends the cleanup, the gradients kept
+                    opt.zero_grad()  # a second one between steps frees them: the forward recounts
+                else:
+                    opt.zero_grad()
+        self.same(tutorial, every=1)
+        self.same(twice, every=1)
+
+    def test_steps_not_recorded_between_recorded_ones(self):
+        def unfreezing_at(k):
+            # The last layer trains from step k on: the optimizer's state
+            # grows there, in a step that may not be recorded.
+            def loop(model, opt, rec):
+                model[2].weight.requires_grad_(False)
+                for step in range(230 if k > 100 else 60):
+                    if step == k:
+                        model[2].weight.requires_grad_(True)
+                    x, y = torch.randn(4, 32), torch.randint(0, 8, (4,))
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    opt.zero_grad()
+            return loop
+        report = self.same(unfreezing_at(150))  # every=None: all below 100, then one in 100
+        self.assertIn(200, {s["step"] for s in report["samples"]})
+        states = {s["tensors"]["optimizer_state_mib"] for s in report["samples"] if s["step"] is not None}
+        self.assertEqual(len(states), 3)  # none, all but the last layer's, all
+        self.same(unfreezing_at(30), every=7)
+        self.same(unfreezing_at(30), every=1)
+
+    def test_keyword_token_inputs_and_sizes_that_vary(self):
+        def loop(model, opt, rec):
+            for step in range(30):
+                n = 4 + step % 5
+                ids = torch.randint(0, 50, (n, 6 + step % 3))
+                out = model(torch.randn(n, 32), ids=ids)
+                F.cross_entropy(out, torch.randint(0, 8, (n,))).backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, make=KeywordModel, every=1)
+        forwards = [s for s in report["samples"] if s["phase"] == "forward"]
+        self.assertEqual((forwards[-1]["samples"], forwards[-1]["tokens"]), (4 + 29 % 5, (4 + 29 % 5) * (6 + 29 % 3)))
+
+    def test_a_dict_batch_is_walked_by_the_python(self):
+        def loop(model, opt, rec):
+            for step in range(25):
+                n = 6 + step % 4
+                out = model({"x": torch.randn(n, 32)})
+                F.cross_entropy(out, torch.randint(0, 8, (n,))).backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, make=DictModel, every=1)
+        self.assertEqual([s["samples"] for s in report["samples"] if s["phase"] == "forward"][-1], 6 + 24 % 4)
+
+    def test_what_the_lane_hands_back_evaluation_skips_micro_batches_and_retain_graph(self):
+        def loop(model, opt, rec):
+            for step in range(60):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                if step % 9 == 4:
+                    with torch.no_grad():  # an evaluation between steps
+                        model(x)
+                if step % 11 == 5:  # two micro-batches
+                    for xs, ys in zip(x.chunk(2), y.chunk(2)):
+                        (F.cross_entropy(model(xs), ys) / 2).backward()
+                elif step == 23:
+                    F.cross_entropy(model(x), y).backward(retain_graph=True)
+                else:
+                    F.cross_entropy(model(x), y).backward()
+                if step % 13 == 7:
+                    opt.zero_grad()  # the update skipped
+                    continue
+                opt.step()
+                opt.zero_grad()
+        self.same(loop, engagements=3, every=1)
+
+    def test_a_closure_optimizer_a_forward_that_raises_and_a_step_in_the_middle(self):
+        def loop(model, opt, rec):
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                if step == 17:
+                    try:
+                        model(torch.randn(8, 5))  # the wrong width: the forward raises
+                    except RuntimeError:
+                        pass
+                if step == 20:
+                    assert rec.step == 19  # the recorder's state, read mid-run
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+        self.same(loop, engagements=2, every=1)
+
+    def test_the_report_ends_mid_step(self):
+        def loop(model, opt, rec):
+            for step in range(22):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                if step == 21:
+                    return  # the recording ends after a backward
+                opt.step()
+                opt.zero_grad()
+        self.same(loop, every=1)
+
+
+if __name__ == "__main__":
+    unittest.main()
