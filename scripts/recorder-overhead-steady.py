@@ -49,7 +49,7 @@ import torch
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import memdiag  # noqa: E402
-from memdiag import _recorder  # noqa: E402
+from memdiag import _lane, _recorder  # noqa: E402
 
 # The workloads are recorder-overhead.py's (memdiag's MLP cases written in
 # PyTorch, torchvision's ResNet-50), loaded from its file.
@@ -58,6 +58,9 @@ _overhead = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_overhead)
 
 MODES = {"recorded": {"census": True}, "no census": {"census": False}}
+# The recorder without its steady lane (MEMDIAG_NATIVE_LANE=0: its Python at
+# every hook), to set before and after side by side in one run.
+PYTHON = {"python recorded": {"census": True}, "python no census": {"census": False}}
 FLOOR = ("no-op hooks", "bare readings")
 
 
@@ -150,14 +153,17 @@ def block(device, loop, args, mode, path):
             sync(device)
             t2 = time.perf_counter()
         return (t2 - t1) * 1000.0 / args.block, None, (time.perf_counter() - t0 - (t2 - t1)) * 1000.0
-    with memdiag.record(model_of[0], opt_of[0], output=path, every=1, **MODES[mode]) as rec:
+    os.environ["MEMDIAG_NATIVE_LANE"] = "0" if mode in PYTHON else "1"
+    with memdiag.record(model_of[0], opt_of[0], output=path, every=1, **{**MODES, **PYTHON}[mode]) as rec:
         loop(args.skip)
         sync(device)
+        _lane.spill(rec)  # the steady lane's counts, back in the recorder (it takes them again a step later)
         host0, timed0 = rec._host_ns, rec._timed_later
         t1 = time.perf_counter()
         loop(args.block)
         sync(device)
         t2 = time.perf_counter()
+        _lane.spill(rec)
         timed = rec._timed_later - timed0
         host_us = (rec._host_ns - host0) / 1e3 / timed if timed else None
     outside = (time.perf_counter() - t0 - (t2 - t1)) * 1000.0
@@ -214,12 +220,13 @@ def main():
     ap.add_argument("--skip", type=int, default=10, help="steps a block runs before its timed ones")
     ap.add_argument("--modes", default=",".join(MODES),
                     help="blocks beside the plain ones, in order (default 'recorded,no census'); "
-                         "also 'no-op hooks' and 'bare readings' (see above)")
+                         "also 'python recorded' and 'python no census' (the recorder without its steady "
+                         "lane: MEMDIAG_NATIVE_LANE=0), 'no-op hooks' and 'bare readings' (see above)")
     ap.add_argument("--single", help=argparse.SUPPRESS)
     args = ap.parse_args()
     for mode in args.modes.split(","):
-        if mode not in MODES and mode not in FLOOR:
-            ap.error(f"--modes: unknown mode '{mode}' (allowed: {', '.join(list(MODES) + list(FLOOR))})")
+        if mode not in MODES and mode not in PYTHON and mode not in FLOOR:
+            ap.error(f"--modes: unknown mode '{mode}' (allowed: {', '.join(list(MODES) + list(PYTHON) + list(FLOOR))})")
     if args.skip < _recorder._TIMED_ALL_BELOW:
         ap.error(f"--skip must be at least {_recorder._TIMED_ALL_BELOW} (the recorder times every step below it)")
     if args.single:

@@ -464,6 +464,11 @@ class Recorder:
             if self._modules is not None and self._modules.active():
                 self._modules.end(completed=False)  # the forward did not reach backward
             self._remove_hooks()
+            # The lane holds the recorder's hooks, which hold the recorder:
+            # a cycle through an object the collector cannot see, which
+            # would keep the model alive after the loop dropped it.
+            _lane.spill(self)
+            self._lane = None
             if self._kept is not None:
                 self._kept.end()
             _at_exit.discard(self)

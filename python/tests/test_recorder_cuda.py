@@ -194,6 +194,36 @@ class ReferenceWorkloads(Cuda):
         self.assertEqual(buf.values(), expected)
         del pinned
 
+    def test_the_steady_lane_reads_what_the_python_reads(self):
+        """The same 40 steps recorded in two fresh processes, with the
+        steady lane (memdiag/_lane.py) and without it: every allocator
+        figure, size, census count and loss the same."""
+        job = self.path("lane_job.py")
+        with open(job, "w") as f:
+            f.write(_LANE_JOB)
+        reports = {}
+        for lane in ("1", "0"):
+            out = self.path(f"lane-{lane}.json")
+            env = dict(os.environ, MEMDIAG_NATIVE_LANE=lane, PYTHONPATH=os.path.join(ROOT, "python"))
+            p = subprocess.run([sys.executable, job, out], capture_output=True, text=True, env=env)
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:] + p.stderr[-4000:])
+            engaged = int(p.stdout.strip().splitlines()[-1])
+            self.assertEqual(engaged > 0, lane == "1", p.stdout)
+            with open(out) as f:
+                reports[lane] = json.load(f)
+        keys = ("phase", "step", "allocated_mib", "reserved_mib", "peak_allocated_mib", "inactive_split_mib",
+                "alloc_retries", "samples", "tokens", "tensors", "micro_batch")
+        a = [{k: s.get(k) for k in keys} for s in reports["1"]["samples"]]
+        b = [{k: s.get(k) for k in keys} for s in reports["0"]["samples"]]
+        self.assertEqual(len(a), 2 + 4 * 40)
+        self.assertEqual(a, b)
+        la = [s.get("loss") for s in reports["1"]["samples"]]
+        lb = [s.get("loss") for s in reports["0"]["samples"]]
+        self.assertEqual([x is None for x in la], [x is None for x in lb])
+        for x, y in zip(la, lb):
+            if x is not None:
+                self.assertAlmostEqual(x, y, places=5)
+
     def test_out_of_memory_under_a_limit_names_the_failing_phase(self):
         # alpha at a batch whose forward cannot fit 600 MiB (a limit no issue names).
         case = CASES[0]
@@ -369,6 +399,53 @@ class LibraryModels(Cuda):
             self.skipTest(f"transformers not importable: {e}")
         self.check_model("gpt2", 8, 6000, "--sequence-length", "1024")
 
+
+# A job recorded by test_the_steady_lane_reads_what_the_python_reads: an
+# MLP with keyword token inputs whose batch varies, 40 steps, every step
+# recorded at the defaults; prints how often the lane took the state.
+_LANE_JOB = r"""
+import sys
+import torch
+import torch.nn.functional as F
+import memdiag
+from memdiag import _lane
+
+taken = [0]
+original = _lane.maybe_engage
+
+
+def counting(rec):
+    original(rec)
+    taken[0] += rec._lane_on
+
+
+_lane.maybe_engage = counting
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(1000, 256)
+        self.body = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 10))
+
+    def forward(self, input_ids=None, attention_mask=None):
+        return self.body(self.emb(input_ids).mean(1))
+
+
+torch.manual_seed(0)
+model = Model().cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+g = torch.Generator().manual_seed(1)
+with memdiag.record(model, opt, output=sys.argv[1], every=1):
+    for step in range(40):
+        n = 16 + 8 * (step % 4)
+        ids = torch.randint(0, 1000, (n, 32 + step % 3), generator=g).cuda()
+        y = torch.randint(0, 10, (n,), generator=g).cuda()
+        F.cross_entropy(model(input_ids=ids, attention_mask=None), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+print(taken[0])
+"""
 
 if __name__ == "__main__":
     unittest.main()

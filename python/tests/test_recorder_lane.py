@@ -299,6 +299,27 @@ class Lane(unittest.TestCase):
                 opt.zero_grad()
         self.same(loop, engagements=2, every=1)
 
+    def test_the_model_and_the_recorder_are_freed_after_recording(self):
+        # The lane holds the recorder's hooks (which hold the recorder): a
+        # cycle through an object the collector cannot see, broken when
+        # recording ends, or the model's memory would outlive the loop.
+        import gc
+        import weakref
+        os.environ["MEMDIAG_NATIVE_LANE"] = "1"
+        model = mlp()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        with memdiag.record(model, opt, output=os.path.join(self.dir.name, "r.json"), device="cuda",
+                            warmup=False, every=1) as rec:
+            for _ in range(15):
+                F.cross_entropy(model(torch.randn(4, 32)), torch.randint(0, 8, (4,))).backward()
+                opt.step()
+                opt.zero_grad()
+            self.assertTrue(rec._lane_on)
+        refs = [weakref.ref(model), weakref.ref(rec)]
+        del model, opt, rec
+        gc.collect()
+        self.assertEqual([r() for r in refs], [None, None])
+
     def test_the_report_ends_mid_step(self):
         def loop(model, opt, rec):
             for step in range(22):
