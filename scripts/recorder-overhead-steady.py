@@ -154,7 +154,8 @@ def block(device, loop, args, mode, path):
             t2 = time.perf_counter()
         return (t2 - t1) * 1000.0 / args.block, None, (time.perf_counter() - t0 - (t2 - t1)) * 1000.0
     os.environ["MEMDIAG_NATIVE_LANE"] = "0" if mode in PYTHON else "1"
-    with memdiag.record(model_of[0], opt_of[0], output=path, every=1, **{**MODES, **PYTHON}[mode]) as rec:
+    with memdiag.record(model_of[0], opt_of[0], output=path, every=1, **{**MODES, **PYTHON}[mode],
+                        **MADE_UP[0]) as rec:
         loop(args.skip)
         sync(device)
         _lane.spill(rec)  # the steady lane's counts, back in the recorder (it takes them again a step later)
@@ -171,9 +172,34 @@ def block(device, loop, args, mode, path):
 
 
 model_of, opt_of = [None], [None]
+MADE_UP = [{}]  # the recorder's options with --made-up-readings
+
+
+def made_up_readings():
+    """The recorder's CUDA path on this machine's CPU, its readings made up
+    (python/tests/made_up_cuda.py): what the recorder's host side costs,
+    the lane's and its Python's, where no device is at hand. The device's
+    own calls cost nothing here, so this measures the recorder's code and
+    torch's calling of its hooks, not a step on a GPU."""
+    sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+    import made_up_cuda
+    from memdiag import _census, _probe
+    if made_up_cuda.NATIVE is None:
+        raise SystemExit(f"--made-up-readings: the native module could not be built here: {_native_why()}")
+    _probe.CudaProbe = made_up_cuda.FakeCudaProbe
+    _recorder._oom_observer_attached.add(0)
+    _census._cuda_flag = lambda device_type: None  # the CPU's tensors counted as the device's: the same work
+    MADE_UP[0] = {"device": "cuda", "warmup": False}
+
+
+def _native_why():
+    from memdiag import _native
+    return _native.why()
 
 
 def one(name, args):
+    if args.made_up_readings:
+        made_up_readings()
     device = torch.device(args.device)
     torch.manual_seed(0)
     model, opt, loop, label = _overhead.resnet_workload(device) if name == "resnet50" else \
@@ -222,6 +248,8 @@ def main():
                     help="blocks beside the plain ones, in order (default 'recorded,no census'); "
                          "also 'python recorded' and 'python no census' (the recorder without its steady "
                          "lane: MEMDIAG_NATIVE_LANE=0), 'no-op hooks' and 'bare readings' (see above)")
+    ap.add_argument("--made-up-readings", action="store_true",
+                    help="on the CPU: the recorder's CUDA path with made-up readings (its host side alone)")
     ap.add_argument("--single", help=argparse.SUPPRESS)
     args = ap.parse_args()
     for mode in args.modes.split(","):
@@ -246,7 +274,7 @@ def main():
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device, "--preset",
                args.preset, "--block", str(args.block), "--pairs", str(args.pairs), "--skip", str(args.skip),
-               "--modes", args.modes]
+               "--modes", args.modes] + (["--made-up-readings"] if args.made_up_readings else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(f"{case:26s} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")

@@ -28,49 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import memdiag  # noqa: E402
 from memdiag import _census, _lane, _native, _probe, _recorder  # noqa: E402
-
-_NATIVE = None if torch.cuda.is_available() else _native.load()
-
-
-class FakeCudaProbe(_probe.CudaProbe):
-    """CudaProbe with the made-up readings: what the recorder does on CUDA,
-    on this machine's CPU."""
-
-    def __init__(self, device):  # noqa: D107 (CudaProbe's own asks the driver)
-        self.device = torch.device("cuda", 0)
-        self._nvml = None
-        self._nvml_used_at = None
-        self._nvml_last = None
-        self._index = 0
-        self._mem_get_info = None
-        self._used = None
-        self._used_reserved = None
-        self.native = _NATIVE
-        self.native_why = None
-        self.nvml_calls = 0
-
-    def sync(self):
-        pass
-
-    def begin_phase(self):
-        self.native.reset_peak(0)
-
-    def _process_mib(self):
-        # NVML, made up: the lane must ask it exactly where the Python does
-        # (each call a new figure).
-        self.nvml_calls += 1
-        return float(self.nvml_calls)
-
-    def environment(self):
-        return {"device_name": "made-up readings", "device_total_mib": 81920.0, "cuda_runtime_version": "13.0",
-                "driver_version": None}
-
-    def memory_limit_mib(self):
-        return None
-
-    def oom_state(self, request_bytes=None):
-        return None
-
+from made_up_cuda import NATIVE as _NATIVE, FakeCudaProbe  # noqa: E402
 
 def mlp(width=32, out=8):
     torch.manual_seed(0)
