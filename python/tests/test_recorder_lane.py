@@ -77,7 +77,7 @@ class Lane(unittest.TestCase):
         _probe.CudaProbe, _lane.maybe_engage, _census._cuda_flag = self._saved
         os.environ.pop("MEMDIAG_NATIVE_LANE", None)
 
-    def record(self, loop, lane, name, make=mlp, **options):
+    def record(self, loop, lane, name, make=mlp, make_opt=None, **options):
         """The report of `loop(rec)` recorded with the lane or without it,
         from a fresh counter; and how many times the lane took the state."""
         os.environ["MEMDIAG_NATIVE_LANE"] = "1" if lane else "0"
@@ -91,7 +91,7 @@ class Lane(unittest.TestCase):
 
         _lane.maybe_engage = counting
         model = make()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        opt = make_opt(model) if make_opt else torch.optim.AdamW(model.parameters(), lr=1e-3)
         path = os.path.join(self.dir.name, name)
         torch.manual_seed(1)
         options.setdefault("warmup", False)
@@ -104,10 +104,10 @@ class Lane(unittest.TestCase):
         report["_counts"] = (rec._timed_later, rec._skipped_steps, rec._step, rec._in, rec._last, rec._micro)
         return report, engaged[0]
 
-    def same(self, loop, engagements=1, make=mlp, **options):
+    def same(self, loop, engagements=1, make=mlp, make_opt=None, **options):
         """The lane's report and the Python's hold the same samples."""
-        with_lane, taken = self.record(loop, True, "lane.json", make, **options)
-        without, none = self.record(loop, False, "python.json", make, **options)
+        with_lane, taken = self.record(loop, True, "lane.json", make, make_opt, **options)
+        without, none = self.record(loop, False, "python.json", make, make_opt, **options)
         self.assertEqual(none, 0)
         self.assertGreaterEqual(taken, engagements, "the lane never took the steady steps")
 
@@ -241,7 +241,7 @@ class Lane(unittest.TestCase):
                 opt.zero_grad()
         self.same(loop, engagements=3, every=1)
 
-    def test_a_closure_optimizer_a_forward_that_raises_and_a_step_in_the_middle(self):
+    def test_a_forward_that_raises_and_the_step_read_mid_run(self):
         def loop(model, opt, rec):
             for step in range(30):
                 x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
@@ -256,6 +256,23 @@ class Lane(unittest.TestCase):
                 opt.step()
                 opt.zero_grad()
         self.same(loop, engagements=2, every=1)
+
+    def test_a_closure_optimizer_evaluates_the_loss_inside_step(self):
+        # LBFGS calls the closure (zero_grad, forward, backward) several
+        # times inside step(): the lane hands those to the recorder's Python.
+        def loop(model, opt, rec):
+            for _ in range(25):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+
+                def closure():
+                    opt.zero_grad()
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    return loss
+                loss = closure()
+                opt.step(closure)
+                opt.zero_grad()
+        self.same(loop, make_opt=lambda m: torch.optim.LBFGS(m.parameters(), lr=0.1, max_iter=3), every=1)
 
     def test_the_model_and_the_recorder_are_freed_after_recording(self):
         # The lane holds the recorder's hooks (which hold the recorder): a
