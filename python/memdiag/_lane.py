@@ -19,6 +19,7 @@ compare the two on the same readings).
 MEMDIAG_NATIVE_LANE=0: no lane (the recorder's Python at every hook).
 """
 import os
+import time
 import weakref
 
 from . import _census, _inputs
@@ -26,6 +27,7 @@ from . import _census, _inputs
 # Phase and state codes: native/steady_lane.cpp's Code.
 _NAMES = {0: None, 1: "forward", 2: "backward", 3: "step", 4: "cleanup", 5: "between"}
 _CODES = {v: k for k, v in _NAMES.items()}
+_ns = time.perf_counter_ns
 
 
 class Helpers:
@@ -114,32 +116,40 @@ def maybe_engage(rec):
     census = None if c is None else (c["parameters_mib"], c["gradients_mib"], c["optimizer_state_mib"])
     probe = rec._probe
     buffer = rec._loss_buffer
-    rec._lane.set_losses(buffer._native, len(buffer._kept))
-    rec._lane.adopt((_CODES[rec._in], _CODES[rec._last], rec._step, rec._recording, rec._timing, rec._phase_started,
-                     rec._recount_gradients, census, rec._state_entries, probe._used, probe._used_reserved,
-                     probe._nvml_used_at, probe._nvml_last, rec._forward_inputs),
-                    rec._params_cache if rec.census else [], list(rec._state_holders) if rec.census else [])
-    rec._lane_census = c
+    lane = rec._lane
+    lane.set_losses(buffer._native, len(buffer._kept))
+    lane.set_census_dict(c)
+    lane.adopt((_CODES[rec._in], _CODES[rec._last], rec._step, rec._recording, rec._timing, rec._phase_started,
+                rec._recount_gradients, census, rec._state_entries, probe._used, probe._used_reserved,
+                probe._nvml_used_at, probe._nvml_last, rec._forward_inputs, rec._micro, list(rec._losses)),
+               rec._params_cache if rec.census else [], list(rec._state_holders) if rec.census else [])
     rec._lane_on = True
 
 
 def spill(rec):
     """The lane's state back to the recorder, its samples appended to the
-    recorder's as the recorder makes them."""
+    recorder's as the recorder makes them. Safe to run again if a signal's
+    handler interrupts it: the lane's export can be asked again and its
+    samples move to the recorder's list in one native call, and _lane_on
+    falls only when every field is back (the host-time counts it hands over
+    once). Its time counts as the
+    recorder's own where the step is timed."""
     if not rec._lane_on:
         return
-    rec._lane_on = False
+    from . import _recorder as r
+    t = _ns()
+    lane = rec._lane
     (in_, last, step, recording, timing, phase_started, recount, census, entries, used, used_reserved, nvml_at,
      nvml_last, inputs, depth, micro, in_step_call, pending, losses, host_ns, timed_later, skipped,
-     counted) = rec._lane.export()
-    _take(rec)
+     counted) = lane.export()
+    lane.take_into(rec._samples, rec._loss_buffer._kept, _NAMES, r._NO_EXTRA, r._NO_HOST)
     rec._in, rec._last, rec._step = _NAMES[in_], _NAMES[last], step
     rec._recording, rec._timing, rec._phase_started = recording, timing, phase_started
     rec._recount_gradients = recount
     if census is None:
         rec._last_census = None
     else:
-        c = rec._lane_census
+        c = lane.census_dict
         if c is None or (c["parameters_mib"], c["gradients_mib"], c["optimizer_state_mib"]) != tuple(census):
             c = {"parameters_mib": census[0], "gradients_mib": census[1], "optimizer_state_mib": census[2]}
         rec._last_census = c
@@ -155,36 +165,7 @@ def spill(rec):
     if counted:
         rec._uncounted_inputs = (None, None)
         rec._forward_input_bytes = None
-    rec._host_ns += host_ns
+    rec._host_ns += host_ns + ((_ns() - t) if timing else 0)
     rec._timed_later += timed_later
     rec._skipped_steps += skipped
-    rec._lane_census = None
-
-
-def _take(rec):
-    from . import _recorder as r
-    raw, slots = rec._lane.take()
-    rec._loss_buffer._kept.extend(slots)
-    c = rec._lane_census
-    key = None if c is None else (c["parameters_mib"], c["gradients_mib"], c["optimizer_state_mib"])
-    out = rec._samples
-    for phase, step, figures, elapsed, extra, micro, inputs, losses, census, host in raw:
-        if census is not None:
-            if census != key:
-                # A new dict where a figure moved, the last one shared
-                # where none did: as the recorder's census keeps them.
-                c = {"parameters_mib": census[0], "gradients_mib": census[1], "optimizer_state_mib": census[2]}
-                key = census
-            census_dict = c
-        else:
-            census_dict = None
-        if extra == 1:
-            extras = (micro, inputs, None)
-        elif extra == 2:
-            extras = (micro, None, None)
-        elif extra == 3:
-            extras = (None, None, tuple(losses))
-        else:
-            extras = r._NO_EXTRA
-        out.append((_NAMES[phase], step, figures, elapsed, extras, census_dict, r._NO_HOST if host is None else host))
-    rec._lane_census = c
+    rec._lane_on = False

@@ -136,6 +136,8 @@ def _patched_scaler_step(scaler, optimizer, *args, **kwargs):
     result = _original_scaler_step[0](scaler, optimizer, *args, **kwargs)
     rec = _active[0]
     if rec is not None and rec._active_here() and any(optimizer is o for o in rec.optimizers):
+        if rec._lane_on and not rec._lane.scaler_skipped():
+            return result  # it stepped: the optimizer's hooks told the lane
         _lane.spill(rec)
         rec._run_timed(rec._after_scaler_step, optimizer)
     return result
@@ -435,11 +437,11 @@ class Recorder:
 
     def finish(self, status="complete", error=None):
         """Stops recording and writes the report (once)."""
-        _lane.spill(self)
         if self._finished:
             return self.output
-        self._finished = True
+        self._finished = True  # from here a SIGTERM is held until the report is written
         try:
+            _lane.spill(self)
             if status == "complete" and self._last_phase() == STEP:
                 self._close(CLEANUP)  # the loop ended after its last step()
             last = self._samples[-1] if self._samples else None
@@ -546,8 +548,9 @@ class Recorder:
     @property
     def step(self):
         """The step in progress (0-based); -1 before the first forward."""
-        _lane.spill(self)
-        return self._step
+        # The lane's own while it holds the state: read, not taken back
+        # (another thread may read this while a hook runs).
+        return self._lane.step if self._lane_on else self._step
 
     # ----- hooks -------------------------------------------------------------
 
@@ -1071,7 +1074,6 @@ class Recorder:
     # ----- the end -----------------------------------------------------------
 
     def _on_oom_observed(self, device, alloc):
-        _lane.spill(self)  # where the loop stopped is read off the state
         try:
             self._oom = self._probe.oom_state(alloc)
             if self.snapshot:

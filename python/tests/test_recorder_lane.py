@@ -274,6 +274,50 @@ class Lane(unittest.TestCase):
                 opt.zero_grad()
         self.same(loop, make_opt=lambda m: torch.optim.LBFGS(m.parameters(), lr=0.1, max_iter=3), every=1)
 
+    def test_a_gradient_scaler_that_skips_steps(self):
+        # The scaler's step() that skips the optimizer's (inf gradients) is
+        # the recorder's Python's to note; one that steps is the lane's.
+        def loop(model, opt, rec):
+            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4)
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                loss = F.cross_entropy(model(x), y)
+                if step in (15, 22):
+                    loss = loss * float("inf")
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        report = self.same(loop, engagements=3, every=1)
+        notes = [e["message"] for e in report["events"] if "skipped by the gradient scaler" in e["message"]]
+        self.assertEqual(len(notes), 2, notes)
+
+    def test_the_step_read_from_another_thread_mid_hook_changes_nothing(self):
+        # A progress thread reads rec.step while the lane is inside a hook
+        # (here: inside its NVML reading, which calls back into Python):
+        # the lane's step is read, its state is not taken back mid-hook.
+        import threading
+        seen = []
+        original = FakeCudaProbe._process_mib
+
+        def reading(probe):
+            rec = _recorder._active[0]
+            t = threading.Thread(target=lambda: seen.append(rec.step))
+            t.start()
+            t.join()
+            return original(probe)
+        FakeCudaProbe._process_mib = reading
+        self.addCleanup(setattr, FakeCudaProbe, "_process_mib", original)
+
+        def loop(model, opt, rec):
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad()
+        self.same(loop, every=1)
+        self.assertGreater(max(seen), 10)
+
     def test_the_model_and_the_recorder_are_freed_after_recording(self):
         # The lane holds the recorder's hooks (which hold the recorder): a
         # cycle through an object the collector cannot see, broken when

@@ -6,6 +6,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 #include <pybind11/pybind11.h>
@@ -54,7 +55,9 @@ struct Figures {
 inline std::int64_t device_used(int device) {
   FakeReadings& f = fake_readings();
   if (f.on) return (8192 + 2 * ++f.used_calls) * (std::int64_t{1} << 20);
-  (void)device;
+  // On the recorder's device, whichever is current (torch's binding of
+  // cudaMemGetInfo switches to it the same way).
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   std::size_t free = 0;
   std::size_t total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) {

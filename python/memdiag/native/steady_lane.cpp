@@ -126,11 +126,11 @@ class Lane {
     nvml_used_at_ = s[11];
     nvml_last_ = s[12];
     forward_inputs_ = s[13];
+    micro_ = s[14].cast<std::int64_t>();
+    losses_ = s[15].cast<std::vector<std::int64_t>>();
     depth_ = 0;
-    micro_ = 0;
     in_step_call_ = 0;
     pending_loss_ = py::none();
-    losses_.clear();
     host_ns_ = 0;
     timed_later_ = 0;
     skipped_ = 0;
@@ -148,33 +148,80 @@ class Lane {
     py::object entries = has_state_entries_ ? py::object(py::tuple(py::cast(state_entries_))) : py::object(py::none());
     py::object used = has_used_ ? py::object(py::int_(used_)) : py::object(py::none());
     py::object used_reserved = has_used_reserved_ ? py::object(py::int_(used_reserved_)) : py::object(py::none());
-    py::object pending = pending_loss_;
-    pending_loss_ = py::none();
-    return py::make_tuple(in_, last_, step_, recording_, timing_, phase_started_, recount_gradients_, census, entries,
-                          used, used_reserved, nvml_used_at_, nvml_last_, forward_inputs_, depth_, micro_,
-                          in_step_call_, pending, py::cast(losses_), host_ns_, timed_later_, skipped_, counted_);
+    py::tuple out = py::make_tuple(in_, last_, step_, recording_, timing_, phase_started_, recount_gradients_, census,
+                                   entries, used, used_reserved, nvml_used_at_, nvml_last_, forward_inputs_, depth_,
+                                   micro_, in_step_call_, pending_loss_, py::cast(losses_), host_ns_, timed_later_,
+                                   skipped_, counted_);
+    // The counts are handed over once; the rest is the same if asked again
+    // (a spill a signal's handler interrupted, run again by finish()).
+    host_ns_ = 0;
+    timed_later_ = 0;
+    skipped_ = 0;
+    return out;
   }
 
-  // The samples made since the last take, as raw tuples (memdiag/_lane.py
-  // makes the recorder's), and the loss slots kept in the native buffer in
-  // the order they were kept.
-  py::tuple take() {
-    py::list out;
-    for (const Sample& s : samples_) {
-      py::object census = s.has_census ? py::object(py::make_tuple(s.census.parameters, s.census.gradients,
-                                                                   s.census.optimizer_state))
-                                       : py::object(py::none());
+  // The samples made since the last take, appended to the recorder's
+  // `samples` as its _close makes them, and the loss slots kept in the
+  // native buffer to its `kept`, in one native call: a signal's handler
+  // (Python's run between bytecodes) cannot land between the lane's store
+  // and the recorder's. names: the recorder's phase names by code; no_extra
+  // and no_host: its _NO_EXTRA and _NO_HOST (compared by identity). A
+  // census dict is shared by consecutive samples while no count moved, as
+  // the recorder's census shares them.
+  void take_into(py::list samples, py::list kept, py::dict names, py::object no_extra, py::object no_host) {
+    for (Sample& s : samples_) {
+      py::object census = py::none();
+      if (s.has_census) {
+        if (!census_dict_ || !(census_key_ == s.census)) {
+          py::dict c;
+          c["parameters_mib"] = s.census.parameters;
+          c["gradients_mib"] = s.census.gradients;
+          c["optimizer_state_mib"] = s.census.optimizer_state;
+          census_dict_ = c;
+          census_key_ = s.census;
+        }
+        census = census_dict_;
+      }
       const Figures& f = s.figures;
-      out.append(py::make_tuple(s.phase, s.step,
-                                py::make_tuple(f.allocated / kMiB, f.reserved / kMiB, s.used / kMiB, f.peak / kMiB,
-                                               f.inactive_split / kMiB, s.process_mib, f.retries),
-                                s.elapsed_ms, s.extra, s.micro, s.inputs, py::cast(s.losses), census, s.host));
+      py::object extra = no_extra;
+      if (s.extra == kForward) {
+        extra = py::make_tuple(s.micro, s.inputs, py::none());
+      } else if (s.extra == kBackward) {
+        extra = py::make_tuple(s.micro, py::none(), py::none());
+      } else if (s.extra == kStep) {
+        extra = py::make_tuple(py::none(), py::none(), py::tuple(py::cast(s.losses)));
+      }
+      samples.append(py::make_tuple(
+          names[py::int_(s.phase)], s.step,
+          py::make_tuple(f.allocated / kMiB, f.reserved / kMiB, s.used / kMiB, f.peak / kMiB, f.inactive_split / kMiB,
+                         s.process_mib, f.retries),
+          s.elapsed_ms, extra, census, s.host.is_none() ? no_host : s.host));
     }
     samples_.clear();
-    py::list slots = py::cast(slots_);
+    for (const std::int64_t slot : slots_) kept.append(slot);
     slots_.clear();
-    return py::make_tuple(out, slots);
   }
+
+  // The census dict the recorder holds as its last (None: none), for the
+  // samples taken next to share while no count moves.
+  void set_census_dict(py::object c) {
+    census_dict_ = std::move(c);
+    if (!census_dict_.is_none()) {
+      census_key_ = Census{census_dict_["parameters_mib"].cast<double>(), census_dict_["gradients_mib"].cast<double>(),
+                           census_dict_["optimizer_state_mib"].cast<double>()};
+    } else {
+      census_dict_ = py::object();
+    }
+  }
+  py::object census_dict() const { return census_dict_ ? census_dict_ : py::object(py::none()); }
+
+  // The step in progress, read without taking the state back (the
+  // recorder's `step` property: another thread may read it mid-hook).
+  std::int64_t step() const { return step_; }
+
+  // Whether a GradScaler's step() just skipped the optimizer's (its hooks
+  // never fired): the recorder's _after_scaler_step records the skip.
+  bool scaler_skipped() const { return last_ == kBackward && in_ == kStep; }
 
   // ----- the model's and the optimizer's hooks ------------------------------
 
@@ -198,7 +245,9 @@ class Lane {
     phase_started_ = now_ms();
     in_ = kForward;
     counted_ = true;
-    forward_inputs_ = recording_ ? sizes(args, kwargs) : none_pair();
+    py::object inputs = recording_ ? sizes(args, kwargs) : none_pair();
+    if (!engaged_) return py::none();  // the recording ended meanwhile (a signal's handler ran in the walk)
+    forward_inputs_ = std::move(inputs);
     ++depth_;
     return py::none();
   }
@@ -403,16 +452,19 @@ class Lane {
     for (const py::handle h : holders_) {
       py::object state = h.attr("state");
       const Py_ssize_t n = PyObject_Length(state.ptr());
+      if (n < 0) throw py::error_already_set();  // as len(state) raises in the recorder's Python
       out.push_back(n);
       if (n <= 4) {
         std::int64_t lists = 0;
-        for (const py::handle st : py::reinterpret_steal<py::object>(PyObject_CallMethod(state.ptr(), "values", nullptr))) {
+        PyObject* values = PyObject_CallMethod(state.ptr(), "values", nullptr);
+        if (values == nullptr) throw py::error_already_set();
+        for (const py::handle st : py::reinterpret_steal<py::object>(values)) {
           if (!PyDict_Check(st.ptr())) continue;
           PyObject* key = nullptr;
           PyObject* value = nullptr;
           Py_ssize_t pos = 0;
           while (PyDict_Next(st.ptr(), &pos, &key, &value))
-            if (PyList_Check(value) || PyTuple_Check(value)) lists += PyObject_Length(value);
+            if (PyList_Check(value) || PyTuple_Check(value)) lists += PyObject_Length(value);  // never fails for these
         }
         out.push_back(lists);
       }
@@ -421,7 +473,12 @@ class Lane {
   }
 
   double gradients_mib() {
-    const std::int64_t n = gradient_bytes(py::reinterpret_borrow<py::sequence>(params_), 1);
+    std::int64_t n = -1;
+    try {
+      n = gradient_bytes(py::reinterpret_borrow<py::sequence>(params_), 1);
+    } catch (const std::exception&) {
+      n = -1;  // the count in Python, whatever the native one met (as _census.gradients_mib)
+    }
     if (n >= 0) return static_cast<double>(n) / kMiB;
     return helpers_.attr("gradients_mib")().cast<double>();
   }
@@ -512,6 +569,9 @@ class Lane {
       if (!s.inputs) s.inputs = py::none();
       s.has_census = census_;
       if (census_) s.census = take_census(phase);
+      // The recording ended meanwhile (a signal's handler ran in one of the
+      // Python readings above and finished it): its report is written.
+      if (!engaged_) return;
       samples_.push_back(std::move(s));
     } else {
       reset_peak(device_);  // the recorder's begin_phase where it read nothing
@@ -549,6 +609,8 @@ class Lane {
   std::vector<std::int64_t> losses_;
   std::vector<std::int64_t> slots_;
   std::vector<Sample> samples_;
+  py::object census_dict_;  // the last census dict taken (or adopted), shared while no count moves
+  Census census_key_{};
   std::int64_t host_ns_ = 0, timed_later_ = 0, skipped_ = 0;
 };
 
@@ -562,7 +624,11 @@ void define_lane(py::module_& m) {
       .def_property_readonly("engaged", &Lane::engaged)
       .def("adopt", &Lane::adopt)
       .def("export", &Lane::export_state)
-      .def("take", &Lane::take)
+      .def("take_into", &Lane::take_into)
+      .def("set_census_dict", &Lane::set_census_dict)
+      .def_property_readonly("census_dict", &Lane::census_dict)
+      .def_property_readonly("step", &Lane::step)
+      .def("scaler_skipped", &Lane::scaler_skipped)
       .def("set_losses", &Lane::set_losses)
       .def("forward_pre", &Lane::forward_pre)
       .def("forward_post", &Lane::forward_post)
