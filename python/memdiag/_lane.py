@@ -98,7 +98,10 @@ def maybe_engage(rec):
         return
     if rec._step < r._TIMED_ALL_BELOW or rec._host_ns_early is None or rec._step0_micro != 1:
         return
-    if len(rec.optimizers) != 1 or rec._sync_phase or rec._sync_step or rec._forward_stack or rec._in_step_call:
+    # Without the model's hooks every step's forward is the backward's to
+    # count, which the lane hands back: it would take and return the state
+    # every step.
+    if rec.model is None or len(rec.optimizers) != 1 or rec._sync_phase or rec._sync_step or rec._forward_stack or rec._in_step_call:
         return
     if (rec._in, rec._last) not in ((r.BETWEEN, r.CLEANUP), (r.CLEANUP, r.STEP)) or rec._pending_loss is not None:
         return
