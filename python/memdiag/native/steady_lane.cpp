@@ -234,7 +234,7 @@ class Lane {
     // forward that is not a new step's (a micro-batch, a second forward).
     const bool canonical = depth_ == 0 && at::GradMode::is_enabled() && !(in_step_call_ && last_ == kBackward) &&
                            (last_ == kStep || (in_ == kBetween && last_ == kCleanup)) &&
-                           py::bool_(module.attr("training"));
+                           is_training(module);
     if (!canonical) return spill_then(py_forward_pre_, module, args, kwargs, &timer);
     if (last_ == kStep) {
       close(kCleanup);
@@ -365,6 +365,17 @@ class Lane {
   };
 
   static py::object none_pair() { return py::make_tuple(py::none(), py::none()); }
+
+  // module.training, the attribute's name made once.
+  static bool is_training(py::handle module) {
+    static PyObject* name = PyUnicode_InternFromString("training");
+    PyObject* value = PyObject_GetAttr(module.ptr(), name);
+    if (value == nullptr) throw py::error_already_set();
+    const int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    if (truth < 0) throw py::error_already_set();
+    return truth == 1;
+  }
 
   // Hands the state back to the recorder (its _lane_spill takes it).
   bool spill(Timer* timer) {
@@ -540,10 +551,14 @@ class Lane {
       s.used = used_;
       s.process_mib = py::none();
       if (process_memory_) {
-        py::int_ used(used_);
-        if (!nvml_used_at_.equal(used)) {
+        // NVML where the device's use moved since it was last asked (the
+        // probe's _nvml_used_at: None or an int), compared without a
+        // Python object a phase.
+        const bool same = !nvml_used_at_.is_none() && PyLong_Check(nvml_used_at_.ptr()) &&
+                          PyLong_AsLongLong(nvml_used_at_.ptr()) == used_;
+        if (!same) {
           nvml_last_ = helpers_.attr("process_mib")();
-          nvml_used_at_ = used;
+          nvml_used_at_ = py::int_(used_);
         }
         s.process_mib = nvml_last_;
       }
