@@ -102,6 +102,10 @@ class Lane(unittest.TestCase):
         # What the recorder counted beside its samples: the steps whose
         # hooks it timed, the steps it did not record, where its state is.
         report["_counts"] = (rec._timed_later, rec._skipped_steps, rec._step, rec._in, rec._last, rec._micro)
+        # The losses went through the native buffer's slots (made-up
+        # readings keep a CPU loss there too), as a CUDA loss does.
+        kept = rec._loss_buffer._kept
+        report["_native_losses"] = bool(kept) and all(type(k) is int for k in kept)
         return report, engaged[0]
 
     def same(self, loop, engagements=1, make=mlp, make_opt=None, **options):
@@ -123,6 +127,7 @@ class Lane(unittest.TestCase):
         for i, (x, y) in enumerate(zip(a, b)):
             self.assertEqual(x, y, f"sample {i}")
         self.assertEqual(with_lane["_counts"], without["_counts"])
+        self.assertTrue(with_lane["_native_losses"])
 
         def events(report):  # the recorder's host time and the walks' times are the clock's
             return [dict(e, message=re.sub(r"[0-9.]+ (ms|us)\b", "(time)", e["message"])) for e in report["events"]

@@ -189,7 +189,13 @@ class Losses {
   // for the device.
   Losses() { grow(); }
   ~Losses() {
-    for (const Chunk& c : chunks_) cudaFreeHost(c.data);
+    for (const Chunk& c : chunks_) {
+      if (c.fake) {
+        std::free(c.data);
+      } else {
+        cudaFreeHost(c.data);
+      }
+    }
   }
   // The slot the loss was copied into, or -1 (not a one-element CUDA
   // tensor of a floating dtype read here, or the copy failed): the caller
@@ -197,11 +203,21 @@ class Losses {
   std::int64_t add(const py::handle& h) {
     if (!THPVariable_Check(h.ptr())) return -1;
     const at::Tensor& t = THPVariable_Unpack(h.ptr());
-    if (!t.defined() || !t.is_cuda() || t.numel() != 1 || t.key_set().has(c10::DispatchKey::Python)) return -1;
+    // With made-up readings (tests without a device) a CPU loss is kept
+    // the same way, copied by the host: the slots' path is tested there.
+    const bool fake = fake_readings().on && t.defined() && t.device().is_cpu();
+    if (!t.defined() || !(t.is_cuda() || fake) || t.numel() != 1 || t.key_set().has(c10::DispatchKey::Python))
+      return -1;
     const auto type = t.scalar_type();
     if (type != at::kFloat && type != at::kDouble && type != at::kHalf && type != at::kBFloat16) return -1;
     if (used_ == capacity() && !grow()) return -1;
     char* slot = chunks_.back().data + used_ * sizeof(double);
+    if (fake) {
+      std::memcpy(slot, t.const_data_ptr(), t.element_size());
+      kept_.push_back(Kept{chunks_.size() - 1, used_, type});
+      ++used_;
+      return static_cast<std::int64_t>(kept_.size()) - 1;
+    }
     const c10::cuda::CUDAStream stream = at::cuda::getCurrentCUDAStream(t.device().index());
     if (cudaMemcpyAsync(slot, t.const_data_ptr(), t.element_size(), cudaMemcpyDeviceToHost, stream.stream()) !=
         cudaSuccess) {
@@ -232,6 +248,7 @@ class Losses {
   struct Chunk {
     char* data;
     std::size_t slots;
+    bool fake;  // malloc's (made-up readings), not cudaHostAlloc's
   };
   struct Kept {
     std::size_t chunk;
@@ -243,11 +260,15 @@ class Losses {
   bool grow() {
     const std::size_t slots = chunks_.empty() ? 1024 : chunks_.back().slots * 2;
     void* p = nullptr;
-    if (cudaHostAlloc(&p, slots * sizeof(double), cudaHostAllocDefault) != cudaSuccess) {
+    const bool fake = fake_readings().on;
+    if (fake) {
+      p = std::malloc(slots * sizeof(double));
+      if (p == nullptr) return false;
+    } else if (cudaHostAlloc(&p, slots * sizeof(double), cudaHostAllocDefault) != cudaSuccess) {
       cudaGetLastError();
       return false;
     }
-    chunks_.push_back(Chunk{static_cast<char*>(p), slots});
+    chunks_.push_back(Chunk{static_cast<char*>(p), slots, fake});
     used_ = 0;
     return true;
   }
