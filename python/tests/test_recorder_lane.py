@@ -58,7 +58,20 @@ class DictModel(torch.nn.Module):
         return self.body(batch["x"])
 
 
-class Lane(unittest.TestCase):
+def plain(steps, batch=8, zero_grad=lambda opt: opt.zero_grad()):
+    """The common loop: forward, backward, step(), zero_grad()."""
+    def loop(model, opt, rec):
+        for _ in range(steps):
+            x, y = torch.randn(batch, 32), torch.randint(0, 8, (batch,))
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            zero_grad(opt)
+    return loop
+
+
+class LaneCase(unittest.TestCase):
+    """The two recordings and their comparison."""
+
     def setUp(self):
         if _NATIVE is None:
             self.skipTest("the native module could not be built here: " + str(_native.why()) if
@@ -135,16 +148,12 @@ class Lane(unittest.TestCase):
         self.assertEqual(events(with_lane), events(without))
         return with_lane
 
+
+class Lane(LaneCase):
     # ----- loops ------------------------------------------------------------
 
     def test_a_plain_loop_every_step_with_the_census(self):
-        def loop(model, opt, rec):
-            for _ in range(40):
-                x, y = torch.randn(16, 32), torch.randint(0, 8, (16,))
-                F.cross_entropy(model(x), y).backward()
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-        report = self.same(loop, every=1)
+        report = self.same(plain(40, 16, lambda opt: opt.zero_grad(set_to_none=True)), every=1)
         self.assertEqual(sum(s["phase"] == "forward" for s in report["samples"]), 40)
         self.assertEqual({s.get("samples") for s in report["samples"] if s["phase"] == "forward"}, {16})
 
@@ -314,13 +323,7 @@ class Lane(unittest.TestCase):
         FakeCudaProbe._process_mib = reading
         self.addCleanup(setattr, FakeCudaProbe, "_process_mib", original)
 
-        def loop(model, opt, rec):
-            for step in range(30):
-                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
-                F.cross_entropy(model(x), y).backward()
-                opt.step()
-                opt.zero_grad()
-        self.same(loop, every=1)
+        self.same(plain(30), every=1)
         self.assertGreater(max(seen), 10)
 
     def test_the_model_and_the_recorder_are_freed_after_recording(self):
@@ -354,6 +357,64 @@ class Lane(unittest.TestCase):
                 opt.step()
                 opt.zero_grad()
         self.same(loop, every=1)
+
+
+class LibraryJobs(LaneCase):
+    """Library models nobody here wrote, built from configurations with
+    random weights, with and without the lane. Written before running them:
+    the lane's samples are the Python's at every step count and batch
+    tried (12 steps: the lane takes two steps; 25: fifteen), ResNet's
+    forward samples are its batch with no tokens, BERT's (called with
+    keywords, as Hugging Face models are) its batch and batch x length
+    tokens, and the kept and by-module events (made before the lane takes
+    over) are the same."""
+
+    def test_torchvision_resnet18(self):
+        try:
+            import torchvision
+        except ImportError:
+            self.skipTest("torchvision is not installed")
+
+        def make():
+            torch.manual_seed(0)
+            return torchvision.models.resnet18(weights=None, num_classes=10)
+
+        for steps, batch in ((12, 2), (25, 4)):
+            def loop(model, opt, rec, steps=steps, batch=batch):
+                for _ in range(steps):
+                    x, y = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    opt.zero_grad()
+            with self.subTest(steps=steps, batch=batch):
+                report = self.same(loop, make=make, every=1)
+                forwards = [s for s in report["samples"] if s["phase"] == "forward"]
+                self.assertEqual({(s["samples"], s.get("tokens")) for s in forwards}, {(batch, None)})
+
+    def test_transformers_bert_with_keyword_inputs(self):
+        try:
+            import transformers
+        except ImportError:
+            self.skipTest("transformers is not installed")
+
+        def make():
+            torch.manual_seed(0)
+            config = transformers.BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, intermediate_size=128,
+                                             max_position_embeddings=64)
+            return transformers.BertForMaskedLM(config)
+
+        for steps, batch, length in ((12, 2, 16), (25, 4, 24)):
+            def loop(model, opt, rec, steps=steps, batch=batch, length=length):
+                for _ in range(steps):
+                    ids = torch.randint(0, 500, (batch, length))
+                    model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+            with self.subTest(steps=steps, batch=batch):
+                report = self.same(loop, make=make, every=1)
+                forwards = [s for s in report["samples"] if s["phase"] == "forward"]
+                self.assertEqual({(s["samples"], s.get("tokens")) for s in forwards}, {(batch, batch * length)})
 
 
 if __name__ == "__main__":

@@ -565,23 +565,12 @@ class Lane {
       s.host = ask ? py::object(helpers_.attr("host")()) : py::object(py::none());  // None: not read
       now = now_ms();
       s.elapsed_ms = now - phase_started_;
-      s.extra = 0;
-      if (phase == kForward) {
-        s.extra = kForward;
-        s.micro = micro_;
-        s.inputs = forward_inputs_;
-      } else if (phase == kBackward) {
-        s.extra = kBackward;
-        s.micro = micro_;
-        s.inputs = py::none();
-      } else if (phase == kStep && !losses_.empty()) {
-        s.extra = kStep;
-        s.losses = losses_;
-        s.inputs = py::none();
-      } else {
-        s.inputs = py::none();
-      }
-      if (!s.inputs) s.inputs = py::none();
+      // What the recorder's _close adds: a forward's micro-batch and inputs,
+      // a backward's micro-batch, a step's losses.
+      s.extra = phase == kForward || phase == kBackward || (phase == kStep && !losses_.empty()) ? phase : 0;
+      s.micro = micro_;
+      s.inputs = phase == kForward ? forward_inputs_ : py::none();
+      if (s.extra == kStep) s.losses = losses_;
       s.has_census = census_;
       if (census_) s.census = take_census(phase);
       // The recording ended meanwhile (a signal's handler ran in one of the
