@@ -4,7 +4,9 @@
 # B + 1 runs out), the search's own fit of its tries, one plain run at a
 # quarter of B and compare_memory_reports's prediction P from it, and P and
 # 1.02 x P run in fresh processes under the budget (P must complete where it
-# claims 2%, 1.02 x P must run out). With MEMDIAG_CAPACITY_SWEEP=1 an
+# claims 2%, 1.02 x P must run out), and the range the one run's answer
+# says it may be off by (caveats.batch_if_all_grows to
+# batch_if_activations_grow) with whether B lies in it. With MEMDIAG_CAPACITY_SWEEP=1 an
 # unconstrained sweep at B/8, B/4, B/2 and B is kept too, for the model's
 # own study. Prints a table (also DIR/capacity.txt); the reports stay in DIR.
 #
@@ -19,8 +21,8 @@ bin="$MEMDIAG_BUILD_DIR/bin"
 [ -x "$bin/memory_diagnostics" ] || die "no $bin/memory_diagnostics: run scripts/build.sh first"
 mkdir -p "$dir"
 table="$dir/capacity.txt"
-printf '%-22s %7s %8s %6s %7s %8s %8s %7s %8s %8s %-9s %-9s\n' case budget found tries search_s \
-  fit fit_apart one_b one_run apart at_P at_1.02P | tee "$table"
+printf '%-22s %7s %8s %6s %7s %8s %8s %7s %8s %8s %-9s %-9s %17s %-5s\n' case budget found tries search_s \
+  fit fit_apart one_b one_run apart at_P at_1.02P one_run_range holds | tee "$table"
 # Runs batch B under budget M in a fresh process: fits, oom, or the exit.
 fresh() {
   local rc=0
@@ -54,15 +56,19 @@ for spec in "${specs[@]}"; do
       "$bin/memory_diagnostics" -q "${common[@]}" --batch-size-per-device "$(tr , '\n' <<<"$s" | sort -nu | paste -sd,)" \
         -o "$dir/$name-sweep$b-b{batch}.json" --overwrite || true
     fi
-    python3 - "$dir/$name-max-$b.json" "$name" "$b" "$t0" "$t1" "$q" "$p" "$at_p" "$at_p2" <<'PY' | tee -a "$table"
+    python3 - "$dir/$name-max-$b.json" "$name" "$b" "$t0" "$t1" "$q" "$p" "$at_p" "$at_p2" "$dir/$name-q$b.cmp.json" <<'PY' | tee -a "$table"
 import json, sys
-search, name, budget, t0, t1, q, p, at_p, at_p2 = sys.argv[1:]
+search, name, budget, t0, t1, q, p, at_p, at_p2, one = sys.argv[1:]
 c = json.load(open(search))["capacity"]
+cv = json.load(open(one))["groups"][0]["capacity"][0]["caveats"]
+lo, hi = cv.get("batch_if_all_grows"), cv.get("batch_if_activations_grow")
+rng = f"{lo}-{hi}" if lo is not None else "-"
+holds = "-" if lo is None else "yes" if lo <= c["max_batch"] <= hi else "NO"
 f, fit, p = c["max_batch"], c.get("predicted_max_batch"), int(p)
 pct = lambda x: "-" if not f or x is None else f"{100.0 * (x - f) / f:+.2f}%"
 conf = "" if c.get("confirmed") else "?"
 print(f"{name:22} {budget:>7} {str(f) + conf:>8} {len(c['tries']):>6} {float(t1) - float(t0):7.1f} "
-      f"{fit if fit is not None else '-':>8} {pct(fit):>8} {q:>7} {p:>8} {pct(p):>8} {at_p:9} {at_p2:9}")
+      f"{fit if fit is not None else '-':>8} {pct(fit):>8} {q:>7} {p:>8} {pct(p):>8} {at_p:9} {at_p2:9} {rng:>17} {holds}")
 PY
   done
 done

@@ -3,7 +3,7 @@
 paired blocks of steady steps, recorded and plain, interleaved.
 
     python3 scripts/recorder-overhead-steady.py [--device cuda] [--cases beta,gamma]
-                                                [--block 200] [--pairs 15] [--skip 10]
+                                                [--block 200] [--pairs 15] [--skip 10] [--shuffle SEED]
 
 scripts/recorder-overhead.py times many configurations in short loops (50
 steps, 5 rounds) and its overhead columns moved by several percent between
@@ -13,6 +13,9 @@ the tensor census, on a step of about 3 ms), and asks it so that the host's
 drift cancels: blocks of --block steps, in the order plain, recorded,
 plain, no census, plain, recorded, ..., --pairs of each recorded mode, and
 each recorded block against the mean of the two plain blocks beside it.
+--shuffle SEED draws each round's order of the recorded modes at random
+(plain blocks still between them), so that a mode's figure does not carry
+what its fixed neighbour leaves behind.
 
 A block starts a recording (every=1), runs --skip steps (the recorder's
 once-a-job work: the modules' readings at steps 0 and 1, the kept walks at
@@ -35,6 +38,7 @@ do without: the four phase readings (the native call that reads the
 allocator and resets its peak) and the loss's copy to the host.
 """
 import argparse
+import random
 import importlib.util
 import json
 import os
@@ -211,8 +215,15 @@ def one(name, args):
     # has a plain block on each side.
     modes = args.modes.split(",")
     order = [None]
+    # --shuffle SEED: each round's modes in a random order, so that no mode
+    # always follows the same one (a position effect, such as the collector
+    # after the previous recording, then reads as noise, not as a cost).
+    rng = random.Random(args.shuffle) if args.shuffle is not None else None
     for _ in range(args.pairs):
-        for mode in modes:
+        round_modes = list(modes)
+        if rng is not None:
+            rng.shuffle(round_modes)
+        for mode in round_modes:
             order += [mode, None]
     # One of each first, untimed: the recorder's own first use (its native
     # reading's load, the modules' first walk) is no block's.
@@ -250,6 +261,8 @@ def main():
                          "lane: MEMDIAG_NATIVE_LANE=0), 'no-op hooks' and 'bare readings' (see above)")
     ap.add_argument("--made-up-readings", action="store_true",
                     help="on the CPU: the recorder's CUDA path with made-up readings (its host side alone)")
+    ap.add_argument("--shuffle", type=int, metavar="SEED",
+                    help="each round's recorded modes in a random order drawn from SEED (default: the order of --modes)")
     ap.add_argument("--single", help=argparse.SUPPRESS)
     args = ap.parse_args()
     for mode in args.modes.split(","):
@@ -262,7 +275,9 @@ def main():
         return 0
     name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "cpu"
     print(f"torch {torch.__version__} on {name}; blocks of {args.block} steps after {args.skip}, "
-          f"{args.pairs} of each recorded mode between plain ones; medians of the paired ratios [25th, 75th percentile]")
+          f"{args.pairs} of each recorded mode between plain ones"
+          f"{'' if args.shuffle is None else f', each round in a random order (seed {args.shuffle})'}; "
+          f"medians of the paired ratios [25th, 75th percentile]")
     if args.device.startswith("cuda"):
         from memdiag import _native
         print("allocator readings: " + ("native (memdiag/native/allocator_reading.cpp)" if _native.load() is not None
@@ -274,7 +289,8 @@ def main():
     for case in args.cases.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--single", case, "--device", args.device, "--preset",
                args.preset, "--block", str(args.block), "--pairs", str(args.pairs), "--skip", str(args.skip),
-               "--modes", args.modes] + (["--made-up-readings"] if args.made_up_readings else [])
+               "--modes", args.modes] + (["--made-up-readings"] if args.made_up_readings else []) + \
+              (["--shuffle", str(args.shuffle)] if args.shuffle is not None else [])
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             print(f"{case:26s} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")

@@ -293,6 +293,10 @@ std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points
   // live tensors at the largest run's peak is not available to them.
   fit.reserve_overhead_mib = hi.reserve_overhead_mib;
   fit.bounds = points;
+  fit.sizes_varied = hi.sizes_varied;
+  if (const PhaseShape* f = find_phase(hi.phases, Phase::kForward)) {
+    fit.forward_held_mib = std::max(0.0, f->end_mib - f->start_mib);
+  }
   // A run that ran out well past the fitted batches says how much its
   // failing phase needed there: if the phase's highest line says less, that
   // line is raised to meet it, keeping its value at the largest batch
@@ -341,6 +345,47 @@ std::pair<std::int64_t, const PhaseLine*> lines_allow(const CapacityFit& fit, do
     }
   }
   return {best, binding};
+}
+
+// One run's range (CapacityAnswer::Caveats::batch_if_all_grows): each line
+// that grows with the batch is redrawn through its value at the run's batch
+// (the allocator's reserve included) with the steepest slope the run allows
+// (its part above its fixed part, the weights, gradients, optimizer state
+// and the workspaces that persist between steps, grows with the reserve;
+// where the steps varied in size, another step's activations are held
+// besides) and with the shallowest (only forward's held activations grow).
+// The lines that do not grow (the warm-up, the model's move) are the same
+// in both.
+void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a) {
+  const double b0 = static_cast<double>(fit.batches.back());
+  const double overhead = fit.reserve_overhead_mib;
+  const double held = fit.forward_held_mib.value_or(0.0);
+  auto allow = [&](bool all_grows) {
+    double best = static_cast<double>(limits::kMaxBatch);
+    for (const PhaseLine& l : fit.lines) {
+      const double v0 = l.at(fit.batches.back()) + overhead;
+      double slope = 0;
+      if (l.per_sample_mib > 0) {
+        slope = all_grows ? (v0 - l.fixed_mib + (fit.sizes_varied ? held : 0.0)) / b0
+                          : std::min(l.per_sample_mib, fit.forward_held_mib ? held / b0 : l.per_sample_mib);
+      }
+      const double fixed = all_grows && slope > 0 ? l.fixed_mib : v0 - slope * b0;
+      const double allowed = fixed > budget_mib ? 0.0 : slope > 0 ? std::floor((budget_mib - fixed) / slope) : best;
+      best = std::min(best, allowed);
+    }
+    return static_cast<std::int64_t>(best);
+  };
+  // Each end widened by the 2% the lines are held to where their own
+  // assumption is true (the CPU's runs, where no allocator rounds): gamma
+  // small at 30 MiB on the CPU needs 0.4% more than its one run's line
+  // says.
+  const std::int64_t low = allow(true), high = allow(false);
+  a.caveats.batch_if_all_grows = std::min(low - (low + 49) / 50, a.max_batch);
+  a.caveats.batch_if_activations_grow =
+      std::max(high >= limits::kMaxBatch ? high : high + (high + 49) / 50, a.max_batch);
+  a.caveats.reserve_grows_mib = overhead;
+  a.caveats.another_step_cached = fit.sizes_varied && held > 0;
+  if (fit.forward_held_mib) a.caveats.activations_mib = held;
 }
 
 }  // namespace
@@ -393,6 +438,7 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
     a.caveats.batch_if_trapped =
         lines_allow(fit, budget_mib - std::max(fit.reserve_overhead_mib, *a.caveats.trapped_at_oom_mib)).first;
   }
+  if (a.caveats.one_run && a.max_batch > 0) one_run_range(fit, budget_mib, a);
   if (a.caveats.reserve_max_mib) {
     a.caveats.batch_at_max_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_max_mib).first;
     a.caveats.batch_at_min_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_min_mib).first;

@@ -505,6 +505,8 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   forward_increment(f);
   f.step_samples = range_of(f.steps, &StepFigures::samples);
   f.step_tokens = range_of(f.steps, &StepFigures::tokens);
+  f.capacity_point.sizes_varied =
+      (f.step_samples && f.step_samples->varied()) || (f.step_tokens && f.step_tokens->varied());
   post_cleanup_trend(f);
   if (f.id.device_kind == "cpu" && f.id.world_size > 1 && f.id.producer == kProducerPython && f.kept.empty() &&
       f.growth_significant) {

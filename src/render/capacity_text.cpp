@@ -42,7 +42,22 @@ std::string lengths_word(const std::vector<std::int64_t>& l) {
 std::string caveat_words(const CapacityAnswer& a) {
   const CapacityAnswer::Caveats& c = a.caveats;
   std::vector<std::string> parts;
-  if (c.one_run && a.max_batch > 0) parts.push_back("extrapolated " + format_times(a.extrapolation) + " from one run");
+  if (c.one_run && a.max_batch > 0) {
+    std::string one = "extrapolated " + format_times(a.extrapolation) + " from one run";
+    if (c.batch_if_all_grows && c.batch_if_activations_grow &&
+        *c.batch_if_activations_grow > *c.batch_if_all_grows) {
+      one += ", which puts it between " + std::to_string(*c.batch_if_all_grows) + " (if the allocator's " +
+             mib(c.reserve_grows_mib.value_or(0)) + " beyond its tensors grew with the batch too";
+      if (c.another_step_cached) one += ", and held another step's activations besides, as steps of varying size can";
+      one += ") and ";
+      one += *c.batch_if_activations_grow >= limits::kMaxBatch ? "beyond the largest batch memdiag runs"
+                                                               : std::to_string(*c.batch_if_activations_grow);
+      one += c.activations_mib ? " (if only the " + mib(*c.activations_mib) + " forward held for backward grew)"
+                               : " (if only what the line says grows did)";
+      one += ", 2% either side";
+    }
+    parts.push_back(one);
+  }
   if (c.backward_start_assumed) {
     parts.push_back("backward's start was no run's peak, so what it adds above the activations is assumed");
   }

@@ -65,6 +65,12 @@ TEST_P(CapacityModel, APredictionFromOneRunIsWithinTwoPercentOfTheSearch) {
     EXPECT_LE(std::llabs(p - max_batch), std::max<std::int64_t>(1, max_batch / 50))
         << "predicted " << p << ", found " << max_batch << ": " << predicted["text"];
     EXPECT_EQ(predicted["fitted_batches"].size(), 1u);
+    // The range one run allows holds the answer (on the H200 the one-run
+    // answers miss by up to 46%; the gpu test holds the same range there).
+    const auto& cv = predicted["caveats"];
+    ASSERT_TRUE(cv["batch_if_all_grows"].is_number() && cv["batch_if_activations_grow"].is_number()) << predicted;
+    EXPECT_LE(cv["batch_if_all_grows"].get<std::int64_t>(), max_batch) << predicted["text"];
+    EXPECT_GE(cv["batch_if_activations_grow"].get<std::int64_t>(), max_batch) << predicted["text"];
     EXPECT_NE(predicted["text"].get<std::string>().find(" binds, "), std::string::npos) << predicted["text"];
 
     // The search's report: the comparer's prediction is the search's own.

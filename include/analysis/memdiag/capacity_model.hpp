@@ -33,6 +33,9 @@ struct CapacityPoint {
   std::optional<double> needed_mib;
   // ... and what the allocator held reserved but not allocated then.
   std::optional<double> trapped_mib;
+  // Its steps' samples or tokens varied (epsilon's schedule, dynamic
+  // batching): blocks cached at one size may not serve the next.
+  bool sizes_varied = false;
   std::string source;
 };
 
@@ -79,6 +82,12 @@ struct CapacityFit {
   // Bounds the runs themselves set at a budget: the largest batch that
   // completed under it, the smallest that ran out under it or less.
   std::vector<CapacityPoint> bounds;
+  // What forward held at its end beyond its start at the largest batch
+  // fitted: the activations saved for backward. One run cannot tell what
+  // of its peak grows with the batch; this is the least that does (the
+  // range of a one-run answer).
+  std::optional<double> forward_held_mib;
+  bool sizes_varied = false;  // the largest batch's run's steps varied in size
 };
 
 // Nothing to fit (no completed run): nullopt.
@@ -114,6 +123,19 @@ struct CapacityAnswer {
     // The answer with that much held unusable: how far the stranding may
     // take it below the lines'.
     std::optional<std::int64_t> batch_if_trapped;
+    // One run: the range its composition allows. At the low end the
+    // allocator's reserve beyond its tensors (reserve_grows_mib at the
+    // run's batch) grows with the batch as the line's part above its fixed
+    // part does, and where the steps varied in size it holds another step's
+    // activations besides (blocks cached at one size the next cannot use);
+    // at the high end only what forward held for backward
+    // (activations_mib) grows and the rest stays as it was. Each end is
+    // widened by the 2% the lines are held to elsewhere. On the H200
+    // one-run answers missed the confirmed search by -22% to +46% (session
+    // 55).
+    std::optional<std::int64_t> batch_if_all_grows, batch_if_activations_grow;
+    std::optional<double> reserve_grows_mib, activations_mib;
+    bool another_step_cached = false;  // the low end holds another step's activations
   };
   Caveats caveats;
 };
