@@ -62,8 +62,10 @@ search, name, budget, t0, t1, q, p, at_p, at_p2, one = sys.argv[1:]
 c = json.load(open(search))["capacity"]
 cv = json.load(open(one))["groups"][0]["capacity"][0]["caveats"]
 lo, hi = cv.get("batch_if_all_grows"), cv.get("batch_if_activations_grow")
-rng = f"{lo}-{hi}" if lo is not None else "-"
-holds = "-" if lo is None else "yes" if lo <= c["max_batch"] <= hi else "NO"
+# The low end is open where the one run's steps varied in size or kept
+# more step by step (caveats.low_end_unknown): only the high end holds.
+rng = "-" if hi is None else f"{lo}-{hi}" if lo is not None else f"<={hi}"
+holds = "-" if hi is None else "yes" if (lo is None or lo <= c["max_batch"]) and c["max_batch"] <= hi else "NO"
 f, fit, p = c["max_batch"], c.get("predicted_max_batch"), int(p)
 pct = lambda x: "-" if not f or x is None else f"{100.0 * (x - f) / f:+.2f}%"
 conf = "" if c.get("confirmed") else "?"

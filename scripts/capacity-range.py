@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""One run's range against the search, judged again from the reports a
+scripts/capacity-check.sh DIR left: for each NAME-max-B.json (the search,
+confirmed in fresh processes) and NAME-qB.json (one plain run at a quarter
+of its answer), compare_memory_reports's prediction from the one run at
+budget B, the range it says the answer lies in (caveats.batch_if_all_grows
+to batch_if_activations_grow; "open" where its low end cannot be told), and
+whether the search's answer lies in it.
+
+    python3 scripts/capacity-range.py DIR [DIR ...]
+
+Exits 1 when an answer lies outside its range. Needs no device: the
+comparer reads the reports with today's rules.
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CMP = os.path.join(os.environ.get("MEMDIAG_BUILD_DIR", os.path.join(ROOT, "build")), "bin", "compare_memory_reports")
+
+
+def main(dirs):
+    if not dirs:
+        sys.exit("usage: scripts/capacity-range.py DIR [DIR ...]")
+    if not os.access(CMP, os.X_OK):
+        sys.exit(f"memdiag: no {CMP}: run scripts/build.sh first")
+    print(f"{'case':22s} {'budget':>7s} {'found':>7s} {'one_b':>6s} {'one_run':>8s} {'apart':>8s} "
+          f"{'low':>7s} {'high':>7s} {'low end':16s} in range")
+    outside = 0
+    for d in dirs:
+        for search in sorted(glob.glob(os.path.join(d, "*-max-*.json"))):
+            m = re.match(r"(.*)-max-(\d+)\.json$", os.path.basename(search))
+            name, budget = m.group(1), m.group(2)
+            one = os.path.join(d, f"{name}-q{budget}.json")
+            if not os.path.exists(one):
+                continue
+            found = json.load(open(search))["capacity"]["max_batch"]
+            p = subprocess.run([CMP, one, "--format", "json", "--budget-mib", budget], capture_output=True, text=True)
+            c = json.loads(p.stdout)["groups"][0]["capacity"][0]
+            cv, pred = c["caveats"], c["max_batch"]
+            lo, hi = cv["batch_if_all_grows"], cv["batch_if_activations_grow"]
+            ok = hi is not None and found <= hi and (lo is None or lo <= found)
+            outside += not ok
+            print(f"{name:22s} {budget:>7s} {found:7d} {c['fitted_batches'][-1]:6d} {pred:8d} "
+                  f"{100.0 * (pred - found) / found:+7.2f}% {lo if lo is not None else 'open':>7} {hi:7d} "
+                  f"{cv['low_end_unknown'] or 'known':16s} {'yes' if ok else 'NO'}")
+    return 1 if outside else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
