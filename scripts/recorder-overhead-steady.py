@@ -61,7 +61,10 @@ _spec = importlib.util.spec_from_file_location("recorder_overhead", os.path.join
 _overhead = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_overhead)
 
-MODES = {"recorded": {"census": True}, "no census": {"census": False}}
+MODES = {"recorded": {"census": True}, "no census": {"census": False},
+         # The device's process memory through NVML (process_memory=False
+         # leaves it out): what asking it costs where the device's use moves.
+         "no census no nvml": {"census": False, "process_memory": False}}
 # The recorder without its steady lane (MEMDIAG_NATIVE_LANE=0: its Python at
 # every hook), to set before and after side by side in one run.
 PYTHON = {"python recorded": {"census": True}, "python no census": {"census": False}}
