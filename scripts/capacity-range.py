@@ -44,6 +44,7 @@ def main(dirs):
             cv, pred = c["caveats"], c["max_batch"]
             lo, hi = cv["batch_if_all_grows"], cv["batch_if_activations_grow"]
             ok = hi is not None and found <= hi and (lo is None or lo <= found)
+            hi = hi if hi is not None else -1  # no range (a traced run's replay, or nothing fits)
             outside += not ok
             print(f"{name:22s} {budget:>7s} {found:7d} {c['fitted_batches'][-1]:6d} {pred:8d} "
                   f"{100.0 * (pred - found) / found:+7.2f}% {lo if lo is not None else 'open':>7} {hi:7d} "

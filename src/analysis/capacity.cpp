@@ -162,6 +162,14 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.lines_max_batch = c.answer.max_batch;
     c.replay_unusable = p.trace_unusable;
     if (!c.from_search && p.scaled_trace) replay_answer(c, *p.scaled_trace, p, budget);
+    if (c.replay) {
+      // The replay's answer stands on the allocator's own rules: the range
+      // of a line through one run says nothing of it.
+      CapacityAnswer::Caveats& cv = c.answer.caveats;
+      cv.batch_if_all_grows.reset();
+      cv.batch_if_activations_grow.reset();
+      cv.low_end_unknown.reset();
+    }
     if (search != nullptr) {
       const CapacitySearch& s = *search->capacity_search;
       c.searched = CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, search->source};

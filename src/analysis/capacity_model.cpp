@@ -366,8 +366,9 @@ void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a)
       const double v0 = l.at(fit.batches.back()) + (all_grows ? overhead : 0.0);
       double slope = 0;
       if (l.per_sample_mib > 0) {
-        slope = all_grows ? (v0 - l.fixed_mib) / b0
-                          : std::min(l.per_sample_mib, fit.forward_held_mib ? held / b0 : l.per_sample_mib);
+        // Nothing held for backward measured (a forward that kept nothing):
+        // no shallower slope than the line's is known.
+        slope = all_grows ? (v0 - l.fixed_mib) / b0 : std::min(l.per_sample_mib, held > 0 ? held / b0 : l.per_sample_mib);
       }
       const double fixed = all_grows && slope > 0 ? l.fixed_mib : v0 - slope * b0;
       const double allowed = fixed > budget_mib ? 0.0 : slope > 0 ? std::floor((budget_mib - fixed) / slope) : best;
@@ -379,19 +380,33 @@ void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a)
   // assumption is true (the CPU's runs, where no allocator rounds): gamma
   // small at 30 MiB on the CPU needs 0.4% more than its one run's line
   // says.
+  // The runs' own outcomes under this budget bound both ends: a batch that
+  // completed within it fits, one that ran out under it or less does not.
+  std::int64_t fits = 0, fails = limits::kMaxBatch + 1;
+  for (const CapacityPoint& p : fit.bounds) {
+    if (p.status == RunStatus::kComplete && !p.phases.empty()) {
+      double peak = 0;
+      for (const PhaseShape& ph : p.phases) peak = std::max(peak, ph.peak_mib);
+      if (peak + p.reserve_overhead_mib <= budget_mib) fits = std::max(fits, p.batch);
+    } else if (p.status == RunStatus::kOom && p.budget_mib && *p.budget_mib <= budget_mib + 0.5) {
+      fails = std::min(fails, p.batch);
+    }
+  }
   const std::int64_t high = allow(false);
-  a.caveats.batch_if_activations_grow =
-      std::max(high >= limits::kMaxBatch ? high : high + (high + 49) / 50, a.max_batch);
+  const std::int64_t widened_high = high >= limits::kMaxBatch ? limits::kMaxBatch
+                                                              : std::min(high + (high + 49) / 50, limits::kMaxBatch);
+  a.caveats.batch_if_activations_grow = std::max(std::min(widened_high, fails - 1), a.max_batch);
   if (fit.sizes_varied) {
     a.caveats.low_end_unknown = "sizes_varied";
   } else if (fit.live_grew) {
     a.caveats.low_end_unknown = "live_memory_grew";
   } else {
     const std::int64_t low = allow(true);
-    a.caveats.batch_if_all_grows = std::min(low - (low + 49) / 50, a.max_batch);
+    const std::int64_t widened_low = low >= limits::kMaxBatch ? low : low - (low + 49) / 50;
+    a.caveats.batch_if_all_grows = std::min(std::max(widened_low, fits), a.max_batch);
   }
   a.caveats.reserve_grows_mib = overhead;
-  if (fit.forward_held_mib) a.caveats.activations_mib = held;
+  if (held > 0) a.caveats.activations_mib = held;
 }
 
 }  // namespace

@@ -508,13 +508,13 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.capacity_point.sizes_varied =
       (f.step_samples && f.step_samples->varied()) || (f.step_tokens && f.step_tokens->varied());
   post_cleanup_trend(f);
-  f.capacity_point.live_grew = f.growth_significant;
   if (f.id.device_kind == "cpu" && f.id.world_size > 1 && f.id.producer == kProducerPython && f.kept.empty() &&
       f.growth_significant) {
     f.growth_unseen_frees_mib = f.growth_per_step_mib;
     f.growth_significant = false;
     f.retained_growth_mib.reset();
   }
+  f.capacity_point.live_grew = f.growth_significant;
   return f;
 }
 

@@ -44,21 +44,22 @@ std::string caveat_words(const CapacityAnswer& a) {
   std::vector<std::string> parts;
   if (c.one_run && a.max_batch > 0) {
     std::string one = "extrapolated " + format_times(a.extrapolation) + " from one run";
-    const std::string high =
-        !c.batch_if_activations_grow ? std::string()
-        : *c.batch_if_activations_grow >= limits::kMaxBatch ? "beyond the largest batch memdiag runs"
-                                                            : std::to_string(*c.batch_if_activations_grow);
+    const bool capped = c.batch_if_activations_grow && *c.batch_if_activations_grow >= limits::kMaxBatch;
+    const std::string high = !c.batch_if_activations_grow ? std::string()
+                             : capped ? "the largest batch memdiag runs (" + std::to_string(limits::kMaxBatch) + ")"
+                                      : std::to_string(*c.batch_if_activations_grow);
     const std::string high_why =
         (c.activations_mib ? " (if only the " + mib(*c.activations_mib) + " forward held for backward grew"
                            : " (if only what the line says grows did") +
         std::string(" and the allocator gave back its reserve)");
-    if (c.batch_if_all_grows && c.batch_if_activations_grow && *c.batch_if_activations_grow > *c.batch_if_all_grows) {
+    if (c.batch_if_all_grows && c.batch_if_activations_grow && *c.batch_if_activations_grow > *c.batch_if_all_grows &&
+        *c.batch_if_all_grows < limits::kMaxBatch) {
       one += ", which puts it between " + std::to_string(*c.batch_if_all_grows) + " (if the allocator's " +
              mib(c.reserve_grows_mib.value_or(0)) + " beyond its tensors grew with the batch too) and " + high +
-             high_why + ", 2% either side";
+             (capped ? std::string() : high_why) + ", 2% either side";
     } else if (c.low_end_unknown && c.batch_if_activations_grow) {
-      one += ", which puts it at or below " + high + high_why + "; how far below cannot be told from a run with room " +
-             "to spare: its steps " +
+      one += ", which puts it at or below " + high + (capped ? std::string() : high_why) +
+             "; how far below cannot be told from a run with room to spare: its steps " +
              (*c.low_end_unknown == "sizes_varied" ? std::string("varied in size") : "kept more memory step by step") +
              ", and under a budget the allocator strands blocks between their tensors (a run at the budget measures it)";
     }

@@ -113,6 +113,27 @@ TEST(CapacityModel, OneRunSaysTheRangeItsCompositionAllows) {
     EXPECT_EQ(v.caveats.low_end_unknown, varied ? "sizes_varied" : "live_memory_grew");
   }
 
+  // The runs' own outcomes under the budget bound both ends: a run that ran
+  // out at 1000 caps the high end below it, and the run's own batch, which
+  // fits within a budget of 181, raises the low end to it.
+  const std::optional<CapacityFit> bounded = fit_capacity({point(100, 100, 30, 0.5), ran_out(1000, 1000)});
+  ASSERT_TRUE(bounded);
+  const CapacityAnswer o = predict_max_batch(*bounded, 1000);
+  EXPECT_EQ(o.max_batch, 999);
+  EXPECT_EQ(*o.caveats.batch_if_activations_grow, 999);
+  const CapacityAnswer tight = predict_max_batch(*fit, 181);
+  EXPECT_EQ(tight.max_batch, 101);                    // (181 - 100) / 0.8
+  EXPECT_EQ(*tight.caveats.batch_if_all_grows, 100);  // 101 less 2% (98) is below the run's own 100
+  // A forward that held nothing for backward: no shallower slope than the
+  // line's is known, so the high end is the line's own answer, plus 2%.
+  CapacityPoint nothing_held = point(100, 100, 0, 0.5);
+  for (PhaseShape& ph : nothing_held.phases) {
+    if (ph.phase == Phase::kForward) ph.end_mib = ph.start_mib;
+  }
+  const CapacityAnswer h = predict_max_batch(*fit_capacity({nothing_held}), 1000);
+  EXPECT_FALSE(h.caveats.activations_mib);
+  EXPECT_LE(*h.caveats.batch_if_activations_grow, h.max_batch + (h.max_batch + 49) / 50);
+
   // Two runs draw the line: no range from composition.
   const std::optional<CapacityFit> two = fit_capacity({point(10, 100, 30, 0.5), point(100, 100, 30, 0.5)});
   ASSERT_TRUE(two);
