@@ -348,6 +348,23 @@ std::pair<std::int64_t, const PhaseLine*> lines_allow(const CapacityFit& fit, do
   return {best, binding};
 }
 
+// What the runs themselves say at a budget: the largest batch that
+// completed within it (0: none) and the smallest that ran out under it or a
+// smaller one (above the largest batch memdiag runs: none).
+std::pair<std::int64_t, std::int64_t> run_bounds(const std::vector<CapacityPoint>& points, double budget_mib) {
+  std::int64_t fits = 0, fails = limits::kMaxBatch + 1;
+  for (const CapacityPoint& p : points) {
+    if (p.status == RunStatus::kComplete && !p.phases.empty()) {
+      double peak = 0;
+      for (const PhaseShape& s : p.phases) peak = std::max(peak, s.peak_mib);
+      if (peak + p.reserve_overhead_mib <= budget_mib) fits = std::max(fits, p.batch);
+    } else if (p.status == RunStatus::kOom && p.budget_mib && *p.budget_mib <= budget_mib + 0.5) {
+      fails = std::min(fails, p.batch);
+    }
+  }
+  return {fits, fails};
+}
+
 // One run's range (CapacityAnswer::Caveats::batch_if_all_grows): each line
 // that grows with the batch is redrawn through its value at the run's batch
 // with the steepest slope the run allows (its part above its fixed part,
@@ -380,18 +397,8 @@ void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a)
   // assumption is true (the CPU's runs, where no allocator rounds): gamma
   // small at 30 MiB on the CPU needs 0.4% more than its one run's line
   // says.
-  // The runs' own outcomes under this budget bound both ends: a batch that
-  // completed within it fits, one that ran out under it or less does not.
-  std::int64_t fits = 0, fails = limits::kMaxBatch + 1;
-  for (const CapacityPoint& p : fit.bounds) {
-    if (p.status == RunStatus::kComplete && !p.phases.empty()) {
-      double peak = 0;
-      for (const PhaseShape& ph : p.phases) peak = std::max(peak, ph.peak_mib);
-      if (peak + p.reserve_overhead_mib <= budget_mib) fits = std::max(fits, p.batch);
-    } else if (p.status == RunStatus::kOom && p.budget_mib && *p.budget_mib <= budget_mib + 0.5) {
-      fails = std::min(fails, p.batch);
-    }
-  }
+  // The runs' own outcomes under this budget bound both ends.
+  const auto [fits, fails] = run_bounds(fit.bounds, budget_mib);
   const std::int64_t high = allow(false);
   const std::int64_t widened_high = high >= limits::kMaxBatch ? limits::kMaxBatch
                                                               : std::min(high + (high + 49) / 50, limits::kMaxBatch);
@@ -420,23 +427,16 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
   a.max_batch = best;
   if (binding != nullptr) a.binding = *binding;
   if (apply_bounds) {
-    for (const CapacityPoint& p : fit.bounds) {
-      if (p.status == RunStatus::kComplete && !p.phases.empty()) {
-        double peak = 0;
-        for (const PhaseShape& s : p.phases) peak = std::max(peak, s.peak_mib);
-        if (peak + p.reserve_overhead_mib <= budget_mib && a.max_batch < p.batch) {
-          a.max_batch = p.batch;
-          a.raised_by_run = p.batch;
-        }
-      }
+    const auto [fits, fails] = run_bounds(fit.bounds, budget_mib);
+    if (fits > a.max_batch) {
+      a.max_batch = fits;
+      a.raised_by_run = fits;
     }
-    for (const CapacityPoint& p : fit.bounds) {
-      // Out of memory under this budget or a smaller one: it does not fit.
-      if (p.status == RunStatus::kOom && p.budget_mib && *p.budget_mib <= budget_mib + 0.5 && a.max_batch >= p.batch) {
-        a.max_batch = p.batch - 1;
-        a.capped_by_oom = p.batch;
-        a.raised_by_run.reset();
-      }
+    // Out of memory under this budget or a smaller one: it does not fit.
+    if (fails <= a.max_batch) {
+      a.max_batch = fails - 1;
+      a.capped_by_oom = fails;
+      a.raised_by_run.reset();
     }
   }
   if (!fit.batches.empty() && a.max_batch > 0) {

@@ -103,7 +103,7 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
   // completed they are the consequence (a limit would expose them), so the
   // consumer is named (a variable-length LM read allocator_cache without a
   // limit, inconclusive at 10000 MiB and activations at 9000, issue 36).
-  const bool sizes_varied = (p.step_samples && p.step_samples->varied()) || (p.step_tokens && p.step_tokens->varied());
+  const bool sizes_varied = p.sizes_varied();
   std::vector<Component> components;
   for (const Component& c : all) {
     const bool overhead = c.cause == Cause::kAllocatorCache || c.cause == Cause::kFragmentation;

@@ -376,7 +376,7 @@ bool steady_peaks_match_first(const RunFeatures& f, double held) {
 void split_first_step_excess(RunFeatures& f) {
   if (!f.first_step_excess_mib) return;
   const double excess = *f.first_step_excess_mib;
-  const bool sizes_varied = (f.step_samples && f.step_samples->varied()) || (f.step_tokens && f.step_tokens->varied());
+  const bool sizes_varied = f.sizes_varied();
   if (f.steps.size() >= 2 && f.steps.front().step == 0 && f.steps.front().forward_increment_mib && !sizes_varied &&
       f.forward_increment_mib) {
     const double held =
@@ -505,8 +505,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   forward_increment(f);
   f.step_samples = range_of(f.steps, &StepFigures::samples);
   f.step_tokens = range_of(f.steps, &StepFigures::tokens);
-  f.capacity_point.sizes_varied =
-      (f.step_samples && f.step_samples->varied()) || (f.step_tokens && f.step_tokens->varied());
+  f.capacity_point.sizes_varied = f.sizes_varied();
   post_cleanup_trend(f);
   if (f.id.device_kind == "cpu" && f.id.world_size > 1 && f.id.producer == kProducerPython && f.kept.empty() &&
       f.growth_significant) {

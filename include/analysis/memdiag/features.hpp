@@ -147,6 +147,10 @@ struct RunFeatures {
   std::optional<double> forward_input_mib;
   // Each step's samples and tokens over the recorded steps.
   std::optional<SizeRange> step_samples, step_tokens;
+  // The steps' samples or tokens varied (dynamic batching, a schedule).
+  bool sizes_varied() const {
+    return (step_samples && step_samples->varied()) || (step_tokens && step_tokens->varied());
+  }
   // cleanup[0] - optimizer_ready: what the first step left behind.
   std::optional<double> first_step_persistent_mib;
   // Least-squares slope of the post-cleanup allocation over steps (>= 2 steps)
