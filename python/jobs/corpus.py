@@ -230,9 +230,17 @@ JOBS = {
 }
 
 
-def run(name, size, output, steps=6, memory_limit_mib=None, threads=None):
+def run(name, size, output, steps=6, memory_limit_mib=None, threads=None, batch=None):
     family, build, loop, _ = JOBS[name]
     s = dict(SIZES[family][size], steps=steps)
+    if batch is not None:
+        # Another batch for the same job (a capacity search's tries): the
+        # samples per step, or per micro-batch under accumulation.
+        key = "batch" if "batch" in s else "micro" if "micro" in s else None
+        if key is None:
+            print(f"--batch: {name} sets its batch from a token budget; not allowed", file=sys.stderr)
+            return 2
+        s[key] = batch
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.type == "cpu":
         # On the 2-vCPU machine this corpus was sized on, two OpenMP threads ran these
@@ -314,6 +322,9 @@ def main(argv=None):
     r.add_argument("--memory-limit-mib", type=float, default=None,
                    help="cap the process's share of the GPU (memdiag.limit_memory); CUDA only")
     r.add_argument("--threads", type=int, default=None, help="CPU threads (default 1 on the CPU)")
+    r.add_argument("--batch", type=int, default=None,
+                   help="samples per step instead of the size's (per micro-batch under accumulation); "
+                        "not for the dynamic-batching jobs")
     a = sub.add_parser("run-all", help="every job, each in a child of one process that imported the libraries")
     a.add_argument("--size", choices=["cpu", "gpu"], default="cpu")
     a.add_argument("--dir", required=True, help="where NAME.json and NAME.log go")
@@ -324,7 +335,9 @@ def main(argv=None):
         return 0
     if args.command == "run-all":
         return run_all(args.size, args.dir, args.steps)
-    return run(args.name, args.size, args.output, args.steps, args.memory_limit_mib, args.threads)
+    if args.batch is not None and args.batch < 1:
+        ap.error(f"--batch: {args.batch} is not a batch (allowed: 1 or more)")
+    return run(args.name, args.size, args.output, args.steps, args.memory_limit_mib, args.threads, args.batch)
 
 
 if __name__ == "__main__":
