@@ -17,6 +17,8 @@ figures are the ones its Python makes (tests/test_recorder.py's lane tests
 compare the two on the same readings).
 
 MEMDIAG_NATIVE_LANE=0: no lane (the recorder's Python at every hook).
+MEMDIAG_LANE_PROFILE=1: the lane counts where its time goes (profile(rec);
+scripts/recorder-lane-profile.py prints it).
 """
 import os
 import time
@@ -85,8 +87,15 @@ def make(rec, hooks):
     config = {"all_below": rec._all_below, "every": rec._every, "timed_all_below": _recorder._TIMED_ALL_BELOW,
               "timed_every": _recorder._TIMED_EVERY, "device_every": _recorder._DEVICE_EVERY,
               "census": bool(rec.census), "process_memory": bool(rec.process_memory),
-              "thread": rec._thread.ident}
+              "thread": rec._thread.ident, "profile": os.environ.get("MEMDIAG_LANE_PROFILE") == "1"}
     return native.Lane(hooks, Helpers(rec), rec.device.index, config)
+
+
+def profile(rec):
+    """{part: (ns, calls)} of the lane's time since it was made, where
+    MEMDIAG_LANE_PROFILE=1 (else empty): its hooks' bodies, then the parts
+    inside them (native/steady_lane.cpp: Part)."""
+    return {} if rec._lane is None else dict(rec._lane.profile())
 
 
 def maybe_engage(rec):

@@ -35,6 +35,20 @@ enum Code : int { kNone = 0, kForward = 1, kBackward = 2, kStep = 3, kCleanup = 
 
 constexpr double kMiB = 1048576.0;
 
+// What the lane's time goes to, counted where the recorder asks for it
+// (MEMDIAG_LANE_PROFILE=1, memdiag/_lane.py: profile): the hooks' bodies,
+// then the parts inside them. Off, each part costs one branch.
+enum Part : int {
+  kHookForwardPre, kHookForwardPost, kHookStepPre, kHookStepPost, kHookBeforeBackward, kHookAfterBackward,
+  kHookAfterZeroGrad, kPartFigures, kPartDeviceUsed, kPartProcess, kPartHost, kPartCensus, kPartSizes,
+  kPartLoss, kPartResetPeak, kPartSample, kParts
+};
+constexpr const char* kPartNames[kParts] = {
+    "hook forward_pre", "hook forward_post", "hook step_pre", "hook step_post", "hook before_backward",
+    "hook after_backward", "hook after_zero_grad", "allocator figures", "device used (cudaMemGetInfo)",
+    "process (NVML, Python)", "host (Python)", "census", "inputs' sizes", "loss copy", "peak reset",
+    "sample kept"};
+
 double now_ms() {
   // time.perf_counter's clock: the recorder's phase clock is the same.
   timespec ts{};
@@ -94,6 +108,16 @@ class Lane {
     census_ = config["census"].cast<bool>();
     process_memory_ = config["process_memory"].cast<bool>();
     thread_ = config["thread"].cast<unsigned long>();
+    profile_ = config.contains("profile") && config["profile"].cast<bool>();
+  }
+
+  // {part: (ns, calls)} since the lane was made (empty unless profiled).
+  py::dict profile() const {
+    py::dict out;
+    if (!profile_) return out;
+    for (int i = 0; i < kParts; ++i)
+      if (part_calls_[i] > 0) out[kPartNames[i]] = py::make_tuple(part_ns_[i], part_calls_[i]);
+    return out;
   }
 
   bool engaged() const { return engaged_; }
@@ -229,6 +253,7 @@ class Lane {
     if (!engaged_) return py_forward_pre_(module, args, kwargs);
     if (PyThread_get_thread_ident() != thread_) return py::none();
     Timer timer(this);
+    const Profiled part(this, kHookForwardPre);
     // What the recorder's _forward_pre does in another way: a nested call,
     // one under no_grad or in eval mode, a closure's inside step(), a
     // forward that is not a new step's (a micro-batch, a second forward).
@@ -241,11 +266,18 @@ class Lane {
       in_ = kBetween;
     }
     count_forward();
-    reset_peak(device_);  // _begin_phase: the time between steps (loading data) is no phase's
+    {
+      const Profiled p(this, kPartResetPeak);
+      reset_peak(device_);
+    }  // _begin_phase: the time between steps (loading data) is no phase's
     phase_started_ = now_ms();
     in_ = kForward;
     counted_ = true;
-    py::object inputs = recording_ ? sizes(args, kwargs) : none_pair();
+    py::object inputs = none_pair();
+    if (recording_) {
+      const Profiled p(this, kPartSizes);
+      inputs = sizes(args, kwargs);
+    }
     if (!engaged_) return py::none();  // the recording ended meanwhile (a signal's handler ran in the walk)
     forward_inputs_ = std::move(inputs);
     ++depth_;
@@ -256,6 +288,7 @@ class Lane {
     if (!engaged_) return py_forward_post_(module, args, output);
     if (PyThread_get_thread_ident() != thread_) return py::none();
     Timer timer(this);
+    const Profiled part(this, kHookForwardPost);
     if (depth_ > 0) --depth_;
     return py::none();
   }
@@ -264,6 +297,7 @@ class Lane {
     if (!engaged_) return py_step_pre_(optimizer, args, kwargs);
     if (PyThread_get_thread_ident() != thread_) return py::none();
     Timer timer(this);
+    const Profiled part(this, kHookStepPre);
     ++in_step_call_;
     if (last_ == kBackward) in_ = kStep;
     return py::none();
@@ -273,6 +307,7 @@ class Lane {
     if (!engaged_) return py_step_post_(optimizer, args, kwargs);
     if (PyThread_get_thread_ident() != thread_) return py::none();
     Timer timer(this);
+    const Profiled part(this, kHookStepPost);
     if (last_ != kBackward) {
       // A second step() without a backward between: its memory is the
       // cleanup's, as the recorder reads it.
@@ -292,6 +327,7 @@ class Lane {
   bool before_backward(py::handle tensors) {
     if (!engaged_) return false;
     Timer timer(this);
+    const Profiled part(this, kHookBeforeBackward);
     if (in_step_call_ && last_ == kBackward) return spill(&timer);  // a closure inside step()
     if (in_ != kForward) return spill(&timer);  // a forward the hooks did not see, a second backward
     close(kForward);
@@ -305,8 +341,10 @@ class Lane {
   bool after_backward() {
     if (!engaged_) return false;
     Timer timer(this);
+    const Profiled part(this, kHookAfterBackward);
     if (in_ != kBackward || last_ != kForward) return true;  // the recorder's: nothing to do
     if (!pending_loss_.is_none() && recording_) {
+      const Profiled p(this, kPartLoss);
       std::int64_t slot = -1;
       if (losses_buffer_ != nullptr) slot = losses_buffer_->add(pending_loss_);
       if (slot >= 0) {
@@ -329,6 +367,7 @@ class Lane {
   bool after_zero_grad() {
     if (!engaged_) return false;
     Timer timer(this);
+    const Profiled part(this, kHookAfterZeroGrad);
     if (in_step_call_ && last_ == kBackward) return true;  // a closure's, evaluated again inside step()
     if (in_ == kForward || in_ == kBetween) recount_gradients_ = true;
     if (last_ == kBackward && in_ == kStep) return spill(&timer);  // step() skipped: the recorder's note
@@ -362,6 +401,21 @@ class Lane {
     Lane* lane_;
     std::int64_t t0_;
     bool on_;
+  };
+
+  // Counts a part's time where the lane is profiled.
+  struct Profiled {
+    Profiled(Lane* lane, int part) : lane_(lane), part_(part), t0_(lane->profile_ ? now_ns() : 0) {}
+    ~Profiled() {
+      if (!lane_->profile_) return;
+      lane_->part_ns_[part_] += now_ns() - t0_;
+      ++lane_->part_calls_[part_];
+    }
+    Profiled(const Profiled&) = delete;
+    Profiled& operator=(const Profiled&) = delete;
+    Lane* lane_;
+    int part_;
+    std::int64_t t0_;
   };
 
   static py::object none_pair() { return py::make_tuple(py::none(), py::none()); }
@@ -535,13 +589,17 @@ class Lane {
       s.step = step_;
       // CudaProbe.figures, native branch: the device's use where asked or
       // where the reserve moved since it was last asked.
-      s.figures = figures(device_, true, ask || !has_used_);
+      {
+        const Profiled p(this, kPartFigures);
+        s.figures = figures(device_, true, ask || !has_used_);
+      }
       if (s.figures.used >= 0) {
         used_ = s.figures.used;
         has_used_ = true;
         used_reserved_ = s.figures.reserved;
         has_used_reserved_ = true;
       } else if (!has_used_reserved_ || s.figures.reserved != used_reserved_) {
+        const Profiled p(this, kPartDeviceUsed);
         const std::int64_t used = device_used(device_);
         used_ = used;
         has_used_ = true;
@@ -557,12 +615,18 @@ class Lane {
         const bool same = !nvml_used_at_.is_none() && PyLong_Check(nvml_used_at_.ptr()) &&
                           PyLong_AsLongLong(nvml_used_at_.ptr()) == used_;
         if (!same) {
+          const Profiled p(this, kPartProcess);
           nvml_last_ = helpers_.attr("process_mib")();
           nvml_used_at_ = py::int_(used_);
         }
         s.process_mib = nvml_last_;
       }
-      s.host = ask ? py::object(helpers_.attr("host")()) : py::object(py::none());  // None: not read
+      if (ask) {
+        const Profiled p(this, kPartHost);
+        s.host = helpers_.attr("host")();
+      } else {
+        s.host = py::none();  // not read
+      }
       now = now_ms();
       s.elapsed_ms = now - phase_started_;
       // What the recorder's _close adds: a forward's micro-batch and inputs,
@@ -572,12 +636,17 @@ class Lane {
       s.inputs = phase == kForward ? forward_inputs_ : py::none();
       if (s.extra == kStep) s.losses = losses_;
       s.has_census = census_;
-      if (census_) s.census = take_census(phase);
+      if (census_) {
+        const Profiled p(this, kPartCensus);
+        s.census = take_census(phase);
+      }
       // The recording ended meanwhile (a signal's handler ran in one of the
       // Python readings above and finished it): its report is written.
       if (!engaged_) return;
+      const Profiled p(this, kPartSample);
       samples_.push_back(std::move(s));
     } else {
+      const Profiled p(this, kPartResetPeak);
       reset_peak(device_);  // the recorder's begin_phase where it read nothing
     }
     // The next phase starts now: read again where the census's work
@@ -589,7 +658,9 @@ class Lane {
   int device_;
   py::object py_forward_pre_, py_forward_post_, py_step_pre_, py_step_post_;
   std::int64_t all_below_ = 0, every_ = 1, timed_all_below_ = 10, timed_every_ = 10, device_every_ = 10;
-  bool census_ = false, process_memory_ = false;
+  bool census_ = false, process_memory_ = false, profile_ = false;
+  std::int64_t part_ns_[kParts] = {};
+  std::int64_t part_calls_[kParts] = {};
   unsigned long thread_ = 0;
   py::object params_, holders_;
   py::object losses_owner_;
@@ -633,6 +704,7 @@ void define_lane(py::module_& m) {
       .def_property_readonly("census_dict", &Lane::census_dict)
       .def_property_readonly("step", &Lane::step)
       .def("scaler_skipped", &Lane::scaler_skipped)
+      .def("profile", &Lane::profile)
       .def("set_losses", &Lane::set_losses)
       .def("forward_pre", &Lane::forward_pre)
       .def("forward_post", &Lane::forward_post)
