@@ -172,7 +172,8 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     }
     if (search != nullptr) {
       const CapacitySearch& s = *search->capacity_search;
-      c.searched = CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, search->source};
+      c.searched = CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, search->source,
+                                               s.replayed_max_batch};
     }
     out.push_back(std::move(c));
   }
@@ -184,7 +185,8 @@ void add_expandable_searches(std::vector<CapacityPrediction>& predictions, const
     if (!c.searched) continue;
     if (const RunFeatures* e = expandable_search_for(whole, p, c.answer.budget_mib)) {
       const CapacitySearch& x = *e->capacity_search;
-      c.searched_expandable = CapacityPrediction::Searched{x.max_batch, x.first_failing_batch, x.confirmed, e->source};
+      c.searched_expandable =
+          CapacityPrediction::Searched{x.max_batch, x.first_failing_batch, x.confirmed, e->source, x.replayed_max_batch};
     }
   }
 }

@@ -199,6 +199,16 @@ std::string describe(const CapacityPrediction& c) {
       return ": the prediction is " + format_fixed(std::fabs(off), 1) + "% " + (off >= 0 ? "above" : "below") + " it";
     };
     if (s.max_batch > 0) searched += against(s.max_batch);
+    // The search's own answer from one traced try, which fresh processes
+    // then checked: where the lines through its tries miss (memory the
+    // allocator strands under the limit), the replay models it.
+    if (s.replayed && s.max_batch > 0) {
+      const double off = 100.0 * static_cast<double>(*s.replayed - s.max_batch) / static_cast<double>(s.max_batch);
+      searched += "; its traced try, replaying the allocator at the budget, had answered " + std::to_string(*s.replayed) +
+                  (*s.replayed == s.max_batch ? " (the answer itself)"
+                                              : " (" + format_fixed(std::fabs(off), 1) + "% " +
+                                                    (off >= 0 ? "above" : "below") + " it)");
+    }
     if (c.searched_expandable && c.searched_expandable->max_batch > 0) {
       // The referee: where the default allocator stranded memory, the
       // search under expandable segments finds what the lines describe.

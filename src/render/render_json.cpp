@@ -352,7 +352,7 @@ json replay_json(const ReplayCapacity& r) {
 json searched_json(const std::optional<CapacityPrediction::Searched>& s) {
   if (!s) return nullptr;
   return {{"max_batch", s->max_batch}, {"first_failing_batch", opt(s->first_failing_batch)},
-          {"confirmed", opt(s->confirmed)}, {"source", s->source}};
+          {"confirmed", opt(s->confirmed)}, {"source", s->source}, {"replayed_max_batch", opt(s->replayed)}};
 }
 
 json capacity_json(const Verdict& v) {

@@ -543,6 +543,18 @@ TEST(CudaCapacity, EveryCaseIsWithinTwoPercentOrSaysWhyNot) {
         ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
         const auto c = nlohmann::json::parse(cmp.out)["groups"][0]["capacity"][0];
         const std::int64_t p = c["max_batch"];
+        if (report == search) {
+          // The search's own answer from its traced try (the allocator
+          // replayed at the budget) is within 2% of what fresh processes
+          // then found, and the text says it beside the lines' figure.
+          ASSERT_TRUE(c["searched"].is_object()) << c["text"];
+          const auto& replayed = c["searched"]["replayed_max_batch"];
+          ASSERT_TRUE(replayed.is_number()) << "the search settled without its traced try's replay\n" << c["text"];
+          EXPECT_LE(std::llabs(replayed.get<std::int64_t>() - found), found / 50) << c["text"];
+          EXPECT_NE(c["text"].get<std::string>().find("had answered " + std::to_string(replayed.get<std::int64_t>())),
+                    std::string::npos)
+              << c["text"];
+        }
         if (std::llabs(p - found) <= found / 50) continue;
         const auto& cv = c["caveats"];
         const bool range_holds = !cv["batch_at_max_reserve"].is_null() && cv["batch_at_max_reserve"] <= found &&

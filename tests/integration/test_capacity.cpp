@@ -86,6 +86,17 @@ TEST_P(CapacityModel, APredictionFromOneRunIsWithinTwoPercentOfTheSearch) {
     EXPECT_EQ(same["max_batch"], found["predicted_max_batch"]);
     EXPECT_EQ(same["binding"]["phase"], found["fit"]["binding_phase"]);
     EXPECT_EQ(same["searched"]["max_batch"], max_batch);
+    // Its traced try's replay (the search's own answer before fresh
+    // processes checked it) is said beside the lines' figure.
+    if (found["replayed_max_batch"].is_number()) {
+      EXPECT_EQ(same["searched"]["replayed_max_batch"], found["replayed_max_batch"]);
+      EXPECT_NE(same["text"].get<std::string>().find(
+                    "had answered " + std::to_string(found["replayed_max_batch"].get<std::int64_t>())),
+                std::string::npos)
+          << same["text"];
+    } else {
+      EXPECT_TRUE(same["searched"]["replayed_max_batch"].is_null()) << same;
+    }
   }
 }
 

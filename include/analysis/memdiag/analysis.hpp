@@ -514,6 +514,10 @@ struct CapacityPrediction {
     std::optional<std::int64_t> first_failing_batch;
     std::optional<bool> confirmed;
     std::string source;  // the report it is from
+    // The answer its traced try's replay of the allocator gave before fresh
+    // processes checked it (--find-max-batch under a limit): the search's
+    // own prediction from one try, beside the lines through all of them.
+    std::optional<std::int64_t> replayed;
   };
   std::optional<Searched> searched;
   // Beside a search under the allocator's defaults, a search of the same
