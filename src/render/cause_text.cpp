@@ -274,8 +274,15 @@ std::string measured_note(const RemedyRow& r, Cause cause) {
 
 std::vector<std::string> not_helpful_for(const Verdict& v) {
   bool grew = false;
+  // A stable post-cleanup allocation is claimed only where one was
+  // measured: a trend over cleanups. A run that ran out before its second
+  // cleanup (an out-of-memory in step 0) showed none either way.
+  bool stable_seen = false;
   for (const Evidence& e : v.evidence) {
-    if (const auto* t = std::get_if<evidence::PostCleanupTrend>(&e)) grew = grew || t->growing;
+    if (const auto* t = std::get_if<evidence::PostCleanupTrend>(&e)) {
+      grew = grew || t->growing;
+      stable_seen = stable_seen || (!t->growing && t->growth_per_step_mib.has_value());
+    }
     if (std::holds_alternative<evidence::RetainedGrowth>(e) || std::holds_alternative<evidence::KeptAcrossSteps>(e)) {
       grew = true;  // something is kept across steps: the stability claim does not hold
     }
@@ -302,7 +309,7 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
                   " MiB of inputs it is given." + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
-    if (grew && n.needs_stable) continue;
+    if (n.needs_stable && (grew || !stable_seen)) continue;
     const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
     out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }

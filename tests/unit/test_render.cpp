@@ -388,6 +388,35 @@ TEST(Render, AWouldNotHelpSaysWhatItsRemedyMeasured) {
   EXPECT_EQ(split_line(not_helpful_for(v)).find("Measured here"), std::string::npos);
 }
 
+// "The post-cleanup allocation is stable" is said only where a trend over
+// cleanups measured it: a library job that ran out of memory in step 0
+// (ResNet-50 at batch 256 under 16384 MiB) had no cleanup to read, and its
+// would-not-help called the allocation stable all the same.
+TEST(Render, AStableAllocationIsClaimedOnlyWhereItWasMeasured) {
+  Synth s;
+  s.steps = 4;
+  s.activations_mib = 40;
+  Analysis a = analyse({{"r.json", synth(s)}});
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  Verdict& v = a.verdicts[0];
+  ASSERT_EQ(v.dominant, Cause::kActivations);
+  const auto claims = [&] {
+    for (const std::string& n : not_helpful_for(v)) {
+      if (n.find("post-cleanup allocation is stable") != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(claims());  // four cleanups, none grew
+  const auto trend = std::find_if(v.evidence.begin(), v.evidence.end(), [](const Evidence& e) {
+    return std::holds_alternative<evidence::PostCleanupTrend>(e);
+  });
+  ASSERT_NE(trend, v.evidence.end());
+  std::get<evidence::PostCleanupTrend>(*trend).growth_per_step_mib.reset();  // one cleanup: no trend
+  EXPECT_FALSE(claims());
+  v.evidence.erase(trend);  // none at all: it ran out before a cleanup
+  EXPECT_FALSE(claims());
+}
+
 // A job of one's own (the Python recorder wrote it): what was not measured is
 // named as the change to make in the job, never as a flag of a tool that
 // cannot run it.
