@@ -4,7 +4,7 @@ and what its hooks cost the loop beside them.
 
     python3 scripts/recorder-lane-profile.py [--device cuda] [--cases beta,gamma] [--steps 2000]
                                              [--rounds 8] [--block 300]
-    python3 scripts/recorder-lane-profile.py --made-up-readings --cases beta --steps 500 --rounds 4   # the CPU
+    python3 scripts/recorder-lane-profile.py --made-up-readings --cases beta --steps 300 --rounds 0   # the CPU: parts alone
 
 scripts/recorder-overhead-steady.py says how much a recorded launch-bound
 step costs against the plain loop; its figures move by several percent
@@ -108,7 +108,8 @@ def main():
     ap.add_argument("--cases", default="beta,gamma")
     ap.add_argument("--preset", default="small")
     ap.add_argument("--steps", type=int, default=2000, help="steady steps of the parts' recording (default 2000)")
-    ap.add_argument("--rounds", type=int, default=8, help="rounds of blocks, each mode once a round (default 8)")
+    ap.add_argument("--rounds", type=int, default=8,
+                    help="rounds of blocks, each mode once a round (default 8; 0: the parts alone)")
     ap.add_argument("--block", type=int, default=300, help="timed steps a block (default 300)")
     ap.add_argument("--seed", type=int, default=57)
     ap.add_argument("--made-up-readings", action="store_true",
@@ -140,6 +141,8 @@ def main():
             hooks = sum(v[0] for k, v in rows[c].items() if k.startswith("hook"))
             print(f"  {'census' if c else 'no census'}: the hooks' bodies {hooks:.2f} us a step; the recorder's own "
                   f"clock {clocks[c]:.2f} us a timed step")
+        if args.rounds == 0:
+            continue
         results = {m: [] for m in MODES}
         for mode in MODES:  # one of each first, untimed
             block(mode, model, opt, loop, device, 20, extra)

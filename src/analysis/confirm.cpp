@@ -285,12 +285,27 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       break;
     case Cause::kRetainedGraph: out.push_back(plan.steps(longer)); break;
     case Cause::kInconclusive:
-      if (sized) {
-        size_runs();
-      } else {
-        for (int b : other_batches(p)) out.push_back(plan.batch(b));
+      // The one run that tells the two tied consumers apart
+      // (tied_pair_test; the response says it in words).
+      switch (tied_pair_test(d)) {
+        case TiedPairTest::kExpandableSegments: out.push_back(plan.expandable_segments()); break;
+        case TiedPairTest::kLongerRun: out.push_back(plan.steps(longer)); break;
+        case TiedPairTest::kSmallerBatch:
+          if (sized) {
+            size_runs();
+          } else {
+            for (int b : other_batches(p)) out.push_back(plan.batch(b));
+          }
+          break;
+        case TiedPairTest::kNone:
+          if (sized) {
+            size_runs();
+          } else {
+            for (int b : other_batches(p)) out.push_back(plan.batch(b));
+          }
+          out.push_back(plan.steps(longer));
+          break;
       }
-      out.push_back(plan.steps(longer));
       break;
     case Cause::kParameters:
     case Cause::kAllocatorCache:
@@ -306,3 +321,21 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
 }
 
 }  // namespace memdiag::detail
+
+namespace memdiag {
+
+TiedPairTest tied_pair_test(const Decision& d) {
+  if (d.rule != DecisionRule::kTooClose || !d.top || !d.runner_up) return TiedPairTest::kNone;
+  const auto either = [&](Cause c) { return d.top->cause == c || d.runner_up->cause == c; };
+  // Memory the allocator holds beside the tensors shrinks under expandable
+  // segments; what the tensors hold does not.
+  if (either(Cause::kAllocatorCache) || either(Cause::kFragmentation)) return TiedPairTest::kExpandableSegments;
+  // A retained graph adds to the post-cleanup allocation at every step;
+  // nothing else grows with the steps.
+  if (either(Cause::kRetainedGraph)) return TiedPairTest::kLongerRun;
+  // Activations follow the batch; the model's state does not.
+  if (either(Cause::kActivations)) return TiedPairTest::kSmallerBatch;
+  return TiedPairTest::kNone;
+}
+
+}  // namespace memdiag

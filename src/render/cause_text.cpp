@@ -143,7 +143,42 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
 // already (ZeroRedundancyOptimizer, FSDP) is not told to shard, 16-bit
 // activations or weights are not told to lower their precision, and a
 // batch that is mostly its inputs is told what divides them.
+// Two consumers within the margin: the one run that tells them apart and
+// what it will show (the confirming runs below are that run).
+std::string tie_response(const Verdict& v) {
+  const TiedPairTest test = tied_pair_test(v.decision);
+  if (test == TiedPairTest::kNone) return {};
+  const Component& a = *v.decision.top;
+  const Component& b = *v.decision.runner_up;
+  const std::string pair = std::string(to_string(a.cause)) + " (" + format_mib(a.mib) + " MiB) and " +
+                           to_string(b.cause) + " (" + format_mib(b.mib) + " MiB) are too close to name one";
+  // The one of the two that the run leaves as it is.
+  const auto other = [&](std::initializer_list<Cause> moving) {
+    const bool a_moves = std::find(moving.begin(), moving.end(), a.cause) != moving.end();
+    return std::string(to_string(a_moves ? b.cause : a.cause));
+  };
+  switch (test) {
+    case TiedPairTest::kExpandableSegments:
+      return pair + "; the run below under expandable segments tells them apart (PYTORCH_ALLOC_CONF="
+                    "expandable_segments:True in a job of one's own): the allocator's cached and stranded memory "
+                    "shrinks under it, " + other({Cause::kAllocatorCache, Cause::kFragmentation}) +
+             " does not. Compare its report with this one.";
+    case TiedPairTest::kLongerRun:
+      return pair + "; the longer run below tells them apart: a retained graph adds to the post-cleanup "
+                    "allocation at every step, " + other({Cause::kRetainedGraph}) +
+             " does not. Compare its report with this one.";
+    case TiedPairTest::kSmallerBatch:
+      return pair + "; the runs below at smaller batches tell them apart: activations shrink with the batch, " +
+             other({Cause::kActivations}) + " does not. Compare their reports with this one.";
+    case TiedPairTest::kNone: break;
+  }
+  return {};
+}
+
 std::string base_response(const Verdict& v) {
+  if (v.dominant == Cause::kInconclusive) {
+    if (std::string r = tie_response(v); !r.empty()) return r;
+  }
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
     // A job whose batch is mostly its inputs: what the forward saves for
     // backward is the smaller part.

@@ -311,7 +311,11 @@ TEST(Verdict, InconclusiveWhenTwoCausesAreClose) {
   EXPECT_EQ(v.decision.rule, DecisionRule::kTooClose);
   EXPECT_DOUBLE_EQ(v.decision.threshold, thresholds::kDominanceRatio);
   EXPECT_NEAR(*v.decision.margin, 1.0, 1e-9);
-  EXPECT_EQ(v.confirm.size(), 3u);  // batch 1, batch 4, more steps
+  // The pair's one test: activations follow the batch, the state does not
+  // (batch 1 and batch 4); a longer run would tell nothing here.
+  ASSERT_EQ(v.confirm.size(), 2u);
+  EXPECT_EQ(v.confirm[0].run.batch_size_per_device, 1);
+  EXPECT_EQ(v.confirm[1].run.batch_size_per_device, 4);
 }
 
 TEST(Verdict, InconclusiveWhenOneStepCannotSeparateStateFromGraph) {

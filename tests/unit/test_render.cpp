@@ -417,6 +417,40 @@ TEST(Render, AStableAllocationIsClaimedOnlyWhereItWasMeasured) {
   EXPECT_FALSE(claims());
 }
 
+// Two consumers within the margin: the response names the one run that
+// tells them apart and what it will show, by the pair; a tie no single run
+// settles keeps the general response.
+TEST(Render, ATieNamesTheOneRunThatTellsItsPairApart) {
+  Verdict v;
+  v.dominant = Cause::kInconclusive;
+  v.decision.rule = DecisionRule::kTooClose;
+  const auto response = [&](Cause a, Cause b) {
+    v.decision.top = Component{a, 120.0};
+    v.decision.runner_up = Component{b, 100.0};
+    return response_for(v);
+  };
+  std::string r = response(Cause::kActivations, Cause::kAllocatorCache);
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kExpandableSegments);
+  EXPECT_NE(r.find("activations (120.0 MiB) and allocator_cache (100.0 MiB) are too close"), std::string::npos) << r;
+  EXPECT_NE(r.find("under expandable segments tells them apart"), std::string::npos) << r;
+  EXPECT_NE(r.find(", activations does not."), std::string::npos) << r;
+  r = response(Cause::kRetainedGraph, Cause::kActivations);
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kLongerRun);
+  EXPECT_NE(r.find("the longer run below tells them apart"), std::string::npos) << r;
+  EXPECT_NE(r.find(", activations does not."), std::string::npos) << r;
+  r = response(Cause::kOptimizerState, Cause::kActivations);
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kSmallerBatch);
+  EXPECT_NE(r.find("activations shrink with the batch, optimizer_state does not"), std::string::npos) << r;
+  r = response(Cause::kOptimizerState, Cause::kParameters);
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kNone);
+  EXPECT_EQ(r, cause_response(Cause::kInconclusive));
+  // Not a tie (another rule): no pair to tell apart.
+  v.decision.rule = DecisionRule::kDominant;
+  v.decision.top = Component{Cause::kActivations, 120.0};
+  v.decision.runner_up = Component{Cause::kAllocatorCache, 100.0};
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kNone);
+}
+
 // A job of one's own (the Python recorder wrote it): what was not measured is
 // named as the change to make in the job, never as a flag of a tool that
 // cannot run it.

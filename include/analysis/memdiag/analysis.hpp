@@ -156,6 +156,14 @@ struct Decision {
   std::vector<Component> set_aside;
 };
 
+// Where two consumers are within the margin (kTooClose), the one run that
+// tells them apart: under expandable segments (the allocator's cache or
+// stranded memory against what tensors hold), longer (a retained graph
+// grows with the steps), at smaller batches (activations follow the
+// batch, the model's state does not); kNone where no single run does.
+enum class TiedPairTest { kNone, kExpandableSegments, kLongerRun, kSmallerBatch };
+TiedPairTest tied_pair_test(const Decision& d);
+
 // Evidence: what the numbers show, one typed record per kind of sentence.
 namespace evidence {
 struct ForwardIncrement {
