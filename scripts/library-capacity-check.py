@@ -39,25 +39,9 @@ MAX_BATCH = 1 << 14  # a search that still fits here stops and says so
 def try_batch(corpus, job, size, batch, steps, budget, folder, log):
     """'fits' or 'oom' for `batch` under `budget` MiB, in a forked child."""
     out = os.path.join(folder, f"{job}-{budget}-try{batch}.json")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        rc = 3
-        try:
-            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            rc = corpus.run(job, size, out, steps, memory_limit_mib=budget, batch=batch)
-        except BaseException:
-            import traceback
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(rc)
-    _, status = os.waitpid(pid, 0)
-    rc = os.waitstatus_to_exitcode(status)
+    # 1 is the job's out of memory (its report written); 3: the try raised.
+    rc = corpus.in_child(log, True, lambda: corpus.run(job, size, out, steps, memory_limit_mib=budget, batch=batch),
+                         raised=3)
     if rc not in (0, 1):
         raise SystemExit(f"{job} at batch {batch} under {budget} MiB: exit {rc} (see {log})")
     return "fits" if rc == 0 else "oom"

@@ -269,6 +269,32 @@ def run(name, size, output, steps=6, memory_limit_mib=None, threads=None, batch=
     return 0
 
 
+def in_child(log_path, append, job, raised=1):
+    """job() in a child forked from this process, its output into log_path
+    (appended to, or written anew), its exit code job()'s return value
+    (`raised` where it raised: the traceback is in the log)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        rc = raised
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+            log = os.open(log_path, flags, 0o644)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            rc = job()
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
 def run_all(size, folder, steps=6):
     """Every job, each in a child forked from this process once torch,
     torchvision and transformers are imported (about 4 s of CPU a job on
@@ -286,25 +312,8 @@ def run_all(size, folder, steps=6):
     failed = 0
     for name in JOBS:
         start = time.time()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: the job's output into its log, its exit code as `run` gives it
-            rc = 1
-            try:
-                log = os.open(os.path.join(folder, name + ".log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                rc = run(name, size, os.path.join(folder, name + ".json"), steps)
-            except BaseException:
-                import traceback
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(rc)
-        _, status = os.waitpid(pid, 0)
-        rc = os.waitstatus_to_exitcode(status)
+        rc = in_child(os.path.join(folder, name + ".log"), False,
+                      lambda: run(name, size, os.path.join(folder, name + ".json"), steps))
         failed |= rc not in (0, 1)  # 1: the job ran out of memory, its report written
         print(f"corpus: {name} ({size}) exit {rc} in {time.time() - start:.1f} s", flush=True)
     return 1 if failed else 0
