@@ -284,29 +284,35 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       if (auto r = plan.other_preset()) out.push_back(*r);
       break;
     case Cause::kRetainedGraph: out.push_back(plan.steps(longer)); break;
-    case Cause::kInconclusive:
+    case Cause::kInconclusive: {
+      // The runs at other batches (or sizes); with skip_given, none the
+      // group measured already (their reports were given beside this one).
+      const auto batch_runs = [&](bool skip_given) {
+        if (sized) {
+          size_runs();
+          return;
+        }
+        for (int b : other_batches(p)) {
+          const bool given = skip_given && std::any_of(g.runs.begin(), g.runs.end(), [&](const RunFeatures& r) {
+                               return r.config.batch_size_per_device == b && r.config.steps == p.config.steps &&
+                                      r.config.preset == p.config.preset;
+                             });
+          if (!given) out.push_back(plan.batch(b));
+        }
+      };
       // The one run that tells the two tied consumers apart
       // (tied_pair_test; the response says it in words).
       switch (tied_pair_test(d)) {
         case TiedPairTest::kExpandableSegments: out.push_back(plan.expandable_segments()); break;
         case TiedPairTest::kLongerRun: out.push_back(plan.steps(longer)); break;
-        case TiedPairTest::kSmallerBatch:
-          if (sized) {
-            size_runs();
-          } else {
-            for (int b : other_batches(p)) out.push_back(plan.batch(b));
-          }
-          break;
+        case TiedPairTest::kSmallerBatch: batch_runs(true); break;
         case TiedPairTest::kNone:
-          if (sized) {
-            size_runs();
-          } else {
-            for (int b : other_batches(p)) out.push_back(plan.batch(b));
-          }
+          batch_runs(false);
           out.push_back(plan.steps(longer));
           break;
       }
       break;
+    }
     case Cause::kParameters:
     case Cause::kAllocatorCache:
     case Cause::kFragmentation: break;

@@ -138,11 +138,6 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   return nullptr;
 }
 
-// The cause's response, for what the job already does: nearly frozen
-// weights (LoRA, adapters) are parameter-efficient already, state sharded
-// already (ZeroRedundancyOptimizer, FSDP) is not told to shard, 16-bit
-// activations or weights are not told to lower their precision, and a
-// batch that is mostly its inputs is told what divides them.
 // Two consumers within the margin: the one run that tells them apart and
 // what it will show (the confirming runs below are that run).
 std::string tie_response(const Verdict& v) {
@@ -167,14 +162,32 @@ std::string tie_response(const Verdict& v) {
       return pair + "; the longer run below tells them apart: a retained graph adds to the post-cleanup "
                     "allocation at every step, " + other({Cause::kRetainedGraph}) +
              " does not. Compare its report with this one.";
-    case TiedPairTest::kSmallerBatch:
+    case TiedPairTest::kSmallerBatch: {
+      const bool batch_sweep_given = std::any_of(v.sweeps.begin(), v.sweeps.end(), [](const Sweep& w) {
+        return w.kind == SweepKind::kBatch && w.increasing;
+      });
+      if (v.confirm.empty() && batch_sweep_given) {
+        // The smaller batches were given beside this run: they show which
+        // is which, and at this batch both are as large.
+        return pair + " at this batch; the reports at other batches beside it tell them apart (activations shrink "
+                      "with the batch, " + other({Cause::kActivations}) +
+               " does not), so both must shrink for this batch to fit in less: " +
+               cause_response(Cause::kActivations) + " And for " + other({Cause::kActivations}) + ": " +
+               cause_response(a.cause == Cause::kActivations ? b.cause : a.cause);
+      }
       return pair + "; the runs below at smaller batches tell them apart: activations shrink with the batch, " +
              other({Cause::kActivations}) + " does not. Compare their reports with this one.";
+    }
     case TiedPairTest::kNone: break;
   }
   return {};
 }
 
+// The cause's response, for what the job already does: nearly frozen
+// weights (LoRA, adapters) are parameter-efficient already, state sharded
+// already (ZeroRedundancyOptimizer, FSDP) is not told to shard, 16-bit
+// activations or weights are not told to lower their precision, and a
+// batch that is mostly its inputs is told what divides them.
 std::string base_response(const Verdict& v) {
   if (v.dominant == Cause::kInconclusive) {
     if (std::string r = tie_response(v); !r.empty()) return r;

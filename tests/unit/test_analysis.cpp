@@ -318,6 +318,31 @@ TEST(Verdict, InconclusiveWhenTwoCausesAreClose) {
   EXPECT_EQ(v.confirm[1].run.batch_size_per_device, 4);
 }
 
+// The tie's test given beside it (a ResNet-18 with a wide head, AdamW, at
+// batch 48 on the CPU, with its batch 1 and 4 reports): nothing is asked
+// again, and the response says what the batches showed and that both
+// consumers must shrink.
+TEST(Verdict, ATieWhoseBatchesAreGivenAsksForNothingAgain) {
+  std::vector<std::pair<std::string, Report>> reports;
+  for (int b : {1, 4, 8}) {
+    Synth s;
+    s.batch = b;
+    s.params_mib = 10;
+    s.activations_mib = 2.5 * b;  // 20 MiB at batch 8, as the optimizer state
+    s.optimizer_state_mib = 20;
+    reports.emplace_back("b" + std::to_string(b) + ".json", synth(s));
+  }
+  const Analysis a = analyse(reports);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  const Verdict& v = a.verdicts[0];
+  ASSERT_EQ(v.dominant, Cause::kInconclusive);
+  ASSERT_EQ(tied_pair_test(v.decision), TiedPairTest::kSmallerBatch);
+  EXPECT_TRUE(v.confirm.empty());
+  const std::string r = response_for(v);
+  EXPECT_NE(r.find("the reports at other batches beside it tell them apart"), std::string::npos) << r;
+  EXPECT_NE(r.find(cause_response(Cause::kOptimizerState)), std::string::npos) << r;
+}
+
 TEST(Verdict, InconclusiveWhenOneStepCannotSeparateStateFromGraph) {
   Synth s;
   s.steps = 1;
