@@ -21,6 +21,15 @@ that has imported torch alone. So when recording starts the process's
 objects are collected once and frozen (gc.freeze: kept out of later
 collections and scans), and unfrozen after the last walk: a walk then sees
 what the recording made, and what the loop keeps is among that.
+
+On CUDA the line of the user's code that allocated a kept tensor comes from
+the caching allocator's own record of each live block's Python stack
+(torch.cuda.memory._record_memory_history(enabled="state", stacks="python"):
+no history of frees, only the stacks of what is allocated now). It is on
+from the start of recording to the last walk, when one snapshot reads the
+stacks of the blocks alive, and then off; a process that records its
+history already keeps its own settings and lends its snapshot.
+MEMDIAG_ALLOCATION_STACKS=0 leaves the allocator alone.
 """
 import gc
 import os
@@ -77,7 +86,14 @@ class KeptTracker:
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
         self.walk_ms = 0.0
         self.walks = 0
-        self.walked_steps = []  # the steps whose cleanups were walked        self._froze = False
+        self.walked_steps = []  # the steps whose cleanups were walked
+        self._froze = False
+        # The allocator's Python stacks of live blocks (CUDA): None where not
+        # recorded, "ours" where the recording turned it on, "theirs" where
+        # the process had; and (device index, address) -> frames, read once.
+        self._stacks = None
+        self._alloc_frames = None
+        self.stacks_ms = 0.0
 
     # ----- what the loop does ------------------------------------------------
 
@@ -126,8 +142,10 @@ class KeptTracker:
         gc.collect()
         gc.freeze()
         self._froze = True
+        self._stacks = _start_stacks(self._model() if self._model is not None else None)
 
     def end(self):
+        self._read_stacks()
         if self._froze:
             gc.unfreeze()
             self._froze = False
@@ -190,7 +208,7 @@ class KeptTracker:
                 if o.dim() >= 1 and made is None:
                     kind = (sig[1], sig[2], tuple(o.shape[1:]))
                     if key[3] > largest.get(kind, (0,))[0]:
-                        largest[kind] = (key[3], record)
+                        largest[kind] = (key[3], record, weakref.ref(o))
                 if not made and self._module_outputs:
                     by = self._module_outputs.get(id(o))
                     if by is not None and by[0]() is o:
@@ -293,6 +311,10 @@ class KeptTracker:
                     r["made_by"] = self._module_named[sig]
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
+                at = self._allocated_at([ref for w in reversed(span) if sig in w
+                                         for _, views in reversed(w[sig][3]) for ref in views])
+                if at is not None:
+                    r["allocated_at"] = at
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
                 if bounded is not None:
                     count_kept = max(1, round(count * nbytes / (nbytes + bounded[1])))
@@ -346,7 +368,7 @@ class KeptTracker:
             return []
         out = []
         last = walks[-3:]
-        for kind, (nbytes, record) in last[-1][0].items():
+        for kind, (nbytes, record, ref) in last[-1][0].items():
             sizes = [w[0].get(kind, (None,))[0] for w in last]
             if None in sizes or not sizes[0] < sizes[1] < sizes[2]:
                 continue
@@ -358,8 +380,56 @@ class KeptTracker:
             r = dict(record)
             r.update({"what": "tensor", "made_by": None, "grows": True, "where": None, "per_step": 1,
                       "mib_per_step": (sizes[2] - sizes[0]) / 2 / _MIB})
+            at = self._allocated_at([ref])
+            if at is not None:
+                r["allocated_at"] = at
             out.append(r)
         return out
+
+    # ----- the allocator's stacks (CUDA) -------------------------------------
+
+    def _read_stacks(self):
+        """At the last walk (or where recording ends before it): the stacks
+        of the blocks alive now, read once; the allocator's recording then
+        off again where it was ours."""
+        if self._stacks is None or self._alloc_frames is not None:
+            return
+        t0 = time.perf_counter()
+        self._alloc_frames = {}
+        try:
+            snapshot = torch.cuda.memory._snapshot()
+            for segment in snapshot.get("segments", ()):
+                device = segment.get("device")
+                for block in segment.get("blocks", ()):
+                    frames = block.get("frames")
+                    if frames and block.get("state") == "active_allocated":
+                        self._alloc_frames[(device, block["address"])] = frames
+        except (RuntimeError, KeyError, TypeError):
+            pass  # no stacks: the records keep the lines the hooks saw
+        finally:
+            if self._stacks == "ours":
+                _stop_stacks()
+            self.stacks_ms += (time.perf_counter() - t0) * 1e3
+
+    def stacks_read(self):
+        """Whether the allocator's stacks were read (CUDA)."""
+        return self._stacks is not None and self._alloc_frames is not None
+
+    def _allocated_at(self, refs):
+        """The user's line on the allocation stack of the first of the
+        tensors (weakrefs) still alive whose block the allocator recorded."""
+        if not self._alloc_frames:
+            return None
+        for ref in refs:
+            t = ref()
+            key = _storage_key(t) if t is not None else None
+            if key is None or key[0] != "cuda":
+                continue
+            frames = self._alloc_frames.get((key[1], key[2]))
+            line = user_line(frames) if frames else None
+            if line is not None:
+                return line
+        return None
 
 
 def _by_kind(entries):
@@ -460,11 +530,69 @@ def _named_tensors(x, path, depth=0):
             yield from _named_tensors(v, f"{path}[{k}]", depth + 1)
 
 
+def _start_stacks(model):
+    """Has the CUDA allocator record the Python stack of each live block,
+    where the model is on CUDA: "ours"; "theirs" where the process records
+    already; None where there is nothing to record (or it is not wanted)."""
+    if os.environ.get("MEMDIAG_ALLOCATION_STACKS", "1") == "0" or model is None:
+        return None
+    try:
+        on_cuda = any(p.is_cuda for p in model.parameters())
+    except (AttributeError, RuntimeError):
+        return None
+    if not on_cuda:
+        return None
+    try:
+        if torch._C._cuda_isHistoryEnabled():
+            return "theirs"
+        torch.cuda.memory._record_memory_history(enabled="state", context="state", stacks="python")
+        return "ours"
+    except (RuntimeError, AttributeError, TypeError):
+        return None
+
+
+def _stop_stacks():
+    try:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    except (RuntimeError, AttributeError, TypeError):
+        pass
+
+
+def user_line(frames):
+    """file:line of the innermost frame of an allocation's stack (innermost
+    first, as the allocator's snapshot lists them) outside torch, memdiag
+    and installed libraries: the user's line that made the tensor."""
+    for f in frames:
+        filename = f.get("filename") or ""
+        if not filename or filename.startswith("<") or _is_library(filename):
+            continue
+        return f"{_shown(filename)}:{f.get('line')}"
+    return None
+
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
 
 _LIBRARY = {}  # an absolute file name -> whether it is torch's, memdiag's or an installed library's
+
+
+def _is_library(filename):
+    library = _LIBRARY.get(filename)
+    if library is None:
+        name = os.path.abspath(filename)  # a relative name: from the working directory of now
+        # site-packages: pip's; dist-packages: Debian's and Ubuntu's Python.
+        library = (name.startswith(_HERE) or name.startswith(_TORCH) or f"{os.sep}site-packages{os.sep}" in name
+                   or f"{os.sep}dist-packages{os.sep}" in name)
+        if os.path.isabs(filename):
+            _LIBRARY[filename] = library
+    return library
+
+
+def _shown(filename):
+    name = os.path.abspath(filename)
+    rel = os.path.relpath(name)
+    return rel if not rel.startswith("..") else name
 
 
 def _caller():
@@ -473,15 +601,7 @@ def _caller():
     f = sys._getframe(2)
     while f is not None:
         filename = f.f_code.co_filename
-        library = _LIBRARY.get(filename)
-        if library is None:
-            name = os.path.abspath(filename)  # a relative name: from the working directory of now
-            library = name.startswith(_HERE) or name.startswith(_TORCH) or f"{os.sep}site-packages{os.sep}" in name
-            if os.path.isabs(filename):
-                _LIBRARY[filename] = library
-        if not library:
-            name = os.path.abspath(filename)
-            rel = os.path.relpath(name)
-            return f"{rel if not rel.startswith('..') else name}:{f.f_lineno}"
+        if not _is_library(filename):
+            return f"{_shown(filename)}:{f.f_lineno}"
         f = f.f_back
     return None

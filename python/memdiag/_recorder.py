@@ -1216,7 +1216,8 @@ class Recorder:
         if self._kept is not None:
             kept = self._kept.records()
             if kept:
-                self._events.append(_kept_event(kept, self._kept.walk_ms, self._kept.walked_steps))
+                self._events.append(_kept_event(kept, self._kept.walk_ms, self._kept.walked_steps,
+                                                self._kept.stacks_ms if self._kept.stacks_read() else None))
         if self._module_records is not None:
             self._events.append(_modules_event(self._module_records))
         env = self._probe.environment()
@@ -1346,7 +1347,7 @@ def _compiled(model):
     return any(hasattr(m, "_orig_mod") or getattr(m, "_compiled_call_impl", None) is not None for m in model.modules())
 
 
-def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS):
+def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
     held = [r for r in records if r["what"] == "held"]
     records_kept = [r for r in records if r["what"] != "held"]
 
@@ -1361,14 +1362,17 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS):
             what = f"the {r['made_by']}" if r.get("made_by") else "a tensor replaced every step by a larger copy of itself"
             return f"{what}, grown every step ({shape} {r['dtype']} by the last walk, +{r['mib_per_step']:.1f} MiB a step)"
         made = (f" ({r['made_by']}" + (f", called at {r['where']}" if r.get("where") else "") + ")") if r.get("made_by") else ""
-        return f"{r['per_step']} tensor(s) of {shape} {r['dtype']}{made}, {r['mib_per_step']:.1f} MiB a step"
+        at = f", allocated at {r['allocated_at']}" if r.get("allocated_at") else ""
+        return f"{r['per_step']} tensor(s) of {shape} {r['dtype']}{made}{at}, {r['mib_per_step']:.1f} MiB a step"
     said = ("kept across steps: " + "; ".join(one(r) for r in records_kept)) if records_kept else "nothing kept across steps"
     if held:
         said += f"; each step's tensors the loop held at its cleanup: {held[0]['mib_per_step']:.1f} MiB (the median)"
     e = _report.event("kept", "", None, said +
                       f" (live tensors walked at the cleanups of steps "
                       f"{', '.join(map(str, walked))}: "
-                      f"{walk_ms:.0f} ms)", None)
+                      f"{walk_ms:.0f} ms" +
+                      (f"; the allocator's stacks of live blocks read in {stacks_ms:.0f} ms" if stacks_ms is not None else "")
+                      + ")", None)
     e["kept"] = records
     return e
 

@@ -302,6 +302,56 @@ with memdiag.record(model, opt, output=OUT):
         self.assertNotEqual(p.returncode, 0, "float(loss) synchronised without the debug mode noticing")
         self.assertIn("synchroniz", p.stderr)
 
+    def test_a_kept_tensor_is_named_by_the_line_that_allocated_it(self):
+        # Predictions the loop makes and keeps (no model output: no call of
+        # the model's names them) and a history it lengthens with torch.cat:
+        # the allocator's stacks name the loop's own lines. The allocator's
+        # recording is off again after the last walk; a process recording
+        # its own history keeps it on, and lends its stacks.
+        body = """
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 1000)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+if THEIRS:
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+preds, hist = [], torch.zeros(0, 1000, device="cuda")
+with memdiag.record(model, opt, output=OUT, census=False):
+    for step in range(8):
+        x = torch.randn(512, 256, device="cuda")
+        logits = model(x)
+        loss = logits.logsumexp(-1).mean()
+        loss.backward()
+        preds.append(logits.detach().softmax(-1))  # ALLOC-PREDS
+        hist = torch.cat([hist, logits.detach()[:64]])  # ALLOC-HIST
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    after = torch._C._cuda_isHistoryEnabled()
+print("HISTORY-AFTER", after, torch._C._cuda_isHistoryEnabled())
+"""
+        for theirs in (False, True):
+            script = self.path(f"keeps-{int(theirs)}.py")
+            out = self.path(f"keeps-{int(theirs)}.json")
+            with open(script, "w") as f:
+                f.write(_SCRIPT_HEADER + f"OUT = {out!r}\nTHEIRS = {theirs}\n" + body)
+            lines = {tag: i + 1 for i, text in enumerate(open(script).read().splitlines())
+                     for tag in ("ALLOC-PREDS", "ALLOC-HIST") if tag in text}
+            p = self.run_cmd([sys.executable, script], ok=False)
+            self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+            self.assertIn(f"HISTORY-AFTER {theirs} {theirs}", p.stdout)
+            r = self.load(os.path.basename(out))
+            [event] = [e for e in r["events"] if e["kind"] == "kept"]
+            kept = [k for k in event["kept"] if k["what"] == "tensor"]
+            at = {k.get("allocated_at") for k in kept}
+            name = os.path.basename(script)
+            self.assertIn(f"{name}:{lines['ALLOC-PREDS']}", {a and os.path.basename(a) for a in at}, kept)
+            grown = [k for k in kept if k.get("grows")]
+            self.assertEqual(len(grown), 1, kept)
+            self.assertEqual(os.path.basename(grown[0].get("allocated_at") or ""), f"{name}:{lines['ALLOC-HIST']}")
+            self.assertIn("the allocator's stacks of live blocks read in", event["message"])
+            v = self.verdict(os.path.basename(out))
+            self.assertTrue(any(f"allocated at " in e and str(lines["ALLOC-PREDS"]) in e for e in v["evidence"]),
+                            v["evidence"])
+
     def test_pinned_host_memory_the_loop_makes_is_in_the_report(self):
         # 64 MiB pinned at step 1 (a power of two: the host allocator rounds
         # up to one) and held: the pinned bytes at step 1's end are up by

@@ -327,6 +327,28 @@ class Kept(unittest.TestCase):
         self.assertTrue(any("the logits of DictLM (32 x 64 x 97 float32" in e for e in v["evidence"]), v["evidence"])
         self.assertFalse(any("is stable" in n for n in v["not_helpful"]), v["not_helpful"])
 
+    def test_the_allocators_stack_names_the_users_line_past_libraries(self):
+        # Innermost first, as the allocator's snapshot lists a block's
+        # frames: torch's, an installed library's (pip's site-packages,
+        # Ubuntu's dist-packages), memdiag's own and made-up code are
+        # passed over for the first line that is the user's.
+        from memdiag import _kept
+        torch_file = os.path.join(os.path.dirname(torch.__file__), "nn", "modules", "linear.py")
+        frames = [{"filename": torch_file, "line": 125, "name": "forward"},
+                  {"filename": "/usr/lib/python3/dist-packages/transformers/models/bert.py", "line": 9, "name": "f"},
+                  {"filename": "/opt/venv/lib/python3.12/site-packages/timm/x.py", "line": 3, "name": "g"},
+                  {"filename": _kept.__file__, "line": 1, "name": "h"},
+                  {"filename": "<frozen runpy>", "line": 88, "name": "_run_code"},
+                  {"filename": os.path.join(os.getcwd(), "train.py"), "line": 57, "name": "main"},
+                  {"filename": os.path.join(os.getcwd(), "run.py"), "line": 3, "name": "<module>"}]
+        self.assertEqual(_kept.user_line(frames), "train.py:57")
+        self.assertIsNone(_kept.user_line(frames[:5]))
+        self.assertIsNone(_kept.user_line([]))
+        # A model on the CPU: the allocator's stacks are not asked for.
+        self.assertIsNone(_kept._start_stacks(DictLM()))
+        out, r = self.record("outputs")
+        self.assertFalse(any("allocated_at" in k for k in self.kept_records(r)))
+
     def test_outputs_kept_are_named_in_runs_of_three_and_four_steps(self):
         # The walks start at step 0's cleanup: a short run names what it keeps too.
         for steps in (3, 4):

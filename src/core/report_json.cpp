@@ -174,6 +174,7 @@ json to_json(const Event& ev) {
       }
       if (k.what == KeptRecord::What::kHeld) r["mib_per_step"] = k.mib_per_step;
       if (k.where) r["where"] = *k.where;
+      if (k.allocated_at) r["allocated_at"] = *k.allocated_at;
       if (k.graph_nodes) r["graph_nodes"] = *k.graph_nodes;
       if (k.graph_nodes_before) r["graph_nodes_before"] = *k.graph_nodes_before;
       list.push_back(std::move(r));

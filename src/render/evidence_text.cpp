@@ -76,6 +76,13 @@ std::string step_need_words(const evidence::OutOfMemory& x) {
          ")";
 }
 
+// ", allocated at train.py:57": the user's line on the allocation's stack
+// (CUDA), where it says more than the call's line.
+std::string allocated_at(const KeptRecord& k) {
+  if (!k.allocated_at || (k.where && *k.where == *k.allocated_at)) return {};
+  return ", allocated at " + *k.allocated_at;
+}
+
 // "kept from step to step: the logits of BertForMaskedLM (16 x 128 x 30522
 // float32, 238.5 MiB each step, made at job.py:42)".
 std::string kept_line(const evidence::KeptAcrossSteps& x) {
@@ -95,7 +102,7 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
                                         "onto a tensor it keeps)")) +
                " (" + shape + " " + k.dtype + " by the last walk, +" + mib(k.mib_per_step) + " each step" +
                (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
-               (k.where ? ", from the call at " + *k.where : std::string()) + ")";
+               (k.where ? ", from the call at " + *k.where : std::string()) + allocated_at(k) + ")";
           break;
         }
         s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
@@ -107,9 +114,10 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
                            : std::string()) +
              (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
              (k.where ? ", from the call at " + *k.where
-                      : k.made_by ? std::string(", kept where no line of the loop's is: a forward hook, or a module's own code")
-                                  : std::string()) +
-             ")";
+                      : k.made_by && !k.allocated_at
+                          ? std::string(", kept where no line of the loop's is: a forward hook, or a module's own code")
+                          : std::string()) +
+             allocated_at(k) + ")";
         break;
       }
       case KeptRecord::What::kGraph:

@@ -135,6 +135,7 @@ Report full_report() {
     KeptRecord c = t;  // a cache of the last few steps' tensors: bounded
     c.made_by.reset();
     c.where.reset();
+    c.allocated_at = "train.py:57";  // the allocator's stack named the line (CUDA)
     c.shape_varies = false;
     c.held_steps = 3;
     KeptRecord h = t;  // a history grown every step

@@ -417,6 +417,38 @@ TEST(Render, AStableAllocationIsClaimedOnlyWhereItWasMeasured) {
   EXPECT_FALSE(claims());
 }
 
+// The kept line says where a tensor was allocated where the allocator's
+// stack said it (CUDA), beside the call that made it, once where the two
+// are one line; a module's output with no line of the loop's is no longer
+// put down to a hook where the allocation's line is known.
+TEST(Render, AKeptTensorSaysTheLineThatAllocatedIt) {
+  KeptRecord k;
+  k.shape = {32, 64};
+  k.dtype = "int64";
+  k.device = "cuda";
+  k.per_step = 1;
+  k.mib_per_step = 0.02;
+  evidence::KeptAcrossSteps x;
+  x.kept = {k};
+  EXPECT_EQ(describe(Evidence{x}).find("allocated at"), std::string::npos);
+  x.kept[0].allocated_at = "train.py:57";
+  EXPECT_NE(describe(Evidence{x}).find("1 tensor (32 x 64 int64, 0.020 MiB each step, outside any graph, allocated at "
+                                       "train.py:57)"),
+            std::string::npos)
+      << describe(Evidence{x});
+  x.kept[0].made_by = "output of module head (Linear)";
+  EXPECT_EQ(describe(Evidence{x}).find("a forward hook"), std::string::npos) << describe(Evidence{x});
+  x.kept[0].allocated_at.reset();
+  EXPECT_NE(describe(Evidence{x}).find("a forward hook"), std::string::npos) << describe(Evidence{x});
+  x.kept[0].made_by = "logits of Net";
+  x.kept[0].where = "train.py:40";
+  x.kept[0].allocated_at = "model.py:12";
+  EXPECT_NE(describe(Evidence{x}).find("from the call at train.py:40, allocated at model.py:12)"), std::string::npos)
+      << describe(Evidence{x});
+  x.kept[0].allocated_at = "train.py:40";
+  EXPECT_EQ(describe(Evidence{x}).find("allocated at"), std::string::npos) << describe(Evidence{x});
+}
+
 // Two consumers within the margin: the response names the one run that
 // tells them apart and what it will show, by the pair; a tie no single run
 // settles keeps the general response.

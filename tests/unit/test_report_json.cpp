@@ -58,6 +58,8 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   ASSERT_EQ(kept.kept.size(), 4u);
   EXPECT_FALSE(kept.kept[0].held_steps);
   EXPECT_EQ(kept.kept[1].held_steps, 3);
+  EXPECT_EQ(kept.kept[1].allocated_at, "train.py:57");
+  EXPECT_FALSE(kept.kept[0].allocated_at);
   EXPECT_FALSE(kept.kept[1].grows);
   EXPECT_TRUE(kept.kept[2].grows);
   EXPECT_EQ(kept.kept[2].made_by, "buffer hist of Net");

@@ -135,6 +135,9 @@ struct KeptRecord {
   std::optional<std::string> grad_fn;  // the autograd node that made it
   std::optional<std::string> made_by;  // "logits of BertForMaskedLM": a model output it was
   std::optional<std::string> where;    // file:line of the loop that called the model (or backward)
+  // file:line of the user's code on the allocation's Python stack (CUDA:
+  // the caching allocator's record of live blocks).
+  std::optional<std::string> allocated_at;
   std::int64_t per_step = 0;           // how many such tensors each step
   double mib_per_step = 0;
   std::optional<std::int64_t> graph_nodes, graph_nodes_before;  // kGraph
