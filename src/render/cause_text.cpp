@@ -133,7 +133,7 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   if (v.dominant != Cause::kActivations) return nullptr;
   for (const Evidence& e : v.evidence) {
     const auto* f = std::get_if<evidence::ForwardIncrement>(&e);
-    if (f && f->input_mib && *f->input_mib > f->forward_mib) return f;
+    if (f && f->input_mib && *f->input_mib > f->made_mib()) return f;
   }
   return nullptr;
 }
@@ -197,7 +197,7 @@ std::string base_response(const Verdict& v) {
     // backward is the smaller part.
     return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation): the inputs the "
            "forward is given hold " + format_mib(*f->input_mib) + " MiB on the device, more than the " +
-           format_mib(f->forward_mib) + " MiB it makes, and a smaller batch divides both. Hold one batch of inputs on the "
+           format_mib(f->made_mib()) + " MiB it makes, and a smaller batch divides both. Hold one batch of inputs on the "
            "device at a time (a loader that prefetches to the device holds the next beside it).";
   }
   if (!v.lower_precision.empty() && v.dominant == Cause::kActivations) {
@@ -353,7 +353,7 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
     const RemedyRow* r = measured_lower(v, {RemedyKind::kCheckpoint, RemedyKind::kOffloadActivations});
     out.push_back("Activation checkpointing or offloading saved activations: they act on the " +
-                  format_mib(f->forward_mib) + " MiB the forward makes, not on the " + format_mib(*f->input_mib) +
+                  format_mib(f->made_mib()) + " MiB the forward makes, not on the " + format_mib(*f->input_mib) +
                   " MiB of inputs it is given." + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {

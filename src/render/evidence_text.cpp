@@ -358,23 +358,28 @@ std::string describe(const Evidence& e) {
   return std::visit(
       Overload{
           [](const evidence::ForwardIncrement& x) {
+            // Where the forward freed what the loop held of the step
+            // before, its phase ends lower than what it made: the figure
+            // is what it made (step 0's, with nothing held).
+            const std::string adds =
+                x.held_over_mib > 0 ? "forward makes " + mib(x.made_mib()) : "forward adds " + mib(x.forward_mib);
             std::string s =
                 x.batch_assumed
-                    ? "forward adds " + mib(x.forward_mib) + " per step (its batch unseen: nothing per sample), preset " +
+                    ? adds + " per step (its batch unseen: nothing per sample), preset " +
                           x.at.preset + ", " + steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) +
                           " of parameters; peak " + mib(x.peak_mib)
-                : x.samples ? "forward adds " + mib(x.forward_mib) + " per step (the median step; the steps were given " +
+                : x.samples ? adds + " per step (the median step; the steps were given " +
                                 std::to_string(x.samples->least) + " to " + std::to_string(x.samples->most) +
                                 " samples), " + mib(x.per_sample_mib.value_or(0)) +
                                 " per sample (the median of each step's own), preset " + x.at.preset + ", " +
                                 steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) + " of parameters; peak " +
                                 mib(x.peak_mib)
                 : x.micro_batches > 1 && x.micro_batch_samples
-                    ? "forward adds " + mib(x.forward_mib) + " per micro-batch of " +
+                    ? adds + " per micro-batch of " +
                           std::to_string(*x.micro_batch_samples) + " samples (" + std::to_string(x.micro_batches) +
                           " a step" + at(x.at) + ", " + mib(x.per_sample_mib.value_or(0)) +
                           " per sample), against " + mib(x.parameter_mib) + " of parameters; peak " + mib(x.peak_mib)
-                          : "forward adds " + mib(x.forward_mib) + " per step" + at(x.at) + " (" +
+                          : adds + " per step" + at(x.at) + " (" +
                                 mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
                                 " of parameters; peak " + mib(x.peak_mib);
             if (x.gradients_freed_mib > 0) {
@@ -383,16 +388,17 @@ std::string describe(const Evidence& e) {
             }
             if (x.logits_mib) {
               s += "; the logits (batch x length x vocabulary, fp32) are " + mib(*x.logits_mib) + ", " +
-                   format_percent(*x.logits_mib / x.forward_mib, 0) + " of it";
+                   format_percent(*x.logits_mib / x.made_mib(), 0) + " of it";
             }
-            if (x.input_mib && *x.input_mib >= thresholds::kInputsShareOfForward * x.forward_mib) {
+            if (x.input_mib && *x.input_mib >= thresholds::kInputsShareOfForward * x.made_mib()) {
               s += "; the inputs it was given hold " + mib(*x.input_mib) + " more on the device (made before the "
-                   "forward, not in this figure" + (*x.input_mib > x.forward_mib ? ": more than the forward makes)" : ")");
+                   "forward, not in this figure" + (*x.input_mib > x.made_mib() ? ": more than the forward makes)" : ")");
             }
             if (x.held_over_mib > 0) {
-              s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
-                   " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
-                   "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
+              s += "; its phase ends only " + mib(x.forward_mib) + " up, for each forward also frees what the loop "
+                   "held of the step before: " + mib(x.held_over_mib) + " of a step's tensors stay past its cleanup "
+                   "until the next forward's result replaces them (step 0's forward, with nothing held, added " +
+                   mib(x.made_mib()) + ")";
             }
             return s;
           },

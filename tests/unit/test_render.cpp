@@ -449,6 +449,33 @@ TEST(Render, AKeptTensorSaysTheLineThatAllocatedIt) {
   EXPECT_EQ(describe(Evidence{x}).find("allocated at"), std::string::npos) << describe(Evidence{x});
 }
 
+// A loop that holds the last step's graph until the next forward replaces
+// it (backward(retain_graph=True), outputs kept in a variable) ends the
+// forward's phase near 0 while the forward makes as much as step 0's: the
+// figure said, the inputs weighed and checkpointing's reach are what it
+// makes (a Mistral read "forward adds 0.00 MiB" beside "3.95 MiB per
+// sample", and was told its 2 KiB of token ids outweighed it).
+TEST(Render, AForwardThatFreesTheLastStepsGraphIsWeighedByWhatItMakes) {
+  Verdict v;
+  v.dominant = Cause::kActivations;
+  evidence::ForwardIncrement f;
+  f.forward_mib = 0.0;
+  f.held_over_mib = 15.82;
+  f.per_sample_mib = 3.955;
+  f.input_mib = 0.002;
+  f.at.batch = 4;
+  v.evidence.push_back(f);
+  const std::string line = describe(v.evidence[0]);
+  EXPECT_EQ(line.rfind("forward makes 15.82 MiB per step", 0), 0u) << line;
+  EXPECT_NE(line.find("its phase ends only 0.00 MiB up"), std::string::npos) << line;
+  EXPECT_EQ(line.find("more than the forward makes"), std::string::npos) << line;
+  EXPECT_EQ(response_for(v).find("inputs the forward is given"), std::string::npos) << response_for(v);
+  for (const std::string& n : not_helpful_for(v)) EXPECT_EQ(n.find("0.00 MiB the forward makes"), std::string::npos) << n;
+  // Inputs that do outweigh what it makes are still said so.
+  std::get<evidence::ForwardIncrement>(v.evidence[0]).input_mib = 20.0;
+  EXPECT_NE(response_for(v).find("more than the 15.82 MiB it makes"), std::string::npos) << response_for(v);
+}
+
 // Two consumers within the margin: the response names the one run that
 // tells them apart and what it will show, by the pair; a tie no single run
 // settles keeps the general response.

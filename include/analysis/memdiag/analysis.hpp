@@ -178,6 +178,11 @@ struct ForwardIncrement {
   // Of a step's tensors, what the loop held past its cleanup until the
   // next forward replaced them (counted in the activations' figure).
   double held_over_mib = 0;
+  // What the forward makes: its phase's increment, and what it freed of
+  // the step before (held over) besides. A loop that keeps the last
+  // step's graph (backward(retain_graph=True), the outputs until they are
+  // replaced) ends the phase near 0 while making as much as step 0 did.
+  double made_mib() const { return forward_mib + held_over_mib; }
   // The gradients a zero_grad() inside the forward freed, added back into
   // forward_mib (which says what the forward made).
   double gradients_freed_mib = 0;
