@@ -59,6 +59,18 @@ std::string sweep_line(const Sweep& s) {
     }
     return t;
   }
+  // A steps sweep whose line passes through the origin (nothing left by
+  // the start beyond what the steps keep) reads as a proportional one.
+  if (s.intercept_mib && std::fabs(*s.intercept_mib) >= std::max(thresholds::kMinimumSignalMib, 0.02 * lo.y)) {
+    // "2.0000 MiB per step on top of 26.94 MiB the first step left (the
+    // optimizer's state), within 0.0% of that line".
+    return std::string(w.x) + " " + xs + ": " + w.y + " " + ys + "; " + format_fixed(s.slope, 4) + " " + w.unit +
+           " on top of " + mib(*s.intercept_mib) + " that does not grow with the steps (what the start left for good: the "
+           "optimizer's state, a cache filled once), " +
+           (s.linear ? "within " + departure + " of that line"
+                     : std::string(s.increasing ? "off that line" : "not increasing") + " (largest departure " +
+                           departure + " of the growth)");
+  }
   return std::string(w.x) + " " + xs + ": " + w.y + " " + ys + ratio + "; " + format_fixed(s.slope, 4) + " " + w.unit +
          ", " +
          (s.linear ? "within " + departure + " of proportional"

@@ -279,6 +279,45 @@ TEST(Verdict, RetainedGraphWhateverTheName) {
   EXPECT_EQ(v.confirm[0].run.steps, 2 * s.steps);
 }
 
+// A steps sweep of a leak beside an optimizer's state made at the first
+// step: the growth since optimizer_ready is that state plus what each step
+// keeps, a line with an intercept whose slope is the leak (through the
+// origin, 2.00 MiB a step beside 26.6 MiB of momentum read 6.55, "not
+// proportional").
+TEST(Verdict, AStepsSweepFitsTheLeakAboveTheStateTheFirstStepMade) {
+  Synth s = named("leak");
+  s.activations_mib = 80;
+  s.optimizer_state_mib = 26.57;
+  s.retained_per_step_mib = 2;
+  std::vector<std::pair<std::string, Report>> runs;
+  for (int steps : {2, 3, 8}) {
+    s.steps = steps;
+    runs.emplace_back("r" + std::to_string(steps) + ".json", synth(s));
+  }
+  const Analysis a = analyse(runs);
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  const Verdict& v = a.verdicts[0];
+  const auto sweep = std::find_if(v.sweeps.begin(), v.sweeps.end(), [](const Sweep& x) { return x.kind == SweepKind::kSteps; });
+  ASSERT_NE(sweep, v.sweeps.end());
+  EXPECT_NEAR(sweep->slope, 2.0, 1e-6);
+  ASSERT_TRUE(sweep->intercept_mib);
+  EXPECT_NEAR(*sweep->intercept_mib, 26.57, 1e-6);
+  EXPECT_TRUE(sweep->linear);
+  EXPECT_LT(sweep->max_deviation, 1e-6);
+  // A batch sweep stays a line through the origin.
+  Synth b = named("batch");
+  b.activations_mib = 40;
+  std::vector<std::pair<std::string, Report>> batches;
+  for (int batch : {8, 16}) {
+    b.batch = batch;
+    b.activations_mib = 5.0 * batch;
+    batches.emplace_back("b" + std::to_string(batch) + ".json", synth(b));
+  }
+  for (const Sweep& x : analyse(batches).verdicts.at(0).sweeps) {
+    if (x.kind == SweepKind::kBatch) EXPECT_FALSE(x.intercept_mib);
+  }
+}
+
 TEST(Verdict, ParametersWhenTheWeightsAreTheMemory) {
   Synth s;
   s.params_mib = 1000;

@@ -68,8 +68,14 @@ struct SweepPoint {
 struct Sweep {
   SweepKind kind = SweepKind::kBatch;
   std::vector<SweepPoint> points;  // sorted by x
-  double slope = 0;                // y per unit of x (through the origin)
-  double max_deviation = 0;        // largest relative departure of y/x from the slope
+  // y per unit of x: through the origin, except for steps, where the
+  // first step leaves what later ones do not add (the optimizer's state)
+  // and the line has an intercept.
+  double slope = 0;
+  // Largest relative departure of y/x from the slope (of y from the line,
+  // for steps).
+  double max_deviation = 0;
+  std::optional<double> intercept_mib;  // steps: the line's y at 0 steps
   bool increasing = false;
   bool linear = false;  // increasing and within thresholds::kLinearTolerance
   // A sequence sweep: y = linear x L + quadratic x L^2 fitted by least
