@@ -1049,6 +1049,36 @@ class Accumulation(unittest.TestCase):
         self.assertIn("MiB per sample of the batch (its 4 micro-batches hold their activations one at a time)",
                       cap["text"])
 
+    def test_a_batch_sweep_of_accumulating_runs_is_per_sample_of_a_micro_batch(self):
+        # Three runs of four micro-batches at batches 4, 16 and 32: each
+        # forward increment is one micro-batch's (1, 4 and 8 samples), and
+        # the sweep's rate is a sample's, not a quarter of it (an
+        # independent check's EfficientNet read 1.73 MiB per sample beside
+        # 6.91).
+        folder = tempfile.mkdtemp()
+        for batch in (4, 16, 32):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(256, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 256))
+            opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+            with memdiag.record(model, opt, output=os.path.join(folder, f"b{batch}.json"), kept=False):
+                for _ in range(3):
+                    for _ in range(4):
+                        x = torch.randn(batch // 4, 256)
+                        (F.mse_loss(model(x), x) / 4).backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", folder], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        [sweep] = [w for w in v["sweeps"] if w["kind"] == "batch"]
+        self.assertTrue(sweep.get("per_micro_batch"), sweep)
+        self.assertEqual([p["x"] for p in sweep["points"]], [1, 4, 8])
+        # A sample keeps the ReLU's 4096 floats and the output's 256 for
+        # backward: 17 KiB, where the step's batch would read a quarter.
+        sample = 4352 * 4 / (1 << 20)
+        self.assertGreater(sweep["slope"], 0.9 * sample, sweep)
+        self.assertLess(sweep["slope"], 1.5 * sample, sweep)
+        self.assertTrue(any(e.startswith("micro-batch 1 -> 4 -> 8:") for e in v["evidence"]), v["evidence"])
+
 
 class Precision(unittest.TestCase):
     """A job whose activations are 16-bit already is not told to lower their

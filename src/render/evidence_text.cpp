@@ -31,7 +31,8 @@ SweepWords words_for(SweepKind k) {
 }
 
 std::string sweep_line(const Sweep& s) {
-  const SweepWords w = words_for(s.kind);
+  SweepWords w = words_for(s.kind);
+  if (s.per_micro_batch) w.x = "micro-batch";
   std::string xs, ys;
   for (const SweepPoint& p : s.points) {
     xs += (xs.empty() ? "" : " -> ") + format_fixed(p.x, p.x == std::floor(p.x) ? 0 : 1);

@@ -29,6 +29,7 @@ json sweep_json(const Sweep& s) {
             {"max_deviation", s.max_deviation}, {"increasing", s.increasing}, {"linear", s.linear}};
   if (s.exponent) j["exponent"] = *s.exponent;
   if (s.intercept_mib) j["intercept_mib"] = *s.intercept_mib;
+  if (s.per_micro_batch) j["per_micro_batch"] = true;
   if (s.linear_mib) j["linear_mib"] = *s.linear_mib;
   if (s.quadratic_mib) j["quadratic_mib"] = *s.quadratic_mib;
   if (s.quadratic_share) j["quadratic_share"] = *s.quadratic_share;

@@ -76,6 +76,9 @@ struct Sweep {
   // for steps).
   double max_deviation = 0;
   std::optional<double> intercept_mib;  // steps: the line's y at 0 steps
+  // batch: x is a forward's samples, a micro-batch's under gradient
+  // accumulation (the forward increment is one micro-batch's).
+  bool per_micro_batch = false;
   bool increasing = false;
   bool linear = false;  // increasing and within thresholds::kLinearTolerance
   // A sequence sweep: y = linear x L + quadratic x L^2 fitted by least
