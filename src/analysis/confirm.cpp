@@ -232,6 +232,11 @@ void estimate_cost(ConfirmingRun& c, const std::optional<CapacityFit>& fit, cons
 
 }  // namespace
 
+bool growth_unjudged(const RunFeatures& p) {
+  return p.growth_significant && p.growth_per_step_mib && !p.steps.empty() &&
+         p.steps.size() < static_cast<std::size_t>(thresholds::kMinGrowthSteps);
+}
+
 std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool confirmed, const Group& g,
                                            const RunFeatures& p, const std::set<std::string>& taken) {
   Planner plan(g, p, taken);
@@ -252,8 +257,18 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
     estimate_cost(out.back(), std::nullopt, p);
     return out;
   }
-  if (confirmed) return out;
   const int longer = 2 * std::max(static_cast<int>(p.steps.size()), thresholds::kMinConfirmSteps);
+  // Grown between its two cleanups: a leak or a one-off, which only more
+  // steps tell (RoBERTa's logits kept in a dict read "activations" beside
+  // "grows +16.00 MiB per step over 2 steps", nothing asked).
+  const bool unjudged = cause != Cause::kRetainedGraph && growth_unjudged(p);
+  if (confirmed) {
+    if (unjudged) {
+      out.push_back(plan.steps(longer));
+      estimate_cost(out.back(), std::nullopt, p);
+    }
+    return out;
+  }
   // A job of one's own whose steps varied in size: its own steps are a
   // sweep already; the runs that confirm it hold every step at a quarter
   // and at half of its largest, in the unit its memory follows (a token
@@ -316,6 +331,9 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
     case Cause::kParameters:
     case Cause::kAllocatorCache:
     case Cause::kFragmentation: break;
+  }
+  if (unjudged && std::none_of(out.begin(), out.end(), [](const ConfirmingRun& c) { return c.confirms == SweepKind::kSteps; })) {
+    out.push_back(plan.steps(longer));
   }
   // One fit for all of them: the group's runs of the configuration.
   const std::optional<CapacityFit> fit =

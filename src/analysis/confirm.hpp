@@ -9,6 +9,10 @@
 
 namespace memdiag::detail {
 
+// Post-cleanup growth seen over fewer than thresholds::kMinGrowthSteps
+// cleanups: the decision does not weigh it yet, and a longer run is asked.
+bool growth_unjudged(const RunFeatures& p);
+
 // The runs that would confirm what the group cannot, with outputs beside the
 // primary report that clash with no report in `taken`.
 std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool confirmed, const Group& g,

@@ -165,7 +165,8 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
   }
   const bool retained_decides = d.rule == DecisionRule::kDominant && d.top && d.top->cause == Cause::kRetainedGraph;
   if ((d.rule == DecisionRule::kDominant || d.rule == DecisionRule::kTooClose) && !retained_decides &&
-      p.growth_significant && p.steps.size() >= 3 && p.retained_growth_mib &&
+      p.growth_significant && p.steps.size() >= static_cast<std::size_t>(thresholds::kMinGrowthSteps) &&
+      p.retained_growth_mib &&
       *p.retained_growth_mib >= thresholds::kMinimumSignalMib && !grows_with_size(p)) {
     // Memory kept on every step is unbounded: it runs out at some step,
     // however much larger a steady consumer is now (BERT's logits kept in a

@@ -1,6 +1,7 @@
 // The evidence a verdict cites: typed records with the figures that support
 // the decided cause, and the warnings a reader must not miss.
 #include "evidence.hpp"
+#include "confirm.hpp"
 #include "sweeps.hpp"
 #include "modules.hpp"
 
@@ -11,8 +12,10 @@ namespace {
 
 evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   const bool unseen = p.growth_unseen_frees_mib.has_value();
-  return evidence::PostCleanupTrend{p.growth_per_step_mib, p.growth_significant, static_cast<int>(p.steps.size()),
-                                    made_once && !p.growth_significant && !unseen, unseen};
+  evidence::PostCleanupTrend t{p.growth_per_step_mib, p.growth_significant, static_cast<int>(p.steps.size()),
+                               made_once && !p.growth_significant && !unseen, unseen};
+  t.too_few_steps = growth_unjudged(p);
+  return t;
 }
 
 void add_sweep(std::vector<Evidence>& out, const std::vector<Sweep>& sweeps, SweepKind kind, const Sweep** found) {

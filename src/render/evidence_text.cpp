@@ -282,6 +282,10 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
   std::string s = "post-cleanup allocation " + std::string(t.growing ? "grows" : "is stable") + " (" +
                   signed_mib(*t.growth_per_step_mib) + " per step over " + std::to_string(t.steps) + " steps)";
   if (t.made_once) s += ": made once, then kept";
+  if (t.too_few_steps) {
+    s += ": too few cleanups to tell memory kept every step from a one-off (a longer run, among the confirming "
+         "runs, tells)";
+  }
   return s;
 }
 

@@ -318,6 +318,30 @@ TEST(Verdict, AStepsSweepFitsTheLeakAboveTheStateTheFirstStepMade) {
   }
 }
 
+// Growth between two cleanups is one difference: a leak or a one-off. The
+// verdict stays with the steady consumer, says the growth is not yet
+// judged, and asks for the longer run that judges it; three cleanups of
+// the same growth decide.
+TEST(Verdict, GrowthOverTwoCleanupsAsksForALongerRun) {
+  Synth s = named("two");
+  s.activations_mib = 45;
+  s.retained_per_step_mib = 16;
+  s.steps = 2;
+  const Verdict v = one(s);
+  EXPECT_EQ(v.dominant, Cause::kActivations);
+  const auto* t = find<evidence::PostCleanupTrend>(v);
+  ASSERT_TRUE(t);
+  EXPECT_TRUE(t->growing);
+  EXPECT_TRUE(t->too_few_steps);
+  EXPECT_TRUE(std::any_of(v.confirm.begin(), v.confirm.end(), [](const ConfirmingRun& c) {
+    return c.confirms == SweepKind::kSteps && c.run.steps == 2 * thresholds::kMinConfirmSteps;
+  }));
+  s.steps = 6;
+  const Verdict longer = one(s);
+  EXPECT_EQ(longer.dominant, Cause::kRetainedGraph);
+  ASSERT_TRUE(find<evidence::PostCleanupTrend>(longer) == nullptr || !find<evidence::PostCleanupTrend>(longer)->too_few_steps);
+}
+
 TEST(Verdict, ParametersWhenTheWeightsAreTheMemory) {
   Synth s;
   s.params_mib = 1000;

@@ -214,6 +214,9 @@ struct PostCleanupTrend {
   int steps = 0;
   bool made_once = false;  // stable after a first-step increase: state made once, then kept
   bool unseen_frees = false;  // a CPU rank's profiler readings, whose growth is not read (GrowthUnseenFrees)
+  // Grown over fewer than thresholds::kMinGrowthSteps cleanups: not yet
+  // told from a one-off, and a longer run is among the confirming ones.
+  bool too_few_steps = false;
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready
@@ -790,6 +793,9 @@ inline constexpr double kRankImbalance = 0.10;
 inline constexpr double kFrozenShare = 0.1;
 // Steps a retained-graph confirming run asks for: twice the run's, at least this.
 inline constexpr int kMinConfirmSteps = 5;
+// Cleanups a growth must span to decide (two cleanups are one difference:
+// a leak cannot be told from a one-off there, and a longer run is asked).
+inline constexpr int kMinGrowthSteps = 3;
 // A remedy reduces the dominant cause when it lowers that cause's MiB by more
 // than this fraction of the baseline's.
 inline constexpr double kRemedyReduction = 0.10;
