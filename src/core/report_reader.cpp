@@ -598,6 +598,13 @@ Report read(const JsonNode& root) {
   if (!root.raw().is_object()) {
     root.fail(std::string("expected a report object, got ") + JsonNode::type_name(root.raw()));
   }
+  // compare_memory_reports' own JSON (a comparison: groups of verdicts)
+  // carries a schema_version of its own, newer than a report's: said for
+  // what it is rather than "upgrade memdiag".
+  if (root.has("groups") && root.has("errors")) {
+    throw InputError(root.source(), "$", "a comparison (compare_memory_reports --format json), not a report; give the "
+                                         "reports it was made from");
+  }
   if (!root.has("schema_version")) {
     throw InputError(root.source(), "$.schema_version", "missing; not a memdiag report");
   }

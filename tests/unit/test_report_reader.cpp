@@ -66,6 +66,11 @@ TEST(ReportReader, SchemaVersions) {
   EXPECT_NE(error_of(j).message().find("older"), std::string::npos);
   j.erase("schema_version");
   EXPECT_NE(error_of(j).message().find("not a memdiag report"), std::string::npos);
+  // The comparer's own JSON, fed back: a comparison, not a newer report.
+  const json comparison = {{"schema_version", kSchemaVersion + 1}, {"groups", json::array()}, {"errors", json::array()}};
+  const std::string said = error_of(comparison).message();
+  EXPECT_NE(said.find("a comparison (compare_memory_reports --format json), not a report"), std::string::npos) << said;
+  EXPECT_EQ(said.find("upgrade"), std::string::npos) << said;
 }
 
 TEST(ReportReader, Version1ReportsStillRead) {
