@@ -95,6 +95,10 @@ def main():
     ap.add_argument("--steps", type=int, default=3, help="steps of every run (default 3)")
     ap.add_argument("--size", choices=["cpu", "gpu"], default="gpu", help="the corpus's size family (default gpu)")
     args = ap.parse_args()
+    # torch.cuda.is_available() asks CUDA for its devices and so poisons
+    # every fork after it (a forked try then fails "Cannot re-initialize
+    # CUDA in forked subprocess"), unless asked to check through NVML.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     import torch
     import corpus
     if not torch.cuda.is_available():
@@ -113,7 +117,7 @@ def main():
         except ValueError:
             raise SystemExit(f"library-capacity-check: '{spec}': budgets are whole MiB (JOB:6000,9000)")
     # What a fresh process would import, once: each try forks from here
-    # before CUDA starts (torch.cuda.is_available() does not start it).
+    # before CUDA starts (the NVML-based check above does not start it).
     import torchvision  # noqa: F401
     import transformers
     for name in ("BertConfig", "BertForMaskedLM", "GPT2Config", "GPT2LMHeadModel"):

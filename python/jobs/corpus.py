@@ -302,6 +302,10 @@ def run_all(size, folder, steps=6):
     from what a fresh process that imported them would have: nothing of
     torch's has run, so no thread pool is forked. DIR/NAME.json and
     DIR/NAME.log as `run` writes them; a line per job on stdout."""
+    # The children ask torch.cuda.is_available(); asked here first without
+    # NVML it would poison every fork after it (CUDA cannot start again in
+    # a forked child): through NVML it does not.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     import torchvision
     import transformers
     # transformers imports a model's module on first use: touched here, once.

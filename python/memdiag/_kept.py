@@ -208,7 +208,7 @@ class KeptTracker:
                 if o.dim() >= 1 and made is None:
                     kind = (sig[1], sig[2], tuple(o.shape[1:]))
                     if key[3] > largest.get(kind, (0,))[0]:
-                        largest[kind] = (key[3], record, weakref.ref(o))
+                        largest[kind] = (key[3], record, key)
                 if not made and self._module_outputs:
                     by = self._module_outputs.get(id(o))
                     if by is not None and by[0]() is o:
@@ -368,7 +368,7 @@ class KeptTracker:
             return []
         out = []
         last = walks[-3:]
-        for kind, (nbytes, record, ref) in last[-1][0].items():
+        for kind, (nbytes, record, key) in last[-1][0].items():
             sizes = [w[0].get(kind, (None,))[0] for w in last]
             if None in sizes or not sizes[0] < sizes[1] < sizes[2]:
                 continue
@@ -380,7 +380,10 @@ class KeptTracker:
             r = dict(record)
             r.update({"what": "tensor", "made_by": None, "grows": True, "where": None, "per_step": 1,
                       "mib_per_step": (sizes[2] - sizes[0]) / 2 / _MIB})
-            at = self._allocated_at([ref])
+            # By its block's address at the last walk: the tensor itself is
+            # gone by now (the loop replaced it with a larger copy).
+            frames = (self._alloc_frames or {}).get((key[1], key[2])) if key[0] == "cuda" else None
+            at = user_line(frames) if frames else None
             if at is not None:
                 r["allocated_at"] = at
             out.append(r)
