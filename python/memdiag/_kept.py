@@ -75,6 +75,10 @@ class KeptTracker:
         self._graph_nodes = []  # per walk: the largest graph a live non-state tensor holds
         self._held_by_walk = []  # per walk after the first: bytes of the tensors new since the walk before
         self._outputs = {}  # this step's model outputs: id(tensor) -> (path, model)
+        # And by storage: (device, index, address, bytes) -> (path, model,
+        # shape), for a view of an output kept in its stead (logits.detach()
+        # is another tensor over the same storage).
+        self._output_storages = {}
         # This step's submodules' outputs, where the modules' forwards are
         # tracked (steps 0 and 1): id(tensor) -> (weakref, "output of module
         # NAME (TYPE)"); and per kind of kept tensor, the module that made
@@ -108,6 +112,9 @@ class KeptTracker:
             # to a tensor made after it (the loop's torch.cat), which was no
             # output.
             self._outputs[id(t)] = (path, model_name, weakref.ref(t))
+            key = _storage_key(t)
+            if key is not None:
+                self._output_storages[key] = (path, model_name, tuple(t.shape))
 
     def module_returned(self, name, kind, output):
         if name is None or not name:
@@ -158,6 +165,7 @@ class KeptTracker:
         (samples, tokens), where its forward showed them."""
         if step not in WALKED_STEPS:
             self._outputs = {}
+            self._output_storages = {}
             self._module_outputs = {}
             return
         t0 = time.perf_counter()
@@ -196,6 +204,13 @@ class KeptTracker:
                 made = self._outputs.get(id(o))
                 if made is not None and made[2]() is not o:
                     made = None
+                if made is None:
+                    # A view over an output's storage, of its shape: the
+                    # output detached (its storage the same allocation,
+                    # alive since, so no other tensor's).
+                    view = self._output_storages.get(key)
+                    if view is not None and view[2] == tuple(o.shape):
+                        made = (view[0], view[1], None)
                 # A kind of tensor, by its rank, not its shape: a loop whose
                 # steps vary in size (dynamic batching, buckets) keeps
                 # logits of a new shape every step, the same bug.
@@ -248,6 +263,7 @@ class KeptTracker:
                     buffers[name] = (_storage_bytes(b), list(b.shape), str(b.dtype).replace("torch.", ""), b.device.type)
             self._buffers_by_walk.append(buffers)
         self._outputs = {}
+        self._output_storages = {}
         self._module_outputs = {}
         self.walk_ms += (time.perf_counter() - t0) * 1e3
         self.walks += 1

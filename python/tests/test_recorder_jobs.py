@@ -301,6 +301,8 @@ class Kept(unittest.TestCase):
                 loss.backward(retain_graph=bug == "retain")
                 if bug == "outputs":
                     kept.append(result["logits"])  # "for metrics", not detached
+                if bug == "detached":
+                    kept.append(result["logits"].detach())  # detached, but on the device still
                 if bug == "sum":
                     total = total + loss  # graph-connected
                 opt.step()
@@ -326,6 +328,18 @@ class Kept(unittest.TestCase):
         self.assertTrue(v["response"].startswith("Keep what the metrics need, not the outputs"), v["response"])
         self.assertTrue(any("the logits of DictLM (32 x 64 x 97 float32" in e for e in v["evidence"]), v["evidence"])
         self.assertFalse(any("is stable" in n for n in v["not_helpful"]), v["not_helpful"])
+
+    def test_outputs_kept_detached_are_named_by_the_output_they_view(self):
+        # logits.detach() is another tensor over the logits' storage: named
+        # as the logits still, outside any graph (an independent check's
+        # RoBERTa read "1 tensor (8 x 64 x 8192 float32 ...)", unnamed).
+        out, r = self.record("detached")
+        [k] = self.kept_records(r)
+        self.assertEqual((k["shape"], k["made_by"], k["grad_fn"]), ([32, 64, VOCAB], "logits of DictLM", None), k)
+        self.assertRegex(k["where"], r"test_recorder_jobs\.py:\d+$")
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertTrue(v["response"].startswith("Keep the outputs on the host, not the device"), v["response"])
 
     def test_the_allocators_stack_names_the_users_line_past_libraries(self):
         # Innermost first, as the allocator's snapshot lists a block's
@@ -459,7 +473,8 @@ class Kept(unittest.TestCase):
                                  want, records)
                 v = self.verdict(out)
                 self.assertIn("tensors kept across steps", v["label"], v)
-                self.assertIn("Stop collecting tensors in a list", v["response"])
+                # A view of the output: named as it, and told to go to the host.
+                self.assertIn("Keep the outputs on the host, not the device", v["response"])
 
     def test_a_tensor_kept_a_few_steps_beside_a_leak_of_its_kind_is_no_cache(self):
         # One tensor of the leak's kind held from step 1 to step 5, then
@@ -670,7 +685,8 @@ class Kept(unittest.TestCase):
         self.assertFalse(any("graph outlives" in e for e in v["evidence"]), v["evidence"])
         self.assertTrue(any("not its graph" in e for e in v["evidence"]), v["evidence"])
         self.assertFalse(any("retained graph" in n for n in v["not_helpful"]), v["not_helpful"])
-        self.assertTrue(v["response"].startswith("Stop collecting tensors in a list"), v["response"])
+        self.assertTrue(v["response"].startswith("Keep the outputs on the host, not the device: x.cpu() (they are "
+                                                 "detached already)"), v["response"])
         # A budget to project the growth against where the run had no
         # limit (the CPU's): the step the peak would pass it.
         budgeted = json.loads(subprocess.run([comparer(), "--format", "json", out, "--budget-mib", "64"], check=True,

@@ -265,10 +265,16 @@ std::string response_for(const Verdict& v) {
       case KeptRecord::What::kTensor:
         s = k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
                       "statistic instead of concatenating onto it), or keep it on the host (.cpu())"
-            : k.grad_fn || k.made_by
+            : k.grad_fn
                 ? "keep what the metrics need, not the outputs: store x.detach().cpu() or the metric's value "
                   "(.item()) instead of the tensor, which keeps its storage (and, attached, its graph) alive"
-                : "stop collecting tensors in a list that lives across steps, or move them to the host (.cpu())";
+            // A model output kept detached: its graph is cut, its storage
+            // is on the device still.
+            : k.made_by
+                ? "keep the outputs on the host, not the device: x.cpu() (they are detached already) or the "
+                  "metric's value (.item()); detached, a tensor on the device still keeps its storage alive"
+                : "stop collecting tensors in a list (or dict) that lives across steps, or move them to the host "
+                  "(.cpu())";
         break;
       case KeptRecord::What::kGraph:
         s = "accumulate losses as numbers (total += loss.item()) or detached (loss.detach()): a running sum of "

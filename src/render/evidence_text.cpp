@@ -378,8 +378,8 @@ std::string describe(const Evidence& e) {
             // Where the forward freed what the loop held of the step
             // before, its phase ends lower than what it made: the figure
             // is what it made (step 0's, with nothing held).
-            const std::string adds =
-                x.held_over_mib > 0 ? "forward makes " + mib(x.made_mib()) : "forward adds " + mib(x.forward_mib);
+            const std::string adds = x.held_beyond_inputs_mib() > 0 ? "forward makes " + mib(x.made_mib())
+                                                                    : "forward adds " + mib(x.forward_mib);
             std::string s =
                 x.batch_assumed
                     ? adds + " per step (its batch unseen: nothing per sample), preset " +
@@ -411,11 +411,15 @@ std::string describe(const Evidence& e) {
               s += "; the inputs it was given hold " + mib(*x.input_mib) + " more on the device (made before the "
                    "forward, not in this figure" + (*x.input_mib > x.made_mib() ? ": more than the forward makes)" : ")");
             }
-            if (x.held_over_mib > 0) {
+            if (x.held_beyond_inputs_mib() > 0) {
               s += "; its phase ends only " + mib(x.forward_mib) + " up, for each forward also frees what the loop "
                    "held of the step before: " + mib(x.held_over_mib) + " of a step's tensors stay past its cleanup "
                    "until the next forward's result replaces them (step 0's forward, with nothing held, added " +
-                   mib(x.made_mib()) + ")";
+                   mib(x.forward_mib + x.held_over_mib) + ")";
+            } else if (x.held_over_mib > 0) {
+              s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
+                   " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
+                   "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
             }
             return s;
           },

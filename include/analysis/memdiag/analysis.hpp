@@ -188,10 +188,15 @@ struct ForwardIncrement {
   // next forward replaced them (counted in the activations' figure).
   double held_over_mib = 0;
   // What the forward makes: its phase's increment, and what it freed of
-  // the step before (held over) besides. A loop that keeps the last
+  // the step before (held over) besides, less the inputs: a loop holds
+  // its last batch past the cleanup until the next replaces it, and the
+  // inputs are said on their own (input_mib). A loop that keeps the last
   // step's graph (backward(retain_graph=True), the outputs until they are
   // replaced) ends the phase near 0 while making as much as step 0 did.
-  double made_mib() const { return forward_mib + held_over_mib; }
+  double held_beyond_inputs_mib() const {
+    return held_over_mib > input_mib.value_or(0) + 0.005 ? held_over_mib - input_mib.value_or(0) : 0.0;
+  }
+  double made_mib() const { return forward_mib + held_beyond_inputs_mib(); }
   // The gradients a zero_grad() inside the forward freed, added back into
   // forward_mib (which says what the forward made).
   double gradients_freed_mib = 0;
