@@ -111,10 +111,12 @@ class KeptTracker:
             # With the tensor: an output freed before the walk leaves its id
             # to a tensor made after it (the loop's torch.cat), which was no
             # output.
-            self._outputs[id(t)] = (path, model_name, weakref.ref(t))
+            # With the line of its call: an evaluation's forward between
+            # steps is another call than the training one.
+            self._outputs[id(t)] = (path, model_name, weakref.ref(t), self._where)
             key = _storage_key(t)
             if key is not None:
-                self._output_storages[key] = (path, model_name, tuple(t.shape))
+                self._output_storages[key] = (path, model_name, tuple(t.shape), self._where)
 
     def module_returned(self, name, kind, output):
         if name is None or not name:
@@ -210,7 +212,7 @@ class KeptTracker:
                     # alive since, so no other tensor's).
                     view = self._output_storages.get(key)
                     if view is not None and view[2] == tuple(o.shape):
-                        made = (view[0], view[1], None)
+                        made = (view[0], view[1], None, view[3])
                 # A kind of tensor, by its rank, not its shape: a loop whose
                 # steps vary in size (dynamic batching, buckets) keeps
                 # logits of a new shape every step, the same bug.
@@ -218,7 +220,7 @@ class KeptTracker:
                        type(fn).__name__ if fn is not None else None, made[0] if made else None)
                 record = {"shape": list(o.shape), "dtype": sig[1], "device": sig[2], "grad_fn": sig[3],
                           "made_by": f"{made[0]} of {made[1]}" if made else None,
-                          "where": self._where if made else None}
+                          "where": made[3] if made else None}
                 born[id(o)] = (weakref.ref(o), sig, key, record)
                 if o.dim() >= 1 and made is None:
                     kind = (sig[1], sig[2], tuple(o.shape[1:]))

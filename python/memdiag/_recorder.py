@@ -666,6 +666,11 @@ class Recorder:
         if not counted:
             if not nested and _is_grad_enabled():
                 self._uncounted_inputs = _inputs.sizes(args, kwargs)
+            if not nested and self._kept is not None and self._step in _kept.WALKED_STEPS:
+                # An evaluation's outputs kept on the device are named by
+                # their call too (a check read an eval's logits kept every
+                # other step as "1 tensor", no model, no line).
+                self._kept.forward_called()
             return
         self._uncounted_inputs = (None, None)
         last = self._last
@@ -715,7 +720,7 @@ class Recorder:
                 # prepare() wraps forward in it): the pre-hook saw none, the
                 # output says so, 16-bit from 32-bit weights.
                 self._autocast = _autocast_by_output(output, self.model)
-            if counted and not stack and self._kept is not None and self._step in _kept.WALKED_STEPS:
+            if not stack and self._kept is not None and self._step in _kept.WALKED_STEPS:
                 self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
     def _before_backward(self, tensors):
@@ -1381,9 +1386,13 @@ def _modules_event(records):
     mods = records["modules"]
     top = [r for r in mods if r["parent"] is None and r["name"] is not None]
     total = sum(r["mib"] for r in mods if r["parent"] is None)
+    # A sharded model's modules free what they gathered (FSDP2 reshards
+    # after each forward): the total may be negative, which no event's MiB
+    # is; the records keep their own signs.
     e = _report.event("modules", FORWARD, records["step"],
                       f"forward by module, step {records['step']}: {len(mods)} modules, {total:.1f} MiB added"
-                      + (f" ({top[0]['type']}'s forward {top[0]['mib']:.1f})" if top else ""), total)
+                      + (f" ({top[0]['type']}'s forward {top[0]['mib']:.1f})" if top else ""),
+                      total if total >= 0 else None)
     e["modules"] = mods
     return e
 

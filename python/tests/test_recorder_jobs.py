@@ -662,7 +662,7 @@ class Kept(unittest.TestCase):
             for step in range(8):
                 if step % 2 == 0:
                     with torch.no_grad():
-                        kept.append(model(input_ids=val, labels=val)["logits"])
+                        kept.append(model(input_ids=val, labels=val)["logits"])  # EVAL-CALL
                 ids = torch.randint(0, VOCAB, (8, 16))
                 model(input_ids=ids, labels=ids)["loss"].backward()
                 opt.step()
@@ -670,9 +670,14 @@ class Kept(unittest.TestCase):
         records = self.kept_records(json.load(open(out)))
         self.assertEqual([(k["shape"], k["dtype"]) for k in records], [([64, 64, VOCAB], "float32")], records)
         self.assertAlmostEqual(records[0]["mib_per_step"], 64 * 64 * VOCAB * 4 / (1 << 20) / 2, places=6)
+        # The evaluation's outputs, named by the evaluation's own call (not
+        # the training forward's line).
+        self.assertEqual(records[0]["made_by"], "logits of DictLM", records)
+        line = next(i + 1 for i, t in enumerate(open(__file__).read().splitlines()) if "# EVAL-CALL" in t)
+        self.assertTrue(records[0]["where"].endswith(f"test_recorder_jobs.py:{line}"), records)
         v = self.verdict(out)
         self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
-        self.assertTrue(v["response"].startswith("Stop collecting tensors in a list"), v["response"])
+        self.assertTrue(v["response"].startswith("Keep the outputs on the host, not the device"), v["response"])
 
     def test_detached_outputs_kept_are_named_tensors_not_graphs(self):
         # detach() cuts the graph, not the bytes: the label and the evidence

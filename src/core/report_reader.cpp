@@ -174,7 +174,18 @@ Event read_event(const JsonNode& n) {
   }
   if (auto st = n.opt_integer("step", 0, limits::kMaxSteps)) ev.step = static_cast<int>(*st);
   ev.message = n.opt_str("message").value_or("");
-  ev.mib = n.opt_mib("mib");
+  if (ev.kind == EventKind::kModules) {
+    // What the modules' forwards added, which a sharded model's (FSDP2
+    // frees its gathered weights after each module's forward) makes
+    // negative: recorders before session 58 wrote it so. Nothing reads
+    // it; a negative one is dropped rather than the report refused.
+    if (n.given("mib") && !n.field("mib").raw().is_null()) {
+      const double v = n.field("mib").as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB);
+      if (v >= 0) ev.mib = v;
+    }
+  } else {
+    ev.mib = n.opt_mib("mib");
+  }
   if (n.given("oom")) ev.oom = read_oom(n.field("oom"));
   if (n.given("kept")) {
     const JsonNode list = n.field("kept");

@@ -73,6 +73,27 @@ TEST(ReportReader, SchemaVersions) {
   EXPECT_EQ(said.find("upgrade"), std::string::npos) << said;
 }
 
+// An FSDP2 job's forward by module frees what each module gathered: the
+// modules event's total was written negative by the recorder until
+// session 58, and a report carrying it is read (the total dropped), not
+// refused; any other event's negative MiB still is.
+TEST(ReportReader, AModulesEventsNegativeTotalIsDroppedNotRefused) {
+  json j = good();
+  j["events"].push_back({{"kind", "modules"}, {"phase", "forward"}, {"step", 1}, {"message", "forward by module"},
+                         {"mib", -12.82},
+                         {"modules", json::array({{{"name", ""}, {"type", "FSDPNet"}, {"parent", nullptr}, {"mib", -12.82},
+                                                   {"own_mib", 0.97}, {"calls", 1}}})}});
+  const ReadResult r = parse_report_text(j.dump(), "fsdp2-0.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  const Event& e = r.report->events.back();
+  EXPECT_EQ(e.kind, EventKind::kModules);
+  EXPECT_FALSE(e.mib);
+  EXPECT_DOUBLE_EQ(e.modules.at(0).mib, -12.82);
+  j["events"].back()["kind"] = "warmup";
+  j["events"].back().erase("modules");
+  EXPECT_NE(error_of(j).message().find("negative MiB"), std::string::npos);
+}
+
 TEST(ReportReader, Version1ReportsStillRead) {
   // The committed fixtures were written by 0.1: no remedies, no loss.
   json j = good();
