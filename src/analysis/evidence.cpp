@@ -97,7 +97,16 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       // DDP's gradient buckets (and ZeroRedundancyOptimizer's, under DDP):
       // sharded gradients (ZeRO-2, FSDP) are reduce-scattered per unit, no
       // bucket the size of the parameters is kept.
-      if (p.id.world_size > 1 && (p.id.mode == ParallelMode::kDdp || p.id.mode == ParallelMode::kZero1)) {
+      // Said where the census cannot tell, or tells that the first step
+      // left about a parameter's worth beyond the optimizer's state (a
+      // CPU DDP job over Gloo left none: its 32.83 MiB were all state,
+      // and the line contradicted the one above it).
+      const std::optional<double> census_state =
+          p.steps.empty() ? std::nullopt : p.steps.front().cleanup_optimizer_state_mib;
+      const bool buckets_seen = !census_state || p.first_step_excess_mib.value_or(0) - *census_state >=
+                                                     0.5 * p.held_parameter_mib;
+      if (p.id.world_size > 1 && (p.id.mode == ParallelMode::kDdp || p.id.mode == ParallelMode::kZero1) &&
+          buckets_seen) {
         out.push_back(evidence::DataParallelBuckets{p.id.world_size});
       }
       add_sweep(out, sweeps, SweepKind::kParameters, &sweep);
