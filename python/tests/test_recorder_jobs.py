@@ -239,6 +239,35 @@ class Inputs(unittest.TestCase):
         self.assertEqual(runs, [(64, "tokens"), (128, "tokens")], v["groups"][0]["confirming_runs"])
         self.assertFalse(v["groups"][0]["capacity"], "no per-batch prediction from step 0's batch")
 
+    def test_a_forward_whose_memory_follows_the_tokens_is_said_per_token(self):
+        # The same 2048 tokens a step in buckets of 8 to 128 samples, wide
+        # enough for the activations to decide: the forward's figure is per
+        # token, not "per sample" of samples that varied x16 (an independent
+        # check's variable-length Llama read "4.25 MiB per sample").
+        buckets = [(16, 128), (64, 32), (32, 64), (128, 16), (8, 256), (16, 128)]
+        torch.manual_seed(0)
+        model = KeywordLM(width=256)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "tokens.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for n, length in buckets:
+                ids = torch.randint(0, VOCAB, (n, length))
+                model(input_ids=ids, labels=ids).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual(fwd["tokens"], {"least": 2048, "most": 2048}, fwd)
+        # What a token keeps: the hidden state's 256 floats at least, and
+        # the step's forward over its 2048 tokens.
+        self.assertGreater(fwd["per_token_mib"], 256 * 4 / (1 << 20), fwd)
+        self.assertAlmostEqual(fwd["per_token_mib"] * 2048, fwd["forward_mib"], delta=0.2 * fwd["forward_mib"])
+        self.assertIn("8 to 128 samples and the same 2048 tokens each", fwd["text"])
+        self.assertIn("memory does not follow the samples: it held with the tokens", fwd["text"])
+        self.assertNotIn("per sample", fwd["text"])
+
     def dynamic_job(self, out, token_budget, steps=6):
         # Dynamic batching: a seeded length per step, as many sequences as
         # the token budget holds.

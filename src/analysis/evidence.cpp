@@ -2,9 +2,11 @@
 // the decided cause, and the warnings a reader must not miss.
 #include "evidence.hpp"
 #include "confirm.hpp"
+#include "step_capacity.hpp"
 #include "sweeps.hpp"
 #include "modules.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace memdiag::detail {
@@ -53,8 +55,27 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       {
         evidence::ForwardIncrement f{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib, point_of(p), std::nullopt,
                                     p.held_over_mib, p.forward_freed_gradients_mib, std::nullopt, false, 1, std::nullopt, std::nullopt};
-        if (p.step_samples && p.step_samples->varied()) f.samples = p.step_samples;
         f.input_mib = p.forward_input_mib;
+        if (p.step_samples && p.step_samples->varied()) {
+          f.samples = p.step_samples;
+          const std::optional<StepSizeCapacity> fit = step_size_fit(p);
+          if (fit && fit->unit == StepSizeCapacity::Unit::kTokens && p.step_tokens) {
+            // The forward's own per token, the median of each step's (the
+            // fit's rate is the step's whole need: backward's too).
+            std::vector<double> per_token;
+            for (const StepFigures& st : p.steps) {
+              if (st.forward_increment_mib && st.tokens && *st.tokens > 0) {
+                per_token.push_back((*st.forward_increment_mib + f.held_beyond_inputs_mib()) /
+                                    static_cast<double>(*st.tokens));
+              }
+            }
+            if (!per_token.empty()) {
+              std::sort(per_token.begin(), per_token.end());
+              f.per_token_mib = per_token[per_token.size() / 2];
+              f.tokens = p.step_tokens;
+            }
+          }
+        }
         if (p.micro_batches > 1) {
           f.micro_batches = p.micro_batches;
           if (!p.steps.empty()) f.micro_batch_samples = p.steps.back().forward_samples;

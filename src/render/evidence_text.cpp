@@ -385,6 +385,18 @@ std::string describe(const Evidence& e) {
                     ? adds + " per step (its batch unseen: nothing per sample), preset " +
                           x.at.preset + ", " + steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) +
                           " of parameters; peak " + mib(x.peak_mib)
+                : x.samples && x.per_token_mib && x.tokens
+                    ? adds + " per step (the median step; the steps were given " + std::to_string(x.samples->least) +
+                          " to " + std::to_string(x.samples->most) + " samples and " +
+                          (x.tokens->varied() ? std::to_string(x.tokens->least) + " to " + std::to_string(x.tokens->most) +
+                                                    " tokens), "
+                                              : "the same " + std::to_string(x.tokens->most) + " tokens each), ") +
+                          format_fixed(*x.per_token_mib, 4) + " MiB per token (" +
+                          (x.tokens->varied() ? "memory follows the tokens, not the samples: its rate per token varied "
+                                                "less over the steps"
+                                              : "memory does not follow the samples: it held with the tokens") +
+                          "), preset " + x.at.preset + ", " + steps_word(x.at.steps) + ", against " +
+                          mib(x.parameter_mib) + " of parameters; peak " + mib(x.peak_mib)
                 : x.samples ? adds + " per step (the median step; the steps were given " +
                                 std::to_string(x.samples->least) + " to " + std::to_string(x.samples->most) +
                                 " samples), " + mib(x.per_sample_mib.value_or(0)) +

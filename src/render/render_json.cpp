@@ -54,6 +54,8 @@ json figures(const Evidence& e) {
                     {"logits_mib", opt(x.logits_mib)}, {"held_over_mib", x.held_over_mib},
                     {"gradients_freed_mib", x.gradients_freed_mib}, {"batch_assumed", x.batch_assumed},
                     {"samples", x.samples ? json{{"least", x.samples->least}, {"most", x.samples->most}} : json(nullptr)},
+                    {"per_token_mib", opt(x.per_token_mib)},
+                    {"tokens", x.tokens ? json{{"least", x.tokens->least}, {"most", x.tokens->most}} : json(nullptr)},
                     {"micro_batches", x.micro_batches}, {"micro_batch_samples", opt(x.micro_batch_samples)},
                     {"input_mib", opt(x.input_mib)}};
           },

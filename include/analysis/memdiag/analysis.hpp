@@ -212,6 +212,11 @@ struct ForwardIncrement {
   // What the forward's inputs hold on the device beside it (made before
   // it: not in forward_mib), where the report gives it.
   std::optional<double> input_mib;
+  // Where memory follows the steps' tokens rather than their samples (the
+  // steadier rate over the steps: a token budget's buckets), the fitted
+  // rate per token and the tokens' range, said in the figure's place.
+  std::optional<double> per_token_mib;
+  std::optional<SizeRange> tokens;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
