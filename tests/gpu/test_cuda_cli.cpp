@@ -466,7 +466,9 @@ TEST(CudaCapacity, EveryTracedPredictionHoldsInFreshProcesses) {
       // 2% above the prediction runs out too, unless the range the
       // prediction names reaches that far (then held + 1 above was it).
       const auto above = static_cast<std::int64_t>(std::ceil(static_cast<double>(p) * 1.02));
-      if (above > held + 1) EXPECT_EQ(fresh(above), 3) << "batch " << above << ", 2% above the prediction, did not run out\n" << c["text"];
+      if (above > held + 1) {
+        EXPECT_EQ(fresh(above), 3) << "batch " << above << ", 2% above the prediction, did not run out\n" << c["text"];
+      }
     }
   }
 }
@@ -511,7 +513,9 @@ TEST(CudaCapacity, EveryTracedSequencePredictionHoldsInFreshProcesses) {
       EXPECT_EQ(fresh(l), 0) << "the predicted length " << l << " did not complete\n" << c["text"];
       EXPECT_EQ(fresh(held + 1), 3) << "length " << held + 1 << ", above the prediction's range, did not run out\n" << c["text"];
       const auto above = static_cast<std::int64_t>(std::ceil(static_cast<double>(l) * 1.02));
-      if (above > held + 1) EXPECT_EQ(fresh(above), 3) << "length " << above << ", 2% above the prediction, did not run out\n" << c["text"];
+      if (above > held + 1) {
+        EXPECT_EQ(fresh(above), 3) << "length " << above << ", 2% above the prediction, did not run out\n" << c["text"];
+      }
     }
   }
 }

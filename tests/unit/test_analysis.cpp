@@ -314,7 +314,9 @@ TEST(Verdict, AStepsSweepFitsTheLeakAboveTheStateTheFirstStepMade) {
     batches.emplace_back("b" + std::to_string(batch) + ".json", synth(b));
   }
   for (const Sweep& x : analyse(batches).verdicts.at(0).sweeps) {
-    if (x.kind == SweepKind::kBatch) EXPECT_FALSE(x.intercept_mib);
+    if (x.kind == SweepKind::kBatch) {
+      EXPECT_FALSE(x.intercept_mib);
+    }
   }
 }
 

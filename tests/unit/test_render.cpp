@@ -470,7 +470,9 @@ TEST(Render, AForwardThatFreesTheLastStepsGraphIsWeighedByWhatItMakes) {
   EXPECT_NE(line.find("its phase ends only 0.00 MiB up"), std::string::npos) << line;
   EXPECT_EQ(line.find("more than the forward makes"), std::string::npos) << line;
   EXPECT_EQ(response_for(v).find("inputs the forward is given"), std::string::npos) << response_for(v);
-  for (const std::string& n : not_helpful_for(v)) EXPECT_EQ(n.find("0.00 MiB the forward makes"), std::string::npos) << n;
+  for (const std::string& n : not_helpful_for(v)) {
+    EXPECT_EQ(n.find("0.00 MiB the forward makes"), std::string::npos) << n;
+  }
   // What the loop held past the cleanup no larger than its inputs is the
   // inputs (the last batch, until the next replaces it): the forward makes
   // its phase's figure, and the inputs outweigh it.
