@@ -30,10 +30,24 @@ bool variant_names(const RemedyRow& r, RemedyKind k) {
   const std::string name = to_string(k);
   std::string label = r.remedy;
   std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return std::tolower(c); });
+  // A part of the label (between '+'s) names the remedy where the name
+  // starts it or one of its words: "checkpointing", and the docs' own
+  // "grad-checkpointing", name checkpoint.
   std::size_t start = 0;
   while (start <= label.size()) {
     const std::size_t end = std::min(label.find('+', start), label.size());
-    if (label.compare(start, name.size(), name) == 0 && end - start >= name.size()) return true;
+    for (std::size_t at = label.find(name, start); at != std::string::npos && at + name.size() <= end;
+         at = label.find(name, at + 1)) {
+      if (at == start) return true;
+      if (label[at - 1] != '-' && label[at - 1] != '_') continue;
+      // Not where the word before negates it ("no-checkpoint": the run
+      // without it).
+      const std::size_t sep = at - 1;
+      std::size_t from = sep;
+      while (from > start && label[from - 1] != '-' && label[from - 1] != '_') --from;
+      const std::string before = label.substr(from, sep - from);
+      if (before != "no" && before != "without" && before != "non" && before != "off") return true;
+    }
     start = end + 1;
   }
   return false;

@@ -1163,6 +1163,12 @@ TEST(Remedies, AVariantNamedForARemedyIsNotListedAsNotMeasured) {
   EXPECT_FALSE(has(not_measured("Checkpoint+bf16"), RemedyKind::kCheckpoint));
   EXPECT_TRUE(has(not_measured("recompute"), RemedyKind::kCheckpoint));
   EXPECT_TRUE(has(not_measured("no-checkpoint"), RemedyKind::kCheckpoint));
+  // A word of the label names it too: the docs' own example, which an
+  // independent check found listed as not measured.
+  EXPECT_FALSE(has(not_measured("grad-checkpointing"), RemedyKind::kCheckpoint));
+  EXPECT_FALSE(has(not_measured("bf16+activation_checkpoint"), RemedyKind::kCheckpoint));
+  EXPECT_TRUE(has(not_measured("run-without-checkpoint"), RemedyKind::kCheckpoint));
+  EXPECT_TRUE(has(not_measured("gradcheckpoint"), RemedyKind::kCheckpoint));
 }
 
 // Weights that are nearly all frozen (gradients a sliver of them, a LoRA
