@@ -334,6 +334,12 @@ class KeptTracker:
                 if at is not None:
                     r["allocated_at"] = at
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
+                # Kept in some windows only (an evaluation every second
+                # step): how many steps apart, the MiB a step being the
+                # average over them.
+                present = sum(1 for w in span if sig in w)
+                if present and len(span) >= 2 * present:
+                    r["every_steps"] = round(len(span) / present)
                 if bounded is not None:
                     count_kept = max(1, round(count * nbytes / (nbytes + bounded[1])))
                     # A cache said apart only where it holds tensors of its

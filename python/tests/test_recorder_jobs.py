@@ -699,6 +699,7 @@ class Kept(unittest.TestCase):
         records = self.kept_records(json.load(open(out)))
         self.assertEqual([(k["shape"], k["dtype"]) for k in records], [([64, 64, VOCAB], "float32")], records)
         self.assertAlmostEqual(records[0]["mib_per_step"], 64 * 64 * VOCAB * 4 / (1 << 20) / 2, places=6)
+        self.assertEqual(records[0]["every_steps"], 2, records)  # one every second step, not "each step"
         # The evaluation's outputs, named by the evaluation's own call (not
         # the training forward's line).
         self.assertEqual(records[0]["made_by"], "logits of DictLM", records)

@@ -168,6 +168,7 @@ json to_json(const Event& ev) {
         r["grad_fn"] = opt(k.grad_fn);
         r["made_by"] = opt(k.made_by);
         r["per_step"] = k.per_step;
+        if (k.every_steps) r["every_steps"] = *k.every_steps;
         r["mib_per_step"] = k.mib_per_step;
         if (k.held_steps) r["held_steps"] = *k.held_steps;
         if (k.grows) r["grows"] = true;

@@ -123,7 +123,7 @@ Sample read_sample(const JsonNode& n) {
 
 KeptRecord read_kept(const JsonNode& n) {
   n.expect_object();
-  n.only({"what", "shape", "shape_varies", "dtype", "device", "grad_fn", "made_by", "where", "allocated_at", "per_step", "mib_per_step",
+  n.only({"what", "shape", "shape_varies", "dtype", "device", "grad_fn", "made_by", "where", "allocated_at", "per_step", "every_steps", "mib_per_step",
           "graph_nodes", "graph_nodes_before", "held_steps", "grows"});
   KeptRecord k;
   k.what = n.field("what").as_enum<KeptRecord::What>();
@@ -139,6 +139,7 @@ KeptRecord read_kept(const JsonNode& n) {
   k.made_by = n.opt_str("made_by");
   k.where = n.opt_str("where");
   k.allocated_at = n.opt_str("allocated_at");
+  k.every_steps = n.opt_integer("every_steps", 2, limits::kMaxSteps);
   k.per_step = n.opt_integer("per_step", 0, limits::kMaxExactInteger).value_or(0);
   k.mib_per_step = n.opt_mib("mib_per_step").value_or(0);
   k.graph_nodes = n.opt_integer("graph_nodes", 0, limits::kMaxExactInteger);

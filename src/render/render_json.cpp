@@ -114,7 +114,8 @@ json figures(const Evidence& e) {
                               {"shape_varies", k.shape_varies},
                               {"grad_fn", opt(k.grad_fn)}, {"made_by", opt(k.made_by)}, {"where", opt(k.where)},
                               {"allocated_at", opt(k.allocated_at)},
-                              {"per_step", k.per_step}, {"mib_per_step", k.mib_per_step},
+                              {"per_step", k.per_step}, {"every_steps", opt(k.every_steps)},
+                              {"mib_per_step", k.mib_per_step},
                               {"graph_nodes", opt(k.graph_nodes)}, {"graph_nodes_before", opt(k.graph_nodes_before)}});
             }
             return {{"kept", list}};

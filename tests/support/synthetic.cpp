@@ -132,7 +132,9 @@ Report full_report() {
     t.per_step = 1;
     t.mib_per_step = 238.5;
     t.shape_varies = true;  // every field written: a job whose steps vary in size
+    t.every_steps = 2;      // and kept every second step
     KeptRecord c = t;  // a cache of the last few steps' tensors: bounded
+    c.every_steps.reset();
     c.made_by.reset();
     c.where.reset();
     c.allocated_at = "train.py:57";  // the allocator's stack named the line (CUDA)
@@ -144,6 +146,7 @@ Report full_report() {
     h.where.reset();
     h.shape_varies = false;
     h.grows = true;
+    h.every_steps.reset();
     KeptRecord g;
     g.what = KeptRecord::What::kGraph;
     g.graph_nodes = 40;

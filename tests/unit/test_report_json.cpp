@@ -60,6 +60,8 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(kept.kept[1].held_steps, 3);
   EXPECT_EQ(kept.kept[1].allocated_at, "train.py:57");
   EXPECT_FALSE(kept.kept[0].allocated_at);
+  EXPECT_EQ(kept.kept[0].every_steps, 2);
+  EXPECT_FALSE(kept.kept[1].every_steps);
   EXPECT_FALSE(kept.kept[1].grows);
   EXPECT_TRUE(kept.kept[2].grows);
   EXPECT_EQ(kept.kept[2].made_by, "buffer hist of Net");

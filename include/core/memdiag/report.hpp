@@ -138,7 +138,10 @@ struct KeptRecord {
   // file:line of the user's code on the allocation's Python stack (CUDA:
   // the caching allocator's record of live blocks).
   std::optional<std::string> allocated_at;
-  std::int64_t per_step = 0;           // how many such tensors each step
+  std::int64_t per_step = 0;           // how many such tensors each step (each time, with every_steps)
+  // Kept once every this many steps (an evaluation every second step);
+  // mib_per_step is then the average a step.
+  std::optional<std::int64_t> every_steps;
   double mib_per_step = 0;
   std::optional<std::int64_t> graph_nodes, graph_nodes_before;  // kGraph
   // kTensor: the loop let the oldest of them go after about this many
