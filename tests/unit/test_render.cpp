@@ -481,6 +481,29 @@ TEST(Render, AForwardThatFreesTheLastStepsGraphIsWeighedByWhatItMakes) {
   EXPECT_EQ(describe(v.evidence[0]).rfind("forward adds 0.00 MiB per step", 0), 0u) << describe(v.evidence[0]);
 }
 
+// ZeRO-1 whose state landed unevenly (one large parameter's state whole on
+// one rank) is not told that more ranks divide it further.
+TEST(Render, UnevenZeroOneStateIsNotToldMoreRanksDivideIt) {
+  Verdict v;
+  v.dominant = Cause::kOptimizerState;
+  v.primary_mode = ParallelMode::kZero1;
+  v.primary_world_size = 2;
+  DistributedView d;
+  RankRow r0, r1;
+  r0.rank = 0;
+  r0.first_step_excess_mib = 31.25;
+  r1.rank = 1;
+  r1.first_step_excess_mib = 1.58;
+  d.ranks = {r0, r1};
+  v.distributed = {d};
+  std::string r = response_for(v);
+  EXPECT_NE(r.find("by whole parameters and unevenly: rank 0 keeps 31.25 MiB"), std::string::npos) << r;
+  EXPECT_EQ(r.find("more ranks divide it further"), std::string::npos) << r;
+  v.distributed[0].ranks[1].first_step_excess_mib = 30.0;  // even: the general words
+  r = response_for(v);
+  EXPECT_NE(r.find("more ranks divide it further"), std::string::npos) << r;
+}
+
 // Two consumers within the margin: the response names the one run that
 // tells them apart and what it will show, by the pair; a tie no single run
 // settles keeps the general response.
