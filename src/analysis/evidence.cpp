@@ -230,7 +230,11 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     out.push_back(warning::GrowthUnseenFrees{primary.source, *primary.growth_unseen_frees_mib});
   }
   for (const DistributedView& d : views) {
-    if (d.imbalanced) out.push_back(warning::RankImbalance{d.run, d.imbalance, d.max_rank, d.max_peak_mib, d.variant});
+    if (d.imbalanced) {
+      warning::RankImbalance w{d.run, d.imbalance, d.max_rank, d.max_peak_mib, d.variant};
+      w.cpu_readings_overstate = primary.id.device_kind == "cpu" && primary.id.producer == kProducerPython;
+      out.push_back(w);
+    }
   }
   for (warning::RankSetIncomplete& w : rank_sets) out.push_back(std::move(w));
   return out;

@@ -551,7 +551,12 @@ std::string describe(const Warning& w) {
                           return describe_rank_run(x.run) + (x.variant != "none" ? ", " + x.variant : std::string()) +
                                  ": ranks imbalanced, peak differs by " +
                                  format_fixed(100 * x.imbalance, 0) + "%; rank " + std::to_string(x.max_rank) +
-                                 " is the capacity constraint at " + mib(x.max_peak_mib);
+                                 " is the capacity constraint at " + mib(x.max_peak_mib) +
+                                 (x.cpu_readings_overstate
+                                      ? " (recorded on the CPU, where PyTorch's profiler misses the frees made in the "
+                                        "collectives' own threads: a difference this size may be that; a CUDA run of "
+                                        "the ranks tells)"
+                                      : "");
                         },
                         [](const warning::RankSetIncomplete& x) {
                           std::string s = describe_rank_run(x.run) + ": the reports do not make the run's world of " +

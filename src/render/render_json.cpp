@@ -173,7 +173,8 @@ json figures(const Warning& w) {
                         },
                         [](const warning::RankImbalance& x) -> json {
                           return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
-                                  {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}, {"variant", x.variant}};
+                                  {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}, {"variant", x.variant},
+                                  {"cpu_readings_overstate", x.cpu_readings_overstate}};
                         },
                         [](const warning::RankSetIncomplete& x) -> json {
                           return {{"run", point_json(x.run)}, {"world_size", x.gaps.world_size},

@@ -504,6 +504,19 @@ TEST(Render, UnevenZeroOneStateIsNotToldMoreRanksDivideIt) {
   EXPECT_NE(r.find("more ranks divide it further"), std::string::npos) << r;
 }
 
+// Ranks the Python recorder read on the CPU may differ by what the
+// profiler missed (frees in Gloo's threads): an imbalance there says so.
+TEST(Render, AnImbalanceOfCpuRecordedRanksSaysTheReadingsMayOverstate) {
+  warning::RankImbalance w;
+  w.imbalance = 0.12;
+  w.max_peak_mib = 119.6;
+  EXPECT_EQ(describe(Warning{w}).find("recorded on the CPU"), std::string::npos) << describe(Warning{w});
+  w.cpu_readings_overstate = true;
+  EXPECT_NE(describe(Warning{w}).find("recorded on the CPU, where PyTorch's profiler misses the frees"),
+            std::string::npos)
+      << describe(Warning{w});
+}
+
 // Two consumers within the margin: the response names the one run that
 // tells them apart and what it will show, by the pair; a tie no single run
 // settles keeps the general response.

@@ -395,6 +395,9 @@ struct RankImbalance {
   int max_rank = 0;
   double max_peak_mib = 0;
   std::string variant = "none";  // the ranks' variant_label: "zero1", "checkpoint=6"
+  // Recorded ranks on the CPU: PyTorch's profiler misses frees made in the
+  // collectives' own threads (Gloo), so a difference may be that.
+  bool cpu_readings_overstate = false;
 };
 // The size of what the steps were given changed from step to step (a
 // schedule of batch sizes, variable-length buckets): figures per sample are
