@@ -313,7 +313,8 @@ TEST(Verdict, AStepsSweepFitsTheLeakAboveTheStateTheFirstStepMade) {
     b.activations_mib = 5.0 * batch;
     batches.emplace_back("b" + std::to_string(batch) + ".json", synth(b));
   }
-  for (const Sweep& x : analyse(batches).verdicts.at(0).sweeps) {
+  const Analysis batch_analysis = analyse(batches);  // alive through the loop
+  for (const Sweep& x : batch_analysis.verdicts.at(0).sweeps) {
     if (x.kind == SweepKind::kBatch) {
       EXPECT_FALSE(x.intercept_mib);
     }
