@@ -329,8 +329,8 @@ class KeptTracker:
                     r["made_by"] = self._module_named[sig]
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
-                at = self._allocated_at([ref for w in reversed(span) if sig in w
-                                         for _, views in reversed(w[sig][3]) for ref in views])
+                at = self._allocated_at(ref for w in reversed(span) if sig in w
+                                        for _, views in reversed(w[sig][3]) for ref in views)
                 if at is not None:
                     r["allocated_at"] = at
                 r.update({"what": "tensor", "per_step": count, "mib_per_step": nbytes / _MIB})
@@ -406,8 +406,7 @@ class KeptTracker:
                       "mib_per_step": (sizes[2] - sizes[0]) / 2 / _MIB})
             # By its block's address at the last walk: the tensor itself is
             # gone by now (the loop replaced it with a larger copy).
-            frames = (self._alloc_frames or {}).get((key[1], key[2])) if key[0] == "cuda" else None
-            at = user_line(frames) if frames else None
+            at = self._line_at(key)
             if at is not None:
                 r["allocated_at"] = at
             out.append(r)
@@ -442,18 +441,22 @@ class KeptTracker:
         """Whether the allocator's stacks were read (CUDA)."""
         return self._stacks is not None and self._alloc_frames is not None
 
+    def _line_at(self, key):
+        """The user's line on the allocation stack of the block at a
+        storage key, where the allocator recorded it."""
+        if not self._alloc_frames or key is None or key[0] != "cuda":
+            return None
+        frames = self._alloc_frames.get((key[1], key[2]))
+        return user_line(frames) if frames else None
+
     def _allocated_at(self, refs):
-        """The user's line on the allocation stack of the first of the
-        tensors (weakrefs) still alive whose block the allocator recorded."""
+        """_line_at of the first of the tensors (weakrefs) still alive whose
+        block the allocator recorded."""
         if not self._alloc_frames:
             return None
         for ref in refs:
             t = ref()
-            key = _storage_key(t) if t is not None else None
-            if key is None or key[0] != "cuda":
-                continue
-            frames = self._alloc_frames.get((key[1], key[2]))
-            line = user_line(frames) if frames else None
+            line = self._line_at(_storage_key(t)) if t is not None else None
             if line is not None:
                 return line
         return None

@@ -78,6 +78,24 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   v.primary_producer = p.id.producer;
   v.primary_mode = p.id.mode;
   v.primary_world_size = p.id.world_size;
+  if (p.id.mode == ParallelMode::kZero1) {
+    // An independent check's tied embedding left 31.25 MiB on rank 0 and
+    // 1.58 on rank 1.
+    for (const DistributedView& d : v.distributed) {
+      const RankRow* most = nullptr;
+      const RankRow* least = nullptr;
+      for (const RankRow& r : d.ranks) {
+        if (!r.first_step_excess_mib) continue;
+        if (!most || *r.first_step_excess_mib > *most->first_step_excess_mib) most = &r;
+        if (!least || *r.first_step_excess_mib < *least->first_step_excess_mib) least = &r;
+      }
+      if (most && least && most != least && *most->first_step_excess_mib >= 2 * *least->first_step_excess_mib &&
+          *most->first_step_excess_mib - *least->first_step_excess_mib >= thresholds::kMinimumSignalMib) {
+        v.uneven_state = Verdict::UnevenState{*most, *least};
+        break;
+      }
+    }
+  }
   v.components = components_of(p);
   v.sweeps = detail::collect_sweeps(g, p);
   v.decision = detail::decide(p, v.components);

@@ -230,29 +230,16 @@ std::string base_response(const Verdict& v) {
            "16-bit already.";
   }
   if (v.dominant == Cause::kOptimizerState && definition(v.primary_mode).shards_optimizer_state) {
-    // Sharded by whole parameters (ZeroRedundancyOptimizer gives each
-    // parameter's state to one rank) and found uneven: more ranks cannot
-    // split the largest parameter's state (an independent check's tied
-    // embedding left 31.25 MiB on rank 0 and 1.58 on rank 1).
-    for (const DistributedView& d : v.distributed) {
-      const RankRow* most = nullptr;
-      const RankRow* least = nullptr;
-      for (const RankRow& r : d.ranks) {
-        if (!r.first_step_excess_mib) continue;
-        if (!most || *r.first_step_excess_mib > *most->first_step_excess_mib) most = &r;
-        if (!least || *r.first_step_excess_mib < *least->first_step_excess_mib) least = &r;
-      }
-      if (v.primary_mode == ParallelMode::kZero1 && most && least && most != least &&
-          *most->first_step_excess_mib >= 2 * *least->first_step_excess_mib &&
-          *most->first_step_excess_mib - *least->first_step_excess_mib >= thresholds::kMinimumSignalMib) {
-        return "The state is sharded already (zero1 over " + std::to_string(v.primary_world_size) +
-               " ranks), but by whole parameters and unevenly: rank " + std::to_string(most->rank) + " keeps " +
-               format_mib(*most->first_step_excess_mib) + " MiB after its first step and rank " +
-               std::to_string(least->rank) + " " + format_mib(*least->first_step_excess_mib) +
-               " MiB, so more ranks will not split the largest parameter's state. Shard within parameters "
-               "(FSDP's fully_shard, ZeRO-2/3's flat shards), or use a lower-memory optimizer (SGD with momentum, "
-               "Adafactor) or lower-precision moments (bf16, 8-bit blocks).";
-      }
+    if (const auto& u = v.uneven_state) {
+      // Sharded by whole parameters and found uneven (the analysis's
+      // Verdict::uneven_state).
+      return "The state is sharded already (zero1 over " + std::to_string(v.primary_world_size) +
+             " ranks), but by whole parameters and unevenly: rank " + std::to_string(u->most.rank) + " keeps " +
+             format_mib(*u->most.first_step_excess_mib) + " MiB after its first step and rank " +
+             std::to_string(u->least.rank) + " " + format_mib(*u->least.first_step_excess_mib) +
+             " MiB, so more ranks will not split the largest parameter's state. Shard within parameters "
+             "(FSDP's fully_shard, ZeRO-2/3's flat shards), or use a lower-memory optimizer (SGD with momentum, "
+             "Adafactor) or lower-precision moments (bf16, 8-bit blocks).";
     }
     return "The state is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +
            std::to_string(v.primary_world_size) +

@@ -428,13 +428,10 @@ std::string describe(const Evidence& e) {
               s += "; the inputs it was given hold " + mib(*x.input_mib) + " more on the device (made before the "
                    "forward, not in this figure" + (*x.input_mib > x.made_mib() ? ": more than the forward makes)" : ")");
             }
-            if (x.held_beyond_inputs_mib() > 0) {
-              s += "; its phase ends only " + mib(x.forward_mib) + " up, for each forward also frees what the loop "
-                   "held of the step before: " + mib(x.held_over_mib) + " of a step's tensors stay past its cleanup "
-                   "until the next forward's result replaces them (step 0's forward, with nothing held, added " +
-                   mib(x.forward_mib + x.held_over_mib) + ")";
-            } else if (x.held_over_mib > 0) {
-              s += "; each forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
+            if (x.held_over_mib > 0) {
+              s += (x.held_beyond_inputs_mib() > 0 ? "; its phase ends only " + mib(x.forward_mib) + " up, for each"
+                                                   : std::string("; each")) +
+                   " forward also frees what the loop held of the step before: " + mib(x.held_over_mib) +
                    " of a step's tensors stay past its cleanup until the next forward's result replaces them (step "
                    "0's forward, with nothing held, added " + mib(x.forward_mib + x.held_over_mib) + ")";
             }

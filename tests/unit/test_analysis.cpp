@@ -345,6 +345,33 @@ TEST(Verdict, GrowthOverTwoCleanupsAsksForALongerRun) {
   ASSERT_TRUE(find<evidence::PostCleanupTrend>(longer) == nullptr || !find<evidence::PostCleanupTrend>(longer)->too_few_steps);
 }
 
+// ZeRO-1's state landing unevenly (one parameter's whole state on one
+// rank) is found by the analysis from the ranks' first-step excess: twice
+// over and apart by the signal; an even split is not.
+TEST(Verdict, UnevenZeroOneStateIsFoundFromTheRanks) {
+  const auto verdict = [](double rank0_state, double rank1_state) {
+    std::vector<std::pair<std::string, Report>> ranks;
+    for (int rank : {0, 1}) {
+      Synth s = named("zero1");
+      s.params_mib = 16;
+      s.activations_mib = 2;
+      s.optimizer_state_mib = rank == 0 ? rank0_state : rank1_state;
+      s.rank = rank;
+      s.world_size = 2;
+      Report r = synth(s);
+      r.config.parallel.mode = ParallelMode::kZero1;
+      r.config.parallel.backend = "gloo";
+      ranks.emplace_back("zero1-" + std::to_string(rank) + ".json", r);
+    }
+    return analyse(ranks).verdicts.at(0);
+  };
+  const Verdict uneven = verdict(31.25, 1.58);
+  ASSERT_TRUE(uneven.uneven_state);
+  EXPECT_EQ(uneven.uneven_state->most.rank, 0);
+  EXPECT_EQ(uneven.uneven_state->least.rank, 1);
+  EXPECT_FALSE(verdict(16.5, 16.0).uneven_state);
+}
+
 TEST(Verdict, ParametersWhenTheWeightsAreTheMemory) {
   Synth s;
   s.params_mib = 1000;

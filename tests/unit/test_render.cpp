@@ -488,18 +488,16 @@ TEST(Render, UnevenZeroOneStateIsNotToldMoreRanksDivideIt) {
   v.dominant = Cause::kOptimizerState;
   v.primary_mode = ParallelMode::kZero1;
   v.primary_world_size = 2;
-  DistributedView d;
   RankRow r0, r1;
   r0.rank = 0;
   r0.first_step_excess_mib = 31.25;
   r1.rank = 1;
   r1.first_step_excess_mib = 1.58;
-  d.ranks = {r0, r1};
-  v.distributed = {d};
+  v.uneven_state = Verdict::UnevenState{r0, r1};  // as the analysis finds it
   std::string r = response_for(v);
   EXPECT_NE(r.find("by whole parameters and unevenly: rank 0 keeps 31.25 MiB"), std::string::npos) << r;
   EXPECT_EQ(r.find("more ranks divide it further"), std::string::npos) << r;
-  v.distributed[0].ranks[1].first_step_excess_mib = 30.0;  // even: the general words
+  v.uneven_state.reset();  // even: the general words
   r = response_for(v);
   EXPECT_NE(r.find("more ranks divide it further"), std::string::npos) << r;
 }

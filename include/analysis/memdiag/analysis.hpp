@@ -710,6 +710,15 @@ struct Verdict {
   // state is sharded already is not told to shard it.
   ParallelMode primary_mode = ParallelMode::kNone;
   int primary_world_size = 1;
+  // ZeRO-1's state found uneven across the ranks (ZeroRedundancyOptimizer
+  // gives each parameter's whole state to one rank): the rank keeping the
+  // most after its first step and the one keeping the least, where the
+  // most is twice the least (and apart by the signal); more ranks will not
+  // split the largest parameter's state.
+  struct UnevenState {
+    RankRow most, least;
+  };
+  std::optional<UnevenState> uneven_state;
   std::vector<Component> components;
   std::vector<Evidence> evidence;
   std::vector<Warning> warnings;
