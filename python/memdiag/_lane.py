@@ -110,7 +110,9 @@ def maybe_engage(rec):
     # Without the model's hooks every step's forward is the backward's to
     # count, which the lane hands back: it would take and return the state
     # every step.
-    if rec.model is None or len(rec.optimizers) != 1 or rec._sync_phase or rec._sync_step or rec._forward_stack or rec._in_step_call:
+    # A fully sharded model's parameters in use are counted at every phase
+    # in the recorder's Python (_take_census), which the lane does not.
+    if rec.model is None or rec._gathers or len(rec.optimizers) != 1 or rec._sync_phase or rec._sync_step or rec._forward_stack or rec._in_step_call:
         return
     if (rec._in, rec._last) not in ((r.BETWEEN, r.CLEANUP), (r.CLEANUP, r.STEP)) or rec._pending_loss is not None:
         return

@@ -22,8 +22,9 @@ import socket
 import sys
 import threading
 import time
+import uuid
 import weakref
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import torch
 
@@ -296,6 +297,8 @@ class Recorder:
         # native module has it; _lane_on while it holds the state.
         self._lane = None
         self._lane_on = False
+        self._gathers = False  # an FSDP2 model: its parameters in use counted at each phase (start())
+        self._launch_key = None  # where the launch's id is in the job's store (_launch_begin)
         self._lane_census = None
         self._last = None  # the last boundary crossed
         self._recording = True  # whether the step in progress is recorded
@@ -343,12 +346,14 @@ class Recorder:
             if self.snapshot:
                 self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
                                                   "nothing is dumped on the CPU", None))
+        self._gathers = self.census and _fully_sharded(self.model)
         self._cuda = isinstance(self._probe, _probe.CudaProbe)
         self._cpu = isinstance(self._probe, _probe.CpuProbe)
         native = getattr(self._probe, "native", None)  # memdiag/_native.py's module, on CUDA where it was built
         self._host = _probe.HostReader(native)
         self._earlier_runs = _recordings_started[0]
         _recordings_started[0] += 1
+        self._launch_key = _launch_begin(self._earlier_runs)
         # The census's gradients counted natively where the native reading was built.
         self._gradient_bytes = getattr(native, "gradient_bytes", None)
         self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
@@ -1005,6 +1010,16 @@ class Recorder:
                 c = last
         else:
             c = last
+        if self._gathers and phase in (FORWARD, BACKWARD, CLEANUP, None):
+            # A fully sharded model (FSDP2) swaps its modules' parameters
+            # for the weights it all-gathered while they are in use (the
+            # root's from its forward to the end of backward): counted with
+            # the shards, they are the parameters this phase holds, not
+            # activations (16.4 MiB of gathered weights read as a forward
+            # of 16.8 MiB at one sample over two Gloo ranks).
+            held = _census.parameters_mib(params + list(self.model.parameters()), kind)
+            if held != c["parameters_mib"]:
+                c = dict(c, parameters_mib=held)
         if phase is not None:
             self._last_census = c
         return c
@@ -1240,7 +1255,8 @@ class Recorder:
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
                     "allocator_settings": _allocator_settings() if self.device.type == "cuda" else "",
-                    "parallelism": _parallelism(self.model, self.optimizers), "variant": self.variant,
+                    "parallelism": _parallelism(self.model, self.optimizers, self._launch_key),
+                    "variant": self.variant,
                     "step_sampling": ({"all_below": self._all_below, "every": self._every}
                                       if self._skipped_steps else None)},
             model={"parameters": sum(p.numel() for p in params),
@@ -1452,14 +1468,87 @@ def _allocator_settings():
     return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
 
 
-def _parallelism(model, optimizers=()):
+def _parallelism(model, optimizers=(), launch_key=None):
     import torch.distributed as dist
     if not (dist.is_available() and dist.is_initialized()):
         return {"mode": "none", "world_size": 1, "rank": 0, "local_rank": 0, "backend": "none",
                 "rank_zero_extra_samples": 0}
-    return {"mode": _sharding_mode(model, optimizers), "world_size": dist.get_world_size(), "rank": dist.get_rank(),
-            "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "backend": str(dist.get_backend()),
-            "rank_zero_extra_samples": 0}
+    out = {"mode": _sharding_mode(model, optimizers), "world_size": dist.get_world_size(), "rank": dist.get_rank(),
+           "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "backend": str(dist.get_backend()),
+           "rank_zero_extra_samples": 0}
+    launch = _launch_end(launch_key)
+    if launch is not None:
+        out["launch"] = launch
+    return out
+
+
+# The launch's id: what the ranks of one launch share and no other launch
+# has, so that reports of several launches compared together make one rank
+# set a launch (the same command run twice has the same MASTER_PORT, and
+# torchrun's run id is "none" unless a rendezvous id is given). Rank 0
+# draws it when its recording starts and leaves it in the job's store
+# under the recording's number in the process; the others read it when
+# theirs ends, by when rank 0's has started (the steps between were
+# collectives).
+_LAUNCH_WAIT = timedelta(seconds=10)
+
+
+def _default_store():
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except Exception:  # a process group without a store (a fake one, an older torch)
+        return None
+
+
+def _launch_begin(nth):
+    """The store key of this recording's launch id (rank 0 sets it), or
+    None where the job has no process group yet."""
+    store = _default_store()
+    if store is None:
+        return None
+    import torch.distributed as dist
+    key = f"memdiag/launch/{nth}"
+    if dist.get_rank() == 0:
+        try:
+            store.set(key, uuid.uuid4().hex[:16])
+        except Exception:
+            return None
+    return key
+
+
+def _launch_end(key):
+    """The launch's id: from the store where rank 0 left it; else
+    torchrun's rendezvous run id where one was given; else None."""
+    store = _default_store() if key is not None else None
+    if store is not None:
+        try:
+            if not store.check([key]):
+                store.wait([key], _LAUNCH_WAIT)
+            value = store.get(key).decode("ascii", "replace")
+            if 0 < len(value) <= 64 and all(c.isalnum() or c in "-_.:" for c in value):
+                return value
+        except Exception:  # rank 0 never started its recording, or the store is gone
+            pass
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if run_id and run_id != "none" and len(run_id) <= 64 and all(c.isalnum() or c in "-_.:" for c in run_id):
+        return run_id
+    return None
+
+
+def _fully_sharded(model):
+    """Whether the model's modules gather their parameters for a forward
+    and free them after (FSDP2's fully_shard): its parameters in use are
+    other tensors than the shards the recorder holds."""
+    if model is None:
+        return False
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
 def _sharding_mode(model, optimizers):

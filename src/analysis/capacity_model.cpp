@@ -106,12 +106,19 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
     case Phase::kOptimizerReady:
       add(PhaseLine::Piece::kWhole, Line{h.peak_mib, 0}, h.end_census);
       break;
-    case Phase::kForward:
+    case Phase::kForward: {
       // Everything above the weights and the state grows: the batch and the
-      // activations saved for backward.
-      add(PhaseLine::Piece::kWhole, line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed),
-          h.start_census);
+      // activations saved for backward. A fully sharded model's gathered
+      // weights (the census's parameters at the forward's end above its
+      // start: FSDP2) are weights too, whatever the batch.
+      const double gathered = h.start_census && h.end_census
+                                  ? std::max(0.0, h.end_census->parameters_mib - h.start_census->parameters_mib)
+                                  : 0.0;
+      add(PhaseLine::Piece::kWhole,
+          line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered),
+          gathered > 0 ? h.end_census : h.start_census);
       break;
+    }
     case Phase::kBackward: {
       // Two candidates: its start (every activation held) and its end (every
       // gradient made), each a line through what it holds, plus the

@@ -80,6 +80,15 @@ void read_samples(const Report& r, RunFeatures& f) {
             st.forward_freed_gradients_mib = prev->tensors->gradients_mib - s.tensors->gradients_mib;
             inc = *inc + st.forward_freed_gradients_mib;
           }
+          if (inc && s.tensors && prev->tensors && s.tensors->parameters_mib > prev->tensors->parameters_mib + 0.005) {
+            // A fully sharded model's parameters in use (FSDP2 gathers each
+            // module's weights for its forward; the root's stay to
+            // backward): the census counts them, and they are weights, not
+            // what the forward made of the batch (16.4 MiB of an increment
+            // of 16.8 at one sample over two ranks).
+            st.forward_gathered_mib = s.tensors->parameters_mib - prev->tensors->parameters_mib;
+            inc = *inc - st.forward_gathered_mib;
+          }
           // With several optimizers (a GAN) the step's micro-batches are
           // different passes, not equal slices of one batch: the largest
           // forward is the step's (kept aside as it is read, put in place
@@ -210,16 +219,18 @@ void read_events(const Report& r, RunFeatures& f) {
 // Steady state where there is one: step 0 also carries one-off library
 // set-up when the run was not warmed up.
 void forward_increment(RunFeatures& f) {
-  std::vector<double> steady, all, freed;
+  std::vector<double> steady, all, freed, gathered;
   for (const StepFigures& st : f.steps) {
     if (!st.forward_increment_mib) continue;
     all.push_back(*st.forward_increment_mib);
     if (st.step >= 1) {
       steady.push_back(*st.forward_increment_mib);
       freed.push_back(st.forward_freed_gradients_mib);
+      gathered.push_back(st.forward_gathered_mib);
     }
   }
   if (!freed.empty()) f.forward_freed_gradients_mib = median(freed);
+  if (!gathered.empty()) f.forward_gathered_mib = median(gathered);
   if (!steady.empty()) {
     f.forward_increment_mib = median(steady);
   } else if (!all.empty()) {

@@ -154,10 +154,12 @@ const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind) {
 // A rank set whatever each rank's batch: the Python recorder writes each
 // rank's own (a job that gives rank 0 more samples says so only there),
 // where memory_diagnostics writes the common batch and rank 0's extra.
+// One launch where the reports say which: two launches of one job at
+// other batches given together are two sets, each whole.
 const Projection kRankSetAnyBatch{
     "rank_set_any_batch", "a rank set, each rank at its own batch",
     {Aspect::kCase, Aspect::kProducer, Aspect::kDeviceKind, Aspect::kPreset, Aspect::kSteps, Aspect::kSequence,
-     Aspect::kSeed, Aspect::kMemoryLimit, Aspect::kVariant, Aspect::kWorld}};
+     Aspect::kSeed, Aspect::kMemoryLimit, Aspect::kVariant, Aspect::kWorld, Aspect::kLaunch}};
 
 namespace {
 

@@ -51,7 +51,8 @@ Varying varying(const std::vector<RunLabel>& runs) {
       case Aspect::kSeed:
       case Aspect::kMemoryLimit:
       case Aspect::kWorld:
-      case Aspect::kRank: break;
+      case Aspect::kRank:
+      case Aspect::kLaunch: break;
     }
   }
   return v;

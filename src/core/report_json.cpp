@@ -78,6 +78,7 @@ json to_json(const Parallelism& p) {
     j["unit_modules"] = p.unit_modules;
     j["prefetch"] = p.prefetch_next ? "next" : "none";
   }
+  if (!p.launch.empty()) j["launch"] = p.launch;
   return j;
 }
 

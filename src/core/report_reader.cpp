@@ -250,6 +250,15 @@ Parallelism read_parallelism(const JsonNode& p) {
     if (*prefetch != "none" && *prefetch != "next") p.field("prefetch").fail("prefetch '" + *prefetch + "' (none or next)");
     out.prefetch_next = *prefetch == "next";
   }
+  if (const auto launch = p.opt_str("launch")) {
+    const bool plain = std::all_of(launch->begin(), launch->end(), [](char ch) {
+      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == ':';
+    });
+    if (launch->empty() || launch->size() > 64 || !plain) {
+      p.field("launch").fail("a launch is 1 to 64 letters, digits and - _ . :");
+    }
+    out.launch = *launch;
+  }
   if ((out.mode == ParallelMode::kNone) != (out.world_size == 1 && out.backend == "none")) {
     p.field("mode").fail(std::string("mode '") + to_string(out.mode) + "' with world_size " +
                          std::to_string(out.world_size) + " and backend '" + out.backend + "'");

@@ -34,6 +34,7 @@ RunIdentity identity_of(const CaseInfo& c, const RunConfig& config, const Produc
   id.unit_modules = config.parallel.unit_modules;
   id.prefetch_next = config.parallel.prefetch_next;
   id.variant_name = config.variant;
+  id.launch = config.parallel.launch;
   return id;
 }
 
@@ -84,6 +85,7 @@ const char* to_string(Aspect a) {
     case Aspect::kVariant: return "variant";
     case Aspect::kWorld: return "world";
     case Aspect::kRank: return "rank";
+    case Aspect::kLaunch: return "launch";
   }
   return nullptr;  // past the last value: all_values() stops here
 }
@@ -117,9 +119,9 @@ const Projection kSequenceSweep{
     {A::kCase, A::kProducer, A::kDeviceKind, A::kWorld, A::kMemoryLimit, A::kPreset, A::kBatch, A::kSteps, A::kVariant,
      A::kRank}};
 const Projection kRankSet{
-    "rank_set", "the same configuration in everything but the rank and the device index",
+    "rank_set", "the same configuration and launch in everything but the rank and the device index",
     {A::kCase, A::kProducer, A::kDeviceKind, A::kPreset, A::kBatch, A::kSteps, A::kSequence, A::kSeed, A::kMemoryLimit,
-     A::kVariant, A::kWorld}};
+     A::kVariant, A::kWorld, A::kLaunch}};
 
 const std::vector<const Projection*>& all() {
   static const std::vector<const Projection*> v = {&kVerdictPool, &kBaselineMatch, &kVariantBaseline, &kBatchSweep,
@@ -159,6 +161,7 @@ std::string value(Aspect a, const RunIdentity& id) {
       return std::to_string(id.world_size) +
              (id.rank_zero_extra_samples ? "+" + std::to_string(id.rank_zero_extra_samples) : std::string());
     case Aspect::kRank: return std::to_string(id.rank);
+    case Aspect::kLaunch: return id.launch.empty() ? std::string("none") : id.launch;
   }
   return {};
 }
@@ -184,6 +187,7 @@ std::string words(Aspect a, const RunIdentity& id) {
                        (id.rank_zero_extra_samples ? " (rank 0 +" + std::to_string(id.rank_zero_extra_samples) + ")"
                                                    : std::string());
     case Aspect::kRank: return id.world_size == 1 ? std::string() : "rank " + value(a, id);
+    case Aspect::kLaunch: return id.launch.empty() ? std::string() : "launch " + id.launch;
   }
   return {};
 }

@@ -420,6 +420,10 @@ std::string describe(const Evidence& e) {
               s += "; the loop's zero_grad() runs inside the forward (after the model's call) and frees the last "
                    "step's " + mib(x.gradients_freed_mib) + " of gradients there, added back into this figure";
             }
+            if (x.gathered_parameters_mib > 0) {
+              s += "; besides, the sharded model's forward gathers " + mib(x.gathered_parameters_mib) +
+                   " of its weights and holds them to backward (counted as parameters, not in this figure)";
+            }
             if (x.logits_mib) {
               s += "; the logits (batch x length x vocabulary, fp32) are " + mib(*x.logits_mib) + ", " +
                    format_percent(*x.logits_mib / x.made_mib(), 0) + " of it";

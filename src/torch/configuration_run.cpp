@@ -98,6 +98,7 @@ RunStatus execute(const PlannedRun& run, const ResolvedPlan& plan, const Harness
       session.comm = join_process_group(*plan.launch, to_c10(plan.device), timeout);
       rec.restart_phase();
     }
+    if (session.comm) rec.report().config.parallel.launch = session.comm->launch_id();
     w.comm = session.comm.get();
     if (session.threads_note) rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt, *session.threads_note));
     if (!plan.device.is_cuda() && has_process_scope(run.remedies)) {

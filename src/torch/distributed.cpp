@@ -14,7 +14,9 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -29,12 +31,14 @@ std::optional<std::string> env(const char* name) {
 
 class C10dCommunicator final : public Communicator {
  public:
-  C10dCommunicator(c10::intrusive_ptr<c10d::Backend> pg, std::string name, std::chrono::milliseconds timeout)
-      : pg_(std::move(pg)), name_(std::move(name)), timeout_(timeout) {}
+  C10dCommunicator(c10::intrusive_ptr<c10d::Backend> pg, std::string name, std::chrono::milliseconds timeout,
+                   std::string launch)
+      : pg_(std::move(pg)), name_(std::move(name)), timeout_(timeout), launch_(std::move(launch)) {}
 
   int rank() const override { return pg_->getRank(); }
   int world_size() const override { return pg_->getSize(); }
   std::string backend() const override { return name_; }
+  std::string launch_id() const override { return launch_; }
 
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     c10d::BroadcastOptions o;
@@ -104,7 +108,20 @@ class C10dCommunicator final : public Communicator {
   c10::intrusive_ptr<c10d::Backend> pg_;
   std::string name_;
   std::chrono::milliseconds timeout_;
+  std::string launch_;
 };
+
+// 16 hex digits no other launch draws: what makes the ranks of one launch
+// one set where several launches' reports are compared together (the same
+// command twice has the same MASTER_PORT and torchrun's run id "none").
+std::string fresh_launch_id() {
+  std::random_device rd;
+  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  static const char* hex = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 0; i < 16; ++i) s[i] = hex[(v >> (60 - 4 * i)) & 0xf];
+  return s;
+}
 
 }  // namespace
 
@@ -134,10 +151,18 @@ std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const
   // set-up waits inside NCCL for peers, with no timeout of ours: measured on
   // two H200s, a rank whose peer never started hung there for good. Waiting
   // here, on the store, turns that into an error after `timeout`.
+  // Rank 0 draws the launch's id before it checks in, so every rank finds
+  // it once all have.
+  if (launch.rank == 0) {
+    const std::string id = fresh_launch_id();
+    store->set("launch", std::vector<uint8_t>(id.begin(), id.end()));
+  }
   store->set("joined/" + std::to_string(launch.rank), std::vector<uint8_t>{1});
   std::vector<std::string> everyone;
   for (int r = 0; r < launch.world_size; ++r) everyone.push_back("joined/" + std::to_string(r));
   store->wait(everyone, timeout);
+  const std::vector<uint8_t> drawn = store->get("launch");
+  const std::string launch_id(drawn.begin(), drawn.end());
 
   if (device.is_cuda()) {
 #ifdef MEMDIAG_NCCL
@@ -148,7 +173,7 @@ std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
     auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, launch.rank, launch.world_size, opts);
-    return std::make_unique<C10dCommunicator>(pg, "nccl", timeout);
+    return std::make_unique<C10dCommunicator>(pg, "nccl", timeout, launch_id);
 #else
     throw Error("this memdiag was built without NCCL (no nccl.h at build time); data-parallel CUDA runs are unavailable");
 #endif
@@ -159,7 +184,7 @@ std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const
   opts->devices.push_back(local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                 : c10d::ProcessGroupGloo::createDefaultDevice());
   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, launch.rank, launch.world_size, opts);
-  return std::make_unique<C10dCommunicator>(pg, "gloo", timeout);
+  return std::make_unique<C10dCommunicator>(pg, "gloo", timeout, launch_id);
 }
 
 }  // namespace memdiag

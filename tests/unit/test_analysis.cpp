@@ -1389,3 +1389,56 @@ TEST(Verdict, LowerPrecisionIsTakenFromAutocastOrTwoBytesAParameter) {
   quantised.model.parameters = quantised.model.parameter_bytes;  // one byte a parameter
   EXPECT_EQ(lower(quantised), "");
 }
+
+// Reports of several launches of one job compared together: the ranks of
+// each launch are one set, whatever their batch, where the reports say
+// which launch they were. Without it a set whose ranks ran at other
+// batches was split by batch and joined to another launch's (an
+// independent check's imbalanced pair read as "rank 1 not given").
+TEST(Distributed, RanksOfOneLaunchAreOneSetBesideOtherLaunches) {
+  const auto rank = [](int r, int batch, const std::string& launch) {
+    Synth s = named("gpt2");
+    s.device = "cpu";
+    s.world_size = 2;
+    s.rank = r;
+    s.batch = batch;
+    s.activations_mib = 4.0 * batch;
+    Report rep = synth(s);
+    rep.producer = Producer{kProducerPython, "test"};
+    rep.config.parallel.launch = launch;
+    return rep;
+  };
+  const auto given = [&](bool with_launch) {
+    const auto l = [&](const char* id) { return with_launch ? std::string(id) : std::string(); };
+    return analyse({{"a-0.json", rank(0, 12, l("a"))},
+                    {"a-1.json", rank(1, 12, l("a"))},
+                    {"b-0.json", rank(0, 8, l("b"))},
+                    {"b-1.json", rank(1, 8, l("b"))},
+                    {"c-0.json", rank(0, 12, l("c"))},
+                    {"c-1.json", rank(1, 8, l("c"))}});
+  };
+  const auto incomplete = [](const Verdict& v) {
+    return std::count_if(v.warnings.begin(), v.warnings.end(), [](const Warning& w) {
+      return std::string(warning_code(w)) == "rank_set_incomplete";
+    });
+  };
+  const Analysis with = given(true);
+  ASSERT_EQ(with.verdicts.size(), 1u);
+  const Verdict& v = with.verdicts[0];
+  EXPECT_EQ(incomplete(v), 0);
+  ASSERT_EQ(v.distributed.size(), 3u);
+  int imbalanced = 0;
+  for (const DistributedView& d : v.distributed) {
+    EXPECT_EQ(d.ranks.size(), 2u);
+    EXPECT_EQ(d.gaps.missing_count, 0);
+    EXPECT_TRUE(d.gaps.repeated.empty());
+    if (d.imbalanced) {
+      ++imbalanced;
+      EXPECT_EQ(d.max_rank, 0);  // launch c's rank 0, with 12 samples to rank 1's 8
+    }
+  }
+  EXPECT_EQ(imbalanced, 1);
+  // The same reports without the launch: ranks repeat, the sets are told
+  // apart by their batch, and launch c's ranks land in two of them.
+  EXPECT_GT(incomplete(given(false).verdicts.at(0)), 0);
+}

@@ -258,6 +258,7 @@ std::set<std::string> written_paths() {
   zero3.config.parallel.mode = ParallelMode::kZero3;
   zero3.config.parallel.world_size = 2;
   zero3.config.parallel.backend = "gloo";
+  zero3.config.parallel.launch = "5f0c2a9e17b3d468";
   // Tensor parallel: the split layers' bytes.
   Report tensor = zero3;
   tensor.config.parallel.mode = ParallelMode::kTensor;

@@ -368,6 +368,9 @@ TEST(ReportReader, ValuesARecorderMustNotWriteAreRefused) {
   const std::vector<std::tuple<std::string, json, std::string>> cases = {
       {"/config/variant", "\u00e9", "$.config.variant"},
       {"/config/variant", "a\tb", "$.config.variant"},
+      {"/config/parallelism/launch", "", "$.config.parallelism.launch"},
+      {"/config/parallelism/launch", "a b", "$.config.parallelism.launch"},
+      {"/config/parallelism/launch", std::string(65, 'a'), "$.config.parallelism.launch"},
       {"/config/seed", -5, "$.config.seed"},
       {"/config/batch_size_per_device", -3, "$.config.batch_size_per_device"},
       {"/samples/" + std::to_string(step) + "/loss", 1e31, "$.samples[" + std::to_string(step) + "].loss"},
@@ -386,5 +389,6 @@ TEST(ReportReader, ValuesARecorderMustNotWriteAreRefused) {
   j["config"]["seed"] = 0;
   j["config"]["batch_size_per_device"] = 1;
   j["config"]["variant"] = std::string(80, '~');
+  j["config"]["parallelism"]["launch"] = std::string(64, 'f');
   EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report) << error_of(j).what();
 }

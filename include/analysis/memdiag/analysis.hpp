@@ -217,6 +217,9 @@ struct ForwardIncrement {
   // rate per token and the tokens' range, said in the figure's place.
   std::optional<double> per_token_mib;
   std::optional<SizeRange> tokens;
+  // A fully sharded model's weights gathered in the forward and held at
+  // its end (FSDP2's root keeps its own to backward): not in forward_mib.
+  double gathered_parameters_mib = 0;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend

@@ -45,6 +45,11 @@ struct StepFigures {
   // it less at its end): added back into forward_increment_mib, which
   // then says what the forward made.
   double forward_freed_gradients_mib = 0;
+  // Weights a fully sharded model (FSDP2) gathered in the forward and
+  // still held at its end (the census's parameters at its end less at its
+  // start): taken out of forward_increment_mib, which then says what the
+  // forward made of activations.
+  double forward_gathered_mib = 0;
   double peak_mib = 0;  // highest peak of any phase of the step
   std::optional<double> max_inactive_split_mib;  // CUDA: the most stranded in split blocks at its samples
   // What the forward whose increment is kept (the step's last) was given,
@@ -172,6 +177,9 @@ struct RunFeatures {
   // The gradients a zero_grad() inside each steady forward freed (the
   // median), added back into the forward's figure, where the census says.
   double forward_freed_gradients_mib = 0;
+  // The weights each steady forward gathered and held (the median), taken
+  // out of the forward's figure (FSDP2: the root's, held to backward).
+  double forward_gathered_mib = 0;
   // The recorder's walk: what each step's tensors the loop still held at
   // its cleanup came to (a kept event's `held` record), where it walked.
   std::optional<double> walk_held_mib;

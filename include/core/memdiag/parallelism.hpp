@@ -64,6 +64,11 @@ struct Parallelism {
   // whether the next unit is gathered while one runs.
   int unit_modules = 1;
   bool prefetch_next = false;
+  // What the ranks of one launch share and no other launch does (rank 0
+  // makes it and hands it to the others over the job's store): reports
+  // given together are one rank set only where it is equal. Empty where
+  // the writer could not tell (an older report, no store).
+  std::string launch;
 };
 
 // Whether the mode divides model state among the ranks (a ZeRO stage or

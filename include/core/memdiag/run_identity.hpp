@@ -44,6 +44,9 @@ struct RunIdentity {
   bool prefetch_next = false;
   // A writer's own variant label (config.variant): part of the variant.
   std::string variant_name;
+  // The launch the run was a rank of (config.parallelism.launch), where
+  // its writer could tell: ranks of one data-parallel run share it.
+  std::string launch;
 };
 
 RunIdentity identity_of(const Report& report);
@@ -70,6 +73,7 @@ enum class Aspect {
   kVariant,  // remedies, sharded mode, allocator settings
   kWorld,    // world size and rank 0's extra samples
   kRank,
+  kLaunch,   // the launch a rank belongs to (none where its writer could not tell)
 };
 const char* to_string(Aspect a);  // its one table of names
 
@@ -104,7 +108,7 @@ extern const Projection kStepsSweep;
 // in the sequence length (and the seed).
 extern const Projection kSequenceSweep;
 // The ranks of one data-parallel run: everything but the rank and the
-// device index.
+// device index, and one launch where the reports say which.
 extern const Projection kRankSet;
 const std::vector<const Projection*>& all();
 }  // namespace projection

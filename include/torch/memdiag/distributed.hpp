@@ -41,6 +41,9 @@ class Communicator {
   // (Gloo sums into it in place).
   virtual void reduce_scatter_sum(at::Tensor& shard, at::Tensor& full) = 0;
   virtual void barrier() = 0;
+  // What the ranks of this launch share and no other launch does (the
+  // report's config.parallelism.launch); empty where unknown.
+  virtual std::string launch_id() const { return {}; }
 };
 
 // Connects to the store at MASTER_ADDR:MASTER_PORT (rank 0 hosts it unless

@@ -3,7 +3,10 @@ fully_shard or ZeroRedundancyOptimizer over Gloo on the CPU, recorded with
 memdiag.record on every rank. Rank 0 may carry extra samples (--extra N),
 the imbalance a capacity constraint comes from.
 
-    torchrun --nproc-per-node=2 python/tests/jobs/ddp_job.py OUT.json [--extra 64] [--mode ddp|fsdp2|zero1]
+    torchrun --nproc-per-node=2 python/tests/jobs/ddp_job.py OUT.json [--extra 64] [--mode ddp|fsdp2|fsdp2-root|zero1]
+
+fsdp2 shards each layer and the model; fsdp2-root the model alone, whose
+weights are then gathered for its forward and held to backward.
 """
 import argparse
 import os
@@ -23,7 +26,7 @@ p.add_argument("--extra", type=int, default=0)
 p.add_argument("--batch", type=int, default=16)
 p.add_argument("--steps", type=int, default=3)
 p.add_argument("--width", type=int, default=256)
-p.add_argument("--mode", choices=["ddp", "fsdp2", "zero1"], default="ddp")
+p.add_argument("--mode", choices=["ddp", "fsdp2", "fsdp2-root", "zero1"], default="ddp")
 p.add_argument("--census", action="store_true", help="the tensor census by role (per-rank shards)")
 p.add_argument("--fail-rank", type=int, default=-1, help="this rank raises in the forward of step 1: the launcher then stops the others with SIGTERM")
 a = p.parse_args()
@@ -32,12 +35,13 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(a.width, 4 * a.width), torch.nn.GELU(), torch.nn.Linear(4 * a.width, 10))
-if a.mode == "fsdp2":
+if a.mode.startswith("fsdp2"):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    for layer in (model[0], model[2]):
-        fully_shard(layer, mesh=mesh)
+    if a.mode == "fsdp2":
+        for layer in (model[0], model[2]):
+            fully_shard(layer, mesh=mesh)
     ddp = fully_shard(model, mesh=mesh)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
 elif a.mode == "zero1":
