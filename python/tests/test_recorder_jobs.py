@@ -1612,15 +1612,25 @@ class Launchers(unittest.TestCase):
             self.wait(self.launch(d, ["--nproc-per-node=2", "--master-port", self.port(7)],
                                   program + [os.path.join(d, "one-{rank}.json")]))
             self.two_nodes(d, program + [os.path.join(d, "two-{rank}.json")], salt=2)
+            launches = []
             for prefix in ("one", "two"):
                 paths = [os.path.join(d, f"{prefix}-{k}.json") for k in range(2)]
                 for k, p in enumerate(paths):
                     par = json.load(open(p))["config"]["parallelism"]
                     self.assertEqual((par["rank"], par["world_size"], par["mode"], par["backend"]),
                                      (k, 2, "ddp", "gloo"))
+                    launches.append(par.get("launch"))
                 v = self.compare(paths)
                 self.assertEqual(len(v["groups"]), 1)
                 self.assertEqual(v["groups"][0]["dominant_cause"], "activations")
+            # Each launch's ranks share the id rank 0 drew; the two launches'
+            # differ, and their four reports make two whole rank sets.
+            self.assertTrue(all(launches), launches)
+            self.assertEqual((launches[0], launches[2]), (launches[1], launches[3]))
+            self.assertNotEqual(launches[0], launches[2])
+            v = self.compare([os.path.join(d, f"{p}-{k}.json") for p in ("one", "two") for k in range(2)])
+            self.assertEqual(len(v["groups"][0]["distributed"]), 2)
+            self.assertFalse([w for w in v["groups"][0]["warning_data"] if w["code"] == "rank_set_incomplete"])
 
     def test_a_launcher_environment_that_cannot_be_is_refused(self):
         model = torch.nn.Linear(2, 2)
