@@ -629,6 +629,10 @@ class Kept(unittest.TestCase):
                                       text=True).stdout)["groups"][0]
         self.assertIn("total += loss.item()", v["response"])
         self.assertFalse(any("nothing is being retained" in n for n in v["not_helpful"]), v["not_helpful"])
+        # What it keeps is nodes, not MiB: said so, not "keeps memory".
+        if v["dominant_cause"] != "retained_graph":
+            self.assertIn("keeps every step's autograd graph (its nodes", v["response"])
+            self.assertNotIn("keeps memory across steps", v["response"])
 
     def test_retain_graph_is_named_where_it_was_asked(self):
         _, r = self.record("retain")
