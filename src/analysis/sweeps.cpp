@@ -223,7 +223,8 @@ std::vector<DistributedView> distributed_views(const Group& g) {
     double lo = first.peak_allocated_mib;
     std::optional<std::size_t> constraint;
     for (const RunFeatures* r : rs) {
-      v.ranks.push_back({r->id.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib, r->first_step_excess_mib});
+      v.ranks.push_back({r->id.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib, r->first_step_excess_mib,
+                         false, r->local_batch, r->step_optimizer_state_mib});
       if (!constraint || r->peak_allocated_mib > v.max_peak_mib) {
         constraint = v.ranks.size() - 1;
         v.max_peak_mib = r->peak_allocated_mib;

@@ -553,6 +553,19 @@ std::string describe(const Warning& w) {
                                  ": ranks imbalanced, peak differs by " +
                                  format_fixed(100 * x.imbalance, 0) + "%; rank " + std::to_string(x.max_rank) +
                                  " is the capacity constraint at " + mib(x.max_peak_mib) +
+                                 (x.most_samples > x.fewest_samples
+                                      ? "; rank " + std::to_string(x.most_samples_rank) + " runs " +
+                                            std::to_string(x.most_samples) + " samples a step to the fewest's " +
+                                            std::to_string(x.fewest_samples) + " (x" +
+                                            format_fixed(static_cast<double>(x.most_samples) /
+                                                             static_cast<double>(x.fewest_samples), 2) +
+                                            ")"
+                                      : std::string()) +
+                                 (x.most_state_mib && x.least_state_mib
+                                      ? "; rank " + std::to_string(x.most_state_rank) + " holds " +
+                                            mib(*x.most_state_mib) + " of optimizer state to the least's " +
+                                            mib(*x.least_state_mib)
+                                      : std::string()) +
                                  (x.cpu_readings_overstate
                                       ? " (recorded on the CPU, where PyTorch's profiler misses the frees made in the "
                                         "collectives' own threads: a difference this size may be that; a CUDA run of "

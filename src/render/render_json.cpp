@@ -174,7 +174,16 @@ json figures(const Warning& w) {
                         [](const warning::RankImbalance& x) -> json {
                           return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
                                   {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}, {"variant", x.variant},
-                                  {"cpu_readings_overstate", x.cpu_readings_overstate}};
+                                  {"cpu_readings_overstate", x.cpu_readings_overstate},
+                                  {"samples", x.most_samples > x.fewest_samples
+                                                  ? json{{"most", x.most_samples}, {"fewest", x.fewest_samples},
+                                                         {"most_rank", x.most_samples_rank}}
+                                                  : json(nullptr)},
+                                  {"optimizer_state", x.most_state_mib && x.least_state_mib
+                                                          ? json{{"most_mib", *x.most_state_mib},
+                                                                 {"least_mib", *x.least_state_mib},
+                                                                 {"most_rank", x.most_state_rank}}
+                                                          : json(nullptr)}};
                         },
                         [](const warning::RankSetIncomplete& x) -> json {
                           return {{"run", point_json(x.run)}, {"world_size", x.gaps.world_size},

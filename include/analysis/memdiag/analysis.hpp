@@ -101,6 +101,8 @@ struct RankRow {
   // The row of the highest peak: one row of a set, even where its rank
   // was given twice.
   bool capacity_constraint = false;
+  std::int64_t batch = 0;                      // the samples it ran a step
+  std::optional<double> optimizer_state_mib;  // its census's state at its last step()
 };
 
 // What a rank set lacks or repeats against its world size: ranks of the
@@ -399,8 +401,17 @@ struct RankImbalance {
   double max_peak_mib = 0;
   std::string variant = "none";  // the ranks' variant_label: "zero1", "checkpoint=6"
   // Recorded ranks on the CPU: PyTorch's profiler misses frees made in the
-  // collectives' own threads (Gloo), so a difference may be that.
+  // collectives' own threads (Gloo), so a difference may be that. Set
+  // only where nothing below explains it.
   bool cpu_readings_overstate = false;
+  // What the reports say makes the ranks differ, where they do: the
+  // samples a step (the most a rank ran, and its rank, against the
+  // fewest), and the optimizer state each holds (ZeRO-1's whole
+  // parameters to ranks).
+  std::int64_t most_samples = 0, fewest_samples = 0;
+  int most_samples_rank = 0;
+  std::optional<double> most_state_mib, least_state_mib;
+  int most_state_rank = 0;
 };
 // The size of what the steps were given changed from step to step (a
 // schedule of batch sizes, variable-length buckets): figures per sample are
