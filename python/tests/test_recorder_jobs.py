@@ -368,7 +368,7 @@ class Kept(unittest.TestCase):
         self.assertRegex(k["where"], r"test_recorder_jobs\.py:\d+$")
         v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
                                       text=True).stdout)["groups"][0]
-        self.assertTrue(v["response"].startswith("Keep the outputs on the host, not the device"), v["response"])
+        self.assertTrue(v["response"].startswith("Keep a reduced value of the outputs, not the outputs"), v["response"])
 
     def test_the_allocators_stack_names_the_users_line_past_libraries(self):
         # Innermost first, as the allocator's snapshot lists a block's
@@ -503,7 +503,7 @@ class Kept(unittest.TestCase):
                 v = self.verdict(out)
                 self.assertIn("tensors kept across steps", v["label"], v)
                 # A view of the output: named as it, and told to go to the host.
-                self.assertIn("Keep the outputs on the host, not the device", v["response"])
+                self.assertIn("Keep a reduced value of the outputs, not the outputs", v["response"])
 
     def test_a_tensor_kept_a_few_steps_beside_a_leak_of_its_kind_is_no_cache(self):
         # One tensor of the leak's kind held from step 1 to step 5, then
@@ -711,7 +711,7 @@ class Kept(unittest.TestCase):
         self.assertTrue(records[0]["where"].endswith(f"test_recorder_jobs.py:{line}"), records)
         v = self.verdict(out)
         self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
-        self.assertTrue(v["response"].startswith("Keep the outputs on the host, not the device"), v["response"])
+        self.assertTrue(v["response"].startswith("Keep a reduced value of the outputs, not the outputs"), v["response"])
 
     def test_detached_outputs_kept_are_named_tensors_not_graphs(self):
         # detach() cuts the graph, not the bytes: the label and the evidence
@@ -724,8 +724,10 @@ class Kept(unittest.TestCase):
         self.assertFalse(any("graph outlives" in e for e in v["evidence"]), v["evidence"])
         self.assertTrue(any("not its graph" in e for e in v["evidence"]), v["evidence"])
         self.assertFalse(any("retained graph" in n for n in v["not_helpful"]), v["not_helpful"])
-        self.assertTrue(v["response"].startswith("Keep the outputs on the host, not the device: x.cpu() (they are "
-                                                 "detached already)"), v["response"])
+        # On the CPU the host is where they are: a reduced value, not .cpu().
+        self.assertTrue(v["response"].startswith("Keep a reduced value of the outputs, not the outputs"),
+                        v["response"])
+        self.assertIn("on the CPU .cpu() is the same tensor", v["response"])
         # A budget to project the growth against where the run had no
         # limit (the CPU's): the step the peak would pass it.
         budgeted = json.loads(subprocess.run([comparer(), "--format", "json", out, "--budget-mib", "64"], check=True,

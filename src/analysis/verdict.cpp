@@ -75,6 +75,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
 
   const RunFeatures& p = detail::pick_primary(g);
   v.primary_source = p.source;
+  v.primary_device_kind = p.id.device_kind;
   v.primary_producer = p.id.producer;
   v.primary_mode = p.id.mode;
   v.primary_world_size = p.id.world_size;

@@ -275,7 +275,21 @@ std::string response_for(const Verdict& v) {
     if (k.held_steps) continue;  // a bounded cache: no leak to fix
     switch (k.what) {
       case KeptRecord::What::kTensor:
-        s = k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
+        // On the CPU the host is where the tensor is: .cpu() returns it
+        // as it is, and only a smaller value keeps less (an independent
+        // check's CPU job was told to store x.detach().cpu()).
+        s = v.primary_device_kind == "cpu"
+                ? (k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
+                             "statistic instead of concatenating onto it)"
+                   : k.grad_fn ? "keep what the metrics need, not the outputs: the metric's value (.item()) or a "
+                                 "reduced tensor (x.argmax(-1), a sum over the batch), detached; on the CPU .cpu() is "
+                                 "the same tensor and keeps all of it"
+                   : k.made_by ? "keep a reduced value of the outputs, not the outputs: the metric's value (.item()) "
+                                 "or x.argmax(-1), a sum over the batch; they are detached already, and on the CPU "
+                                 ".cpu() is the same tensor and keeps all of it"
+                               : "stop collecting tensors in a list (or dict) that lives across steps, or keep a "
+                                 "reduced value of each (.item())")
+            : k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
                       "statistic instead of concatenating onto it), or keep it on the host (.cpu())"
             : k.grad_fn
                 ? "keep what the metrics need, not the outputs: store x.detach().cpu() or the metric's value "

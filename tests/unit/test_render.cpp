@@ -449,6 +449,36 @@ TEST(Render, AKeptTensorSaysTheLineThatAllocatedIt) {
   EXPECT_EQ(describe(Evidence{x}).find("allocated at"), std::string::npos) << describe(Evidence{x});
 }
 
+// Kept outputs are told to the host on CUDA; on the CPU the host is where
+// they are, and .cpu() is the same tensor: a reduced value is the fix (an
+// independent check's CPU job was told to store x.detach().cpu()).
+TEST(Render, KeptOutputsOnTheCpuAreToldToKeepLessNotToMoveToTheHost) {
+  Verdict v;
+  v.dominant = Cause::kRetainedGraph;
+  KeptRecord k;
+  k.shape = {8, 64, 8000};
+  k.dtype = "float32";
+  k.per_step = 1;
+  k.mib_per_step = 15.62;
+  k.made_by = "logits of GPT2LMHeadModel";
+  for (const bool attached : {true, false}) {
+    if (attached) k.grad_fn = "UnsafeViewBackward0";
+    else k.grad_fn.reset();
+    evidence::KeptAcrossSteps x;
+    x.kept = {k};
+    v.evidence = {Evidence{x}};
+    v.primary_device_kind = "cuda";
+    const std::string cuda = response_for(v);
+    EXPECT_NE(cuda.find(".cpu()"), std::string::npos) << cuda;
+    EXPECT_EQ(cuda.find("on the CPU"), std::string::npos) << cuda;
+    v.primary_device_kind = "cpu";
+    const std::string cpu = response_for(v);
+    EXPECT_NE(cpu.find("on the CPU .cpu() is the same tensor"), std::string::npos) << cpu;
+    EXPECT_NE(cpu.find(".item()"), std::string::npos) << cpu;
+    EXPECT_EQ(cpu.find("store x.detach().cpu()"), std::string::npos) << cpu;
+  }
+}
+
 // A loop that holds the last step's graph until the next forward replaces
 // it (backward(retain_graph=True), outputs kept in a variable) ends the
 // forward's phase near 0 while the forward makes as much as step 0's: the

@@ -720,6 +720,7 @@ struct Verdict {
   Decision decision;
   std::string primary_source;  // the run the verdict is read from
   std::string primary_producer;  // who wrote it: only memory_diagnostics' runs can be run again by flags
+  std::string primary_device_kind;  // "cpu", "cuda": on the CPU, "move it to the host" moves nothing
   // The primary run's data-parallel mode and world: a run whose optimizer
   // state is sharded already is not told to shard it.
   ParallelMode primary_mode = ParallelMode::kNone;
