@@ -158,7 +158,8 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
     case Cause::kParameters:
       out.push_back(evidence::WeightsDominate{p.held_parameter_mib, p.peak_allocated_mib, fwd,
                                               p.first_step_excess_mib.value_or(0), point_of(p), p.max_gradient_mib,
-                                              p.max_gradient_mib && *p.max_gradient_mib < thresholds::kFrozenShare * p.held_parameter_mib});
+                                              p.max_gradient_mib && *p.max_gradient_mib < thresholds::kFrozenShare * p.held_parameter_mib,
+                                              p.forward_gathered_mib});
       out.push_back(trend(p, false));
       add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
       break;

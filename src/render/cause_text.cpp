@@ -209,6 +209,18 @@ std::string base_response(const Verdict& v) {
   const bool weights_16_bit = v.lower_precision == "16-bit weights";
   for (const Evidence& e : v.evidence) {
     const auto* w = std::get_if<evidence::WeightsDominate>(&e);
+    if (w && v.dominant == Cause::kParameters && definition(v.primary_mode).shards_parameters &&
+        w->gathered_mib >= thresholds::kGatheredShareOfModel * w->parameter_mib * v.primary_world_size) {
+      // Sharded already, but its units hold most of the model gathered
+      // from the forward to backward (an independent check's Llama with
+      // fully_shard on the root alone: 140.5 MiB gathered beside a 70.26
+      // MiB shard, and told "Shard parameters (FSDP)").
+      return "The model is sharded already (" + std::string(to_string(v.primary_mode)) + " over " +
+             std::to_string(v.primary_world_size) + " ranks), but its forward gathers " + format_mib(w->gathered_mib) +
+             " MiB of the weights at once and holds them to backward: call fully_shard on each block (each "
+             "transformer layer) before the root, and let each reshard after its forward (reshard_after_forward=True, "
+             "the default), so that one block's weights are gathered at a time; more ranks then divide the rest.";
+    }
     if (w && v.dominant == Cause::kParameters && w->mostly_frozen) {
       return weights_16_bit
                  ? "Keep the frozen weights in fewer bits (4/8-bit as QLoRA does: they are 16-bit already and never "

@@ -493,6 +493,10 @@ std::string describe(const Evidence& e) {
             if (x.mostly_frozen) {
               s += "; their gradients are " + mib(*x.gradient_mib) + " at most: nearly all of them are frozen";
             }
+            if (x.gathered_mib > 0) {
+              s += "; besides this rank's shard, the forward gathers " + mib(x.gathered_mib) +
+                   " of the weights and holds them to backward";
+            }
             return s;
           },
           [](const evidence::CacheExcess& x) {

@@ -449,6 +449,34 @@ TEST(Render, AKeptTensorSaysTheLineThatAllocatedIt) {
   EXPECT_EQ(describe(Evidence{x}).find("allocated at"), std::string::npos) << describe(Evidence{x});
 }
 
+// A sharded model whose forward holds most of its weights gathered to
+// backward (FSDP2 on the root alone) is told to shard by block, not to
+// shard; one whose forward holds a block's worth keeps the general words.
+TEST(Render, AShardedModelHoldingItsWeightsGatheredIsToldToShardByBlock) {
+  Verdict v;
+  v.dominant = Cause::kParameters;
+  v.primary_mode = ParallelMode::kZero3;
+  v.primary_world_size = 2;
+  evidence::WeightsDominate w;
+  w.parameter_mib = 70.26;
+  w.peak_mib = 458.2;
+  w.gathered_mib = 140.5;
+  v.evidence = {Evidence{w}};
+  std::string r = response_for(v);
+  EXPECT_NE(r.find("sharded already (zero3 over 2 ranks), but its forward gathers 140.5 MiB"), std::string::npos) << r;
+  EXPECT_NE(r.find("call fully_shard on each block"), std::string::npos) << r;
+  EXPECT_NE(describe(Evidence{w}).find("besides this rank's shard, the forward gathers 140.5 MiB"), std::string::npos)
+      << describe(Evidence{w});
+  w.gathered_mib = 2.2;  // a block's worth
+  v.evidence = {Evidence{w}};
+  r = response_for(v);
+  EXPECT_EQ(r.find("fully_shard on each block"), std::string::npos) << r;
+  w.gathered_mib = 140.5;  // replicated weights are not "sharded already"
+  v.evidence = {Evidence{w}};
+  v.primary_mode = ParallelMode::kDdp;
+  EXPECT_EQ(response_for(v).find("sharded already"), std::string::npos) << response_for(v);
+}
+
 // Kept outputs are told to the host on CUDA; on the CPU the host is where
 // they are, and .cpu() is the same tensor: a reduced value is the fix (an
 // independent check's CPU job was told to store x.detach().cpu()).

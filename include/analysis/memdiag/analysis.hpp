@@ -280,6 +280,10 @@ struct WeightsDominate {
   // (a LoRA job), and the response is about the frozen weights.
   std::optional<double> gradient_mib;
   bool mostly_frozen = false;  // gradient_mib under thresholds::kFrozenShare of the weights
+  // A fully sharded model's weights its forward gathered and still held
+  // at its end (FSDP2: the root's own, or every unit's where none
+  // reshards after its forward): weights too, beside this rank's shard.
+  double gathered_mib = 0;
 };
 struct CacheExcess {
   double peak_reserved_mib = 0;
@@ -828,6 +832,11 @@ inline constexpr double kRankImbalance = 0.10;
 // (a LoRA job's 0.375 MiB against 74.4 MiB), the response is about the
 // frozen weights, not parameter-efficient fine-tuning it already does.
 inline constexpr double kFrozenShare = 0.1;
+// A sharded model whose forward holds this share of its unsharded weights
+// gathered at its end keeps most of the model in one place from the
+// forward to backward (FSDP2 on the root alone holds all of it; a block
+// per unit that reshards after its forward, none): its units are the fix.
+inline constexpr double kGatheredShareOfModel = 0.5;
 // Steps a retained-graph confirming run asks for: twice the run's, at least this.
 inline constexpr int kMinConfirmSteps = 5;
 // Cleanups a growth must span to decide (two cleanups are one difference:
