@@ -14,9 +14,17 @@ namespace {
 
 evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   const bool unseen = p.growth_unseen_frees_mib.has_value();
-  evidence::PostCleanupTrend t{p.growth_per_step_mib, p.growth_significant, static_cast<int>(p.steps.size()),
-                               made_once && !p.growth_significant && !unseen, unseen};
+  evidence::PostCleanupTrend t;
+  t.growth_per_step_mib = p.growth_per_step_mib;
+  t.growing = p.growth_significant;
+  t.steps = static_cast<int>(p.steps.size());
+  t.made_once = made_once && !p.growth_significant && !unseen;
+  t.unseen_frees = unseen;
   t.too_few_steps = growth_unjudged(p);
+  if (p.one_rise && !p.growth_significant) {
+    t.rise_after_step = p.one_rise->after_step;
+    t.rise_mib = p.one_rise->mib;
+  }
   return t;
 }
 
@@ -229,7 +237,12 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     out.push_back(std::move(w));
   }
   if (primary.growth_unseen_frees_mib) {
-    out.push_back(warning::GrowthUnseenFrees{primary.source, *primary.growth_unseen_frees_mib});
+    warning::GrowthUnseenFrees w{primary.source, *primary.growth_unseen_frees_mib, std::nullopt, 0};
+    if (primary.one_rise) {
+      w.rise_after_step = primary.one_rise->after_step;
+      w.rise_mib = primary.one_rise->mib;
+    }
+    out.push_back(w);
   }
   for (const DistributedView& d : views) {
     if (d.imbalanced) {

@@ -335,6 +335,11 @@ void post_cleanup_trend(RunFeatures& f) {
       if (d < -floor) ++downs;
     }
     const bool staircase = downs == 0 && ups >= 2 && late_ups >= 1;
+    if (ups == 1 && downs == 0) {
+      for (std::size_t i = 1; i < ys.size(); ++i) {
+        if (ys[i] - ys[i - 1] > floor) f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), ys[i] - ys[i - 1]};
+      }
+    }
     f.growth_significant = slope > floor && (share >= thresholds::kGrowthPositiveShare || staircase);
     if (f.first_step_persistent_mib) {
       // Growth that recurs every step also happened in step 0; what is left

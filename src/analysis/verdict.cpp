@@ -105,8 +105,15 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
     v.dominant = detail::oom_cause(p);
     v.evidence.push_back(detail::oom_evidence(p, v.dominant));
     if (p.growth_per_step_mib) {
-      v.evidence.push_back(evidence::PostCleanupTrend{p.growth_per_step_mib, p.growth_significant,
-                                                       static_cast<int>(p.steps.size()), false});
+      evidence::PostCleanupTrend t;
+      t.growth_per_step_mib = p.growth_per_step_mib;
+      t.growing = p.growth_significant;
+      t.steps = static_cast<int>(p.steps.size());
+      if (p.one_rise && !p.growth_significant) {
+        t.rise_after_step = p.one_rise->after_step;
+        t.rise_mib = p.one_rise->mib;
+      }
+      v.evidence.push_back(t);
     }
   } else {
     const bool decided = v.decision.rule == DecisionRule::kDominant || v.decision.rule == DecisionRule::kGrowsEveryStep ||

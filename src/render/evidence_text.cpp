@@ -281,8 +281,27 @@ std::string oom_line(const evidence::OutOfMemory& x) {
 std::string trend_line(const evidence::PostCleanupTrend& t) {
   if (!t.growth_per_step_mib) return "post-cleanup trend unknown (one step)";
   if (t.unseen_frees) {
-    return "post-cleanup allocation moved " + signed_mib(*t.growth_per_step_mib) + " per step over " +
-           std::to_string(t.steps) + " steps, which this rank's readings cannot tell from a leak (the warning below)";
+    return "post-cleanup allocation " +
+           (t.rise_after_step ? "rose once, " + signed_mib(t.rise_mib) + " between the cleanups of steps " +
+                                    std::to_string(*t.rise_after_step) + " and " + std::to_string(*t.rise_after_step + 1) +
+                                    ","
+                              : "moved " + signed_mib(*t.growth_per_step_mib) + " per step") +
+           " over " + std::to_string(t.steps) + " steps, which this rank's readings cannot tell from a leak (the "
+           "warning below)";
+  }
+  if (t.rise_after_step) {
+    // One step up and flat around it: a slope over the steps (42.65 MiB
+    // at one step read "stable (+8.53 MiB per step)") says what did not
+    // happen.
+    std::string s = "post-cleanup allocation rose once, " + signed_mib(t.rise_mib) + " between the cleanups of steps " +
+                    std::to_string(*t.rise_after_step) + " and " + std::to_string(*t.rise_after_step + 1) +
+                    ", and is otherwise stable over " + std::to_string(t.steps) + " steps";
+    if (t.made_once) s += ": made once, then kept";
+    if (t.too_few_steps) {
+      s += ": too few cleanups to tell memory kept every step from a one-off (a longer run, among the confirming "
+           "runs, tells)";
+    }
+    return s;
   }
   std::string s = "post-cleanup allocation " + std::string(t.growing ? "grows" : "is stable") + " (" +
                   signed_mib(*t.growth_per_step_mib) + " per step over " + std::to_string(t.steps) + " steps)";
@@ -609,10 +628,16 @@ std::string describe(const Warning& w) {
                                  "with batch_size= given";
                         },
                         [](const warning::GrowthUnseenFrees& x) {
-                          return x.source + ": its post-cleanup allocation moved " + signed_mib(x.growth_per_step_mib) +
-                                 " a step, not taken for a leak: a CPU rank's allocated is read off PyTorch's profiler, "
-                                 "which misses the frees made in the collectives' threads (Gloo), and the recorder's "
-                                 "walk of the live tensors named nothing kept; a CUDA run tells";
+                          return x.source + ": its post-cleanup allocation " +
+                                 (x.rise_after_step
+                                      ? "rose once, " + signed_mib(x.rise_mib) + " after step " +
+                                            std::to_string(*x.rise_after_step) + ","
+                                      : "moved " + signed_mib(x.growth_per_step_mib) + " a step,") +
+                                 " not taken for a leak: a CPU rank's allocated is read off PyTorch's profiler, "
+                                 "which misses frees made in the collectives' threads (Gloo) and frees of what was "
+                                 "made before recording began (DDP's first gradient buckets, rebuilt after its first "
+                                 "step), and the recorder's walk of the live tensors named nothing kept; a CUDA run "
+                                 "tells";
                         },
                         [](const warning::InputsVaried& x) {
                           std::string s = x.source + ": what the steps were given varied:";

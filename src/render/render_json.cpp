@@ -61,7 +61,9 @@ json figures(const Evidence& e) {
           },
           [](const evidence::PostCleanupTrend& x) -> json {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
-                    {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees}};
+                    {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees},
+                    {"rise", x.rise_after_step ? json{{"after_step", *x.rise_after_step}, {"mib", x.rise_mib}}
+                                               : json(nullptr)}};
           },
           [](const evidence::OptimizerStateMade& x) -> json {
             return {{"optimizer_setup_mib", opt(x.optimizer_setup_mib)}, {"persistent_mib", x.persistent_mib}, {"left_mib", x.left_mib},
@@ -195,7 +197,9 @@ json figures(const Warning& w) {
                           return {{"source", x.source}, {"notes", x.notes}, {"count", x.count}};
                         },
                         [](const warning::GrowthUnseenFrees& x) -> json {
-                          return {{"source", x.source}, {"growth_per_step_mib", x.growth_per_step_mib}};
+                          return {{"source", x.source}, {"growth_per_step_mib", x.growth_per_step_mib},
+                                  {"rise", x.rise_after_step ? json{{"after_step", *x.rise_after_step}, {"mib", x.rise_mib}}
+                                                             : json(nullptr)}};
                         },
                         [](const warning::InputsVaried& x) -> json {
                           const auto range = [](const std::optional<SizeRange>& r) -> json {

@@ -1491,3 +1491,34 @@ TEST(Distributed, AnImbalanceTheReportsExplainIsSaidAndNotBlamedOnTheReadings) {
   ASSERT_TRUE(w->most_state_mib);
   EXPECT_EQ(w->most_state_rank, 0);
 }
+
+// One step up and flat around it is said as a step: DDP's buckets rebuilt
+// after its first step (42.65 MiB once) read "stable (+8.53 MiB per step
+// over 5 steps)" in an independent check. Two rises are not one.
+TEST(Verdict, ARiseAtOneStepIsSaidAsAStepNotASlope) {
+  const auto with_cleanups = [](const std::vector<double>& cleanups) {
+    Synth s = named("rise");
+    s.activations_mib = 200;
+    s.steps = static_cast<int>(cleanups.size());
+    Report r = synth(s);
+    for (Sample& x : r.samples) {
+      if (x.step && x.phase == Phase::kCleanup) x.allocated_mib += cleanups[*x.step];
+    }
+    return r;
+  };
+  const Report once = with_cleanups({0, 42.65, 42.65, 42.65, 42.65});
+  const RunFeatures f = compute_features(once, "r.json");
+  ASSERT_TRUE(f.one_rise);
+  EXPECT_EQ(f.one_rise->after_step, 0);
+  EXPECT_NEAR(f.one_rise->mib, 42.65, 1e-9);
+  const Verdict v = analyse({{"r.json", once}}).verdicts.at(0);
+  const auto* t = find<evidence::PostCleanupTrend>(v);
+  ASSERT_NE(t, nullptr);
+  const std::string said = describe(Evidence{*t});
+  EXPECT_NE(said.find("rose once, +42.65 MiB between the cleanups of steps 0 and 1, and is otherwise stable"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("per step"), std::string::npos) << said;
+  EXPECT_FALSE(compute_features(with_cleanups({0, 20, 20, 40, 40}), "r.json").one_rise);
+  EXPECT_FALSE(compute_features(with_cleanups({0, 0, 0, 0, 0}), "r.json").one_rise);
+}

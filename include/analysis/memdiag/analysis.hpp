@@ -232,6 +232,10 @@ struct PostCleanupTrend {
   // Grown over fewer than thresholds::kMinGrowthSteps cleanups: not yet
   // told from a one-off, and a longer run is among the confirming ones.
   bool too_few_steps = false;
+  // Not growing, but it rose once (between this step's cleanup and the
+  // next's) by rise_mib: said as a step, not as a slope.
+  std::optional<int> rise_after_step;
+  double rise_mib = 0;
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready
@@ -437,6 +441,9 @@ struct InputsVaried {
 struct GrowthUnseenFrees {
   std::string source;
   double growth_per_step_mib = 0;
+  // Where it rose once (RunFeatures::one_rise): the step and the MiB.
+  std::optional<int> rise_after_step;
+  double rise_mib = 0;
 };
 // The report's batch was not seen by its writer (a model that took no
 // tensor with a batch dimension) and is a 1 written in its stead: figures

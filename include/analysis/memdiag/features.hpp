@@ -162,6 +162,15 @@ struct RunFeatures {
   // and the share of step-to-step changes that were increases.
   std::optional<double> growth_per_step_mib;
   std::optional<double> growth_positive_share;
+  // The post-cleanup allocation rose once, between two consecutive
+  // cleanups, and never moved by more than the growth floor otherwise (a
+  // data-parallel job rebuilding its gradient buckets after its first
+  // step, a free the CPU's profiler did not see): a step, not a slope.
+  struct OneRise {
+    int after_step = 0;  // between this step's cleanup and the next's
+    double mib = 0;
+  };
+  std::optional<OneRise> one_rise;
   bool growth_significant = false;
   // The first step's persistent increase beyond one step's worth of growth:
   // state made once and kept (optimizer moments, DDP buckets).
