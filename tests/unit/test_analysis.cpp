@@ -1522,3 +1522,48 @@ TEST(Verdict, ARiseAtOneStepIsSaidAsAStepNotASlope) {
   EXPECT_FALSE(compute_features(with_cleanups({0, 20, 20, 40, 40}), "r.json").one_rise);
   EXPECT_FALSE(compute_features(with_cleanups({0, 0, 0, 0, 0}), "r.json").one_rise);
 }
+
+// A fully sharded model's forward gathers weights and holds them to
+// backward (FSDP2's root): the census counts them as parameters there,
+// and they are not what the forward made of the batch. An independent
+// check's GPT-2 over two ranks read "inconclusive: activations 16.76 MiB
+// vs optimizer_state 16.41"; 16.4 of the 16.76 were gathered weights.
+TEST(Verdict, WeightsAShardedModelGathersAreParametersNotActivations) {
+  const auto job = [](int batch) {
+    Synth s = named("fsdp2");
+    s.device = "cpu";
+    s.world_size = 2;
+    s.batch = batch;
+    s.params_mib = 8;              // this rank's shard
+    s.activations_mib = 0.25 * batch;
+    s.optimizer_state_mib = 16;    // AdamW's two moments of the shard
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    r.config.parallel.mode = ParallelMode::kZero3;
+    const double gathered = 16;    // the unsharded model, held from the forward to backward's end
+    for (Sample& x : r.samples) {
+      const double state = x.step && (*x.step > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup) ? 16.0 : 0.0;
+      const bool grads = x.phase == Phase::kBackward || x.phase == Phase::kStep;
+      x.tensors = TensorCensus{x.phase == Phase::kForward ? 8 + gathered : 8.0, grads ? 8.0 : 0.0, state};
+      if (x.phase == Phase::kForward) {
+        x.allocated_mib += gathered;
+        x.peak_allocated_mib += gathered;
+      }
+      if (x.phase == Phase::kBackward) x.peak_allocated_mib += gathered;
+    }
+    return r;
+  };
+  const Report r = job(4);
+  const RunFeatures f = compute_features(r, "r-0.json");
+  EXPECT_NEAR(f.forward_gathered_mib, 16, 1e-9);
+  EXPECT_NEAR(*f.forward_increment_mib, 1.0, 1e-9);  // 0.25 MiB a sample, 4 samples
+  const Analysis a = analyse({{"r-0.json", r}});
+  EXPECT_EQ(a.verdicts.at(0).dominant, Cause::kOptimizerState);
+  // The census's figures: without the gathered weights in the forward's
+  // census the same readings are a forward of 17 MiB.
+  Report blind = r;
+  for (Sample& x : blind.samples) {
+    if (x.tensors && x.phase == Phase::kForward) x.tensors->parameters_mib = 8;
+  }
+  EXPECT_NEAR(*compute_features(blind, "r-0.json").forward_increment_mib, 17.0, 1e-9);
+}
