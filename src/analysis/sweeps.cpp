@@ -219,6 +219,7 @@ std::vector<DistributedView> distributed_views(const Group& g) {
     const RunFeatures& first = *rs.front();
     v.run = RunPoint{first.id.batch, first.id.preset, first.id.steps};
     v.variant = variant_label(first.id);
+    v.launch = first.id.launch;
     v.gaps = rank_gaps(rs);
     double lo = first.peak_allocated_mib;
     std::optional<std::size_t> constraint;

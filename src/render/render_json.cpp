@@ -536,6 +536,7 @@ json group_json(const Group& g, const Verdict& v) {
                        {"capacity_constraint", r.capacity_constraint}});
     }
     dist.push_back({{"run", describe_rank_run(d.run)}, {"run_point", point_json(d.run)}, {"variant", d.variant},
+                    {"launch", d.launch.empty() ? json(nullptr) : json(d.launch)},
                     {"ranks", ranks},
                     {"capacity_constraint_rank", d.max_rank}, {"max_peak_mib", d.max_peak_mib},
                     {"imbalance", d.imbalance}, {"imbalanced", d.imbalanced}, {"world_size", d.gaps.world_size},

@@ -83,7 +83,8 @@ Section section_of(const Group& g, const Verdict& v) {
   }
   s.runs = runs_table(g);
   for (const DistributedView& d : v.distributed) {
-    s.ranks.emplace_back(describe_rank_run(d.run) + (d.variant != "none" ? ", " + d.variant : std::string()),
+    s.ranks.emplace_back(describe_rank_run(d.run) + (d.variant != "none" ? ", " + d.variant : std::string()) +
+                             (d.launch.empty() ? std::string() : ", launch " + d.launch),
                          ranks_table(d));
   }
   make_printable(s);

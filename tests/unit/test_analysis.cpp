@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 using namespace memdiag;
 using testkit::Synth;
@@ -1428,7 +1429,9 @@ TEST(Distributed, RanksOfOneLaunchAreOneSetBesideOtherLaunches) {
   EXPECT_EQ(incomplete(v), 0);
   ASSERT_EQ(v.distributed.size(), 3u);
   int imbalanced = 0;
+  std::set<std::string> launches;
   for (const DistributedView& d : v.distributed) {
+    launches.insert(d.launch);  // each table says its launch
     EXPECT_EQ(d.ranks.size(), 2u);
     EXPECT_EQ(d.gaps.missing_count, 0);
     EXPECT_TRUE(d.gaps.repeated.empty());
@@ -1438,6 +1441,7 @@ TEST(Distributed, RanksOfOneLaunchAreOneSetBesideOtherLaunches) {
     }
   }
   EXPECT_EQ(imbalanced, 1);
+  EXPECT_EQ(launches, (std::set<std::string>{"a", "b", "c"}));
   // The same reports without the launch: ranks repeat, the sets are told
   // apart by their batch, and launch c's ranks land in two of them.
   EXPECT_GT(incomplete(given(false).verdicts.at(0)), 0);

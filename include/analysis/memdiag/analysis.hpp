@@ -126,6 +126,9 @@ struct DistributedView {
   double max_peak_mib = 0;
   double imbalance = 0;  // (max - min) / max of peak
   bool imbalanced = false;
+  // The launch the ranks share (config.parallelism.launch), where the
+  // reports say: tells two sets of one configuration apart in a table.
+  std::string launch;
 };
 
 // How the verdict was decided: the rule that applied and the figures and
