@@ -12,6 +12,7 @@
 #include "memdiag/capacity_model.hpp"
 
 #include "memdiag/limits.hpp"
+#include "memdiag/parallelism.hpp"
 #include "memdiag/phase_shape.hpp"
 
 #include <algorithm>
@@ -84,6 +85,8 @@ struct Decomposed {
   const PhaseShape* shape = nullptr;
   double start_fixed = 0, end_fixed = 0;
   const PhaseShape* forward = nullptr;  // the same run's forward, for backward's unmeasured temporaries
+  bool shards_gradients = false;        // gradients sharded by unit (the run's parallel mode)
+  double gathered_mib = 0;              // weights its forward held gathered at its end (the census's rise)
 };
 
 // The lines of one phase over the completed points that reached it, in
@@ -132,15 +135,27 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       // MiB a sample on a job whose batch 2048 held 86 MiB in all (a
       // hostile check's autocast sweep of batches 1, 4 and 2048).
       double start_fixed_transient = 0, end_fixed_transient = 0;
+      bool start_below_hi = false, end_below_hi = false;
       for (const Decomposed& d : pts) {
         const PhaseShape& s = *d.shape;
         const double mib = std::max(0.0, s.peak_mib - std::max(s.start_mib, s.end_mib));
         const bool start_side = s.start_mib > s.end_mib;
-        (start_side ? start_transient : end_transient) = mib / d.batch;
-        (start_side ? start_fixed_transient : end_fixed_transient) = d.batch < hi.batch ? mib : 0.0;
+        // Gradients sharded by unit (FSDP2, ZeRO-2/3): backward holds a
+        // unit's unsharded gradients and their copy for the
+        // reduce-scatter, per parameter, not per sample. From one run it
+        // is taken as up to twice the weights its forward held gathered
+        // (a unit's worth: the whole model where the root is the only
+        // unit); from two batches the lines see it as what does not grow.
+        // An independent check's root-sharded Llama was predicted 273 MiB
+        // at batch 1 from batch 4's run, and peaked at 454.2.
+        const double per_parameter = d.shards_gradients && pts.size() == 1 ? std::min(mib, 2 * d.gathered_mib) : 0.0;
+        (start_side ? start_transient : end_transient) = (mib - per_parameter) / d.batch;
+        (start_side ? start_fixed_transient : end_fixed_transient) = d.batch < hi.batch ? mib : per_parameter;
+        // (A later point of the same side overwrites an earlier one's, as
+        // the fixed part does: the largest batch's is the one kept.)
+        (start_side ? start_below_hi : end_below_hi) = d.batch < hi.batch && mib > 0;
       }
-      if (end_fixed_transient > 0) end_transient.reset();
-      const bool start_below_hi = start_fixed_transient > 0;
+      if (end_below_hi) end_transient.reset();
       if (start_below_hi) start_transient.reset();
       if (!start_transient && !start_below_hi && hi.forward != nullptr) {
         // Its start was never the peak: what backward adds above the
@@ -182,11 +197,15 @@ std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points,
   for (const CapacityPoint* p : points) {
     const PhaseShape* ready = find_phase(p->phases, Phase::kModelReady);
     const double weights = ready ? ready->end_mib : 0.0;
+    const PhaseShape* forward = find_phase(p->phases, Phase::kForward);
+    const double gathered = forward && forward->start_census && forward->end_census
+                                ? std::max(0.0, forward->end_census->parameters_mib - forward->start_census->parameters_mib)
+                                : 0.0;
     for (const PhaseShape& s : p->phases) {
       by_phase[s.phase].push_back(Decomposed{static_cast<double>(p->batch), &s,
                                              fixed_at(s.start_census, s.start_mib, weights, p->persistent_other_mib),
                                              fixed_at(s.end_census, s.end_mib, weights, p->persistent_other_mib),
-                                             find_phase(p->phases, Phase::kForward)});
+                                             forward, p->shards_gradients, gathered});
     }
   }
   std::vector<PhaseLine> out;
@@ -219,6 +238,7 @@ CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const st
   p.phases = phase_shapes(r);
   p.reserve_overhead_mib = std::max(0.0, peak_reserved_mib(r).value_or(0.0) - peak_allocated_mib(r));
   p.persistent_other_mib = persistent_other_mib(r);
+  p.shards_gradients = definition(r.config.parallel.mode).shards_gradients;
   p.source = source;
   for (const Event& e : r.events) {
     if (e.kind != EventKind::kOom) continue;
@@ -303,7 +323,12 @@ std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points
   fit.sizes_varied = hi.sizes_varied;
   fit.live_grew = hi.live_grew;
   if (const PhaseShape* f = find_phase(hi.phases, Phase::kForward)) {
-    fit.forward_held_mib = std::max(0.0, f->end_mib - f->start_mib);
+    // Less the weights a sharded model gathered and holds (FSDP2's root):
+    // they do not grow with the batch.
+    const double gathered = f->start_census && f->end_census
+                                ? std::max(0.0, f->end_census->parameters_mib - f->start_census->parameters_mib)
+                                : 0.0;
+    fit.forward_held_mib = std::max(0.0, f->end_mib - f->start_mib - gathered);
   }
   // A run that ran out well past the fitted batches says how much its
   // failing phase needed there: if the phase's highest line says less, that

@@ -323,3 +323,41 @@ TEST(CapacityModel, ABackwardTransientSeenOnlyAtASmallBatchDoesNotGrow) {
   EXPECT_GT(a.max_batch, 3000);
   EXPECT_LT(a.max_batch, 6000);
 }
+
+// A fully sharded job (FSDP2 on the root alone): its forward gathers the
+// whole model (16 MiB beside an 8 MiB shard) and holds it to backward,
+// where a unit's unsharded gradients and their copy for the reduce-scatter
+// (twice the gathered weights) come and go per parameter, not per sample.
+// From one run at batch 4 the peak at batch 1 is read from that, not 32
+// MiB of transient shared out per sample (an independent check's Llama
+// was predicted 273 MiB at batch 1 and peaked at 454.2).
+TEST(CapacityModel, AShardedModelsBackwardTransientIsPerParameterFromOneRun) {
+  const double shard = 8, gathered = 16, a = 0.25;
+  const auto sharded = [&](std::int64_t batch, bool shards_gradients) {
+    const double b = static_cast<double>(batch);
+    const TensorCensus weights{shard, 0, 0}, in_use{shard + gathered, 0, 0}, graded{shard, shard, 0};
+    const double held = shard + gathered + a * b;
+    CapacityPoint p;
+    p.batch = batch;
+    p.shards_gradients = shards_gradients;
+    p.phases = {PhaseShape{Phase::kModelReady, shard, 0, shard, TensorCensus{}, weights},
+                PhaseShape{Phase::kOptimizerReady, shard, shard, shard, weights, weights},
+                PhaseShape{Phase::kForward, held, shard, held, weights, in_use},
+                PhaseShape{Phase::kBackward, held + 2 * gathered + a * b, held, 2 * shard, in_use, graded},
+                PhaseShape{Phase::kStep, 2 * shard, 2 * shard, 2 * shard, graded, graded},
+                PhaseShape{Phase::kCleanup, 2 * shard, 2 * shard, shard, graded, weights}};
+    return p;
+  };
+  const auto peak_at = [](const CapacityFit& fit, std::int64_t batch) {
+    double most = 0;
+    for (const PhaseLine& l : fit.lines) most = std::max(most, l.at(batch));
+    return most;
+  };
+  const std::optional<CapacityFit> fit = fit_capacity({sharded(4, true)});
+  ASSERT_TRUE(fit);
+  EXPECT_NEAR(peak_at(*fit, 4), shard + 3 * gathered + 2 * a * 4, 1e-9);  // the run itself
+  EXPECT_NEAR(peak_at(*fit, 1), shard + 3 * gathered + 2 * a * 1, 1e-9);  // 56.5, as the job needs
+  // Read as replicated, the transient is shared out per sample.
+  const std::optional<CapacityFit> replicated = fit_capacity({sharded(4, false)});
+  EXPECT_LT(peak_at(*replicated, 1), 40);
+}

@@ -39,6 +39,9 @@ struct CapacityPoint {
   // steps' tensors, which a run with room to spare never shows.
   bool sizes_varied = false;
   bool live_grew = false;
+  // Its gradients are sharded by unit (ZeRO-2/3, FSDP): backward's
+  // transient holds a unit's unsharded gradients, per parameter.
+  bool shards_gradients = false;
   std::string source;
 };
 
