@@ -299,6 +299,7 @@ class Recorder:
         self._lane_on = False
         self._gathers = False  # an FSDP2 model: its parameters in use counted at each phase (start())
         self._launch_key = None  # where the launch's id is in the job's store (_launch_begin)
+        self._launch = None  # the id, once read
         self._lane_census = None
         self._last = None  # the last boundary crossed
         self._recording = True  # whether the step in progress is recorded
@@ -353,7 +354,7 @@ class Recorder:
         self._host = _probe.HostReader(native)
         self._earlier_runs = _recordings_started[0]
         _recordings_started[0] += 1
-        self._launch_key = _launch_begin(self._earlier_runs)
+        self._launch_key = _launch_begin()
         # The census's gradients counted natively where the native reading was built.
         self._gradient_bytes = getattr(native, "gradient_bytes", None)
         self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
@@ -942,6 +943,10 @@ class Recorder:
             self._samples.append((phase, step, figures, elapsed, extra,
                                   self._take_census(phase) if self.census else None, host))
         if cleanup:
+            if self._launch_key is not None and self._launch is None and self._step == 0:
+                # Read while rank 0 surely lives (step 0's collectives ran):
+                # where it hosts the store, it may be gone by this rank's end.
+                self._launch = _launch_read(self._launch_key)
             if self._kept is not None and recording:
                 # The model's state is listed only where a walk needs it.
                 self._kept.at_cleanup(self._step, self._state_tensors, self._forward_inputs)
@@ -1255,7 +1260,8 @@ class Recorder:
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
                     "allocator_settings": _allocator_settings() if self.device.type == "cuda" else "",
-                    "parallelism": _parallelism(self.model, self.optimizers, self._launch_key),
+                    "parallelism": _parallelism(self.model, self.optimizers,
+                                                self._launch or _launch_read(self._launch_key)),
                     "variant": self.variant,
                     "step_sampling": ({"all_below": self._all_below, "every": self._every}
                                       if self._skipped_steps else None)},
@@ -1468,7 +1474,7 @@ def _allocator_settings():
     return os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
 
 
-def _parallelism(model, optimizers=(), launch_key=None):
+def _parallelism(model, optimizers=(), launch=None):
     import torch.distributed as dist
     if not (dist.is_available() and dist.is_initialized()):
         return {"mode": "none", "world_size": 1, "rank": 0, "local_rank": 0, "backend": "none",
@@ -1476,7 +1482,7 @@ def _parallelism(model, optimizers=(), launch_key=None):
     out = {"mode": _sharding_mode(model, optimizers), "world_size": dist.get_world_size(), "rank": dist.get_rank(),
            "local_rank": int(os.environ.get("LOCAL_RANK", 0)), "backend": str(dist.get_backend()),
            "rank_zero_extra_samples": 0}
-    launch = _launch_end(launch_key)
+    launch = launch or _launch_fallback()
     if launch is not None:
         out["launch"] = launch
     return out
@@ -1486,11 +1492,17 @@ def _parallelism(model, optimizers=(), launch_key=None):
 # has, so that reports of several launches compared together make one rank
 # set a launch (the same command run twice has the same MASTER_PORT, and
 # torchrun's run id is "none" unless a rendezvous id is given). Rank 0
-# draws it when its recording starts and leaves it in the job's store
-# under the recording's number in the process; the others read it when
-# theirs ends, by when rank 0's has started (the steps between were
-# collectives).
+# draws it when its first recording starts and leaves it in the job's
+# store, once for the launch (a rank that records more blocks than the
+# others reads the same); the others read it at their first cleanup, by
+# when rank 0 has started (step 0's collectives ran) and still lives (it
+# may host the store and end first).
+_LAUNCH_KEY = "memdiag/launch"
 _LAUNCH_WAIT = timedelta(seconds=10)
+
+
+def _plain_id(value):
+    return 0 < len(value) <= 64 and all(c.isascii() and (c.isalnum() or c in "-_.:") for c in value)
 
 
 def _default_store():
@@ -1503,39 +1515,44 @@ def _default_store():
         return None
 
 
-def _launch_begin(nth):
-    """The store key of this recording's launch id (rank 0 sets it), or
-    None where the job has no process group yet."""
+def _launch_begin():
+    """The store key of the launch's id (rank 0 sets it, the first time),
+    or None where the job has no process group yet."""
     store = _default_store()
     if store is None:
         return None
     import torch.distributed as dist
-    key = f"memdiag/launch/{nth}"
     if dist.get_rank() == 0:
         try:
-            store.set(key, uuid.uuid4().hex[:16])
+            # The first recording's id stays: compare_set writes only
+            # where the key is absent.
+            store.compare_set(_LAUNCH_KEY, "", uuid.uuid4().hex[:16])
         except Exception:
             return None
-    return key
+    return _LAUNCH_KEY
 
 
-def _launch_end(key):
-    """The launch's id: from the store where rank 0 left it; else
-    torchrun's rendezvous run id where one was given; else None."""
+def _launch_read(key):
+    """The launch's id from the store, or None (rank 0 never started
+    recording, the store is gone): the report then says no launch."""
     store = _default_store() if key is not None else None
-    if store is not None:
-        try:
-            if not store.check([key]):
-                store.wait([key], _LAUNCH_WAIT)
-            value = store.get(key).decode("ascii", "replace")
-            if 0 < len(value) <= 64 and all(c.isalnum() or c in "-_.:" for c in value):
-                return value
-        except Exception:  # rank 0 never started its recording, or the store is gone
-            pass
+    if store is None:
+        return None
+    try:
+        if not store.check([key]):
+            store.wait([key], _LAUNCH_WAIT)
+        value = store.get(key).decode("ascii", "replace")
+        return value if _plain_id(value) else None
+    except Exception:
+        return None
+
+
+def _launch_fallback():
+    """torchrun's rendezvous id where one was given (--rdzv-id, or
+    --standalone's own): the same for every rank of the launch, though a
+    later launch given the same id shares it."""
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
-    if run_id and run_id != "none" and len(run_id) <= 64 and all(c.isalnum() or c in "-_.:" for c in run_id):
-        return run_id
-    return None
+    return run_id if run_id != "none" and _plain_id(run_id) else None
 
 
 def _fully_sharded(model):

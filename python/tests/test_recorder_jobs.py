@@ -1555,6 +1555,18 @@ class Launchers(unittest.TestCase):
             self.assertGreater(more["ranks"][0]["forward_increment_mib"], more["ranks"][1]["forward_increment_mib"])
             self.assertEqual(more["capacity_constraint_rank"], 0)
 
+    def test_a_rank_that_records_more_blocks_keeps_its_launch(self):
+        # Rank 0 records a check of its own before training: the training's
+        # reports of both ranks still carry one id (a review found rank 1
+        # reading the id of rank 0's first block, a set split in two).
+        with tempfile.TemporaryDirectory() as d:
+            self.wait(self.launch(d, ["--nproc-per-node=2", "--master-port", self.port(11)],
+                                  self.job(d, "main.json") + ["--rank0-first", os.path.join(d, "first.json")]))
+            launches = [json.load(open(os.path.join(d, f"main-rank{k}.json")))["config"]["parallelism"].get("launch")
+                        for k in range(2)]
+            self.assertTrue(launches[0] and launches[0] == launches[1], launches)
+            self.check_rank_set(d, ["main-rank0.json", "main-rank1.json"], 2, 0)
+
     def test_gathered_weights_of_a_sharded_root_are_not_activations(self):
         # fully_shard on the model alone: its forward gathers every weight
         # and holds them to backward. They are parameters in the forward's

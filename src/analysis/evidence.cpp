@@ -23,6 +23,7 @@ evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   t.too_few_steps = growth_unjudged(p);
   if (p.one_rise && !p.growth_significant) {
     t.rise_after_step = p.one_rise->after_step;
+    t.rise_next_step = p.one_rise->next_step;
     t.rise_mib = p.one_rise->mib;
   }
   return t;
@@ -270,14 +271,15 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
           if (least_state == nullptr || *r.optimizer_state_mib < *least_state->optimizer_state_mib) least_state = &r;
         }
       }
+      // Only what the rank that binds has more of explains it.
       bool explained = false;
-      if (most != nullptr && fewest != nullptr && most->batch > fewest->batch) {
+      if (most != nullptr && fewest != nullptr && most->batch > fewest->batch && most->rank == d.max_rank) {
         w.most_samples = most->batch;
         w.fewest_samples = fewest->batch;
         w.most_samples_rank = most->rank;
         explained = true;
       }
-      if (most_state != nullptr && least_state != nullptr &&
+      if (most_state != nullptr && least_state != nullptr && most_state->rank == d.max_rank &&
           *most_state->optimizer_state_mib - *least_state->optimizer_state_mib >
               thresholds::kRankImbalance * d.max_peak_mib) {
         w.most_state_mib = most_state->optimizer_state_mib;

@@ -230,7 +230,11 @@ void forward_increment(RunFeatures& f) {
     }
   }
   if (!freed.empty()) f.forward_freed_gradients_mib = median(freed);
-  if (!gathered.empty()) f.forward_gathered_mib = median(gathered);
+  if (!gathered.empty()) {
+    f.forward_gathered_mib = median(gathered);
+  } else if (!f.steps.empty()) {
+    f.forward_gathered_mib = f.steps.front().forward_gathered_mib;  // one step: its own, as the forward's figure is
+  }
   if (!steady.empty()) {
     f.forward_increment_mib = median(steady);
   } else if (!all.empty()) {
@@ -337,7 +341,9 @@ void post_cleanup_trend(RunFeatures& f) {
     const bool staircase = downs == 0 && ups >= 2 && late_ups >= 1;
     if (ups == 1 && downs == 0) {
       for (std::size_t i = 1; i < ys.size(); ++i) {
-        if (ys[i] - ys[i - 1] > floor) f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), ys[i] - ys[i - 1]};
+        if (ys[i] - ys[i - 1] > floor) {
+          f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), static_cast<int>(xs[i]), ys[i] - ys[i - 1]};
+        }
       }
     }
     f.growth_significant = slope > floor && (share >= thresholds::kGrowthPositiveShare || staircase);

@@ -283,7 +283,7 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
   if (t.unseen_frees) {
     return "post-cleanup allocation " +
            (t.rise_after_step ? "rose once, " + signed_mib(t.rise_mib) + " between the cleanups of steps " +
-                                    std::to_string(*t.rise_after_step) + " and " + std::to_string(*t.rise_after_step + 1) +
+                                    std::to_string(*t.rise_after_step) + " and " + std::to_string(t.rise_next_step) +
                                     ","
                               : "moved " + signed_mib(*t.growth_per_step_mib) + " per step") +
            " over " + std::to_string(t.steps) + " steps, which this rank's readings cannot tell from a leak (the "
@@ -294,7 +294,7 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
     // at one step read "stable (+8.53 MiB per step)") says what did not
     // happen.
     std::string s = "post-cleanup allocation rose once, " + signed_mib(t.rise_mib) + " between the cleanups of steps " +
-                    std::to_string(*t.rise_after_step) + " and " + std::to_string(*t.rise_after_step + 1) +
+                    std::to_string(*t.rise_after_step) + " and " + std::to_string(t.rise_next_step) +
                     ", and is otherwise stable over " + std::to_string(t.steps) + " steps";
     if (t.made_once) s += ": made once, then kept";
     if (t.too_few_steps) {

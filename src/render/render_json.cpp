@@ -62,7 +62,8 @@ json figures(const Evidence& e) {
           [](const evidence::PostCleanupTrend& x) -> json {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
                     {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees},
-                    {"rise", x.rise_after_step ? json{{"after_step", *x.rise_after_step}, {"mib", x.rise_mib}}
+                    {"rise", x.rise_after_step ? json{{"after_step", *x.rise_after_step},
+                                                      {"next_step", x.rise_next_step}, {"mib", x.rise_mib}}
                                                : json(nullptr)}};
           },
           [](const evidence::OptimizerStateMade& x) -> json {

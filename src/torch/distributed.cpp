@@ -145,8 +145,11 @@ std::unique_ptr<Communicator> join_process_group(const LaunchInfo& launch, const
   so.waitWorkers = false;
   so.timeout = timeout;
   auto tcp = c10::make_intrusive<c10d::TCPStore>(launch.master_addr, so);
-  // torchrun's agent store is shared with the launcher; keep our keys apart.
-  auto store = c10::make_intrusive<c10d::PrefixStore>("memdiag", tcp);
+  // torchrun's agent store is shared with the launcher; keep our keys apart,
+  // and each restart's (--max-restarts: the store outlives an attempt, and
+  // a rank must not read the last attempt's check-ins or launch id).
+  const std::string attempt = env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  auto store = c10::make_intrusive<c10d::PrefixStore>("memdiag/" + attempt, tcp);
   // Every rank checks in before any backend is made. NCCL's communicator
   // set-up waits inside NCCL for peers, with no timeout of ours: measured on
   // two H200s, a rank whose peer never started hung there for good. Waiting

@@ -1488,6 +1488,12 @@ TEST(Distributed, AnImbalanceTheReportsExplainIsSaidAndNotBlamedOnTheReadings) {
   EXPECT_EQ(std::make_tuple(w->most_samples, w->fewest_samples, w->most_samples_rank), std::make_tuple(24L, 8L, 0));
   EXPECT_NE(describe(Warning{*w}).find("rank 0 runs 24 samples a step to the fewest's 8 (x3.00)"), std::string::npos)
       << describe(Warning{*w});
+  // Rank 1 ran more, yet rank 0 binds: the samples do not explain it.
+  w = imbalance(analyse({{"d-0.json", rank(0, 8, 0, 30)}, {"d-1.json", rank(1, 9, 0, 0)}}));
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->max_rank, 0);
+  EXPECT_TRUE(w->cpu_readings_overstate);
+  EXPECT_EQ(w->most_samples, 0);
   // Rank 0 holds the state.
   w = imbalance(analyse({{"c-0.json", rank(0, 8, 40, 30)}, {"c-1.json", rank(1, 8, 1, 0)}}));
   ASSERT_TRUE(w);

@@ -236,8 +236,9 @@ struct PostCleanupTrend {
   // told from a one-off, and a longer run is among the confirming ones.
   bool too_few_steps = false;
   // Not growing, but it rose once (between this step's cleanup and the
-  // next's) by rise_mib: said as a step, not as a slope.
+  // next recorded one's) by rise_mib: said as a step, not as a slope.
   std::optional<int> rise_after_step;
+  int rise_next_step = 0;
   double rise_mib = 0;
 };
 struct OptimizerStateMade {

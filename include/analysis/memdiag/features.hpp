@@ -167,7 +167,8 @@ struct RunFeatures {
   // data-parallel job rebuilding its gradient buckets after its first
   // step, a free the CPU's profiler did not see): a step, not a slope.
   struct OneRise {
-    int after_step = 0;  // between this step's cleanup and the next's
+    int after_step = 0;  // between this step's cleanup and the next recorded one's
+    int next_step = 0;
     double mib = 0;
   };
   std::optional<OneRise> one_rise;

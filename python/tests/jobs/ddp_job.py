@@ -28,6 +28,7 @@ p.add_argument("--steps", type=int, default=3)
 p.add_argument("--width", type=int, default=256)
 p.add_argument("--mode", choices=["ddp", "fsdp2", "fsdp2-root", "zero1"], default="ddp")
 p.add_argument("--census", action="store_true", help="the tensor census by role (per-rank shards)")
+p.add_argument("--rank0-first", metavar="OUT", help="rank 0 alone records a block of its own first (a check before training)")
 p.add_argument("--fail-rank", type=int, default=-1, help="this rank raises in the forward of step 1: the launcher then stops the others with SIGTERM")
 a = p.parse_args()
 
@@ -52,6 +53,9 @@ else:
     ddp = DDP(model)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
 batch = a.batch + (a.extra if rank == 0 else 0)
+if a.rank0_first and rank == 0:
+    with memdiag.record(None, None, output=a.rank0_first):
+        torch.randn(4, a.width) @ torch.randn(a.width, 4)
 g = torch.Generator().manual_seed(rank)
 with memdiag.record(ddp, opt, output=a.output, census=a.census):
     for step in range(a.steps):
