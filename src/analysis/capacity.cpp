@@ -125,6 +125,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.steps = p.config.steps;
     c.micro_batches = p.micro_batches;
     c.primary_batch = p.local_batch;
+    if (p.id.world_size > 1) c.rank = p.id.rank;
     const RunFeatures* search = search_for(g, p, budget);
     // Beside a search for this budget: the search's own prediction, from its
     // tries (and the fresh run of an answer it never tried itself: the same

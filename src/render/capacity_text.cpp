@@ -123,12 +123,18 @@ std::string describe_fixed_part(const PhaseLine& l) {
   return mib(l.fixed_mib) + (parts.empty() ? std::string() : " (" + parts + ")");
 }
 
+// A rank's own batch, where the prediction is of a rank of several (a
+// launch whose rank 0 carries more samples: 13884 read as every rank's).
+std::string rank_words(const CapacityPrediction& c) {
+  return c.rank ? " rank " + std::to_string(*c.rank) + " (its own batch)" : std::string();
+}
+
 // The replay's answer: what it stood on, where the batch above it fails,
 // and how far the lines alone would have put it.
 std::string describe_replay(const CapacityPrediction& c) {
   const ReplayCapacity& r = *c.replay;
   const CapacityAnswer& a = c.answer;
-  std::string s = "within " + budget_words(c) + " the largest batch predicted to fit is ";
+  std::string s = "within " + budget_words(c) + " the largest batch predicted to fit" + rank_words(c) + " is ";
   if (r.max_batch == 0) {
     s = "within " + budget_words(c) + " not even one sample fits";
   } else if (r.max_batch >= limits::kMaxBatch) {
@@ -238,7 +244,7 @@ std::string describe(const CapacityPrediction& c) {
     return "within " + budget_words(c) + " not even one sample fits: " + describe_phase_line(b) + " needs " +
            describe_fixed_part(b) + " however small the batch (" + fit + ")" + primary + searched;
   }
-  return "within " + budget_words(c) + " the largest batch predicted to fit is " +
+  return "within " + budget_words(c) + " the largest batch predicted to fit" + rank_words(c) + " is " +
          (a.max_batch >= limits::kMaxBatch ? "at least " + std::to_string(a.max_batch) + " (the largest batch memdiag runs)"
                                            : std::to_string(a.max_batch)) +
          (c.micro_batches > 1 ? " (in " + std::to_string(c.micro_batches) + " micro-batches of " +

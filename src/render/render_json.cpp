@@ -403,7 +403,7 @@ json capacity_json(const Verdict& v) {
                                      {"low_end_unknown", opt(a.caveats.low_end_unknown)},
                                      {"activations_mib", opt(a.caveats.activations_mib)}}},
                         {"allocator_overhead_mib", a.reserve_overhead_mib},
-                        {"primary_batch", c.primary_batch},
+                        {"primary_batch", c.primary_batch}, {"rank", c.rank ? json(*c.rank) : json(nullptr)},
                         {"primary_needs_mib", c.primary_needs_mib},
                         {"preset", c.preset},
                         {"steps", c.steps},

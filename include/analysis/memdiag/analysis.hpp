@@ -574,6 +574,9 @@ struct CapacityPrediction {
   // among the fitted, or it ran out).
   std::int64_t primary_batch = 0;
   double primary_needs_mib = 0;
+  // A rank of several: the batch is that rank's own (rank 0 may carry
+  // more than the others), not every rank's.
+  std::optional<int> rank;
   // A --find-max-batch search for the same budget in the group, beside the
   // prediction: what was found by running.
   struct Searched {
