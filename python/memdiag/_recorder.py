@@ -1573,13 +1573,9 @@ def _sharding_mode(model, optimizers):
     FSDP (fully_shard's modules: parameters, "zero3"; the wrapper class by
     its sharding strategy), ZeroRedundancyOptimizer ("zero1"), else the model
     state is replicated ("ddp")."""
+    if _fully_sharded(model):
+        return "zero3"
     modules = list(model.modules()) if model is not None else []
-    try:
-        from torch.distributed.fsdp import FSDPModule
-        if any(isinstance(m, FSDPModule) for m in modules):
-            return "zero3"
-    except ImportError:
-        pass
     try:
         from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
         for m in modules:

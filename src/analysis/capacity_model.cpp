@@ -29,6 +29,15 @@ const PhaseShape* find_phase(const std::vector<PhaseShape>& phases, Phase p) {
   return nullptr;
 }
 
+// The weights a fully sharded model (FSDP2) gathered in its forward and
+// still holds at its end: the census's parameters there above its start.
+// They do not grow with the batch.
+double gathered_in(const PhaseShape& forward) {
+  return forward.start_census && forward.end_census
+             ? std::max(0.0, forward.end_census->parameters_mib - forward.start_census->parameters_mib)
+             : 0.0;
+}
+
 // What does not grow with the batch at a phase boundary: the census's
 // weights, gradients and optimizer state and what persists beside them
 // (workspaces, buckets), never more than was allocated there; without a
@@ -114,9 +123,7 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       // activations saved for backward. A fully sharded model's gathered
       // weights (the census's parameters at the forward's end above its
       // start: FSDP2) are weights too, whatever the batch.
-      const double gathered = h.start_census && h.end_census
-                                  ? std::max(0.0, h.end_census->parameters_mib - h.start_census->parameters_mib)
-                                  : 0.0;
+      const double gathered = gathered_in(h);
       add(PhaseLine::Piece::kWhole,
           line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered),
           gathered > 0 ? h.end_census : h.start_census);
@@ -198,9 +205,7 @@ std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points,
     const PhaseShape* ready = find_phase(p->phases, Phase::kModelReady);
     const double weights = ready ? ready->end_mib : 0.0;
     const PhaseShape* forward = find_phase(p->phases, Phase::kForward);
-    const double gathered = forward && forward->start_census && forward->end_census
-                                ? std::max(0.0, forward->end_census->parameters_mib - forward->start_census->parameters_mib)
-                                : 0.0;
+    const double gathered = forward ? gathered_in(*forward) : 0.0;
     for (const PhaseShape& s : p->phases) {
       by_phase[s.phase].push_back(Decomposed{static_cast<double>(p->batch), &s,
                                              fixed_at(s.start_census, s.start_mib, weights, p->persistent_other_mib),
@@ -323,12 +328,8 @@ std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points
   fit.sizes_varied = hi.sizes_varied;
   fit.live_grew = hi.live_grew;
   if (const PhaseShape* f = find_phase(hi.phases, Phase::kForward)) {
-    // Less the weights a sharded model gathered and holds (FSDP2's root):
-    // they do not grow with the batch.
-    const double gathered = f->start_census && f->end_census
-                                ? std::max(0.0, f->end_census->parameters_mib - f->start_census->parameters_mib)
-                                : 0.0;
-    fit.forward_held_mib = std::max(0.0, f->end_mib - f->start_mib - gathered);
+    // Less the weights a sharded model gathered and holds (FSDP2's root).
+    fit.forward_held_mib = std::max(0.0, f->end_mib - f->start_mib - gathered_in(*f));
   }
   // A run that ran out well past the fitted batches says how much its
   // failing phase needed there: if the phase's highest line says less, that

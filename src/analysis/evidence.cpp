@@ -21,11 +21,7 @@ evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   t.made_once = made_once && !p.growth_significant && !unseen;
   t.unseen_frees = unseen;
   t.too_few_steps = growth_unjudged(p);
-  if (p.one_rise && !p.growth_significant) {
-    t.rise_after_step = p.one_rise->after_step;
-    t.rise_next_step = p.one_rise->next_step;
-    t.rise_mib = p.one_rise->mib;
-  }
+  t.rise = rise_said(p);
   return t;
 }
 
@@ -37,6 +33,10 @@ void add_sweep(std::vector<Evidence>& out, const std::vector<Sweep>& sweeps, Swe
 }
 
 }  // namespace
+
+std::optional<RunFeatures::OneRise> rise_said(const RunFeatures& p) {
+  return p.growth_significant ? std::nullopt : p.one_rise;
+}
 
 RunPoint point_of(const RunFeatures& f) {
   return RunPoint{f.local_batch, f.config.preset, static_cast<int>(f.steps.size())};
@@ -238,12 +238,7 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     out.push_back(std::move(w));
   }
   if (primary.growth_unseen_frees_mib) {
-    warning::GrowthUnseenFrees w{primary.source, *primary.growth_unseen_frees_mib, std::nullopt, 0};
-    if (primary.one_rise) {
-      w.rise_after_step = primary.one_rise->after_step;
-      w.rise_mib = primary.one_rise->mib;
-    }
-    out.push_back(w);
+    out.push_back(warning::GrowthUnseenFrees{primary.source, *primary.growth_unseen_frees_mib, rise_said(primary)});
   }
   for (const DistributedView& d : views) {
     if (d.imbalanced) {

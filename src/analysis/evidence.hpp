@@ -8,6 +8,9 @@
 namespace memdiag::detail {
 
 RunPoint point_of(const RunFeatures& f);
+// The one rise of the post-cleanup allocation where it is not growth: what
+// the trend and the unseen-frees warning say as a step.
+std::optional<RunFeatures::OneRise> rise_said(const RunFeatures& p);
 // The MiB a step of the tensors the walk named as kept, where they account
 // for at least half of the post-cleanup growth and none of the records is a
 // graph told to stay (retain_graph); else nothing.

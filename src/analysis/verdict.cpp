@@ -109,11 +109,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       t.growth_per_step_mib = p.growth_per_step_mib;
       t.growing = p.growth_significant;
       t.steps = static_cast<int>(p.steps.size());
-      if (p.one_rise && !p.growth_significant) {
-        t.rise_after_step = p.one_rise->after_step;
-        t.rise_next_step = p.one_rise->next_step;
-        t.rise_mib = p.one_rise->mib;
-      }
+      t.rise = detail::rise_said(p);
       v.evidence.push_back(t);
     }
   } else {

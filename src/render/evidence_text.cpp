@@ -282,19 +282,19 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
   if (!t.growth_per_step_mib) return "post-cleanup trend unknown (one step)";
   if (t.unseen_frees) {
     return "post-cleanup allocation " +
-           (t.rise_after_step ? "rose once, " + signed_mib(t.rise_mib) + " between the cleanups of steps " +
-                                    std::to_string(*t.rise_after_step) + " and " + std::to_string(t.rise_next_step) +
+           (t.rise ? "rose once, " + signed_mib(t.rise->mib) + " between the cleanups of steps " +
+                                    std::to_string(t.rise->after_step) + " and " + std::to_string(t.rise->next_step) +
                                     ","
                               : "moved " + signed_mib(*t.growth_per_step_mib) + " per step") +
            " over " + std::to_string(t.steps) + " steps, which this rank's readings cannot tell from a leak (the "
            "warning below)";
   }
-  if (t.rise_after_step) {
+  if (t.rise) {
     // One step up and flat around it: a slope over the steps (42.65 MiB
     // at one step read "stable (+8.53 MiB per step)") says what did not
     // happen.
-    std::string s = "post-cleanup allocation rose once, " + signed_mib(t.rise_mib) + " between the cleanups of steps " +
-                    std::to_string(*t.rise_after_step) + " and " + std::to_string(t.rise_next_step) +
+    std::string s = "post-cleanup allocation rose once, " + signed_mib(t.rise->mib) + " between the cleanups of steps " +
+                    std::to_string(t.rise->after_step) + " and " + std::to_string(t.rise->next_step) +
                     ", and is otherwise stable over " + std::to_string(t.steps) + " steps";
     if (t.made_once) s += ": made once, then kept";
     if (t.too_few_steps) {
@@ -629,9 +629,9 @@ std::string describe(const Warning& w) {
                         },
                         [](const warning::GrowthUnseenFrees& x) {
                           return x.source + ": its post-cleanup allocation " +
-                                 (x.rise_after_step
-                                      ? "rose once, " + signed_mib(x.rise_mib) + " after step " +
-                                            std::to_string(*x.rise_after_step) + ","
+                                 (x.rise
+                                      ? "rose once, " + signed_mib(x.rise->mib) + " after step " +
+                                            std::to_string(x.rise->after_step) + ","
                                       : "moved " + signed_mib(x.growth_per_step_mib) + " a step,") +
                                  " not taken for a leak: a CPU rank's allocated is read off PyTorch's profiler, "
                                  "which misses frees made in the collectives' threads (Gloo) and frees of what was "

@@ -62,8 +62,8 @@ json figures(const Evidence& e) {
           [](const evidence::PostCleanupTrend& x) -> json {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
                     {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees},
-                    {"rise", x.rise_after_step ? json{{"after_step", *x.rise_after_step},
-                                                      {"next_step", x.rise_next_step}, {"mib", x.rise_mib}}
+                    {"rise", x.rise ? json{{"after_step", x.rise->after_step},
+                                          {"next_step", x.rise->next_step}, {"mib", x.rise->mib}}
                                                : json(nullptr)}};
           },
           [](const evidence::OptimizerStateMade& x) -> json {
@@ -199,7 +199,7 @@ json figures(const Warning& w) {
                         },
                         [](const warning::GrowthUnseenFrees& x) -> json {
                           return {{"source", x.source}, {"growth_per_step_mib", x.growth_per_step_mib},
-                                  {"rise", x.rise_after_step ? json{{"after_step", *x.rise_after_step}, {"mib", x.rise_mib}}
+                                  {"rise", x.rise ? json{{"after_step", x.rise->after_step}, {"mib", x.rise->mib}}
                                                              : json(nullptr)}};
                         },
                         [](const warning::InputsVaried& x) -> json {

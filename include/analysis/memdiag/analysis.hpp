@@ -235,11 +235,9 @@ struct PostCleanupTrend {
   // Grown over fewer than thresholds::kMinGrowthSteps cleanups: not yet
   // told from a one-off, and a longer run is among the confirming ones.
   bool too_few_steps = false;
-  // Not growing, but it rose once (between this step's cleanup and the
-  // next recorded one's) by rise_mib: said as a step, not as a slope.
-  std::optional<int> rise_after_step;
-  int rise_next_step = 0;
-  double rise_mib = 0;
+  // Not growing, but it rose once (RunFeatures::one_rise): said as a
+  // step, not as a slope.
+  std::optional<RunFeatures::OneRise> rise;
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready
@@ -445,9 +443,8 @@ struct InputsVaried {
 struct GrowthUnseenFrees {
   std::string source;
   double growth_per_step_mib = 0;
-  // Where it rose once (RunFeatures::one_rise): the step and the MiB.
-  std::optional<int> rise_after_step;
-  double rise_mib = 0;
+  // Where it rose once (RunFeatures::one_rise).
+  std::optional<RunFeatures::OneRise> rise;
 };
 // The report's batch was not seen by its writer (a model that took no
 // tensor with a batch dimension) and is a 1 written in its stead: figures
