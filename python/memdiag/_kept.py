@@ -97,6 +97,12 @@ class KeptTracker:
         # the process had; and (device index, address) -> frames, read once.
         self._stacks = None
         self._alloc_frames = None
+        # Forwards of the model with autograd on that no backward followed
+        # (an evaluation without torch.no_grad()): (line, model) of the
+        # last, and the bytes the graphs of the live tensors still held
+        # saved at each walk since one was seen.
+        self._no_backward_forward = None
+        self._held_graph_by_walk = []
         self.stacks_ms = 0.0
 
     # ----- what the loop does ------------------------------------------------
@@ -129,6 +135,12 @@ class KeptTracker:
             return
         for t in tensors:
             self._module_outputs[id(t)] = (weakref.ref(t), f"output of module {name} ({kind})")
+
+    def no_backward_forward(self, model_name):
+        """A forward of the model with autograd on outside the training
+        step (in eval() mode, after step()): its graph is saved for a
+        backward that, unless one follows, never runs."""
+        self._no_backward_forward = (_caller(), model_name)
 
     def backward_called(self, args, kwargs):
         retain = kwargs.get("retain_graph")
@@ -229,7 +241,10 @@ class KeptTracker:
                 if not made and self._module_outputs:
                     by = self._module_outputs.get(id(o))
                     if by is not None and by[0]() is o:
-                        self._module_named.setdefault(sig, by[1])
+                        # Every module whose outputs are of the kind: a
+                        # retained graph saves the outputs of many (a
+                        # ResNet's every layer), one kind of tensor.
+                        self._module_named.setdefault(sig, {})[by[1]] = None
         if not baseline:
             # What this step's tensors the loop still holds came to: its
             # outputs, loss and batch until the next step replaces them
@@ -257,6 +272,13 @@ class KeptTracker:
             self._grown_by_walk.append((largest, tuple(inputs)))
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
+        if self._no_backward_forward is not None and self.retain_graph_at is None:
+            # What the graphs still held at the cleanup save: a graph
+            # backward ran through has freed its saved tensors, one no
+            # backward ran through (an evaluation's) holds them.
+            if owned is None:
+                owned = {_storage_key(t) for t in (state() if callable(state) else state)}
+            self._held_graph_by_walk.append(_saved_bytes(roots, owned))
         model = self._model() if self._model is not None else None
         if model is not None:
             buffers = {}
@@ -326,7 +348,7 @@ class KeptTracker:
                     nbytes = alive[0]
                     bounded = (steps, freed)
                 if r.get("made_by") is None and sig in self._module_named:
-                    r["made_by"] = self._module_named[sig]
+                    r["made_by"] = _modules_named(list(self._module_named[sig]))
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
                 at = self._allocated_at(ref for w in reversed(span) if sig in w
@@ -371,6 +393,13 @@ class KeptTracker:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
         if self.retain_graph_at is not None:
             out.append({"what": "retain_graph", "where": self.retain_graph_at})
+        held = self._held_graph_by_walk[-3:]
+        if len(held) >= 2 and all(b > 0 for b in held[-2:]):
+            # Held at the last two walks at least: from one step into the
+            # next, through its training forward and backward.
+            where, model_name = self._no_backward_forward
+            out.append({"what": "held_graph", "where": where, "made_by": model_name,
+                        "mib_per_step": sorted(held)[len(held) // 2] / _MIB})
         out.sort(key=lambda r: (r.get("held_steps") is not None, -r.get("mib_per_step", 0.0)))  # leaks first
         # The largest few kinds of tensor name the bug; a retained graph's
         # saved tensors are dozens of kinds, their total said in the rest.
@@ -462,6 +491,17 @@ class KeptTracker:
         return None
 
 
+def _modules_named(names):
+    """What made a kind of kept tensor, of the modules' outputs seen among
+    it: "output of module 1 (ReLU)" where one module's, "outputs of 3
+    modules (conv1 (Conv2d), layer1.0 (Bottleneck), ...)" where several."""
+    if len(names) == 1:
+        return names[0]
+    prefix = "output of module "
+    shown = [n[len(prefix):] if n.startswith(prefix) else n for n in names]
+    return (f"outputs of {len(names)} modules (" + ", ".join(shown[:3]) + (", ..." if len(names) > 3 else "") + ")")
+
+
 def _by_kind(entries):
     """sig -> (count, bytes, first record, [(bytes, views' weakrefs)] a
     storage) of (weakref, sig, storage, record) entries, each storage once."""
@@ -513,6 +553,36 @@ def _storage_bytes(t):
         return t.untyped_storage().nbytes()
     except (RuntimeError, NotImplementedError):
         return 0
+
+
+def _saved_bytes(roots, owned):
+    """Bytes of the distinct storages the roots' graphs keep saved for
+    backward, the model's state (owned) aside. A graph whose saved tensors
+    backward freed raises on reading them: it holds none, and is not
+    walked further (backward frees a whole graph's at once)."""
+    seen, storages, todo = set(), {}, list(roots)
+    while todo and len(seen) < _GRAPH_NODE_CAP:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        freed = False
+        for name in dir(fn):
+            if not name.startswith("_saved_"):
+                continue
+            try:
+                value = getattr(fn, name)
+            except RuntimeError:  # freed by a backward: the graph holds nothing
+                freed = True
+                break
+            for t in (value if isinstance(value, (tuple, list)) else (value,)):
+                if isinstance(t, torch.Tensor):
+                    key = _storage_key(t)
+                    if key is not None and key not in owned:
+                        storages[key] = key[3]
+        if not freed:
+            todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
+    return sum(storages.values())
 
 
 def _largest_graph(roots):
@@ -594,10 +664,22 @@ def user_line(frames):
     and installed libraries: the user's line that made the tensor."""
     for f in frames:
         filename = f.get("filename") or ""
-        if not filename or filename.startswith("<") or _is_library(filename):
+        if not filename or filename.startswith("<") or _is_native(filename, f.get("line")) or _is_library(filename):
             continue
         return f"{_shown(filename)}:{f.get('line')}"
     return None
+
+
+# C and C++ sources: the frames a history recorded with stacks="all" (what
+# _record_memory_history() records by default, as a user's own recording
+# does) puts between the Python ones.
+_NATIVE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl")
+
+
+def _is_native(filename, line):
+    """Whether an allocation stack's frame is a native one: one the
+    symbolizer could not resolve ("??", line 0), or in a C or C++ source."""
+    return filename == "??" or not line or filename.endswith(_NATIVE_SUFFIXES)
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -672,6 +672,10 @@ class Recorder:
         if not counted:
             if not nested and _is_grad_enabled():
                 self._uncounted_inputs = _inputs.sizes(args, kwargs)
+                if self._kept is not None and not module.training and self._step in _kept.WALKED_STEPS:
+                    # A validation pass that forgot no_grad: its graph is
+                    # saved for a backward that does not come.
+                    self._kept.no_backward_forward(type(_unwrap(module)).__name__)
             if not nested and self._kept is not None and self._step in _kept.WALKED_STEPS:
                 # An evaluation's outputs kept on the device are named by
                 # their call too (a check read an eval's logits kept every
@@ -1177,6 +1181,12 @@ class Recorder:
         inferred = self._inferred_batch if self._step0_forwards_sized else 0
         return self.batch_size is None and self._step >= 0 and not inferred
 
+    def _batch_seen(self):
+        """The batch step 0's inputs showed, where batch_size= was given and
+        is another; None otherwise."""
+        inferred = self._inferred_batch if self._step0_forwards_sized else 0
+        return int(inferred) if self.batch_size is not None and inferred and inferred != self.batch_size else None
+
     def _batch_notes(self):
         """Where the report's batch came from, when it was not read off
         every forward of step 0."""
@@ -1256,6 +1266,7 @@ class Recorder:
             config={"batch_size_per_device": int(self.batch_size or
                                                  (self._inferred_batch if self._step0_forwards_sized else 0) or 1),
                     "batch_assumed": True if self._batch_assumed() else None,
+                    "batch_seen": self._batch_seen(),
                     "preset": self.preset, "steps": int(self.steps_asked if self.steps_asked is not None else steps_done),
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
@@ -1268,6 +1279,7 @@ class Recorder:
             model={"parameters": sum(p.numel() for p in params),
                    "parameter_bytes": _census.storage_bytes(params),
                    "largest_module_bytes": _largest_module_bytes(self.model), "autocast": self._autocast,
+                   "checkpointing": True if _checkpointing(self.model) else None,
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):
@@ -1384,6 +1396,10 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
                     f"from {r['graph_nodes_before']} at the cleanup before")
         if r["what"] == "retain_graph":
             return f"backward(retain_graph=True) at {r['where'] or 'an unknown line'}"
+        if r["what"] == "held_graph":
+            return (f"a graph no backward ran through: a forward of {r['made_by']} with autograd on outside the "
+                    f"training step (at {r['where'] or 'an unknown line'}) held {r['mib_per_step']:.1f} MiB saved "
+                    f"at consecutive cleanups")
         shape = (" x ".join(str(d) for d in r["shape"]) or "a scalar") + (" (its shape varying)" if r.get("shape_varies") else "")
         if r.get("grows"):
             what = f"the {r['made_by']}" if r.get("made_by") else "a tensor replaced every step by a larger copy of itself"
@@ -1606,6 +1622,18 @@ def _largest_module_bytes(model):
         if own:
             largest = max(largest, _census.storage_bytes(own))
     return largest
+
+
+def _checkpointing(model):
+    """Whether activation checkpointing is on in the model: a Hugging Face
+    model's gradient_checkpointing_enable() (its is_gradient_checkpointing),
+    or a block in torch's checkpoint_wrapper."""
+    if model is None:
+        return False
+    inner = _unwrap(model)
+    if getattr(inner, "is_gradient_checkpointing", False) is True:
+        return True
+    return any(type(m).__name__ == "CheckpointWrapper" for m in inner.modules())
 
 
 def _describe_model(model):

@@ -7,6 +7,7 @@ evaluation forwards between steps, and data-parallel jobs under torchrun
 """
 import collections
 import dataclasses
+import contextlib
 import json
 import os
 import subprocess
@@ -137,6 +138,20 @@ class Inputs(unittest.TestCase):
         # No forward says another batch (figures per sample read at 8
         # beside a capacity at 32, as a hostile check saw).
         self.assertEqual([s.get("samples") for s in forwards(r)], [None, None])
+        # What the inputs showed is in the report, and the comparer says it
+        # (an independent check found the note in the report and nowhere in
+        # the comparer's text, markdown or JSON).
+        self.assertEqual(r["config"]["batch_seen"], 8)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "given.json")
+            with open(out, "w") as f:
+                json.dump(r, f)
+            v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                          text=True).stdout)["groups"][0]
+        [w] = [w for w in v["warning_data"] if w["code"] == "batch_given"]
+        self.assertEqual((w["given"], w["seen"]), (32, 8), w)
+        self.assertTrue(any("batch_size 32 was given to the recorder, and step 0's inputs showed 8" in t
+                            for t in v["warnings"]), v["warnings"])
 
     def test_a_time_major_batch_given_is_the_one_every_figure_reads(self):
         # Sequences time-major (length x batch x features): the first
@@ -382,10 +397,16 @@ class Kept(unittest.TestCase):
                   {"filename": "/opt/venv/lib/python3.12/site-packages/timm/x.py", "line": 3, "name": "g"},
                   {"filename": _kept.__file__, "line": 1, "name": "h"},
                   {"filename": "<frozen runpy>", "line": 88, "name": "_run_code"},
+                  # A history recorded with stacks="all" (the default of
+                  # _record_memory_history, as a user's own recording):
+                  # native frames between the Python ones, unresolved or not.
+                  {"filename": "??", "line": 0, "name": "??"},
+                  {"filename": "/pytorch/c10/cuda/CUDACachingAllocator.cpp", "line": 1410, "name": "malloc"},
+                  {"filename": "/usr/include/c++/13/bits/shared_ptr.h", "line": 7, "name": "ctor"},
                   {"filename": os.path.join(os.getcwd(), "train.py"), "line": 57, "name": "main"},
                   {"filename": os.path.join(os.getcwd(), "run.py"), "line": 3, "name": "<module>"}]
         self.assertEqual(_kept.user_line(frames), "train.py:57")
-        self.assertIsNone(_kept.user_line(frames[:5]))
+        self.assertIsNone(_kept.user_line(frames[:8]))
         self.assertIsNone(_kept.user_line([]))
         # A model on the CPU: the allocator's stacks are not asked for.
         self.assertIsNone(_kept._start_stacks(DictLM()))
@@ -592,6 +613,54 @@ class Kept(unittest.TestCase):
         self.assertTrue(v["response"].startswith("Bound the history"), v["response"])
         _, records = run(grow=False, ramp=True)
         self.assertEqual([r for r in records if r.get("grows")], [], records)
+
+    def test_an_evaluation_without_no_grad_holds_its_graph_and_is_named(self):
+        # A validation forward after step() in eval() mode, autograd on,
+        # its loss kept to be logged at the next step (an independent
+        # check's EfficientNet: read "activations", and "nothing is being
+        # retained across steps"). Its graph is saved for a backward that
+        # never runs, and held through the next step's training.
+        def run(no_grad):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                        torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            xv, yv = torch.randn(2048, 256), torch.randint(0, 10, (2048,))
+            out = os.path.join(tempfile.mkdtemp(), f"val-{no_grad}.json")
+            val_loss, logged = None, []
+            with memdiag.record(model, opt, output=out, census=False):
+                for _ in range(6):
+                    opt.zero_grad(set_to_none=True)
+                    if val_loss is not None:
+                        logged.append(float(val_loss))
+                    x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    model.eval()
+                    with torch.no_grad() if no_grad else contextlib.nullcontext():
+                        val_loss = F.cross_entropy(model(xv), yv)  # VAL-FORWARD
+                    model.train()
+            with open(out) as f:
+                return out, [k for e in json.load(f)["events"] if e["kind"] == "kept" for k in e["kept"]]
+        out, records = run(no_grad=False)
+        [held] = [k for k in records if k["what"] == "held_graph"]
+        line = next(i + 1 for i, text in enumerate(open(__file__).read().splitlines()) if "# VAL-FORWARD" in text
+                    and "text" not in text)
+        self.assertEqual(held["where"], f"{os.path.relpath(__file__)}:{line}", held)
+        self.assertEqual(held["made_by"], "Sequential", held)
+        # Saved for backward: the two ReLUs' outputs (2048 x 1024 float32,
+        # 8 MiB each; the next Linear's saved input is the same storage)
+        # and the log-softmax's result (0.08 MiB); against 5.2 MiB of
+        # weights (not counted: the model's).
+        self.assertGreater(held["mib_per_step"], 15.5, held)
+        self.assertLess(held["mib_per_step"], 20.0, held)
+        v = self.verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertTrue(v["response"].startswith("Run forwards that no backward follows"), v["response"])
+        self.assertFalse(any("nothing is being retained" in n for n in v["not_helpful"]), v["not_helpful"])
+        self.assertFalse(any("grows" in e for e in v["evidence"]), v["evidence"])
+        _, records = run(no_grad=True)
+        self.assertEqual([k for k in records if k["what"] == "held_graph"], [], records)
 
     def test_a_submodules_output_kept_by_a_hook_is_named_by_its_module(self):
         # No line of the loop's keeps it: a forward hook on the hidden
@@ -1227,6 +1296,48 @@ class Precision(unittest.TestCase):
         self.assertNotIn("autocast", report["model"])
         self.assertIsNone(v["lower_precision"])
         self.assertIn("lower-precision (bf16) activations", v["response"])
+
+
+class Checkpointing(unittest.TestCase):
+    """A job that checkpoints already is not told to (an independent
+    check's Qwen2 with gradient_checkpointing_enable(), variant
+    "checkpointing", was): the recorder says the model checkpoints, and a
+    variant label naming it says so too."""
+
+    def record(self, wrapped, variant=None):
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        torch.manual_seed(0)
+        block = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                    torch.nn.ReLU())
+        model = torch.nn.Sequential(checkpoint_wrapper(block) if wrapped else block, torch.nn.Linear(1024, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "ckpt.json")
+        with memdiag.record(model, opt, output=out, census=False, variant=variant):
+            for _ in range(4):
+                x, y = torch.randn(4096, 256), torch.randint(0, 10, (4096,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        with open(out) as f:
+            r = json.load(f)
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        return r, v
+
+    def test_checkpointing_on_already_is_not_advised(self):
+        r, v = self.record(wrapped=True)
+        self.assertTrue(r["model"]["checkpointing"], r["model"])
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        self.assertEqual(v["checkpointing_taken"], "on in the model, as the recorder saw it")
+        self.assertNotIn("use activation checkpointing", v["response"])
+        self.assertIn("activation checkpointing is taken already (on in the model", v["response"])
+        r, v = self.record(wrapped=False, variant="grad-checkpointing")
+        self.assertNotIn("checkpointing", r["model"])
+        self.assertEqual(v["checkpointing_taken"], 'its variant, "grad-checkpointing"')
+        self.assertNotIn("use activation checkpointing", v["response"])
+        r, v = self.record(wrapped=False)
+        self.assertIsNone(v["checkpointing_taken"])
+        self.assertIn("use activation checkpointing", v["response"])
 
 
 class InputsOnTheDevice(unittest.TestCase):

@@ -146,6 +146,10 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       break;
     }
     case Cause::kRetainedGraph: {
+      // A graph held whole from step to step, not grown: the kept
+      // record says it (KeptAcrossSteps, with every verdict), and no
+      // growth is claimed.
+      if (p.held_graph_mib && !p.growth_significant) break;
       const double slope = p.growth_per_step_mib.value_or(0);
       evidence::RetainedGrowth g{slope, p.growth_positive_share.value_or(0), p.retained_growth_mib.value_or(0),
                                  point_of(p), std::nullopt, std::nullopt};
@@ -231,6 +235,9 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     if (w.samples || w.tokens) out.push_back(w);
   }
   if (primary.config.batch_assumed) out.push_back(warning::BatchAssumed{primary.source});
+  if (primary.config.batch_seen) {
+    out.push_back(warning::BatchGiven{primary.source, primary.config.batch_size_per_device, *primary.config.batch_seen});
+  }
   if (!primary.step_notes.empty()) {
     constexpr std::size_t kShown = 3;
     warning::StepNotes w{primary.source, {}, primary.step_notes.size()};

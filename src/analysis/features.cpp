@@ -204,6 +204,7 @@ void read_events(const Report& r, RunFeatures& f) {
           if (k.what == KeptRecord::What::kHeld) {
             f.walk_held_mib = k.mib_per_step;
           } else {
+            if (k.what == KeptRecord::What::kHeldGraph) f.held_graph_mib = k.mib_per_step;
             f.kept.push_back(k);
           }
         }
@@ -411,7 +412,11 @@ void split_first_step_excess(RunFeatures& f) {
     if (held >= thresholds::kMinimumSignalMib && (walked || steady_peaks_match_first(f, held))) f.held_over_mib = held;
   }
 
-  double state = excess - f.held_over_mib;
+  // A graph no backward ran through, held from step 0's end on (an
+  // evaluation without no_grad after step()), is in step 0's excess too:
+  // not the optimizer's (an SGD job without momentum read 16.14 MiB of
+  // "optimizer state" that was the evaluation's graph).
+  double state = excess - f.held_over_mib - f.held_graph_mib.value_or(0);
   const bool buckets = f.id.world_size > 1 && (f.id.mode == ParallelMode::kDdp || f.id.mode == ParallelMode::kZero1);
   // The census at step 0's step(): the state the first step made.
   std::optional<double> first_census;
@@ -465,6 +470,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   }
   f.model_attention = r.model.attention;
   f.model_autocast = r.model.autocast;
+  f.model_checkpointing = r.model.checkpointing;
   if (r.model.parameters > 0) {
     f.bytes_per_parameter = static_cast<double>(r.model.parameter_bytes) / static_cast<double>(r.model.parameters);
   }

@@ -63,6 +63,7 @@ const char* warning_code(const Warning& w) {
                         [](const warning::RankSetIncomplete&) { return "rank_set_incomplete"; },
                         [](const warning::GrowthUnseenFrees&) { return "growth_unseen_frees"; },
                         [](const warning::BatchAssumed&) { return "batch_assumed"; },
+                        [](const warning::BatchGiven&) { return "batch_given"; },
                         [](const warning::StepNotes&) { return "step_notes"; },
                     },
                     w);

@@ -25,10 +25,16 @@ namespace {
 // that starts with the remedy's name. It was measured, whatever the
 // label's ending; it is not listed as not measured (a hostile check was
 // told to try the checkpointing it had just compared).
+bool label_names(const std::string& given, RemedyKind k);
+
 bool variant_names(const RemedyRow& r, RemedyKind k) {
   if (!r.remedies.empty()) return false;
+  return label_names(r.remedy, k);
+}
+
+bool label_names(const std::string& given, RemedyKind k) {
   const std::string name = to_string(k);
-  std::string label = r.remedy;
+  std::string label = given;
   std::transform(label.begin(), label.end(), label.begin(), [](unsigned char c) { return std::tolower(c); });
   // A part of the label (between '+'s) names the remedy where the name
   // starts it or one of its words: "checkpointing", and the docs' own
@@ -132,6 +138,17 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
     // its shard of the whole model's parameters (a fully sharded rank's
     // fp32 shard of two reads 2.0), nor below (8- or 4-bit weights).
     v.lower_precision = "16-bit weights";
+  }
+  {
+    const bool remedy = std::any_of(p.config.remedies.begin(), p.config.remedies.end(),
+                                    [](const Remedy& r) { return r.kind == RemedyKind::kCheckpoint; });
+    if (p.model_checkpointing) {
+      v.checkpointing_taken = "on in the model, as the recorder saw it";
+    } else if (remedy) {
+      v.checkpointing_taken = "--remedy checkpoint";
+    } else if (!p.id.variant_name.empty() && label_names(p.id.variant_name, RemedyKind::kCheckpoint)) {
+      v.checkpointing_taken = "its variant, \"" + p.id.variant_name + "\"";
+    }
   }
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   detail::add_expandable_searches(v.capacity, group, p);

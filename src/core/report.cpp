@@ -41,6 +41,7 @@ const char* to_string(KeptRecord::What w) {
     case KeptRecord::What::kGraph: return "graph";
     case KeptRecord::What::kRetainGraph: return "retain_graph";
     case KeptRecord::What::kHeld: return "held";
+    case KeptRecord::What::kHeldGraph: return "held_graph";
   }
   return nullptr;
 }

@@ -99,6 +99,7 @@ json to_json(const RunConfig& c) {
   if (c.sequence_length) j["sequence_length"] = *c.sequence_length;
   if (!c.variant.empty()) j["variant"] = c.variant;
   if (c.batch_assumed) j["batch_assumed"] = true;
+  if (c.batch_seen) j["batch_seen"] = *c.batch_seen;
   if (c.step_sampling) j["step_sampling"] = {{"all_below", c.step_sampling->all_below}, {"every", c.step_sampling->every}};
   return j;
 }
@@ -123,6 +124,7 @@ json model_json(const ModelInfo& m) {
   json j = {{"parameters", m.parameters}, {"parameter_bytes", m.parameter_bytes}};
   if (!m.attention.empty()) j["attention"] = m.attention;
   if (!m.autocast.empty()) j["autocast"] = m.autocast;
+  if (m.checkpointing) j["checkpointing"] = true;
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;
@@ -174,7 +176,8 @@ json to_json(const Event& ev) {
         if (k.held_steps) r["held_steps"] = *k.held_steps;
         if (k.grows) r["grows"] = true;
       }
-      if (k.what == KeptRecord::What::kHeld) r["mib_per_step"] = k.mib_per_step;
+      if (k.what == KeptRecord::What::kHeld || k.what == KeptRecord::What::kHeldGraph) r["mib_per_step"] = k.mib_per_step;
+      if (k.what == KeptRecord::What::kHeldGraph) r["made_by"] = opt(k.made_by);
       if (k.where) r["where"] = *k.where;
       if (k.allocated_at) r["allocated_at"] = *k.allocated_at;
       if (k.graph_nodes) r["graph_nodes"] = *k.graph_nodes;

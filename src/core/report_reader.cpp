@@ -302,9 +302,10 @@ RunConfig read_config(const JsonNode& c, std::int64_t version) {
   r.seed = static_cast<std::uint64_t>(c.integer("seed", 0, limits::kMaxExactInteger));
   r.memory_limit_mib = c.opt_mib("memory_limit_mib");
   if (version >= 3) {
-    c.only({"batch_size_per_device", "batch_assumed", "preset", "steps", "device", "seed", "memory_limit_mib",
+    c.only({"batch_size_per_device", "batch_assumed", "batch_seen", "preset", "steps", "device", "seed", "memory_limit_mib",
             "remedies", "allocator_settings", "parallelism", "sequence_length", "variant", "step_sampling"});
     if (c.given("batch_assumed")) r.batch_assumed = c.field("batch_assumed").as_bool();
+    r.batch_seen = c.opt_integer("batch_seen", 1, limits::kMaxExactInteger);
     if (auto l = c.opt_integer("sequence_length", 1, limits::kMaxSequenceLength)) r.sequence_length = static_cast<int>(*l);
     r.parallel = read_parallelism(c.field("parallelism"));
     r.allocator_settings = c.str("allocator_settings");
@@ -679,6 +680,7 @@ Report read(const JsonNode& root) {
     r.model.final_parameter_sum_of_squares = m.number("final_parameter_sum_of_squares", 0, 0, limits::kAbsurdMiB * 1e12);
   }
   if (m.given("attention")) r.model.attention = to_string(m.field("attention").as_enum<AttentionKernel>());
+  if (m.given("checkpointing")) r.model.checkpointing = m.field("checkpointing").as_bool();
   if (m.given("autocast")) {
     const std::string a = m.field("autocast").as_string();
     if (a != "bfloat16" && a != "float16") m.field("autocast").fail("'" + a + "' (allowed: bfloat16, float16)");

@@ -200,6 +200,15 @@ std::string base_response(const Verdict& v) {
            format_mib(f->made_mib()) + " MiB it makes, and a smaller batch divides both. Hold one batch of inputs on the "
            "device at a time (a loader that prefetches to the device holds the next beside it).";
   }
+  if (!v.checkpointing_taken.empty() && v.dominant == Cause::kActivations) {
+    // Checkpointing on already: not offered again.
+    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), offload what "
+           "layers save for backward to host memory (torch.autograd.graph.save_on_cpu), or use " +
+           std::string(v.lower_precision.empty() ? "lower-precision (bf16) activations or a memory-efficient kernel"
+                                                 : "a memory-efficient kernel; lower precision is taken already (" +
+                                                       v.lower_precision + ")") +
+           "; activation checkpointing is taken already (" + v.checkpointing_taken + ").";
+  }
   if (!v.lower_precision.empty() && v.dominant == Cause::kActivations) {
     // A job under autocast (or with 16-bit weights) makes 16-bit
     // activations already: lower precision is no step left to take.
@@ -315,10 +324,16 @@ std::string response_for(const Verdict& v) {
                   "(.cpu())";
         break;
       case KeptRecord::What::kGraph:
-        s = "accumulate losses as numbers (total += loss.item()) or detached (loss.detach()): a running sum of "
-            "graph-connected losses keeps every step's graph";
+        s = "accumulate losses and metrics as numbers (total += loss.item()) or detached (x.detach()): a running "
+            "sum of graph-connected tensors keeps every step's graph";
         break;
       case KeptRecord::What::kHeld: break;
+      case KeptRecord::What::kHeldGraph:
+        s = "run forwards that no backward follows (evaluation, validation) under torch.no_grad() or "
+            "torch.inference_mode()" + (k.where ? " (the one at " + *k.where + ")" : std::string()) +
+            ": with autograd on, a forward saves what backward would need, " + format_mib(k.mib_per_step) +
+            " MiB here, held as long as the loop keeps its output or a tensor computed from it";
+        break;
       case KeptRecord::What::kRetainGraph:
         s = "call backward() without retain_graph=True unless a second backward over the same graph follows";
         break;
@@ -389,6 +404,26 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     }
   }
   std::vector<std::string> out;
+  bool held_graph = false;  // an evaluation's graph held whole from step to step, not grown
+  bool retained_growth = false;
+  for (const Evidence& e : v.evidence) {
+    if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) {
+      for (const KeptRecord& r : k->kept) held_graph = held_graph || r.what == KeptRecord::What::kHeldGraph;
+    }
+    retained_growth = retained_growth || std::holds_alternative<evidence::RetainedGrowth>(e);
+  }
+  if (v.dominant == Cause::kRetainedGraph && held_graph && !retained_growth) {
+    // Held whole, not grown: nothing grows per step, and cutting the
+    // graph (detach, no_grad) is the fix, not a remedy that fails.
+    static const std::vector<NotHelpful> held{
+        {"empty_cache(): the held graph's saved tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
+        "Sharding (FSDP/ZeRO): it divides model state, not what the evaluation's forward saved."};
+    for (const NotHelpful& n : held) {
+      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
+      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
+    }
+    return out;
+  }
   if (v.kept_tensors_not_graphs) {
     // What the walk named is tensors, not graphs: the same statements, of them.
     static const std::vector<NotHelpful> kept_tensors{

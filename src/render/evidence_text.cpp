@@ -100,6 +100,13 @@ std::string allocated_at(const KeptRecord& k) {
 // float32, 238.5 MiB each step, made at job.py:42)".
 std::string kept_line(const evidence::KeptAcrossSteps& x) {
   std::string s = "kept from step to step (the recorder's walk of the live tensors at consecutive cleanups): ";
+  // A module's output that no line of the loop keeps: a forward hook's, a
+  // module's own cache, or, where backward retains its graphs, saved by them.
+  bool retained = false;
+  for (const KeptRecord& k : x.kept) retained = retained || k.what == KeptRecord::What::kRetainGraph;
+  const std::string no_line = retained ? ", kept where no line of the loop's is: saved by a graph that outlives its "
+                                         "backward (retain_graph), a forward hook, or a module's own code"
+                                       : ", kept where no line of the loop's is: a forward hook, or a module's own code";
   for (std::size_t i = 0; i < x.kept.size(); ++i) {
     const KeptRecord& k = x.kept[i];
     s += i ? "; " : "";
@@ -132,18 +139,25 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
                            : std::string()) +
              (k.grad_fn ? ", made by " + *k.grad_fn : std::string(", outside any graph")) +
              (k.where ? ", from the call at " + *k.where
-                      : k.made_by && !k.allocated_at
-                          ? std::string(", kept where no line of the loop's is: a forward hook, or a module's own code")
-                          : std::string()) +
+                      : k.made_by && !k.allocated_at ? no_line
+                                                     : std::string()) +
              allocated_at(k) + ")";
         break;
       }
       case KeptRecord::What::kGraph:
         s += "an autograd graph that outlives its step (a live tensor's graph grew from " +
              std::to_string(k.graph_nodes_before.value_or(0)) + " to " + std::to_string(k.graph_nodes.value_or(0)) +
-             " nodes between cleanups: a running sum of losses that were never detached keeps every step's graph)";
+             " nodes between cleanups: a running sum of graph-connected tensors never detached, a loss or a metric computed "
+             "from the outputs, keeps every step's graph)";
         break;
       case KeptRecord::What::kHeld: break;  // never among the kept: read into the features
+      case KeptRecord::What::kHeldGraph:
+        s += "a graph no backward ran through, held from step to step: a forward of " +
+             k.made_by.value_or(std::string("the model")) + " with autograd on outside the training step (in eval() mode" +
+             (k.where ? ", at " + *k.where : std::string()) + ") saved " + mib(k.mib_per_step) +
+             " for a backward that never ran, still held at each cleanup while the loop keeps its output or a "
+             "tensor computed from it";
+        break;
       case KeptRecord::What::kRetainGraph:
         s += "backward(retain_graph=True)" + (k.where ? " at " + *k.where : std::string()) +
              ": each step's saved tensors outlive its backward";
@@ -164,7 +178,8 @@ std::string modules_line(const evidence::ForwardByModule& x) {
          " (the rest made outside the model's modules: the loss, the loop's own ops, a wrapper such as DDP)";
   } else if (x.forward_increment_mib && *x.forward_increment_mib < x.total_mib - 0.05) {
     s += " (the forward phase added " + mib(*x.forward_increment_mib) +
-         ": it also freed what the loop held from the step before, such as the last step's outputs)";
+         ": part of what the modules made was freed again within it, by the model's own code after its modules "
+         "(a loss that consumed a copy of the logits) or as the last step's outputs the loop held were replaced)";
   }
   if (!x.types.empty()) {
     s += x.freed_in_parents_mib > 0
@@ -621,6 +636,13 @@ std::string describe(const Warning& w) {
                             s += "; and " + std::to_string(x.count - x.notes.size()) + " more such notes";
                           }
                           return s + " (those steps' figures are of a step without its update)";
+                        },
+                        [](const warning::BatchGiven& x) {
+                          return x.source + ": batch_size " + std::to_string(x.given) +
+                                 " was given to the recorder, and step 0's inputs showed " + std::to_string(x.seen) +
+                                 " (their first dimension): every figure per sample, the largest batch and the "
+                                 "confirming batches count the given " + std::to_string(x.given) +
+                                 " a step; the steps' own samples and tokens are left out";
                         },
                         [](const warning::BatchAssumed& x) {
                           return x.source + ": its writer could not see the batch (no tensor with a batch dimension "

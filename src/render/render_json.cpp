@@ -194,6 +194,9 @@ json figures(const Warning& w) {
                                   {"repeated_ranks", x.gaps.repeated}, {"repeated_sources", x.repeated_sources}};
                         },
                         [](const warning::BatchAssumed& x) -> json { return {{"source", x.source}}; },
+                        [](const warning::BatchGiven& x) -> json {
+                          return {{"source", x.source}, {"given", x.given}, {"seen", x.seen}};
+                        },
                         [](const warning::StepNotes& x) -> json {
                           return {{"source", x.source}, {"notes", x.notes}, {"count", x.count}};
                         },
@@ -611,6 +614,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"remedies_not_measured", not_measured},
           {"math_attention", v.math_attention},
           {"lower_precision", v.lower_precision.empty() ? json(nullptr) : json(v.lower_precision)},
+          {"checkpointing_taken", v.checkpointing_taken.empty() ? json(nullptr) : json(v.checkpointing_taken)},
           {"capacity", capacity_json(v)},
           {"sequence_capacity", sequence_capacity_json(v)},
           {"step_capacity", step_capacity_json(v)},

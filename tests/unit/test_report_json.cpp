@@ -266,6 +266,10 @@ std::set<std::string> written_paths() {
   // A writer's own variant (the Python recorder's variant=).
   Report labelled = testkit::synth({});
   labelled.config.variant = "grad-checkpointing";
+  // A recorded job's batch given to the recorder that its inputs did not
+  // show, and a model with checkpointing on as the recorder saw it.
+  labelled.config.batch_seen = 8;
+  labelled.model.checkpointing = true;
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});
   sampled.config.step_sampling = RunConfig::StepSampling{100, 100};

@@ -452,6 +452,12 @@ struct GrowthUnseenFrees {
 struct BatchAssumed {
   std::string source;
 };
+// A batch given to the recorder (batch_size=) that step 0's inputs did not
+// show: per-sample figures and capacities count the given one.
+struct BatchGiven {
+  std::string source;
+  std::int64_t given = 0, seen = 0;
+};
 // The report's notes about single steps, as its writer made them (the
 // Python recorder: a step() the loop skipped, or a gradient scaler did):
 // that step's figures are of a step without its update.
@@ -468,7 +474,7 @@ struct RankSetIncomplete {
 }  // namespace warning
 using Warning =
     std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried, warning::RankSetIncomplete,
-                 warning::GrowthUnseenFrees, warning::BatchAssumed, warning::StepNotes>;
+                 warning::GrowthUnseenFrees, warning::BatchAssumed, warning::BatchGiven, warning::StepNotes>;
 const char* warning_code(const Warning& w);
 
 // A variant measured against the baseline: a run of the group that differs
@@ -791,6 +797,12 @@ struct Verdict {
   // weights"); empty otherwise. The response to activations then does not
   // offer lower precision, and the parameters' does not offer bf16 weights.
   std::string lower_precision;
+  // Activation checkpointing the primary run took already, in words ("on
+  // in the model, as the recorder saw it", "its variant, \"gc\"", "--remedy
+  // checkpoint"), empty where it took none: the response to activations
+  // leaves it out (an independent check's Qwen2 with gradient
+  // checkpointing on was told to use it).
+  std::string checkpointing_taken;
   // A growth named retained_graph that the walk's kept tensors account for,
   // none of them graph-retaining (no retain_graph): the label says tensors
   // kept across steps, not graphs.

@@ -128,6 +128,7 @@ struct RunFeatures {
   double held_parameter_mib = 0;
   std::string model_attention;  // the report's model.attention: "math", "sdpa", or empty
   std::string model_autocast;    // the report's model.autocast: "bfloat16", "float16", or empty
+  bool model_checkpointing = false;  // the report's model.checkpointing
   // model.parameter_bytes / model.parameters: 2 for 16-bit weights; absent
   // without parameters.
   std::optional<double> bytes_per_parameter;
@@ -193,6 +194,11 @@ struct RunFeatures {
   // The recorder's walk: what each step's tensors the loop still held at
   // its cleanup came to (a kept event's `held` record), where it walked.
   std::optional<double> walk_held_mib;
+  // What a graph no backward ran through (an evaluation's forward without
+  // torch.no_grad()) still held saved at consecutive cleanups (the
+  // recorder's kept record "held_graph"): memory held across steps,
+  // bounded, that a fix of the graph's lifetime frees.
+  std::optional<double> held_graph_mib;
   // The most the census counted of gradients at any sample, where it did.
   std::optional<double> max_gradient_mib;
   // Allocated at model_ready beyond the census's weights and the warm-up's

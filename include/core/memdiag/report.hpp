@@ -127,7 +127,11 @@ struct KeptRecord {
   // kHeld: what each step's tensors the loop still held at its cleanup
   // came to (new since the cleanup before, whether kept on or freed by the
   // next forward), the median over the walks: mib_per_step only.
-  enum class What { kTensor, kGraph, kRetainGraph, kHeld };
+  // kHeldGraph: a forward with autograd on that no backward followed (an
+  // evaluation without torch.no_grad()) left a graph that still held its
+  // saved tensors at consecutive cleanups: mib_per_step is what it held
+  // (the median), where the forward's line, made_by the model.
+  enum class What { kTensor, kGraph, kRetainGraph, kHeld, kHeldGraph };
   What what = What::kTensor;
   std::vector<std::int64_t> shape;  // kTensor (the last walk's, where it varied)
   bool shape_varies = false;        // kTensor: the kind's shape differed from step to step
@@ -191,6 +195,9 @@ struct RunConfig {
   // loop whose model took no tensor with a batch dimension): nothing per
   // sample is known.
   bool batch_assumed = false;
+  // A batch given to the writer (batch_size=) where step 0's inputs showed
+  // another: what they showed. Per-sample figures are in the given unit.
+  std::optional<std::int64_t> batch_seen;
   std::string preset;
   int steps = 0;       // asked for; a run that stopped early completed fewer
   // Tokens per sample of a transformer (its case's, or --sequence-length);
@@ -257,6 +264,10 @@ struct ModelInfo {
   // "float16"); empty where the forward ran without autocast. With 16-bit
   // weights, what says the activations are half-width already.
   std::string autocast;
+  // Activation checkpointing on in the model, as the recorder saw it (a
+  // Hugging Face model's gradient checkpointing, torch's checkpoint
+  // wrapper): what is advised for activations leaves it out.
+  bool checkpointing = false;
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;
