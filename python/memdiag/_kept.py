@@ -85,6 +85,7 @@ class KeptTracker:
         # one (a forward hook's list, a module caching what its child made:
         # no line of the loop's made it).
         self._module_outputs = {}
+        self._module_order = {}  # module output label -> its first call's place in the forward
         self._module_named = {}
         self._where = None  # the line of the loop that called the model
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
@@ -133,8 +134,10 @@ class KeptTracker:
             tensors = [t for t in output[:4] if isinstance(t, torch.Tensor)]
         else:
             return
+        label = f"output of module {name} ({kind})"
+        order = self._module_order.setdefault(label, len(self._module_order))  # the forward's order, for naming
         for t in tensors:
-            self._module_outputs[id(t)] = (weakref.ref(t), f"output of module {name} ({kind})")
+            self._module_outputs[id(t)] = (weakref.ref(t), label, order)
 
     def no_backward_forward(self, model_name):
         """A forward of the model with autograd on outside the training
@@ -244,7 +247,7 @@ class KeptTracker:
                         # Every module whose outputs are of the kind: a
                         # retained graph saves the outputs of many (a
                         # ResNet's every layer), one kind of tensor.
-                        self._module_named.setdefault(sig, {})[by[1]] = None
+                        self._module_named.setdefault(sig, {})[by[1]] = by[2]
         if not baseline:
             # What this step's tensors the loop still holds came to: its
             # outputs, loss and batch until the next step replaces them
@@ -348,7 +351,8 @@ class KeptTracker:
                     nbytes = alive[0]
                     bounded = (steps, freed)
                 if r.get("made_by") is None and sig in self._module_named:
-                    r["made_by"] = _modules_named(list(self._module_named[sig]))
+                    named = self._module_named[sig]
+                    r["made_by"] = _modules_named(sorted(named, key=named.get))
                 if any(w[sig][2]["shape"] != r["shape"] for w in seen):
                     r["shape_varies"] = True
                 at = self._allocated_at(ref for w in reversed(span) if sig in w

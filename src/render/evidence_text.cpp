@@ -131,9 +131,15 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
             k.every_steps ? mib(k.mib_per_step * static_cast<double>(*k.every_steps)) + " every " +
                                 std::to_string(*k.every_steps) + " steps, " + mib(k.mib_per_step) + " a step on average"
                           : mib(k.mib_per_step) + " each step";
+        // The outputs of several modules ("the outputs of 53 modules (...)",
+        // a retained graph's): of one kind, their shapes differ by module.
+        const bool several = k.made_by && k.made_by->rfind("outputs of ", 0) == 0;
         s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
-             " (" + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
-             (k.shape_varies ? " at the last walk, its shape varying with the steps" : "") + ", " + rate +
+             " (" +
+             (several ? k.dtype + " tensors of the modules' own shapes, " + shape + " among them"
+                      : (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
+                            (k.shape_varies ? " at the last walk, its shape varying with the steps" : "")) +
+             ", " + rate +
              (k.held_steps ? ", held " + std::to_string(*k.held_steps) + " steps and then let go: bounded at about " +
                                  mib(k.mib_per_step * static_cast<double>(*k.held_steps)) + ", no leak"
                            : std::string()) +
