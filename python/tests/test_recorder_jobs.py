@@ -1298,6 +1298,44 @@ class Precision(unittest.TestCase):
         self.assertIn("lower-precision (bf16) activations", v["response"])
 
 
+class ImageSizes(unittest.TestCase):
+    """A CNN whose steps' images change size at one batch (an independent
+    check's ConvNeXt): the forward's figure is said to be the median of a
+    range, and the batch the loop holds at each cleanup, larger as the
+    images grow, is no leak."""
+
+    def run_job(self, sizes):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "sizes.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for px in sizes:
+                opt.zero_grad(set_to_none=True)
+                x, y = torch.randn(16, 3, px, px), torch.randint(0, 10, (16,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+        return json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                         text=True).stdout)["groups"][0]
+
+    def test_a_range_of_forwards_is_said_and_a_growing_batch_is_no_leak(self):
+        v = self.run_job([64, 96, 48, 128, 80, 112])
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        r = fwd["range"]
+        self.assertIsNotNone(r, fwd)
+        self.assertEqual((r["least_step"], r["most_step"], r["tokens_varied"], r["samples_seen"]), (2, 3, False, True))
+        self.assertGreater(r["most_mib"], 3 * r["least_mib"], r)
+        self.assertTrue(any("at the same batch: the inputs' shapes varied" in e for e in v["evidence"]), v["evidence"])
+        # Ascending: the batch the loop holds at each cleanup grows with
+        # the images, and the walk finds nothing kept.
+        v = self.run_job([32, 48, 64, 80, 96, 112, 128, 144])
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        self.assertNotEqual(v["decision"]["rule"], "grows_every_step", v["decision"])
+
+
 class Checkpointing(unittest.TestCase):
     """A job that checkpoints already is not told to (an independent
     check's Qwen2 with gradient_checkpointing_enable(), variant

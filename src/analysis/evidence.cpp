@@ -67,6 +67,11 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
                                     std::nullopt, std::nullopt, 0};
         f.input_mib = p.forward_input_mib;
         f.gathered_parameters_mib = p.forward_gathered_mib;
+        if (p.forward_range && !(p.step_samples && p.step_samples->varied())) {
+          f.range = p.forward_range;
+          f.tokens_varied = p.step_tokens && p.step_tokens->varied();
+          f.samples_seen = p.step_samples.has_value();
+        }
         if (p.step_samples && p.step_samples->varied()) {
           f.samples = p.step_samples;
           const std::optional<StepSizeCapacity> fit = step_size_fit(p);

@@ -236,6 +236,21 @@ void forward_increment(RunFeatures& f) {
   } else if (!f.steps.empty()) {
     f.forward_gathered_mib = f.steps.front().forward_gathered_mib;  // one step: its own, as the forward's figure is
   }
+  if (steady.size() >= 2) {
+    // Where the steady forwards differ (the inputs' shapes changed), the
+    // median figure is said as such, with the range it stands for.
+    ForwardRange r{0, 0, -1, -1};
+    for (const StepFigures& st : f.steps) {
+      if (st.step < 1 || !st.forward_increment_mib) continue;
+      const double x = *st.forward_increment_mib;
+      if (r.least_step < 0 || x < r.least_mib) r.least_mib = x, r.least_step = st.step;
+      if (r.most_step < 0 || x > r.most_mib) r.most_mib = x, r.most_step = st.step;
+    }
+    if (r.least_mib > 0 && r.most_mib >= thresholds::kDominanceRatio * r.least_mib &&
+        r.most_mib - r.least_mib >= thresholds::kMinimumSignalMib) {
+      f.forward_range = r;
+    }
+  }
   if (!steady.empty()) {
     f.forward_increment_mib = median(steady);
   } else if (!all.empty()) {

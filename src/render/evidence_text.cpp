@@ -456,6 +456,20 @@ std::string describe(const Evidence& e) {
                           : adds + " per step" + at(x.at) + " (" +
                                 mib(x.per_sample_mib.value_or(0)) + " per sample), against " + mib(x.parameter_mib) +
                                 " of parameters; peak " + mib(x.peak_mib);
+            if (x.range) {
+              // Steps of one batch whose forwards differ: the figure is the
+              // median step's (an independent check's ConvNeXt on image
+              // sizes that vary read one figure, another by module and a
+              // third in its capacity, none said to be a step's).
+              s += "; the steps' forwards ranged from " + mib(x.range->least_mib) + " (step " +
+                   std::to_string(x.range->least_step) + ") to " + mib(x.range->most_mib) + " (step " +
+                   std::to_string(x.range->most_step) + ")" +
+                   (x.tokens_varied  ? " as their tokens did"
+                    : x.samples_seen ? " at the same batch: the inputs' shapes varied (image sizes, or lengths not "
+                                       "read as tokens)"
+                                     : " (the report does not say each step's size: a batch or shapes that varied)") +
+                   ", and the figure is their median";
+            }
             if (x.gradients_freed_mib > 0) {
               s += "; the loop's zero_grad() runs inside the forward (after the model's call) and frees the last "
                    "step's " + mib(x.gradients_freed_mib) + " of gradients there, added back into this figure";

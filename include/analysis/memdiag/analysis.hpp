@@ -225,6 +225,12 @@ struct ForwardIncrement {
   // A fully sharded model's weights gathered in the forward and held at
   // its end (FSDP2's root keeps its own to backward): not in forward_mib.
   double gathered_parameters_mib = 0;
+  // The steady steps' forwards where they varied and the samples did not
+  // (RunFeatures::forward_range): the figure is their median; tokens_varied
+  // says whether the steps' tokens did (else their inputs' shapes did).
+  std::optional<ForwardRange> range;
+  bool tokens_varied = false;
+  bool samples_seen = false;  // the steps' samples were recorded (and did not vary)
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend

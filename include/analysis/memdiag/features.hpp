@@ -64,6 +64,14 @@ struct StepFigures {
 };
 
 // The least and the most a recorded step was given, where the report says.
+// The steady steps' forward increments where they varied (x1.25 or more
+// between the least and the most): what the steps' figure, their median,
+// stands for.
+struct ForwardRange {
+  double least_mib = 0, most_mib = 0;
+  std::int64_t least_step = 0, most_step = 0;
+};
+
 struct SizeRange {
   std::int64_t least = 0;
   std::int64_t most = 0;
@@ -199,6 +207,9 @@ struct RunFeatures {
   // recorder's kept record "held_graph"): memory held across steps,
   // bounded, that a fix of the graph's lifetime frees.
   std::optional<double> held_graph_mib;
+  // The steady steps' forwards, where they varied (image sizes or lengths
+  // that change from step to step at one batch): the figure is their median.
+  std::optional<ForwardRange> forward_range;
   // The most the census counted of gradients at any sample, where it did.
   std::optional<double> max_gradient_mib;
   // Allocated at model_ready beyond the census's weights and the warm-up's
