@@ -1336,6 +1336,48 @@ class ImageSizes(unittest.TestCase):
         self.assertNotEqual(v["decision"]["rule"], "grows_every_step", v["decision"])
 
 
+class TokensAtOneBatch(unittest.TestCase):
+    """An encoder-decoder whose steps have one batch and labels of varying
+    length (an independent check's Whisper): memory is fitted per token,
+    and what follows the samples (the encoder's fixed-length inputs) is in
+    the part that does not follow them, at the steps' own samples; the
+    capacity and the confirming runs say so."""
+
+    def test_the_fit_per_token_holds_at_the_steps_samples(self):
+        class EncDec(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                # Fixed-length frames per sample (an audio encoder's):
+                # what follows the samples, not the tokens.
+                self.enc = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+                self.embed = torch.nn.Embedding(VOCAB, 64)
+                self.head = torch.nn.Linear(64, VOCAB)
+
+            def forward(self, input_features=None, input_ids=None, labels=None):
+                h = self.embed(input_ids) + self.enc(input_features).mean(1)[:, None, :]
+                logits = self.head(torch.tanh(h))
+                return {"loss": F.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1)), "logits": logits}
+
+        torch.manual_seed(0)
+        model = EncDec()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "encdec.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for length in (64, 16, 128, 32, 96, 48):
+                opt.zero_grad(set_to_none=True)
+                ids = torch.randint(0, VOCAB, (8, length))
+                model(input_features=torch.randn(8, 400, 128), input_ids=ids, labels=ids)["loss"].backward()
+                opt.step()
+        v = json.loads(subprocess.run([comparer(), "--format", "json", "--budget-mib", "400", out], check=True,
+                                      capture_output=True, text=True).stdout)["groups"][0]
+        [step] = v["step_capacity"]
+        self.assertEqual(step["unit"], "tokens", step)
+        self.assertIn("the largest step of 8 samples predicted to fit", step["text"])
+        self.assertIn("what follows its 8 samples, the same in every step", step["text"])
+        changes = [c["change"] for c in v["confirming_runs"]]
+        self.assertTrue(changes and all(" tokens in 8 sequences" in c for c in changes), changes)
+
+
 class Checkpointing(unittest.TestCase):
     """A job that checkpoints already is not told to (an independent
     check's Qwen2 with gradient_checkpointing_enable(), variant

@@ -283,6 +283,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       c.micro_batches = 1;
       c.step_size = n;
       c.step_size_in_tokens = sized->unit == StepSizeCapacity::Unit::kTokens;
+      if (c.step_size_in_tokens && p.step_samples && !p.step_samples->varied()) c.step_sequences = p.step_samples->most;
       c.expected_peak_mib = sized->base_mib + sized->per_unit_mib * static_cast<double>(n);
       out.push_back(c);
     }

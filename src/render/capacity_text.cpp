@@ -358,9 +358,22 @@ std::string describe(const StepSizeCapacity& c) {
                                       " while their " + unit + " held at " + std::to_string(c.most)
                                 : "the steps' size varied (" + std::to_string(c.least) + " to " + std::to_string(c.most) +
                                       " " + unit + ")";
-  const std::string fixed = c.per_step_mib > 0 ? "weights, optimizer state, and " + mib(c.per_step_mib) +
-                                                     " a step needs whatever its size (gradients, workspaces)"
-                                               : std::string("weights, optimizer state");
+  // Tokens fitted where every step had the same samples: what follows
+  // the samples is in the part that does not follow the tokens, and the
+  // answer holds for steps of that many samples (an independent check's
+  // Whisper, its encoder's fixed-length inputs 72 MiB at 4 samples, was
+  // told a step of 248 tokens fits in 108.6 MiB; 15 samples of them took
+  // 319.3).
+  const bool samples_held = c.unit == StepSizeCapacity::Unit::kTokens && c.least != c.most && c.other_least &&
+                            c.other_most && *c.other_least == *c.other_most;
+  const std::string fixed =
+      c.per_step_mib > 0
+          ? "weights, optimizer state, and " + mib(c.per_step_mib) + " a step needs whatever its " +
+                (samples_held ? "tokens (what follows its " + std::to_string(*c.other_most) +
+                                    " samples, the same in every step: inputs that are no tokens, an encoder's; "
+                                    "gradients, workspaces)"
+                              : std::string("size (gradients, workspaces)"))
+          : std::string("weights, optimizer state");
   // A unit that held at one size is what is left once the other is ruled
   // out (its rate varied): how memory grows along it is not measured.
   const bool held = c.least == c.most;
@@ -375,11 +388,13 @@ std::string describe(const StepSizeCapacity& c) {
                  mib(c.base_mib) + " that does not follow it (" + fixed + "; fitted on " + std::to_string(c.steps) +
                  " steps" + ", each step's own rate within " + pct(c.spread) +
                  (c.other_spread ? std::string("; by ") + other + " it varies " + pct(*c.other_spread) : "") + ")";
-  s += "; within " + budget_words(c.source, c.budget_mib) + " the largest step predicted to fit holds " +
-                  std::to_string(c.max_size_steepest) + " " + unit + " at the steepest step's rate";
+  s += "; within " + budget_words(c.source, c.budget_mib) + " the largest step" +
+       (samples_held ? " of " + std::to_string(*c.other_most) + " samples" : std::string()) +
+       " predicted to fit holds " + std::to_string(c.max_size_steepest) + " " + unit + " at the steepest step's rate";
   if (c.max_size_steepest < c.max_size) {
     s += " (" + std::to_string(c.max_size) + " at the fitted rate, for a step like the average)";
   }
+  if (samples_held) s += "; a step of more samples needs more of what does not follow the tokens";
   const double reach = c.most > 0 ? static_cast<double>(c.max_size_steepest) / static_cast<double>(c.most) : 0;
   if (reach > 1.5) s += ", extrapolated x" + format_fixed(reach, 1) + " from the largest step seen (a step near it checks)";
   s += "; the job's largest step, " + std::to_string(c.most) + " " + unit + ", peaked at " + mib(c.largest_step_need_mib) +

@@ -359,8 +359,11 @@ std::string describe(const ConfirmingRun& c) {
       }
       if (c.step_size) {
         return "with every step at " + std::to_string(*c.step_size) +
-               (c.step_size_in_tokens ? " tokens (a token budget of that, as many sequences as it holds)"
-                                      : " samples (a fixed batch of that)");
+               (c.step_size_in_tokens && c.step_sequences
+                    ? " tokens in " + std::to_string(*c.step_sequences) + " sequences (the steps' own " +
+                          std::to_string(*c.step_sequences) + " samples: what follows the samples is fitted at them)"
+                : c.step_size_in_tokens ? " tokens (a token budget of that, as many sequences as it holds)"
+                                        : " samples (a fixed batch of that)");
       }
       if (c.micro_batches > 1) {
         const int b = c.run.batch_size_per_device.value_or(0);

@@ -737,6 +737,9 @@ struct ConfirmingRun {
   // a batch (step 0's is not the job's); run.batch_size_per_device unset.
   std::optional<std::int64_t> step_size;
   bool step_size_in_tokens = false;
+  // Tokens, where every step of the job had this many samples: the run
+  // keeps them (what follows the samples is in the fit's fixed part).
+  std::optional<std::int64_t> step_sequences;
 };
 
 struct Verdict {
