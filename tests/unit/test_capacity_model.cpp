@@ -361,3 +361,31 @@ TEST(CapacityModel, AShardedModelsBackwardTransientIsPerParameterFromOneRun) {
   const std::optional<CapacityFit> replicated = fit_capacity({sharded(4, false)});
   EXPECT_LT(peak_at(*replicated, 1), 40);
 }
+
+// A frozen backbone: the forward makes a large temporary per sample (the
+// backbone's activations, made under no gradient and freed within it) and
+// holds almost nothing for backward, whose start is no run's peak. The
+// first gradients are of what backward saved: backward's start is assumed
+// no larger than that, and the forward binds (an independent check's Swin
+// was held at backward's start, 7.03 MiB a sample, where its forward's
+// peak was 3.44).
+TEST(CapacityModel, AFrozenBackbonesForwardTemporaryIsNotBackwardsStart) {
+  const TensorCensus census{100, 0, 0};
+  CapacityPoint p;
+  p.batch = 100;
+  // Forward: from 100 to a peak of 100 + 3.5 x 100, ending at 101 (1 MiB
+  // held: the head's input); backward from there to its end (the head's
+  // gradients), its start never its peak.
+  p.phases = {PhaseShape{Phase::kModelReady, 100, 0, 100, TensorCensus{}, census},
+              PhaseShape{Phase::kOptimizerReady, 100, 100, 100, census, census},
+              PhaseShape{Phase::kForward, 450, 100, 101, census, census},
+              PhaseShape{Phase::kBackward, 102, 101, 101.5, census, census},
+              PhaseShape{Phase::kStep, 100.5, 100.5, 100.5, census, census},
+              PhaseShape{Phase::kCleanup, 100.5, 100.5, 100, census, census}};
+  const std::optional<CapacityFit> fit = fit_capacity({p});
+  ASSERT_TRUE(fit);
+  const CapacityAnswer a = predict_max_batch(*fit, 1000);
+  EXPECT_EQ(a.binding.phase, Phase::kForward);
+  EXPECT_NEAR(a.binding.per_sample_mib, 3.5, 0.02);
+  EXPECT_NEAR(static_cast<double>(a.max_batch), 900 / 3.5, 2);
+}
