@@ -579,6 +579,8 @@ def _saved_bytes(roots, owned):
             except RuntimeError:  # freed by a backward: the graph holds nothing
                 freed = True
                 break
+            except Exception:  # an attribute a custom node cannot give: nothing to count of it
+                continue
             for t in (value if isinstance(value, (tuple, list)) else (value,)):
                 if isinstance(t, torch.Tensor):
                     key = _storage_key(t)
