@@ -45,6 +45,7 @@ import torch
 WALKED_STEPS = (0, 1, 2, 3, 4, 5, 6)
 MAX_TENSOR_RECORDS = 5
 _GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
+_HELD_GRAPH_FLOOR = 256 << 10  # bytes: less held by a graph is no signal (the analysis's kMinimumSignalMib)
 _MIB = float(1 << 20)
 
 
@@ -103,7 +104,9 @@ class KeptTracker:
         # last, and the bytes the graphs of the live tensors still held
         # saved at each walk since one was seen.
         self._no_backward_forward = None
-        self._held_graph_by_walk = []
+        self._held_graph_by_walk = []  # (walked step, bytes the live graphs held saved)
+        self.checkpointed = False  # the model checkpoints: its saved tensors are not read (their hooks recompute)
+        self.walking = False
         self.stacks_ms = 0.0
 
     # ----- what the loop does ------------------------------------------------
@@ -275,13 +278,19 @@ class KeptTracker:
             self._grown_by_walk.append((largest, tuple(inputs)))
         self._alive_before = alive
         self._graph_nodes.append(_largest_graph(roots))
-        if self._no_backward_forward is not None and self.retain_graph_at is None:
+        if self._no_backward_forward is not None and self.retain_graph_at is None and not self.checkpointed:
             # What the graphs still held at the cleanup save: a graph
             # backward ran through has freed its saved tensors, one no
-            # backward ran through (an evaluation's) holds them.
+            # backward ran through (an evaluation's) holds them. Not in a
+            # model that checkpoints: reading a saved tensor there runs
+            # its unpack hook, which recomputes the checkpointed forward.
             if owned is None:
                 owned = {_storage_key(t) for t in (state() if callable(state) else state)}
-            self._held_graph_by_walk.append(_saved_bytes(roots, owned))
+            self.walking = True  # forwards a saved tensor's hook runs are none of the loop's
+            try:
+                self._held_graph_by_walk.append((step, _saved_bytes(roots, owned)))
+            finally:
+                self.walking = False
         model = self._model() if self._model is not None else None
         if model is not None:
             buffers = {}
@@ -397,12 +406,13 @@ class KeptTracker:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
         if self.retain_graph_at is not None:
             out.append({"what": "retain_graph", "where": self.retain_graph_at})
-        held = self._held_graph_by_walk[-3:]
-        if len(held) >= 2 and all(b > 0 for b in held[-2:]):
+        held = [b for _, b in self._held_graph_by_walk[-3:]]
+        if len(held) >= 2 and all(b >= _HELD_GRAPH_FLOOR for b in held[-2:]):
             # Held at the last two walks at least: from one step into the
             # next, through its training forward and backward.
             where, model_name = self._no_backward_forward
-            out.append({"what": "held_graph", "where": where, "made_by": model_name,
+            first = next(s for s, b in self._held_graph_by_walk if b >= _HELD_GRAPH_FLOOR)
+            out.append({"what": "held_graph", "where": where, "made_by": model_name, "from_step": first,
                         "mib_per_step": sorted(held)[len(held) // 2] / _MIB})
         out.sort(key=lambda r: (r.get("held_steps") is not None, -r.get("mib_per_step", 0.0)))  # leaks first
         # The largest few kinds of tensor name the bug; a retained graph's
@@ -564,12 +574,15 @@ def _saved_bytes(roots, owned):
     backward, the model's state (owned) aside. A graph whose saved tensors
     backward freed raises on reading them: it holds none, and is not
     walked further (backward frees a whole graph's at once)."""
-    seen, storages, todo = set(), {}, list(roots)
+    # The nodes are kept while walking (as _graph_size's): next_functions
+    # makes a new Python object per call, and a freed one's id would be
+    # taken for a seen node, its graph skipped.
+    seen, storages, todo = {}, {}, list(roots)
     while todo and len(seen) < _GRAPH_NODE_CAP:
         fn = todo.pop()
         if fn is None or id(fn) in seen:
             continue
-        seen.add(id(fn))
+        seen[id(fn)] = fn
         freed = False
         for name in dir(fn):
             if not name.startswith("_saved_"):

@@ -261,6 +261,8 @@ class Recorder:
         # What the loop keeps across steps, named (live tensors walked at a
         # few cleanups); None: not looked for.
         self._kept = _kept.KeptTracker(_unwrap(model)) if kept else None
+        if self._kept is not None:
+            self._kept.checkpointed = _checkpointing(model)
         # Where the forward's memory lives, by module (global forward hooks
         # on the first micro-batch of steps 0 and 1); made at start().
         self._want_modules = bool(modules)
@@ -658,6 +660,8 @@ class Recorder:
     def _forward_pre(self, module, args, kwargs):
         if _active[0] is not self or _current_thread() is not self._thread or self._finished:
             return
+        if self._kept is not None and self._kept.walking:
+            return  # a forward a saved tensor's unpack hook runs, during the walk: none of the loop's
         # A forward under torch.no_grad() or inference_mode (an evaluation
         # between training steps) makes no step and no phase: counting it
         # would start a step that never reaches backward.
@@ -722,6 +726,8 @@ class Recorder:
         # stays in the same forward phase.
 
     def _forward_post(self, module, args, output):
+        if self._kept is not None and self._kept.walking:
+            return
         stack = self._forward_stack
         if stack and _active[0] is self and _current_thread() is self._thread and not self._finished:
             counted = stack.pop()

@@ -176,9 +176,15 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
         // no gradient and freed within it) saves almost none of them (an
         // independent check's Swin with its backbone frozen was taken
         // at 7.03 MiB a sample, its forward's peak 3.44).
+        // Only where backward's end shows the weights mostly frozen: a
+        // loop that holds its last outputs until the next forward frees
+        // them ends its forward lower than it made, and would be capped
+        // too low.
         const PhaseShape& f = *hi.forward;
-        const double held = std::max(0.0, f.end_mib - f.start_mib) / hi.batch;
-        start_transient = std::min(2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch, held);
+        start_transient = 2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch;
+        const bool frozen = h.end_census && h.end_census->parameters_mib > 0 &&
+                            h.end_census->gradients_mib < thresholds::kFrozenShare * h.end_census->parameters_mib;
+        if (frozen) start_transient = std::min(*start_transient, std::max(0.0, f.end_mib - f.start_mib) / hi.batch);
         start_assumed = true;
       }
       Line start = line_of(series([](const Decomposed& d) { return d.shape->start_mib; }), hi.start_fixed);

@@ -299,7 +299,13 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
     case Cause::kOptimizerState:
       if (auto r = plan.other_preset()) out.push_back(*r);
       break;
-    case Cause::kRetainedGraph: out.push_back(plan.steps(longer)); break;
+    case Cause::kRetainedGraph:
+      // A graph held whole from step to step (an evaluation's) grows with
+      // no step: a longer run would show nothing; the response says the
+      // change that frees it.
+      if (p.held_graph_mib && !p.growth_significant) break;
+      out.push_back(plan.steps(longer));
+      break;
     case Cause::kInconclusive: {
       // The runs at other batches (or sizes); with skip_given, none the
       // group measured already (their reports were given beside this one).

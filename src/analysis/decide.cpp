@@ -175,8 +175,11 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
   // replaces it, larger where the steps' images grew (an independent
   // check's ConvNeXt on ascending image sizes read "unbounded" at +0.3
   // MiB a step beside 1.5 MiB held).
+  // Only where the steps' forwards varied (their inputs did): a leak
+  // that starts after the walked steps, in a loop of one shape, is still
+  // one (a review's loop leaking 0.5 MiB a step from step 7).
   const bool walk_saw_no_leak = p.kept.empty() && p.walk_held_mib && p.growth_per_step_mib &&
-                                *p.growth_per_step_mib <= *p.walk_held_mib;
+                                *p.growth_per_step_mib <= *p.walk_held_mib && p.forward_range.has_value();
   if ((d.rule == DecisionRule::kDominant || d.rule == DecisionRule::kTooClose) && !retained_decides &&
       p.growth_significant && p.steps.size() >= static_cast<std::size_t>(thresholds::kMinGrowthSteps) &&
       p.retained_growth_mib &&

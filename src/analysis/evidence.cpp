@@ -71,6 +71,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
           f.range = p.forward_range;
           f.tokens_varied = p.step_tokens && p.step_tokens->varied();
           f.samples_seen = p.step_samples.has_value();
+          f.tokens_seen = p.step_tokens.has_value();
         }
         if (p.step_samples && p.step_samples->varied()) {
           f.samples = p.step_samples;

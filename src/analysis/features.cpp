@@ -204,7 +204,10 @@ void read_events(const Report& r, RunFeatures& f) {
           if (k.what == KeptRecord::What::kHeld) {
             f.walk_held_mib = k.mib_per_step;
           } else {
-            if (k.what == KeptRecord::What::kHeldGraph) f.held_graph_mib = k.mib_per_step;
+            if (k.what == KeptRecord::What::kHeldGraph) {
+              f.held_graph_mib = k.mib_per_step;
+              f.held_graph_from_first_step = k.from_step.value_or(0) == 0;
+            }
             f.kept.push_back(k);
           }
         }
@@ -431,7 +434,11 @@ void split_first_step_excess(RunFeatures& f) {
   // evaluation without no_grad after step()), is in step 0's excess too:
   // not the optimizer's (an SGD job without momentum read 16.14 MiB of
   // "optimizer state" that was the evaluation's graph).
-  double state = excess - f.held_over_mib - f.held_graph_mib.value_or(0);
+  // Only where it was held from step 0's cleanup and did not grow (an
+  // evaluation from step 2, or one whose outputs a list keeps, is not in
+  // step 0's excess as a whole: a review read Adam's 10 MiB as 0).
+  const double held_graph = f.held_graph_from_first_step && !f.growth_significant ? f.held_graph_mib.value_or(0) : 0.0;
+  double state = excess - f.held_over_mib - held_graph;
   const bool buckets = f.id.world_size > 1 && (f.id.mode == ParallelMode::kDdp || f.id.mode == ParallelMode::kZero1);
   // The census at step 0's step(): the state the first step made.
   std::optional<double> first_census;

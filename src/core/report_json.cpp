@@ -181,6 +181,7 @@ json to_json(const Event& ev) {
       if (k.where) r["where"] = *k.where;
       if (k.allocated_at) r["allocated_at"] = *k.allocated_at;
       if (k.graph_nodes) r["graph_nodes"] = *k.graph_nodes;
+      if (k.from_step) r["from_step"] = *k.from_step;
       if (k.graph_nodes_before) r["graph_nodes_before"] = *k.graph_nodes_before;
       list.push_back(std::move(r));
     }

@@ -124,7 +124,7 @@ Sample read_sample(const JsonNode& n) {
 KeptRecord read_kept(const JsonNode& n) {
   n.expect_object();
   n.only({"what", "shape", "shape_varies", "dtype", "device", "grad_fn", "made_by", "where", "allocated_at", "per_step", "every_steps", "mib_per_step",
-          "graph_nodes", "graph_nodes_before", "held_steps", "grows"});
+          "graph_nodes", "graph_nodes_before", "held_steps", "grows", "from_step"});
   KeptRecord k;
   k.what = n.field("what").as_enum<KeptRecord::What>();
   if (n.given("shape")) {
@@ -145,6 +145,7 @@ KeptRecord read_kept(const JsonNode& n) {
   k.graph_nodes = n.opt_integer("graph_nodes", 0, limits::kMaxExactInteger);
   k.graph_nodes_before = n.opt_integer("graph_nodes_before", 0, limits::kMaxExactInteger);
   k.held_steps = n.opt_integer("held_steps", 1, limits::kMaxSteps);
+  k.from_step = n.opt_integer("from_step", 0, limits::kMaxSteps);
   if (n.given("grows")) k.grows = n.field("grows").as_bool();
   return k;
 }

@@ -136,7 +136,8 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
         const bool several = k.made_by && k.made_by->rfind("outputs of ", 0) == 0;
         s += (k.made_by ? "the " + *k.made_by : std::to_string(k.per_step) + " tensor" + (k.per_step == 1 ? "" : "s")) +
              " (" +
-             (several ? k.dtype + " tensors of the modules' own shapes, " + shape + " among them"
+             (several ? k.dtype + " tensors of the modules' own shapes, " +
+                            (shape.empty() ? std::string("a scalar") : shape) + " among them"
                       : (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
                             (k.shape_varies ? " at the last walk, its shape varying with the steps" : "")) +
              ", " + rate +
@@ -467,7 +468,8 @@ std::string describe(const Evidence& e) {
               s += "; the steps' forwards ranged from " + mib(x.range->least_mib) + " (step " +
                    std::to_string(x.range->least_step) + ") to " + mib(x.range->most_mib) + " (step " +
                    std::to_string(x.range->most_step) + ")" +
-                   (x.tokens_varied  ? " as their tokens did"
+                   (x.tokens_varied                   ? " as their tokens did"
+                    : x.samples_seen && x.tokens_seen ? " at the same batch and tokens"
                     : x.samples_seen ? " at the same batch: the inputs' shapes varied (image sizes, or lengths not "
                                        "read as tokens)"
                                      : " (the report does not say each step's size: a batch or shapes that varied)") +

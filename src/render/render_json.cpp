@@ -60,7 +60,8 @@ json figures(const Evidence& e) {
                     {"input_mib", opt(x.input_mib)}, {"gathered_parameters_mib", x.gathered_parameters_mib},
                     {"range", x.range ? json{{"least_mib", x.range->least_mib}, {"least_step", x.range->least_step},
                                              {"most_mib", x.range->most_mib}, {"most_step", x.range->most_step},
-                                             {"tokens_varied", x.tokens_varied}, {"samples_seen", x.samples_seen}}
+                                             {"tokens_varied", x.tokens_varied}, {"samples_seen", x.samples_seen},
+                                             {"tokens_seen", x.tokens_seen}}
                                       : json(nullptr)}};
           },
           [](const evidence::PostCleanupTrend& x) -> json {

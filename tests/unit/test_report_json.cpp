@@ -273,7 +273,19 @@ std::set<std::string> written_paths() {
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});
   sampled.config.step_sampling = RunConfig::StepSampling{100, 100};
-  for (const Report& r : {full_report(), cpu, zero3, tensor, labelled, sampled}) {
+  // An evaluation's graph held from step to step (the recorder's
+  // held_graph record).
+  Report held = testkit::synth({});
+  Event kept = make_event(EventKind::kKept, std::nullopt, std::nullopt, "kept across steps: a graph ...");
+  KeptRecord k;
+  k.what = KeptRecord::What::kHeldGraph;
+  k.where = "val.py:21";
+  k.made_by = "Net";
+  k.mib_per_step = 16;
+  k.from_step = 0;
+  kept.kept = {k};
+  held.events.push_back(kept);
+  for (const Report& r : {full_report(), cpu, zero3, tensor, labelled, sampled, held}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);
   }
   return out;

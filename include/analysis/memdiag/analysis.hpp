@@ -231,6 +231,7 @@ struct ForwardIncrement {
   std::optional<ForwardRange> range;
   bool tokens_varied = false;
   bool samples_seen = false;  // the steps' samples were recorded (and did not vary)
+  bool tokens_seen = false;   // the steps' tokens were recorded
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend

@@ -207,6 +207,7 @@ struct RunFeatures {
   // recorder's kept record "held_graph"): memory held across steps,
   // bounded, that a fix of the graph's lifetime frees.
   std::optional<double> held_graph_mib;
+  bool held_graph_from_first_step = false;  // held from the first walked cleanup on: in step 0's excess
   // The steady steps' forwards, where they varied (image sizes or lengths
   // that change from step to step at one batch): the figure is their median.
   std::optional<ForwardRange> forward_range;

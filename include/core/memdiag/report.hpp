@@ -148,6 +148,7 @@ struct KeptRecord {
   std::optional<std::int64_t> every_steps;
   double mib_per_step = 0;
   std::optional<std::int64_t> graph_nodes, graph_nodes_before;  // kGraph
+  std::optional<std::int64_t> from_step;  // kHeldGraph: the first walked cleanup's step at which it was held
   // kTensor: the loop let the oldest of them go after about this many
   // steps (a cache of the last few steps' tensors): bounded, no leak.
   std::optional<std::int64_t> held_steps;
