@@ -181,10 +181,11 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
         // them ends its forward lower than it made, and would be capped
         // too low.
         const PhaseShape& f = *hi.forward;
-        start_transient = 2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch;
+        double assumed = 2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch;
         const bool frozen = h.end_census && h.end_census->parameters_mib > 0 &&
                             h.end_census->gradients_mib < thresholds::kFrozenShare * h.end_census->parameters_mib;
-        if (frozen) start_transient = std::min(*start_transient, std::max(0.0, f.end_mib - f.start_mib) / hi.batch);
+        if (frozen) assumed = std::min(assumed, std::max(0.0, f.end_mib - f.start_mib) / hi.batch);
+        start_transient = assumed;
         start_assumed = true;
       }
       Line start = line_of(series([](const Decomposed& d) { return d.shape->start_mib; }), hi.start_fixed);
