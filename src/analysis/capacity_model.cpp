@@ -11,6 +11,7 @@
 // the other's is its lower bound.
 #include "memdiag/capacity_model.hpp"
 
+#include "memdiag/analysis.hpp"
 #include "memdiag/limits.hpp"
 #include "memdiag/parallelism.hpp"
 #include "memdiag/phase_shape.hpp"
