@@ -169,15 +169,13 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
     d.threshold = thresholds::kDominanceRatio;
   }
   const bool retained_decides = d.rule == DecisionRule::kDominant && d.top && d.top->cause == Cause::kRetainedGraph;
-  // The recorder's walk of the live tensors at the cleanups found nothing
-  // kept, and the rise per step is within what each step's tensors the
-  // loop held at its cleanup came to: the batch it holds until the next
-  // replaces it, larger where the steps' images grew (an independent
-  // check's ConvNeXt on ascending image sizes read "unbounded" at +0.3
-  // MiB a step beside 1.5 MiB held).
-  // Only where the steps' forwards varied (their inputs did): a leak
-  // that starts after the walked steps, in a loop of one shape, is still
-  // one (a review's loop leaking 0.5 MiB a step from step 7).
+  // No leak where the steps' forwards varied (their inputs did), the
+  // recorder's walk of the live tensors at the cleanups found nothing
+  // kept, and the rise per step is within what the loop held at its
+  // cleanups: the batch it holds until the next replaces it, larger as the
+  // images grew (an independent check's ConvNeXt on ascending sizes read
+  // "unbounded" at +0.3 MiB a step beside 1.5 MiB held). A loop of one
+  // shape leaking after the walked steps is still a leak (a review's).
   const bool walk_saw_no_leak = p.kept.empty() && p.walk_held_mib && p.growth_per_step_mib &&
                                 *p.growth_per_step_mib <= *p.walk_held_mib && p.forward_range.has_value();
   if ((d.rule == DecisionRule::kDominant || d.rule == DecisionRule::kTooClose) && !retained_decides &&
