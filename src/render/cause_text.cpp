@@ -138,6 +138,26 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   return nullptr;
 }
 
+// The response to activations, for what the job takes already:
+// checkpointing on is not offered again, and a job under autocast (or with
+// 16-bit weights) makes 16-bit activations already, so lower precision is
+// no step left to take. Also a tie's, where activations are one of two.
+std::string activations_response(const Verdict& v) {
+  if (!v.checkpointing_taken.empty()) {
+    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), offload what "
+           "layers save for backward to host memory (torch.autograd.graph.save_on_cpu), or use " +
+           std::string(v.lower_precision.empty() ? "lower-precision (bf16) activations or a memory-efficient kernel"
+                                                 : "a memory-efficient kernel; lower precision is taken already (" +
+                                                       v.lower_precision + ")") +
+           "; activation checkpointing is taken already (" + v.checkpointing_taken + ").";
+  }
+  if (!v.lower_precision.empty()) {
+    return MEMDIAG_ACTIVATIONS_HEAD "a memory-efficient kernel; lower precision is taken already (" +
+           v.lower_precision + ").";
+  }
+  return cause_response(Cause::kActivations);
+}
+
 // Two consumers within the margin: the one run that tells them apart and
 // what it will show (the confirming runs below are that run).
 std::string tie_response(const Verdict& v) {
@@ -172,7 +192,7 @@ std::string tie_response(const Verdict& v) {
         return pair + " at this batch; the reports at other batches beside it tell them apart (activations shrink "
                       "with the batch, " + other({Cause::kActivations}) +
                " does not), so both must shrink for this batch to fit in less: " +
-               cause_response(Cause::kActivations) + " And for " + other({Cause::kActivations}) + ": " +
+               activations_response(v) + " And for " + other({Cause::kActivations}) + ": " +
                cause_response(a.cause == Cause::kActivations ? b.cause : a.cause);
       }
       return pair + "; the runs below at smaller batches tell them apart: activations shrink with the batch, " +
@@ -200,21 +220,7 @@ std::string base_response(const Verdict& v) {
            format_mib(f->made_mib()) + " MiB it makes, and a smaller batch divides both. Hold one batch of inputs on the "
            "device at a time (a loader that prefetches to the device holds the next beside it).";
   }
-  if (!v.checkpointing_taken.empty() && v.dominant == Cause::kActivations) {
-    // Checkpointing on already: not offered again.
-    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), offload what "
-           "layers save for backward to host memory (torch.autograd.graph.save_on_cpu), or use " +
-           std::string(v.lower_precision.empty() ? "lower-precision (bf16) activations or a memory-efficient kernel"
-                                                 : "a memory-efficient kernel; lower precision is taken already (" +
-                                                       v.lower_precision + ")") +
-           "; activation checkpointing is taken already (" + v.checkpointing_taken + ").";
-  }
-  if (!v.lower_precision.empty() && v.dominant == Cause::kActivations) {
-    // A job under autocast (or with 16-bit weights) makes 16-bit
-    // activations already: lower precision is no step left to take.
-    return MEMDIAG_ACTIVATIONS_HEAD "a memory-efficient kernel; lower precision is taken already (" +
-           v.lower_precision + ").";
-  }
+  if (v.dominant == Cause::kActivations) return activations_response(v);
   const bool weights_16_bit = v.lower_precision == "16-bit weights";
   for (const Evidence& e : v.evidence) {
     const auto* w = std::get_if<evidence::WeightsDominate>(&e);

@@ -1200,6 +1200,33 @@ TEST(Remedies, AVariantNamedForARemedyIsNotListedAsNotMeasured) {
   EXPECT_TRUE(has(not_measured("gradcheckpoint"), RemedyKind::kCheckpoint));
 }
 
+// A job that checkpoints already is not sent to measure checkpointing: a
+// remedy row beside it (bf16) leaves the other activation remedies listed,
+// not the one it takes.
+TEST(Remedies, CheckpointingTakenIsNotListedAsNotMeasured) {
+  const auto not_measured = [](bool checkpointing) {
+    Synth s = named("gpt2");
+    s.activations_mib = 100;
+    Report base = synth(s);
+    base.producer = Producer{kProducerPython, "test"};
+    base.model.checkpointing = checkpointing;
+    s.activations_mib = 60;
+    Report changed = synth(s);
+    changed.producer = base.producer;
+    changed.model.checkpointing = checkpointing;
+    changed.config.variant = "bf16";
+    const Analysis a = analyse({{"base.json", base}, {"changed.json", changed}});
+    EXPECT_EQ(a.verdicts.at(0).dominant, Cause::kActivations);
+    return a.verdicts.at(0).remedies_not_measured;
+  };
+  const auto has = [](const std::vector<RemedyKind>& v, RemedyKind k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  EXPECT_TRUE(has(not_measured(false), RemedyKind::kCheckpoint));
+  EXPECT_FALSE(has(not_measured(true), RemedyKind::kCheckpoint));
+  EXPECT_FALSE(not_measured(true).empty());
+}
+
 // Weights that are nearly all frozen (gradients a sliver of them, a LoRA
 // job) get a response about the frozen weights, not "parameter-efficient
 // fine-tuning", which the job already does.
