@@ -1376,6 +1376,10 @@ class TokensAtOneBatch(unittest.TestCase):
         self.assertIn("what follows its 8 samples, the same in every step", step["text"])
         changes = [c["change"] for c in v["confirming_runs"]]
         self.assertTrue(changes and all(" tokens in 8 sequences" in c for c in changes), changes)
+        # The same, for a program: every step run at step_size tokens, in 8 sequences.
+        sized = [c for c in v["confirming_runs"] if c["step_size"] is not None]
+        self.assertTrue(sized and all(c["step_size_unit"] == "tokens" and c["step_sequences"] == 8 for c in sized),
+                        sized)
 
 
 class WalkRulesBounds(unittest.TestCase):

@@ -569,6 +569,7 @@ json group_json(const Group& g, const Verdict& v) {
                             {"producer", c.producer}, {"micro_batches", c.micro_batches},
                             {"step_size", opt(c.step_size)},
                             {"step_size_unit", c.step_size ? json(c.step_size_in_tokens ? "tokens" : "samples") : json(nullptr)},
+                            {"step_sequences", opt(c.step_sequences)},
                             {"expected", cost}});
       continue;
     }
@@ -579,6 +580,7 @@ json group_json(const Group& g, const Verdict& v) {
                           {"producer", c.producer}, {"micro_batches", c.micro_batches},
                             {"step_size", opt(c.step_size)},
                             {"step_size_unit", c.step_size ? json(c.step_size_in_tokens ? "tokens" : "samples") : json(nullptr)},
+                            {"step_sequences", opt(c.step_sequences)},
                             {"expected", cost}});
   }
   json not_helpful = json::array();
