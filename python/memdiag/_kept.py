@@ -604,6 +604,40 @@ def _saved_bytes(roots, owned):
     return sum(storages.values())
 
 
+def checkpointed_graph(root, cap=_GRAPH_NODE_CAP):
+    """Whether a loss's graph recomputes in backward what its forward did
+    not save: a node of torch.utils.checkpoint's reentrant form
+    (CheckpointFunctionBackward), or a saved tensor whose unpack hook is its
+    non-reentrant form's (_checkpoint_hook's, which recomputes on reading).
+    The hooks are looked at, not called (SavedTensor.unpack_hook): reading
+    the tensor would run the recomputation. Walked once a job (the first
+    backward); a node type's saved names are listed once."""
+    names_of = {}
+    seen, todo = {}, [root]
+    while todo and len(seen) < cap:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen[id(fn)] = fn  # kept: see _saved_bytes
+        kind = type(fn)
+        if kind.__name__ == "CheckpointFunctionBackward":
+            return True
+        names = names_of.get(kind)
+        if names is None:
+            names = names_of[kind] = [n for n in dir(fn) if n.startswith("_raw_saved_")]
+        for name in names:
+            try:
+                raw = getattr(fn, name)
+            except Exception:  # freed, or a custom node's: nothing to look at
+                continue
+            for r in (raw if isinstance(raw, (tuple, list)) else (raw,)):
+                hook = getattr(r, "unpack_hook", None)
+                if hook is not None and "_checkpoint_hook" in getattr(hook, "__qualname__", ""):
+                    return True
+        todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
+    return False
+
+
 def _largest_graph(roots):
     """The largest of the roots' graphs (_graph_size). A root met in a graph
     walked already is not walked again: its graph is part of that one, no

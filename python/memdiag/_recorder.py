@@ -263,6 +263,10 @@ class Recorder:
         self._kept = _kept.KeptTracker(_unwrap(model)) if kept else None
         if self._kept is not None:
             self._kept.checkpointed = _checkpointing(model)
+        # Whether the first backward's graph recomputes (torch.utils.checkpoint
+        # called in the model's code, which no attribute of it says); None:
+        # no backward looked at yet.
+        self._graph_checkpointed = None
         # Where the forward's memory lives, by module (global forward hooks
         # on the first micro-batch of steps 0 and 1); made at start().
         self._want_modules = bool(modules)
@@ -774,6 +778,10 @@ class Recorder:
         self._close(FORWARD)
         self._in = BACKWARD
         self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
+        if self._graph_checkpointed is None and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None:
+            self._graph_checkpointed = _kept.checkpointed_graph(tensors.grad_fn)
+            if self._graph_checkpointed and self._kept is not None:
+                self._kept.checkpointed = True
 
     def _after_backward(self):
         if self._in != BACKWARD or self._last != FORWARD or self._finished or _active[0] is not self:
@@ -1285,7 +1293,7 @@ class Recorder:
             model={"parameters": sum(p.numel() for p in params),
                    "parameter_bytes": _census.storage_bytes(params),
                    "largest_module_bytes": _largest_module_bytes(self.model), "autocast": self._autocast,
-                   "checkpointing": True if _checkpointing(self.model) else None,
+                   "checkpointing": True if self._graph_checkpointed or _checkpointing(self.model) else None,
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):

@@ -1482,6 +1482,46 @@ class Checkpointing(unittest.TestCase):
         self.assertIsNone(v["checkpointing_taken"])
         self.assertIn("use activation checkpointing", v["response"])
 
+    def test_checkpoint_called_in_the_models_code_is_seen(self):
+        """torch.utils.checkpoint called in a forward (timm's checkpoint_seq,
+        a user's own blocks) sets no attribute: the first backward's graph
+        says it, in either form."""
+        from torch.utils.checkpoint import checkpoint
+
+        class Net(torch.nn.Module):
+            def __init__(self, reentrant):
+                super().__init__()
+                self.reentrant = reentrant
+                self.block = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU())
+                self.head = torch.nn.Linear(1024, 10)
+
+            def forward(self, x):
+                if self.reentrant is None:
+                    return self.head(self.block(x))
+                return self.head(checkpoint(self.block, x, use_reentrant=self.reentrant))
+
+        for reentrant in (False, True, None):
+            torch.manual_seed(0)
+            x, y = torch.randn(4096, 256, requires_grad=bool(reentrant)), torch.randint(0, 10, (4096,))
+            model = Net(reentrant)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            out = os.path.join(tempfile.mkdtemp(), "ckpt.json")
+            with memdiag.record(model, opt, output=out, census=False):
+                for _ in range(4):
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            with open(out) as f:
+                r = json.load(f)
+            if reentrant is None:
+                self.assertNotIn("checkpointing", r["model"])
+            else:
+                self.assertTrue(r["model"].get("checkpointing"), (reentrant, r["model"]))
+                v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                              text=True).stdout)["groups"][0]
+                self.assertEqual(v["checkpointing_taken"], "on in the model, as the recorder saw it")
+
 
 class InputsOnTheDevice(unittest.TestCase):
     """A job whose step is mostly its input batch (a tiny model on wide
