@@ -90,6 +90,13 @@ class KeptTracker:
         self._module_named = {}
         self._where = None  # the line of the loop that called the model
         self.retain_graph_at = None  # where backward(retain_graph=True) was called, if it was
+        # A retaining backward not yet followed by another over the same
+        # graph (two losses of one forward: the first keeps the graph for
+        # the second, which frees it); one still waiting at the next
+        # retaining backward or at the end kept its graph past its step.
+        # (Not judged at cleanups: the steady lane's are not this code's.)
+        self._retain_pending = False
+        self._retain_unfollowed = False
         self.walk_ms = 0.0
         self.walks = 0
         self.walked_steps = []  # the steps whose cleanups were walked
@@ -152,8 +159,17 @@ class KeptTracker:
         retain = kwargs.get("retain_graph")
         if retain is None and len(args) >= 2:
             retain = args[1]  # after the tensors: grad_tensors, retain_graph, ... (Tensor.backward passes them so)
-        if retain and self.retain_graph_at is None:
-            self.retain_graph_at = _caller()
+        if retain:
+            if self.retain_graph_at is None:
+                self.retain_graph_at = _caller()
+            if self._retain_pending:  # the last one's graph was never backwarded again
+                self._retain_unfollowed = True
+            self._retain_pending = True
+
+    def backward_again(self):
+        """Another backward over the graph the last one kept (the recorder
+        saw no forward between): what retain_graph was for."""
+        self._retain_pending = False
 
     # ----- at a cleanup --------------------------------------------------------
 
@@ -404,7 +420,7 @@ class KeptTracker:
         g = self._graph_nodes
         if len(g) >= 3 and g[-1] > g[-2] > g[-3]:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
-        if self.retain_graph_at is not None:
+        if self.retain_graph_at is not None and (self._retain_unfollowed or self._retain_pending):
             out.append({"what": "retain_graph", "where": self.retain_graph_at})
         held = [b for _, b in self._held_graph_by_walk[-3:]]
         if len(held) >= 2 and all(b >= _HELD_GRAPH_FLOOR for b in held[-2:]):
@@ -412,8 +428,13 @@ class KeptTracker:
             # next, through its training forward and backward.
             where, model_name = self._no_backward_forward
             first = next(s for s, b in self._held_graph_by_walk if b >= _HELD_GRAPH_FLOOR)
-            out.append({"what": "held_graph", "where": where, "made_by": model_name, "from_step": first,
-                        "mib_per_step": sorted(held)[len(held) // 2] / _MIB})
+            record = {"what": "held_graph", "where": where, "made_by": model_name, "from_step": first,
+                      "mib_per_step": sorted(held)[len(held) // 2] / _MIB}
+            if len(held) >= 3 and all(b - a >= _HELD_GRAPH_FLOOR for a, b in zip(held, held[1:])):
+                # More at each walk: the loop keeps every evaluation's graph
+                # (its losses in a list), not the last one: a leak.
+                record["grows"] = True
+            out.append(record)
         out.sort(key=lambda r: (r.get("held_steps") is not None, -r.get("mib_per_step", 0.0)))  # leaks first
         # The largest few kinds of tensor name the bug; a retained graph's
         # saved tensors are dozens of kinds, their total said in the rest.

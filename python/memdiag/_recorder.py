@@ -97,6 +97,19 @@ def _patched_backward(tensors, *args, **kwargs):
     rec = _active[0]
     if rec is None or _current_thread() is not rec._thread:
         return _original_backward[0](tensors, *args, **kwargs)
+    try:
+        return _recorded_backward(rec, tensors, args, kwargs)
+    finally:
+        # Whether this backward kept its graph (retain_graph, or
+        # create_graph, whose default it is): a next backward with no
+        # forward between is then another pass over the same graph.
+        retain = kwargs.get("retain_graph")
+        if retain is None:
+            retain = args[1] if len(args) >= 2 else kwargs.get("create_graph", args[2] if len(args) >= 3 else False)
+        rec._backward_retained = bool(retain)
+
+
+def _recorded_backward(rec, tensors, args, kwargs):
     if rec._lane_on:
         kept = rec._kept
         if kept is not None and kept.retain_graph_at is None and (
@@ -267,6 +280,8 @@ class Recorder:
         # called in the model's code, which no attribute of it says); None:
         # no backward looked at yet.
         self._graph_checkpointed = None
+        self._backward_retained = False  # the last backward kept its graph (_patched_backward)
+        self._backward_again = False  # this backward is another over the last one's graph
         # Where the forward's memory lives, by module (global forward hooks
         # on the first micro-batch of steps 0 and 1); made at start().
         self._want_modules = bool(modules)
@@ -746,6 +761,17 @@ class Recorder:
     def _before_backward(self, tensors):
         if self._finished or _active[0] is not self or (self._in_step_call and self._last == BACKWARD):
             return
+        if self._in == STEP and self._last == BACKWARD and self._backward_retained:
+            # A second loss of the same forward, after a backward that kept
+            # the graph for it (l1.backward(retain_graph=True); l2.backward()):
+            # the same micro-batch's backward, ended again at its end, not a
+            # forward the hooks did not see (it was read as a micro-batch of
+            # its own that made nothing, the step's activations lost).
+            self._in = BACKWARD
+            self._backward_again = True
+            if self._kept is not None:
+                self._kept.backward_again()
+            return
         if self._in == CLEANUP and self._last == STEP:
             # A backward after the step's last step() with no zero_grad()
             # or forward of the model between: the next step began with a
@@ -784,6 +810,12 @@ class Recorder:
                 self._kept.checkpointed = True
 
     def _after_backward(self):
+        if self._backward_again:
+            self._backward_again = False
+            if self._in == BACKWARD and not self._finished and _active[0] is self:
+                self._close_again(BACKWARD)
+                self._in = STEP
+            return
         if self._in != BACKWARD or self._last != FORWARD or self._finished or _active[0] is not self:
             return
         if self._pending_loss is not None and self._recording:

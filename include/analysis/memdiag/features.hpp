@@ -208,6 +208,8 @@ struct RunFeatures {
   // bounded, that a fix of the graph's lifetime frees.
   std::optional<double> held_graph_mib;
   bool held_graph_from_first_step = false;  // held from the first walked cleanup on: in step 0's excess
+  int held_graph_from_step = 0;  // the first cleanup it was held at
+  bool held_graph_grows = false;  // more at each walk: every evaluation's graph kept, a leak
   // The steady steps' forwards, where they varied (image sizes or lengths
   // that change from step to step at one batch): the figure is their median.
   std::optional<ForwardRange> forward_range;
