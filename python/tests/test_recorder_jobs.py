@@ -1128,6 +1128,15 @@ class Closures(unittest.TestCase):
         self.assertAlmostEqual(made["grown_to_mib"], state[-1], delta=0.01)
         [trend] = [e for e in v["evidence_data"] if e["code"] == "post_cleanup_trend"]
         self.assertLess(abs(trend["growth_per_step_mib"]), 0.05, trend)
+        # The cleanups rose by the history: said beside the flat trend, and
+        # not "made once" (an independent check read "stable (0.00 MiB per
+        # step): made once, then kept" beside cleanups 16 MiB up a step).
+        cleanups = [s["allocated_mib"] for s in r["samples"] if s["phase"] == "cleanup"]
+        self.assertAlmostEqual(trend["state_grew_mib"], min(state[-1] - state[0], cleanups[-1] - cleanups[0]), delta=0.05)
+        self.assertFalse(trend["made_once"], trend)
+        [line] = [e for e in v["evidence"] if e.startswith("post-cleanup allocation")]
+        self.assertIn("once the optimizer's state grown since the first cleanup", line)
+        self.assertNotIn("made once", line)
         self.assertIn("history_size", v["response"])
 
 

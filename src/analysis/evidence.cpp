@@ -18,7 +18,10 @@ evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   t.growth_per_step_mib = p.growth_per_step_mib;
   t.growing = p.growth_significant;
   t.steps = static_cast<int>(p.steps.size());
-  t.made_once = made_once && !p.growth_significant && !unseen;
+  t.state_grew_mib = p.cleanup_state_taken_mib;
+  t.held_graph_mib = p.cleanup_held_graph_taken_mib;
+  // State that kept growing was not made once (LBFGS's history).
+  t.made_once = made_once && !p.growth_significant && !unseen && t.state_grew_mib < thresholds::kGrowthFloorMib;
   t.unseen_frees = unseen;
   t.too_few_steps = growth_unjudged(p);
   t.rise = rise_said(p);

@@ -315,6 +315,7 @@ void post_cleanup_trend(RunFeatures& f) {
         const double state_grew = std::max(0.0, *st.cleanup_optimizer_state_mib - *first_state);
         const double allocation_grew = ys.empty() ? 0.0 : std::max(0.0, y - first_cleanup);
         y -= std::min(state_grew, allocation_grew);
+        f.cleanup_state_taken_mib = std::min(state_grew, allocation_grew);
       }
       // A graph no backward ran through, held from a later step on (an
       // evaluation without no_grad() from step 2): the rise it makes at
@@ -323,7 +324,8 @@ void post_cleanup_trend(RunFeatures& f) {
       // "the growth per step continues"). No more than the allocation rose.
       if (f.held_graph_mib && !f.held_graph_grows && f.held_graph_from_step > 0 && st.step >= f.held_graph_from_step &&
           !ys.empty()) {
-        y -= std::min(*f.held_graph_mib, std::max(0.0, y - first_cleanup));
+        f.cleanup_held_graph_taken_mib = std::min(*f.held_graph_mib, std::max(0.0, y - first_cleanup));
+        y -= f.cleanup_held_graph_taken_mib;
       }
       if (ys.empty()) first_cleanup = y;
       ys.push_back(y);

@@ -58,11 +58,11 @@ const CauseText& text_of(Cause c) {
       "Shard optimizer state across data-parallel ranks (ZeRO-1 / FSDP), use a lower-memory optimizer (SGD with "
       "momentum, Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit "
       "blocks as in 8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).",
-      {{"Activation checkpointing: it recomputes forward intermediates; the moment buffers persist between steps "
-        "regardless.",
+      {{"Activation checkpointing: it recomputes forward intermediates; the optimizer's state (moments, momentum, "
+        "an update history) persists between steps regardless.",
         {RemedyKind::kCheckpoint}},
        "A smaller batch: the state is per parameter, not per sample.",
-       {"empty_cache(): the moments are live tensors held by the optimizer.", {RemedyKind::kEmptyCache}}}};
+       {"empty_cache(): the optimizer's state is live tensors it holds.", {RemedyKind::kEmptyCache}}}};
   static const CauseText retained_graph{
       "retained autograd graphs (a lifetime bug)", "post-cleanup growth over all steps",
       "Stop retaining graphs: call backward() without retain_graph, and log losses as detached CPU scalars "

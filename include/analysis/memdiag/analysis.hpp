@@ -245,6 +245,11 @@ struct PostCleanupTrend {
   // Not growing, but it rose once (RunFeatures::one_rise): said as a
   // step, not as a slope.
   std::optional<RunFeatures::OneRise> rise;
+  // Taken out of the cleanups before the trend was read, by the last one:
+  // the optimizer's state grown since the first (its census), a graph no
+  // backward ran through held from a later step on (the recorder's walk).
+  double state_grew_mib = 0;
+  double held_graph_mib = 0;
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready

@@ -210,6 +210,11 @@ struct RunFeatures {
   bool held_graph_from_first_step = false;  // held from the first walked cleanup on: in step 0's excess
   int held_graph_from_step = 0;  // the first cleanup it was held at
   bool held_graph_grows = false;  // more at each walk: every evaluation's graph kept, a leak
+  // What the post-cleanup trend took out of the last cleanup as not kept
+  // by the loop: the optimizer's state grown since the first (LBFGS's
+  // history), a graph held from a later step on.
+  double cleanup_state_taken_mib = 0;
+  double cleanup_held_graph_taken_mib = 0;
   // The steady steps' forwards, where they varied (image sizes or lengths
   // that change from step to step at one batch): the figure is their median.
   std::optional<ForwardRange> forward_range;
