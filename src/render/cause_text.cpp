@@ -300,6 +300,10 @@ std::string response_for(const Verdict& v) {
     std::string s;
     if (retained && k.what == KeptRecord::What::kTensor && !k.made_by) continue;
     if (k.held_steps) continue;  // a bounded cache: no leak to fix
+    if (k.what == KeptRecord::What::kTensor && v.dominant != Cause::kRetainedGraph &&
+        k.mib_per_step < thresholds::kKeptResponseFloorMib) {
+      continue;  // a scalar a step ("keeps memory" for 0.00 MiB read as a claim)
+    }
     switch (k.what) {
       case KeptRecord::What::kTensor:
         // On the CPU the host is where the tensor is: .cpu() returns it

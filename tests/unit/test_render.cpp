@@ -507,6 +507,30 @@ TEST(Render, KeptOutputsOnTheCpuAreToldToKeepLessNotToMoveToTheHost) {
   }
 }
 
+// A loss kept after its backward (a scalar, its saved tensors freed) is
+// named in the evidence, but beside another cause the response adds no
+// "the loop keeps memory across steps" for 0.00 MiB (an independent
+// check's deque of losses); a kept tensor of some size still gets it.
+TEST(Render, AKeptScalarGetsNoFixBesideAnotherCause) {
+  Verdict v;
+  v.dominant = Cause::kActivations;
+  v.primary_device_kind = "cuda";
+  KeptRecord k;
+  k.dtype = "float32";
+  k.per_step = 1;
+  k.grad_fn = "AddBackward0";
+  k.mib_per_step = 0.0000038;
+  evidence::KeptAcrossSteps x;
+  x.kept = {k};
+  v.evidence = {Evidence{x}};
+  EXPECT_EQ(response_for(v), cause_response(Cause::kActivations));
+  k.mib_per_step = 0.5;
+  k.shape = {16, 1000};
+  x.kept = {k};
+  v.evidence = {Evidence{x}};
+  EXPECT_NE(response_for(v).find("Besides, the loop keeps memory across steps"), std::string::npos) << response_for(v);
+}
+
 // A loop that holds the last step's graph until the next forward replaces
 // it (backward(retain_graph=True), outputs kept in a variable) ends the
 // forward's phase near 0 while the forward makes as much as step 0's: the

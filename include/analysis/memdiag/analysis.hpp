@@ -856,6 +856,10 @@ namespace thresholds {
 inline constexpr double kDominanceRatio = 1.25;
 // Below this the run is too small to say anything (MiB).
 inline constexpr double kMinimumSignalMib = 0.25;
+// Tensors kept across steps below this a step (MiB; a loss kept after
+// its backward, a scalar) are named in the evidence but get no fix in the
+// response beside another cause: 10 MiB over a thousand steps.
+inline constexpr double kKeptResponseFloorMib = 0.01;
 // Growth per step counts as real when above this (MiB) ...
 inline constexpr double kGrowthFloorMib = 0.05;
 // ... and above this fraction of the baseline ...
