@@ -6,6 +6,7 @@ MEMDIAG_BUILD_DIR="${MEMDIAG_BUILD_DIR:-$MEMDIAG_ROOT/build}"
 MEMDIAG_TORCH_PIN="2.11.0"   # the GPU hosts' version; keep them equal
 MEMDIAG_TORCHVISION_PIN="0.26.0"    # the GPU hosts' versions of the corpus's libraries (python/jobs)
 MEMDIAG_TRANSFORMERS_PIN="5.17.0"
+MEMDIAG_ACCELERATE_PIN="1.15.0"   # what transformers' Trainer needs (the Trainer test); the GPU hosts' version
 MEMDIAG_SKBUILD_PIN="0.11.6"   # pyproject.toml's build backend, for the tests' offline pip install
 
 # True when the venv holds the pinned torch (read from its metadata, no import).

@@ -12,7 +12,7 @@
 # chromium (the HTML report in a real browser), clang and libFuzzer
 # (scripts/fuzz.sh), and into the same environment torchvision and
 # transformers at the GPU machine's versions, for the corpus of library jobs
-# (python/jobs).
+# (python/jobs), with accelerate, which transformers' Trainer needs.
 #
 #   MEMDIAG_SKIP_APT=1     skip the Debian step (not root, or packages managed elsewhere)
 #   MEMDIAG_WITH_TORCH=OFF skip LibTorch (build only the report-reading half)
@@ -112,13 +112,15 @@ if [ "$do_tests" = 1 ] && [ "${MEMDIAG_WITH_TORCH:-ON}" != OFF ] && [ -x "$MEMDI
   # Their installed versions read from the packages' metadata: importing
   # them (torch with them) took 6 of test.sh's seconds.
   if "$MEMDIAG_VENV/bin/python" -c "from importlib.metadata import version; import sys
-sys.exit(not (version('torchvision').startswith('$MEMDIAG_TORCHVISION_PIN') and version('transformers') == '$MEMDIAG_TRANSFORMERS_PIN'))" \
+sys.exit(not (version('torchvision').startswith('$MEMDIAG_TORCHVISION_PIN') and version('transformers') == '$MEMDIAG_TRANSFORMERS_PIN'
+              and version('accelerate') == '$MEMDIAG_ACCELERATE_PIN'))" \
        >/dev/null 2>&1; then
-    say "the tests' packages (torchvision $MEMDIAG_TORCHVISION_PIN, transformers $MEMDIAG_TRANSFORMERS_PIN): present"
+    say "the tests' packages (torchvision $MEMDIAG_TORCHVISION_PIN, transformers $MEMDIAG_TRANSFORMERS_PIN, accelerate $MEMDIAG_ACCELERATE_PIN): present"
   else
-    say "installing the tests' packages: torchvision==$MEMDIAG_TORCHVISION_PIN transformers==$MEMDIAG_TRANSFORMERS_PIN"
+    say "installing the tests' packages: torchvision==$MEMDIAG_TORCHVISION_PIN transformers==$MEMDIAG_TRANSFORMERS_PIN accelerate==$MEMDIAG_ACCELERATE_PIN"
     "$MEMDIAG_VENV/bin/python" -m pip install --disable-pip-version-check -q \
-      "torch==$MEMDIAG_TORCH_PIN" "torchvision==$MEMDIAG_TORCHVISION_PIN" "transformers==$MEMDIAG_TRANSFORMERS_PIN"
+      "torch==$MEMDIAG_TORCH_PIN" "torchvision==$MEMDIAG_TORCHVISION_PIN" "transformers==$MEMDIAG_TRANSFORMERS_PIN" \
+      "accelerate==$MEMDIAG_ACCELERATE_PIN"
   fi
 fi
 

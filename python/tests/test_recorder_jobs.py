@@ -1539,6 +1539,58 @@ class TwoLosses(unittest.TestCase):
         self.assertFalse([e for e in v["evidence"] if "outlive" in e], v["evidence"])
 
 
+class HfTrainer(unittest.TestCase):
+    """transformers' Trainer, as docs/python-recorder.md says to record it:
+    the optimizer the user's (optimizers=(opt, sched)) or the Trainer's own
+    made before train() (create_optimizer()), train() inside record(). An
+    independent check found the docs silent on it; the Trainer (through
+    accelerate, which wraps the optimizer) feeds the model keyword inputs,
+    clips gradients and steps a scheduler."""
+
+    def run_trainer(self, own_optimizer, steps=5, batch=4, length=32):
+        try:
+            import accelerate  # noqa: F401  (the Trainer needs it)
+            import transformers
+        except ImportError as e:
+            self.skipTest(f"{e.name} is not installed (scripts/setup.sh tests installs it)")
+        torch.manual_seed(0)
+        config = transformers.DistilBertConfig(vocab_size=2000, dim=128, hidden_dim=512, n_layers=2, n_heads=2,
+                                               max_position_embeddings=64, num_labels=3)
+        model = transformers.DistilBertForSequenceClassification(config)
+        g = torch.Generator().manual_seed(0)
+        data = [{"input_ids": torch.randint(0, 2000, (length,), generator=g),
+                 "attention_mask": torch.ones(length, dtype=torch.long),
+                 "labels": torch.randint(0, 3, (), generator=g)} for _ in range(batch * steps)]
+        d = tempfile.mkdtemp()
+        args = transformers.TrainingArguments(output_dir=d, per_device_train_batch_size=batch, max_steps=steps,
+                                              report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True,
+                                              dataloader_num_workers=0, logging_steps=1000)
+        if own_optimizer:
+            opt = torch.optim.AdamW(model.parameters(), lr=5e-5)
+            sched = transformers.get_linear_schedule_with_warmup(opt, 1, steps)
+            trainer = transformers.Trainer(model=model, args=args, train_dataset=data, optimizers=(opt, sched))
+        else:
+            trainer = transformers.Trainer(model=model, args=args, train_dataset=data)
+            opt = trainer.create_optimizer()
+        out = os.path.join(d, "trainer.json")
+        with memdiag.record(model, opt, output=out, census=True):
+            trainer.train()
+        return report_and_verdict(out)
+
+    def test_the_trainer_is_recorded_with_its_optimizer_made_before_train(self):
+        for own in (True, False):
+            with self.subTest(own_optimizer=own):
+                r, v = self.run_trainer(own)
+                phases = [s["phase"] for s in r["samples"] if s.get("step") is not None]
+                self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 5)
+                forwards = [s for s in r["samples"] if s["phase"] == "forward"]
+                self.assertEqual({(s["samples"], s.get("tokens")) for s in forwards}, {(4, 128)})
+                # AdamW's two moments: twice the weights, whoever made it.
+                [made] = [e for e in v["evidence_data"] if e["code"] == "optimizer_state_made"]
+                self.assertAlmostEqual(made["ratio_to_parameters"], 2.0, delta=0.05)
+                self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
+
+
 class Checkpointing(unittest.TestCase):
     """A job that checkpoints already is not told to (an independent
     check's Qwen2 with gradient_checkpointing_enable(), variant
