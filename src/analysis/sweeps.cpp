@@ -114,7 +114,22 @@ std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
     const int k = std::max(1, r->micro_batches);
     micro_batches = std::max(micro_batches, k);
     if (r->forward_increment_mib) {
-      batch.push_back({static_cast<double>(r->id.batch) / k, *r->forward_increment_mib, r->source});
+      // A run whose steps varied in samples: its forward's figure is the
+      // steady steps' median, so its samples are theirs too, not step 0's
+      // (an LSTM on batches of 12-20 paired step 0's 14 with the median
+      // forward).
+      double samples = static_cast<double>(r->id.batch) / k;
+      if (r->step_samples && r->step_samples->varied()) {
+        std::vector<double> seen;
+        for (const StepFigures& st : r->steps) {
+          if (st.step >= 1 && st.forward_samples) seen.push_back(static_cast<double>(*st.forward_samples));
+        }
+        if (!seen.empty()) {
+          std::nth_element(seen.begin(), seen.begin() + static_cast<std::ptrdiff_t>(seen.size() / 2), seen.end());
+          samples = seen[seen.size() / 2];
+        }
+      }
+      batch.push_back({samples, *r->forward_increment_mib, r->source});
     }
   }
   for (const RunFeatures* r : vary(g, p, projection::kParameterSweep, [](const RunFeatures& r) { return r.parameter_mib; })) {

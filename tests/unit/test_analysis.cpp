@@ -181,6 +181,34 @@ TEST(Features, AScheduleReadsPerSampleFromEachStepsOwnForward) {
   EXPECT_NEAR(*fwd->per_sample_mib, 0.5, 1e-9);
 }
 
+// Two runs whose steps varied in samples (an LSTM on batches of 12-20 and
+// 28-40): the batch sweep pairs each run's median forward with its steps'
+// median samples, not step 0's (14 and 28 read 1.43 MiB a sample for 1.0).
+TEST(Sweeps, ARunWhoseSamplesVariedIsPairedWithItsStepsMedian) {
+  const auto run = [](std::int64_t first, std::int64_t later) {
+    Synth s;
+    s.batch = first;
+    s.steps = 6;
+    s.activations_mib = 0;
+    Report r = synth(s);
+    for (Sample& x : r.samples) {
+      if (x.phase != Phase::kForward) continue;
+      x.samples = *x.step == 0 ? first : later;
+      x.allocated_mib += 1.0 * static_cast<double>(*x.samples);
+      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+    }
+    return r;
+  };
+  const Analysis a = analyse({{"small.json", run(14, 20)}, {"large.json", run(28, 40)}});
+  const Verdict& v = a.verdicts.at(0);
+  const auto sweep = std::find_if(v.sweeps.begin(), v.sweeps.end(), [](const Sweep& w) { return w.kind == SweepKind::kBatch; });
+  ASSERT_NE(sweep, v.sweeps.end());
+  ASSERT_EQ(sweep->points.size(), 2u);
+  EXPECT_NEAR(sweep->points[0].x, 20, 1e-9);
+  EXPECT_NEAR(sweep->points[1].x, 40, 1e-9);
+  EXPECT_NEAR(sweep->points[1].y / sweep->points[1].x, 1.0, 1e-9);
+}
+
 TEST(Features, LocalBatchDoesNotOverflow) {
   RunConfig c;
   c.batch_size_per_device = 1 << 30;
