@@ -1591,6 +1591,50 @@ class HfTrainer(unittest.TestCase):
                 self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
 
 
+class BoundedCache(unittest.TestCase):
+    """A loop keeping the last three steps' features attached (a deque of
+    a trunk's output, never backwarded): 96 MiB held at the bound beside a
+    48 MiB forward. An independent check read "activations" (with "the
+    inputs' shapes varied") at 12 steps and "the growth per step continues
+    until it runs out" at 4."""
+
+    def record(self, keep, steps):
+        torch.manual_seed(0)
+        trunk = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU())
+        head = torch.nn.Conv2d(32, 5, 1)
+        model = torch.nn.Sequential(trunk, head)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        recent = collections.deque(maxlen=3)
+        out = os.path.join(tempfile.mkdtemp(), "cache.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(steps):
+                x = torch.randn(16, 3, 48, 48)
+                h = trunk(x)  # for a later step's metric, attached
+                loss = F.cross_entropy(model(x), torch.randint(0, 5, (16, 48, 48)))
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                recent.append(h if keep == "features" else loss)
+        return report_and_verdict(out)[1]
+
+    def test_a_cache_of_the_last_steps_features_is_named_bounded(self):
+        for steps in (9, 12):
+            with self.subTest(steps=steps):
+                v = self.record("features", steps)
+                self.assertEqual(v["dominant_cause"], "retained_graph", v["components"])
+                self.assertFalse([e for e in v["evidence"] if "grows" in e], v["evidence"])
+                self.assertIn("Detach what the loop keeps for later steps", v["response"])
+                self.assertFalse([n for n in v["not_helpful"] if "adds up" in n or "runs out" in n], v["not_helpful"])
+                self.assertFalse(v["confirming_runs"] and any("steps" in c["change"] for c in v["confirming_runs"]),
+                                 v["confirming_runs"])
+
+    def test_a_cache_of_losses_leaves_the_activations(self):
+        v = self.record("losses", 12)
+        self.assertEqual(v["dominant_cause"], "activations", v["components"])
+        self.assertNotIn("Besides", v["response"])
+
+
 class Checkpointing(unittest.TestCase):
     """A job that checkpoints already is not told to (an independent
     check's Qwen2 with gradient_checkpointing_enable(), variant

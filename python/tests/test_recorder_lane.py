@@ -255,6 +255,25 @@ class Lane(LaneCase):
                 opt.zero_grad()
         self.same(loop, engagements=3, every=1)
 
+    def test_two_losses_of_one_forward(self):
+        # l1.backward(retain_graph=True); l2.backward(): the lane ends the
+        # first, the recorder's Python the second as the same micro-batch's
+        # backward (its sample ended again), every step.
+        def loop(model, opt, rec):
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                out = model(x)
+                if step % 3 == 1:
+                    F.cross_entropy(out, y).backward(retain_graph=True)
+                    out.square().mean().backward()
+                else:
+                    F.cross_entropy(out, y).backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, engagements=2, every=1)
+        phases = [s["phase"] for s in report["samples"] if s.get("step") is not None]
+        self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 30)
+
     def test_a_forward_that_raises_and_the_step_read_mid_run(self):
         def loop(model, opt, rec):
             for step in range(30):

@@ -4,6 +4,7 @@
 // group's configuration, and write beside the primary report under a name
 // that clashes with no report given.
 #include "confirm.hpp"
+#include "evidence.hpp"
 #include "capacity.hpp"
 #include "step_capacity.hpp"
 
@@ -303,7 +304,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       // A graph held whole from step to step (an evaluation's) grows with
       // no step: a longer run would show nothing; the response says the
       // change that frees it.
-      if (p.held_graph_mib && !p.growth_significant) break;
+      if (bounded_hold(p)) break;
       out.push_back(plan.steps(longer));
       break;
     case Cause::kInconclusive: {

@@ -28,6 +28,12 @@ std::vector<Component> components_of(const RunFeatures& f) {
   // larger of the two.
   std::optional<double> retained = f.retained_growth_mib;
   if (f.held_graph_mib && *f.held_graph_mib > retained.value_or(0)) retained = f.held_graph_mib;
+  // A cache of the last few steps' tensors (a deque of features kept
+  // graph-connected: 96 MiB of a 144 MiB peak read "activations"), at its
+  // bound.
+  if (f.kept_bounded_mib >= thresholds::kMinimumSignalMib && f.kept_bounded_mib > retained.value_or(0)) {
+    retained = f.kept_bounded_mib;
+  }
   if (retained) c.push_back({Cause::kRetainedGraph, *retained});
   c.push_back({Cause::kParameters, f.held_parameter_mib});
   if (f.cache_excess_mib) c.push_back({Cause::kAllocatorCache, *f.cache_excess_mib});

@@ -45,6 +45,10 @@ RunPoint point_of(const RunFeatures& f) {
   return RunPoint{f.local_batch, f.config.preset, static_cast<int>(f.steps.size())};
 }
 
+bool bounded_hold(const RunFeatures& p) {
+  return !p.growth_significant && (p.held_graph_mib || p.kept_bounded_mib >= thresholds::kMinimumSignalMib);
+}
+
 std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p) {
   const double slope = p.growth_per_step_mib.value_or(0);
   double tensors = 0;
@@ -158,7 +162,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       // A graph held whole from step to step, not grown: the kept
       // record says it (KeptAcrossSteps, with every verdict), and no
       // growth is claimed.
-      if (p.held_graph_mib && !p.growth_significant) break;
+      if (bounded_hold(p)) break;
       const double slope = p.growth_per_step_mib.value_or(0);
       evidence::RetainedGrowth g{slope, p.growth_positive_share.value_or(0), p.retained_growth_mib.value_or(0),
                                  point_of(p), std::nullopt, std::nullopt};

@@ -15,6 +15,10 @@ std::optional<RunFeatures::OneRise> rise_said(const RunFeatures& p);
 // for at least half of the post-cleanup growth and none of the records is a
 // graph told to stay (retain_graph); else nothing.
 std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p);
+// Memory kept across steps and bounded, with no growth: a graph held from
+// step to step (an evaluation's), or a cache of the last few steps'
+// tensors. A longer run shows nothing more; no growth is claimed.
+bool bounded_hold(const RunFeatures& p);
 // The evidence for the decided cause, and whether a sweep confirmed it.
 // budgets_mib: --budget-mib, the first of which a growth is projected
 // against where the run had no limit of its own (the CPU's, say).

@@ -204,6 +204,9 @@ void read_events(const Report& r, RunFeatures& f) {
           if (k.what == KeptRecord::What::kHeld) {
             f.walk_held_mib = k.mib_per_step;
           } else {
+            if (k.what == KeptRecord::What::kTensor && k.held_steps) {
+              f.kept_bounded_mib += k.mib_per_step * static_cast<double>(*k.held_steps);
+            }
             if (k.what == KeptRecord::What::kHeldGraph) {
               f.held_graph_mib = k.mib_per_step;
               f.held_graph_from_first_step = k.from_step.value_or(0) == 0;

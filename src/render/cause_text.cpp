@@ -69,8 +69,8 @@ const CauseText& text_of(Cause c) {
       "(loss.detach().cpu().item(), or a running sum) instead of keeping graph-connected tensors.",
       {"Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
        {"empty_cache(): the retained graphs are live tensors; nothing cached is freed.", {RemedyKind::kEmptyCache}},
-       "Activation checkpointing or a smaller batch: they shrink each retained graph but the growth per step "
-       "continues until it runs out.",
+       "Activation checkpointing or a smaller batch: they shrink each retained graph, but the loop still keeps one "
+       "every step, and they add up.",
        "loss.detach() kept on the GPU: it cuts the graph but keeps the loss tensor's own storage alive."}};
   static const CauseText parameters{
       "model parameters (weights and their gradients)", "parameter bytes",
@@ -299,13 +299,35 @@ std::string response_for(const Verdict& v) {
   for (const KeptRecord& k : records) {
     std::string s;
     if (retained && k.what == KeptRecord::What::kTensor && !k.made_by) continue;
-    if (k.held_steps) continue;  // a bounded cache: no leak to fix
+    if (k.held_steps && !(v.dominant == Cause::kRetainedGraph &&
+                          k.mib_per_step * static_cast<double>(*k.held_steps) >= thresholds::kMinimumSignalMib)) {
+      continue;  // a bounded cache beside another cause: no leak to fix
+    }
     if (k.what == KeptRecord::What::kTensor && v.dominant != Cause::kRetainedGraph &&
         k.mib_per_step < thresholds::kKeptResponseFloorMib) {
       continue;  // a scalar a step ("keeps memory" for 0.00 MiB read as a claim)
     }
     switch (k.what) {
       case KeptRecord::What::kTensor:
+        if (k.held_steps && !k.grad_fn &&
+            std::any_of(records.begin(), records.end(), [&](const KeptRecord& o) {
+              return o.what == KeptRecord::What::kTensor && o.grad_fn && o.held_steps == k.held_steps;
+            })) {
+          break;  // held as long as the graphs beside it: saved by them (a first layer's input), their fix frees it
+        }
+        if (k.held_steps) {
+          // The cause itself, bounded: a cache of the last steps' tensors
+          // (a deque of features kept attached, 96 MiB of a 144 MiB peak).
+          const std::string bound = format_mib(k.mib_per_step * static_cast<double>(*k.held_steps));
+          s = k.grad_fn ? "detach what the loop keeps for later steps (x.detach(), or make it under torch.no_grad()): "
+                          "it holds the last " + std::to_string(*k.held_steps) + " steps' tensors, " + bound +
+                              " MiB at its bound, and with them the graphs that saved them"
+                        : "keep fewer steps' tensors, or reduced values of them (.item(), a sum over the batch)" +
+                              std::string(v.primary_device_kind == "cpu" ? "" : ", or keep them on the host (.cpu())") +
+                              ": the loop holds the last " + std::to_string(*k.held_steps) + " steps', " + bound +
+                              " MiB at its bound";
+          break;
+        }
         // On the CPU the host is where the tensor is: .cpu() returns it
         // as it is, and only a smaller value keeps less (an independent
         // check's CPU job was told to store x.detach().cpu()).
@@ -348,7 +370,7 @@ std::string response_for(const Verdict& v) {
         s = "call backward() without retain_graph=True unless a second backward over the same graph follows";
         break;
     }
-    if (said.insert(s).second) {
+    if (!s.empty() && said.insert(s).second) {
       fix += (fix.empty() ? "" : "; ") + s;
       graphs_only = graphs_only && k.what == KeptRecord::What::kGraph;
     }
@@ -415,12 +437,28 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
   }
   std::vector<std::string> out;
   bool held_graph = false;  // an evaluation's graph held whole from step to step, not grown
+  bool bounded_cache = false;  // the last few steps' tensors kept, let go after a few steps
   bool retained_growth = false;
   for (const Evidence& e : v.evidence) {
     if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) {
-      for (const KeptRecord& r : k->kept) held_graph = held_graph || r.what == KeptRecord::What::kHeldGraph;
+      for (const KeptRecord& r : k->kept) {
+        held_graph = held_graph || r.what == KeptRecord::What::kHeldGraph;
+        bounded_cache = bounded_cache || (r.what == KeptRecord::What::kTensor && r.held_steps);
+      }
     }
     retained_growth = retained_growth || std::holds_alternative<evidence::RetainedGrowth>(e);
+  }
+  if (v.dominant == Cause::kRetainedGraph && !held_graph && bounded_cache && !retained_growth) {
+    // Kept, bounded: nothing grows per step; detaching or keeping less is
+    // the fix, not a remedy that fails.
+    static const std::vector<NotHelpful> cache{
+        {"empty_cache(): what the loop keeps is live tensors; nothing cached is freed.", {RemedyKind::kEmptyCache}},
+        "Sharding (FSDP/ZeRO): it divides model state, not what the loop keeps of its last steps."};
+    for (const NotHelpful& n : cache) {
+      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
+      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
+    }
+    return out;
   }
   if (v.dominant == Cause::kRetainedGraph && held_graph && !retained_growth) {
     // Held whole, not grown: nothing grows per step, and cutting the
@@ -439,8 +477,8 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     static const std::vector<NotHelpful> kept_tensors{
         "Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
         {"empty_cache(): the kept tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
-        "Activation checkpointing or a smaller batch: they shrink what each step keeps, but the growth per step "
-        "continues until it runs out.",
+        "Activation checkpointing or a smaller batch: they shrink what each step keeps, but the loop still keeps it "
+        "every step, and it adds up.",
         "detach() alone: a detached tensor kept on the device keeps its storage; only the graph is cut."};
     for (const NotHelpful& n : kept_tensors) {
       const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);

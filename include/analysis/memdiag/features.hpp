@@ -214,6 +214,11 @@ struct RunFeatures {
   // by the loop: the optimizer's state grown since the first (LBFGS's
   // history), a graph held from a later step on.
   double cleanup_state_taken_mib = 0;
+  // What the loop's caches of the last few steps hold at their bound (the
+  // walk's kept tensors let go after held_steps: a deque of the last
+  // steps' outputs or features): kept across steps, bounded; a
+  // retained_graph component (or, detached, tensors kept).
+  double kept_bounded_mib = 0;
   double cleanup_held_graph_taken_mib = 0;
   // The steady steps' forwards, where they varied (image sizes or lengths
   // that change from step to step at one batch): the figure is their median.
