@@ -252,6 +252,28 @@ std::string base_response(const Verdict& v) {
              "shorter history, or an optimizer that keeps none.";
     }
   }
+  if (v.dominant == Cause::kParameters) {
+    for (const Evidence& e : v.evidence) {
+      const auto* h = std::get_if<evidence::HeldBeforeTraining>(&e);
+      if (h == nullptr || h->mib < thresholds::kHeldCopyShare * h->parameter_mib) continue;
+      // As much again as the weights held before the loop began: a second
+      // copy of a model (an EMA, a teacher) is the cheapest part to move
+      // (an independent check's EMA copy, 64 MiB beside 64 MiB of weights,
+      // was told only to shard or shrink the model).
+      return std::string(weights_16_bit ? "Shard parameters (FSDP), or use a smaller model or parameter-efficient "
+                                          "fine-tuning; the weights are 16-bit already."
+                                        : cause_response(Cause::kParameters)) +
+             " And the " + format_mib(h->mib) + " MiB held before training began, beside the model's " +
+             format_mib(h->parameter_mib) +
+             " MiB: where it is another copy of a model (an EMA, a teacher), " +
+             (v.primary_device_kind == "cpu"
+                  ? std::string("keep it in bf16, or drop it where the run can do without; it needs no gradients or "
+                                "optimizer state.")
+                  : std::string("keep it on the host (torch.optim.swa_utils.AveragedModel(model, device=\"cpu\")) or "
+                                "in bf16, or update it every few steps from a host copy; it needs no gradients or "
+                                "optimizer state."));
+    }
+  }
   if (weights_16_bit && v.dominant == Cause::kParameters) {
     return "Shard parameters (FSDP), or use a smaller model or parameter-efficient fine-tuning; the weights are "
            "16-bit already.";

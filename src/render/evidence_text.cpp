@@ -590,9 +590,10 @@ std::string describe(const Evidence& e) {
           },
           [](const evidence::HeldBeforeTraining& x) {
             return "when recording began " + mib(x.mib) + " was allocated beyond the model's " + mib(x.parameter_mib) +
-                   " of weights and what the warm-up made: another model's weights (an EMA copy, a frozen teacher), "
-                   "data kept on the device, or library workspaces made before recording began (cuBLAS's: 32 MiB "
-                   "a thread that ran a matmul)";
+                   " of weights and what the warm-up made: another model's weights (an EMA copy, a frozen teacher), " +
+                   std::string(x.cuda ? "data kept on the device, or library workspaces made before recording began "
+                                        "(cuBLAS's: 32 MiB a thread that ran a matmul)"
+                                      : "or data kept in memory");
           },
           [](const evidence::OutsideAllocator& x) {
             return "device used - reserved: " + mib(x.device_minus_reserved_mib) +

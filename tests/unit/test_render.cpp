@@ -507,6 +507,25 @@ TEST(Render, KeptOutputsOnTheCpuAreToldToKeepLessNotToMoveToTheHost) {
   }
 }
 
+// Weights dominant with as much again held before training began (an EMA
+// copy of a 64 MiB model): the response names the copy's own fix, for the
+// device the run was on; a small remainder gets the plain response.
+TEST(Render, ACopyOfTheModelHeldBeforeTrainingGetsItsOwnFix) {
+  Verdict v;
+  v.dominant = Cause::kParameters;
+  v.primary_device_kind = "cuda";
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, true}}};
+  const std::string cuda = response_for(v);
+  EXPECT_EQ(cuda.rfind(cause_response(Cause::kParameters), 0), 0u) << cuda;
+  EXPECT_NE(cuda.find("AveragedModel(model, device=\"cpu\")"), std::string::npos) << cuda;
+  v.primary_device_kind = "cpu";
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, false}}};
+  EXPECT_EQ(response_for(v).find("on the host"), std::string::npos) << response_for(v);
+  EXPECT_EQ(describe(v.evidence[0]).find("cuBLAS"), std::string::npos) << describe(v.evidence[0]);
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{10.0, 64.11, false}}};
+  EXPECT_EQ(response_for(v), cause_response(Cause::kParameters));
+}
+
 // A loss kept after its backward (a scalar, its saved tensors freed) is
 // named in the evidence, but beside another cause the response adds no
 // "the loop keeps memory across steps" for 0.00 MiB (an independent

@@ -366,6 +366,7 @@ struct OutsideAllocator {
 struct HeldBeforeTraining {
   double mib = 0;
   double parameter_mib = 0;
+  bool cuda = true;  // on the CPU no cuBLAS workspace is among what it can be
 };
 // What the loop kept from step to step, named by the Python recorder's
 // walk of the live tensors (the report's kept event).
@@ -860,6 +861,10 @@ inline constexpr double kMinimumSignalMib = 0.25;
 // its backward, a scalar) are named in the evidence but get no fix in the
 // response beside another cause: 10 MiB over a thousand steps.
 inline constexpr double kKeptResponseFloorMib = 0.01;
+// Memory held before training began (HeldBeforeTraining) of at least
+// this share of the weights gets a fix of its own beside the parameters'
+// response: a second copy of a model, most likely.
+inline constexpr double kHeldCopyShare = 0.5;
 // Growth per step counts as real when above this (MiB) ...
 inline constexpr double kGrowthFloorMib = 0.05;
 // ... and above this fraction of the baseline ...
