@@ -1139,6 +1139,25 @@ class Closures(unittest.TestCase):
         self.assertNotIn("made once", line)
         self.assertIn("history_size", v["response"])
 
+    def test_gradients_kept_between_steps_are_named_beside_the_state(self):
+        """zero_grad(set_to_none=False) keeps the gradients through every
+        cleanup: named as such, not "the rest is not its state" alone."""
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "grads.json")
+        with memdiag.record(model, opt, output=out):
+            for _ in range(4):
+                F.cross_entropy(model(torch.randn(32, 1024)), torch.randint(0, 10, (32,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=False)
+        r, v = report_and_verdict(out)
+        self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
+        [made] = [e for e in v["evidence_data"] if e["code"] == "optimizer_state_made"]
+        grads = [s["tensors"]["gradients_mib"] for s in r["samples"] if s["phase"] == "cleanup"][0]
+        self.assertAlmostEqual(made["gradients_kept_mib"], grads, delta=0.01)
+        self.assertTrue(any("the gradients, kept from step to step" in e for e in v["evidence"]), v["evidence"])
+
 
 def report_and_verdict(path):
     """The report at path and the comparer's verdict on it (its one group, as JSON)."""

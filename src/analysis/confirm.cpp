@@ -329,6 +329,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
         case TiedPairTest::kExpandableSegments: out.push_back(plan.expandable_segments()); break;
         case TiedPairTest::kLongerRun: out.push_back(plan.steps(longer)); break;
         case TiedPairTest::kSmallerBatch: batch_runs(true); break;
+        case TiedPairTest::kModelState: break;  // no run tells them apart; the response divides both
         case TiedPairTest::kNone:
           batch_runs(false);
           out.push_back(plan.steps(longer));
@@ -367,6 +368,8 @@ TiedPairTest tied_pair_test(const Decision& d) {
   if (either(Cause::kRetainedGraph)) return TiedPairTest::kLongerRun;
   // Activations follow the batch; the model's state does not.
   if (either(Cause::kActivations)) return TiedPairTest::kSmallerBatch;
+  // Weights and the optimizer's state: both per parameter.
+  if (either(Cause::kParameters) && either(Cause::kOptimizerState)) return TiedPairTest::kModelState;
   return TiedPairTest::kNone;
 }
 

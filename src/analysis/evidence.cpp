@@ -128,10 +128,18 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
       evidence::OptimizerStateMade made{setup, p.optimizer_state_made_mib.value_or(0),
                                         p.first_step_excess_mib.value_or(0), p.excess_to_parameter_ratio.value_or(0),
-                                        p.held_parameter_mib, std::nullopt};
+                                        p.held_parameter_mib, std::nullopt, std::nullopt};
       if (p.optimizer_state_first_step_mib) {
         made.grown_to_mib = made.persistent_mib;
         made.persistent_mib = *p.optimizer_state_first_step_mib;
+      }
+      if (!p.steps.empty() && p.steps.front().cleanup_gradients_mib) {
+        // The rest, where the census says it is the gradients kept
+        // through the cleanup (an independent check's set_to_none=False
+        // read "the rest is not its state" for 64 MiB of them).
+        const double rest = made.left_mib - made.persistent_mib;
+        const double grads = *p.steps.front().cleanup_gradients_mib;
+        if (grads >= thresholds::kGrowthFloorMib && rest >= 0.5 * grads) made.gradients_kept_mib = std::min(grads, rest);
       }
       out.push_back(made);
       if (!p.steps.empty() && p.steps.front().step_increment_mib) {

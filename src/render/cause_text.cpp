@@ -198,6 +198,12 @@ std::string tie_response(const Verdict& v) {
       return pair + "; the runs below at smaller batches tell them apart: activations shrink with the batch, " +
              other({Cause::kActivations}) + " does not. Compare their reports with this one.";
     }
+    case TiedPairTest::kModelState:
+      return pair + ", and both are per parameter: no run at another batch or length tells them apart, and none "
+                    "needs to. What divides both divides the model's state: shard it across data-parallel ranks "
+                    "(FSDP or ZeRO-3 shards the weights, gradients and state; ZeRO-1 the state alone), keep less a "
+                    "parameter (an optimizer with fewer buffers: SGD without momentum keeps none; bf16 weights and "
+                    "state), or use a smaller model.";
     case TiedPairTest::kNone: break;
   }
   return {};

@@ -519,7 +519,12 @@ std::string describe(const Evidence& e) {
             if (x.optimizer_setup_mib) setup = "building the optimizer added " + signed_mib(*x.optimizer_setup_mib) + "; ";
             const std::string of_left =
                 x.left_mib > x.persistent_mib + 0.005
-                    ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state)"
+                    ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state" +
+                          (x.gradients_kept_mib ? ": " + mib(*x.gradients_kept_mib) +
+                                                      " of it the gradients, kept from step to step "
+                                                      "(zero_grad(set_to_none=False), or none before the next backward)"
+                                                : std::string()) +
+                          ")"
                     : "";
             const std::string grew =
                 x.grown_to_mib ? ", and the optimizer's state grew to " + mib(*x.grown_to_mib) +

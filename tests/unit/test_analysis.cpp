@@ -256,6 +256,25 @@ TEST(Verdict, OptimizerStateWhateverTheName) {
   EXPECT_TRUE(trend->made_once);
 }
 
+// The weights and the optimizer's state within the margin (SGD with
+// momentum: one buffer a parameter): both per parameter, so no run at
+// another batch or length tells them apart, and none is offered; the
+// response divides both (an independent check's three runs predicted
+// 192.9, 194.5 and 209.8 MiB, telling nothing).
+TEST(Verdict, WeightsAndStateTiedAreAnsweredAsTheModelsState) {
+  Synth s = named("wide");
+  s.params_mib = 64;
+  s.optimizer_state_mib = 64;
+  s.activations_mib = 1;
+  const Verdict v = one(s);
+  ASSERT_EQ(v.dominant, Cause::kInconclusive);
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kModelState);
+  EXPECT_TRUE(v.confirm.empty());
+  const std::string r = response_for(v);
+  EXPECT_NE(r.find("both are per parameter"), std::string::npos) << r;
+  EXPECT_NE(r.find("shard it across data-parallel ranks"), std::string::npos) << r;
+}
+
 // A rank that holds a share of the weights (ZeRO-3's shard, tensor
 // parallelism's slices) is weighed by what it holds: AdamW's state, twice
 // the rank's 32 MiB of weights, is the cause, not a tie with the whole

@@ -640,9 +640,11 @@ TEST(Render, ATieNamesTheOneRunThatTellsItsPairApart) {
   r = response(Cause::kOptimizerState, Cause::kActivations);
   EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kSmallerBatch);
   EXPECT_NE(r.find("activations shrink with the batch, optimizer_state does not"), std::string::npos) << r;
+  // The weights and the state, both per parameter: no run, an answer to both.
   r = response(Cause::kOptimizerState, Cause::kParameters);
-  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kNone);
-  EXPECT_EQ(r, cause_response(Cause::kInconclusive));
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kModelState);
+  EXPECT_NE(r.find("both are per parameter"), std::string::npos) << r;
+  EXPECT_EQ(r.find("Run the confirming commands"), std::string::npos) << r;
   // Not a tie (another rule): no pair to tell apart.
   v.decision.rule = DecisionRule::kDominant;
   v.decision.top = Component{Cause::kActivations, 120.0};

@@ -174,8 +174,11 @@ struct Decision {
 // tells them apart: under expandable segments (the allocator's cache or
 // stranded memory against what tensors hold), longer (a retained graph
 // grows with the steps), at smaller batches (activations follow the
-// batch, the model's state does not); kNone where no single run does.
-enum class TiedPairTest { kNone, kExpandableSegments, kLongerRun, kSmallerBatch };
+// batch, the model's state does not); kModelState where the two are the
+// weights and the optimizer's state, both per parameter: no run tells
+// them apart and none needs to, what divides both is the answer; kNone
+// where no single run does.
+enum class TiedPairTest { kNone, kExpandableSegments, kLongerRun, kSmallerBatch, kModelState };
 TiedPairTest tied_pair_test(const Decision& d);
 
 // Evidence: what the numbers show, one typed record per kind of sentence.
@@ -260,6 +263,9 @@ struct OptimizerStateMade {
   // The state grew after the first step (its census): to this, by the
   // last step; ratio_to_parameters is then this one's.
   std::optional<double> grown_to_mib;
+  // Of the rest the first step left, the gradients the census counted at
+  // its cleanup: kept from step to step (zero_grad(set_to_none=False)).
+  std::optional<double> gradients_kept_mib;
 };
 struct StepIncrements {
   double step0_mib = 0;
