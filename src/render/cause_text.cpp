@@ -476,17 +476,21 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     }
     retained_growth = retained_growth || std::holds_alternative<evidence::RetainedGrowth>(e);
   }
+  // Each statement, with what a measured remedy row says against it.
+  const auto said = [&](const std::vector<NotHelpful>& list) {
+    for (const NotHelpful& n : list) {
+      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
+      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
+    }
+    return out;
+  };
   if (v.dominant == Cause::kRetainedGraph && !held_graph && bounded_cache && !retained_growth) {
     // Kept, bounded: nothing grows per step; detaching or keeping less is
     // the fix, not a remedy that fails.
     static const std::vector<NotHelpful> cache{
         {"empty_cache(): what the loop keeps is live tensors; nothing cached is freed.", {RemedyKind::kEmptyCache}},
         "Sharding (FSDP/ZeRO): it divides model state, not what the loop keeps of its last steps."};
-    for (const NotHelpful& n : cache) {
-      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
-      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
-    }
-    return out;
+    return said(cache);
   }
   if (v.dominant == Cause::kRetainedGraph && held_graph && !retained_growth) {
     // Held whole, not grown: nothing grows per step, and cutting the
@@ -494,11 +498,7 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     static const std::vector<NotHelpful> held{
         {"empty_cache(): the held graph's saved tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
         "Sharding (FSDP/ZeRO): it divides model state, not what the evaluation's forward saved."};
-    for (const NotHelpful& n : held) {
-      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
-      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
-    }
-    return out;
+    return said(held);
   }
   if (v.kept_tensors_not_graphs) {
     // What the walk named is tensors, not graphs: the same statements, of them.
@@ -508,11 +508,7 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
         "Activation checkpointing or a smaller batch: they shrink what each step keeps, but the loop still keeps it "
         "every step, and it adds up.",
         "detach() alone: a detached tensor kept on the device keeps its storage; only the graph is cut."};
-    for (const NotHelpful& n : kept_tensors) {
-      const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
-      out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
-    }
-    return out;
+    return said(kept_tensors);
   }
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
     const RemedyRow* r = measured_lower(v, {RemedyKind::kCheckpoint, RemedyKind::kOffloadActivations});
