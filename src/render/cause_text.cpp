@@ -257,6 +257,16 @@ std::string base_response(const Verdict& v) {
              "of updates does (LBFGS keeps history_size of them, each two vectors the size of the parameters): a "
              "shorter history, or an optimizer that keeps none.";
     }
+    if (m && v.dominant == Cause::kOptimizerState && !definition(v.primary_mode).shards_optimizer_state &&
+        m->ratio_to_parameters >= 2.75 && m->ratio_to_parameters <= 3.25) {
+      // Three buffers a parameter, measured: which settings make the third
+      // (an independent check's centered RMSprop with momentum, 3.00x,
+      // was offered only another optimizer).
+      return std::string(cause_response(Cause::kOptimizerState)) + " At " + format_fixed(m->ratio_to_parameters, 2) +
+             "x the weights it keeps three buffers a parameter, as RMSprop with centered=True and momentum does (its "
+             "square average, gradient average and momentum buffer: each setting left off drops one) and Adam with "
+             "amsgrad=True (its running maximum beside the two moments).";
+    }
   }
   if (v.dominant == Cause::kParameters) {
     for (const Evidence& e : v.evidence) {

@@ -526,6 +526,23 @@ TEST(Render, ACopyOfTheModelHeldBeforeTrainingGetsItsOwnFix) {
   EXPECT_EQ(response_for(v), cause_response(Cause::kParameters));
 }
 
+// Optimizer state of three buffers a parameter, measured (3.00x the
+// weights): the response says which settings make the third.
+TEST(Render, ThreeBuffersAParameterAreSaidWhichSettingsMakeThem) {
+  Verdict v;
+  v.dominant = Cause::kOptimizerState;
+  evidence::OptimizerStateMade m;
+  m.persistent_mib = 192.3;
+  m.left_mib = 192.3;
+  m.parameter_mib = 64.11;
+  m.ratio_to_parameters = 3.0;
+  v.evidence = {Evidence{m}};
+  EXPECT_NE(response_for(v).find("centered=True and momentum"), std::string::npos) << response_for(v);
+  m.ratio_to_parameters = 2.0;  // Adam's two moments: the general response
+  v.evidence = {Evidence{m}};
+  EXPECT_EQ(response_for(v), cause_response(Cause::kOptimizerState));
+}
+
 // A loss kept after its backward (a scalar, its saved tensors freed) is
 // named in the evidence, but beside another cause the response adds no
 // "the loop keeps memory across steps" for 0.00 MiB (an independent
