@@ -257,7 +257,9 @@ std::string base_response(const Verdict& v) {
              "of updates does (LBFGS keeps history_size of them, each two vectors the size of the parameters): a "
              "shorter history, or an optimizer that keeps none.";
     }
-    if (m && v.dominant == Cause::kOptimizerState && !definition(v.primary_mode).shards_optimizer_state &&
+    // One rank: under DDP the first step also leaves its gradient buckets,
+    // a parameter's worth (Adam read 3.00x on two ranks).
+    if (m && v.dominant == Cause::kOptimizerState && v.primary_world_size <= 1 &&
         m->ratio_to_parameters >= 2.75 && m->ratio_to_parameters <= 3.25) {
       // Three buffers a parameter, measured: which settings make the third
       // (an independent check's centered RMSprop with momentum, 3.00x,
