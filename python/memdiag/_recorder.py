@@ -1463,6 +1463,7 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
                       (f"; the allocator's stacks of live blocks read in {stacks_ms:.0f} ms" if stacks_ms is not None else "")
                       + ")", None)
     e["kept"] = records
+    e["walked_steps"] = list(walked)
     return e
 
 

@@ -1436,6 +1436,9 @@ class WalkRulesBounds(unittest.TestCase):
         v = self.verdict(out)
         self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
         self.assertTrue(any("grows" in e for e in v["evidence"]), v["evidence"])
+        with open(out) as f:
+            [kept] = [e for e in json.load(f)["events"] if e["kind"] == "kept"]
+        self.assertEqual(kept["walked_steps"], list(range(7)))  # steps 7-15 unread: the rise there is growth
 
     def test_an_evaluation_held_from_a_later_step_leaves_the_optimizers_state(self):
         torch.manual_seed(0)

@@ -200,6 +200,7 @@ void read_events(const Report& r, RunFeatures& f) {
         if (e.step) f.step_notes.push_back(e.message);
         break;
       case EventKind::kKept:
+        f.walked_steps = e.walked_steps;
         for (const KeptRecord& k : e.kept) {
           if (k.what == KeptRecord::What::kHeld) {
             f.walk_held_mib = k.mib_per_step;
@@ -572,6 +573,12 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.step_samples = range_of(f.steps, &StepFigures::samples);
   f.step_tokens = range_of(f.steps, &StepFigures::tokens);
   f.capacity_point.sizes_varied = f.sizes_varied();
+  if (!f.walked_steps.empty()) {
+    f.walk_covered_every_step = std::all_of(f.steps.begin(), f.steps.end(), [&](const StepFigures& st) {
+      return !st.cleanup_allocated_mib ||
+             std::find(f.walked_steps.begin(), f.walked_steps.end(), st.step) != f.walked_steps.end();
+    });
+  }
   post_cleanup_trend(f);
   if (f.id.device_kind == "cpu" && f.id.world_size > 1 && f.id.producer == kProducerPython && f.kept.empty() &&
       f.growth_significant) {

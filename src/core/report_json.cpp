@@ -187,6 +187,7 @@ json to_json(const Event& ev) {
     }
     j["kept"] = std::move(list);
   }
+  if (!ev.walked_steps.empty()) j["walked_steps"] = ev.walked_steps;
   if (!ev.modules.empty()) {
     json list = json::array();
     for (const ModuleRecord& m : ev.modules) {

@@ -194,6 +194,13 @@ Event read_event(const JsonNode& n) {
     list.expect_array();
     for (std::size_t i = 0; i < list.size() && i < 64; ++i) ev.kept.push_back(read_kept(list.at(i)));
   }
+  if (n.given("walked_steps")) {
+    const JsonNode list = n.field("walked_steps");
+    list.expect_array();
+    for (std::size_t i = 0; i < list.size() && i < 64; ++i) {
+      ev.walked_steps.push_back(static_cast<int>(list.at(i).as_integer(0, limits::kMaxSteps)));
+    }
+  }
   if (n.given("modules")) {
     const JsonNode list = n.field("modules");
     list.expect_array();

@@ -152,6 +152,7 @@ Report full_report() {
     g.graph_nodes = 40;
     g.graph_nodes_before = 20;
     kept.kept = {t, c, h, g};
+    kept.walked_steps = {0, 1, 2, 3};
     r.events.insert(r.events.end() - 1, kept);  // the oom event stays last
     Event modules = make_event(EventKind::kModules, Phase::kForward, 1, "forward by module, step 1: ...");
     modules.mib = 30;

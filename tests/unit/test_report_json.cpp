@@ -65,6 +65,7 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_FALSE(kept.kept[1].grows);
   EXPECT_TRUE(kept.kept[2].grows);
   EXPECT_EQ(kept.kept[2].made_by, "buffer hist of Net");
+  EXPECT_EQ(kept.walked_steps, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(kept.kept[0].shape, (std::vector<std::int64_t>{16, 128, 30522}));
   EXPECT_EQ(kept.kept[0].made_by, "logits of BertForMaskedLM");
   EXPECT_EQ(kept.kept[0].where, "job.py:42");

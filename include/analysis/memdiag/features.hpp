@@ -202,6 +202,11 @@ struct RunFeatures {
   // The recorder's walk: what each step's tensors the loop still held at
   // its cleanup came to (a kept event's `held` record), where it walked.
   std::optional<double> walk_held_mib;
+  // The steps whose cleanups the walk read (the kept event's); and whether
+  // they are every step that reached its cleanup: nothing kept was then
+  // found at every one, not only at the first few.
+  std::vector<int> walked_steps;
+  bool walk_covered_every_step = false;
   // What a graph no backward ran through (an evaluation's forward without
   // torch.no_grad()) still held saved at consecutive cleanups (the
   // recorder's kept record "held_graph"): memory held across steps,

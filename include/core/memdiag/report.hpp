@@ -180,6 +180,7 @@ struct Event {
   std::optional<double> mib;
   std::optional<OomDetails> oom;  // kOom: the allocator's state at the failure
   std::vector<KeptRecord> kept;   // kKept
+  std::vector<int> walked_steps;  // kKept: the steps whose cleanups the walk read
   std::vector<ModuleRecord> modules;  // kModules, largest first
 };
 
