@@ -413,6 +413,41 @@ std::pair<std::int64_t, std::int64_t> run_bounds(const std::vector<CapacityPoint
   return {fits, fails};
 }
 
+// The three largest completed batches' peaks (reserve included), where
+// they grow faster than the batch: the middle one below the chord of the
+// other two by more than the lines' 2%. The largest batch at which the
+// parabola through them stays within the budget, past the largest run.
+std::optional<std::int64_t> superlinear_answer(const std::vector<CapacityPoint>& points, double budget_mib) {
+  std::map<std::int64_t, double> peaks;
+  for (const CapacityPoint& p : points) {
+    if (p.status != RunStatus::kComplete || p.phases.empty() || p.batch <= 0) continue;
+    double peak = 0;
+    for (const PhaseShape& s : p.phases) peak = std::max(peak, s.peak_mib);
+    peaks[p.batch] = std::max(peaks[p.batch], peak + p.reserve_overhead_mib);
+  }
+  if (peaks.size() < 3) return std::nullopt;
+  auto it = peaks.rbegin();
+  const double x3 = static_cast<double>(it->first), y3 = it->second;
+  ++it;
+  const double x2 = static_cast<double>(it->first), y2 = it->second;
+  ++it;
+  const double x1 = static_cast<double>(it->first), y1 = it->second;
+  const double chord = y1 + (y3 - y1) * (x2 - x1) / (x3 - x1);
+  if (!(y2 < chord - 0.02 * chord) || !(y3 < budget_mib)) return std::nullopt;
+  // y = a + b x + c x^2 through the three (divided differences).
+  const double d12 = (y2 - y1) / (x2 - x1), d23 = (y3 - y2) / (x3 - x2);
+  const double c = (d23 - d12) / (x3 - x1);
+  const double b = d12 - c * (x1 + x2);
+  const double a0 = y1 - b * x1 - c * x1 * x1;
+  if (!(c > 0)) return std::nullopt;
+  // The larger root of c x^2 + b x + (a0 - budget) = 0.
+  const double disc = b * b - 4 * c * (a0 - budget_mib);
+  if (disc < 0) return std::nullopt;
+  const double x = (-b + std::sqrt(disc)) / (2 * c);
+  if (!(x > x3)) return std::nullopt;
+  return static_cast<std::int64_t>(std::min(std::floor(x), static_cast<double>(limits::kMaxBatch)));
+}
+
 // One run's range (CapacityAnswer::Caveats::batch_if_all_grows): each line
 // that grows with the batch is redrawn through its value at the run's batch
 // with the steepest slope the run allows (its part above its fixed part,
@@ -511,6 +546,9 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
   if (a.caveats.reserve_max_mib) {
     a.caveats.batch_at_max_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_max_mib).first;
     a.caveats.batch_at_min_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_min_mib).first;
+  }
+  if (!fit.batches.empty() && a.max_batch > fit.batches.back()) {
+    if (const auto b = superlinear_answer(fit.bounds, budget_mib); b && *b < a.max_batch) a.caveats.batch_if_superlinear = b;
   }
   return a;
 }

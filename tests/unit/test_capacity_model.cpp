@@ -72,6 +72,25 @@ TEST(CapacityModel, OneRunIsReadOffItsComposition) {
   EXPECT_DOUBLE_EQ(needed_mib(*fit, 1800), 1000);
 }
 
+// Three runs whose peaks grow as the square of the batch (a B x B matrix:
+// 100 MiB of weights + 1e-4 MiB x B^2): the lines through the two largest
+// over-predict past them, and the caveat gives the parabola's answer,
+// here exact: 100 + 1e-4 B^2 <= 1000 at B = 3000. Linear runs get none.
+TEST(CapacityModel, PeaksThatGrowFasterThanTheBatchAreSaidWithTheirCurve) {
+  const auto quadratic = [](std::int64_t b) {
+    return point(b, 100, 0, 1e-4 * static_cast<double>(b));  // per sample grows with the batch
+  };
+  const std::optional<CapacityFit> fit = fit_capacity({quadratic(500), quadratic(1000), quadratic(2000)});
+  ASSERT_TRUE(fit);
+  const CapacityAnswer a = predict_max_batch(*fit, 1000);
+  EXPECT_GT(a.max_batch, 3000);  // the straight line through 1000 and 2000
+  ASSERT_TRUE(a.caveats.batch_if_superlinear);
+  EXPECT_NEAR(static_cast<double>(*a.caveats.batch_if_superlinear), 3000, 1);
+  const std::optional<CapacityFit> linear = fit_capacity({point(500, 100, 0, 0.2), point(1000, 100, 0, 0.2),
+                                                           point(2000, 100, 0, 0.2)});
+  EXPECT_FALSE(predict_max_batch(*linear, 1000).caveats.batch_if_superlinear);
+}
+
 // One run cannot tell a fixed workspace from activations: its answer comes
 // with the range its composition allows. Low: all it held above its fixed
 // part grows, the allocator's reserve too; high: only what forward held for
