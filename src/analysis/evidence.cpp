@@ -128,10 +128,28 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
       evidence::OptimizerStateMade made{setup, p.optimizer_state_made_mib.value_or(0),
                                         p.first_step_excess_mib.value_or(0), p.excess_to_parameter_ratio.value_or(0),
-                                        p.held_parameter_mib, std::nullopt, std::nullopt};
+                                        p.held_parameter_mib, std::nullopt, std::nullopt, std::nullopt, false};
       if (p.optimizer_state_first_step_mib) {
         made.grown_to_mib = made.persistent_mib;
         made.persistent_mib = *p.optimizer_state_first_step_mib;
+      }
+      {
+        // step()'s own peak above its ends (an independent check's dense
+        // Adam on a 2M x 64 embedding peaked 976 MiB above what it left,
+        // inside step(), and was told nothing of it).
+        const PhaseShape* step = nullptr;
+        double run_peak = 0;
+        for (const PhaseShape& s : p.capacity_point.phases) {
+          run_peak = std::max(run_peak, s.peak_mib);
+          if (s.phase == Phase::kStep) step = &s;
+        }
+        if (step != nullptr) {
+          const double transient = step->peak_mib - std::max(step->start_mib, step->end_mib);
+          if (transient >= thresholds::kMinimumSignalMib && transient >= 0.25 * made.persistent_mib) {
+            made.step_transient_mib = transient;
+            made.step_peak_is_runs = step->peak_mib >= run_peak - 1e-9;
+          }
+        }
       }
       if (!p.steps.empty() && p.steps.front().cleanup_gradients_mib) {
         // The rest, where the census says it is the gradients kept

@@ -518,7 +518,7 @@ std::string describe(const Evidence& e) {
             std::string setup;
             if (x.optimizer_setup_mib) setup = "building the optimizer added " + signed_mib(*x.optimizer_setup_mib) + "; ";
             const std::string of_left =
-                x.left_mib > x.persistent_mib + 0.005
+                x.left_mib > x.persistent_mib + std::max(0.05, 0.005 * x.left_mib)
                     ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state" +
                           (x.gradients_kept_mib ? ": " + mib(*x.gradients_kept_mib) +
                                                       " of it the gradients, kept from step to step "
@@ -531,8 +531,16 @@ std::string describe(const Evidence& e) {
                                      " by the last step (its census: it keeps more as the steps go, as LBFGS's history "
                                      "does up to history_size)"
                                : "";
+            const std::string transient =
+                x.step_transient_mib
+                    ? "; step() itself peaks " + mib(*x.step_transient_mib) + " above what it starts and ends with" +
+                          (x.step_peak_is_runs ? ", the run's peak" : "") +
+                          " (the update's temporaries: a multi-tensor (foreach) update makes them for every parameter "
+                          "at once)"
+                    : "";
             return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup" + of_left +
-                   grew + ", " + format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters";
+                   grew + ", " + format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters" +
+                   transient;
           },
           [](const evidence::StepIncrements& x) {
             return "step() of step 0 added " + signed_mib(x.step0_mib) +

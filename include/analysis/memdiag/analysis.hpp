@@ -266,6 +266,12 @@ struct OptimizerStateMade {
   // Of the rest the first step left, the gradients the census counted at
   // its cleanup: kept from step to step (zero_grad(set_to_none=False)).
   std::optional<double> gradients_kept_mib;
+  // What step() itself peaks above what it starts and ends with (the
+  // update's temporaries: a multi-tensor (foreach) implementation makes
+  // them for every parameter at once), where a quarter of the state or
+  // more; and whether that peak is the run's.
+  std::optional<double> step_transient_mib;
+  bool step_peak_is_runs = false;
 };
 struct StepIncrements {
   double step0_mib = 0;
