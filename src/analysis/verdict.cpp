@@ -185,6 +185,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       if (definition(k).needs_math_attention && !math_attention) continue;
       // Taken already: the run to compare is the one without it, not with.
       if (k == RemedyKind::kCheckpoint && !v.checkpointing_taken.empty()) continue;
+      if ((k == RemedyKind::kBf16 || k == RemedyKind::kAutocastBf16) && !v.lower_precision.empty()) continue;
       const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(), [k](const RemedyRow& r) {
         return find_remedy(r.remedies, k).has_value() || variant_names(r, k);
       });

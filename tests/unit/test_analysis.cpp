@@ -1304,6 +1304,33 @@ TEST(Remedies, CheckpointingTakenIsNotListedAsNotMeasured) {
   EXPECT_FALSE(not_measured(true).empty());
 }
 
+// A job under autocast already (the report's model.autocast) is not sent
+// to measure bf16 or autocast: "lower precision is taken already" and
+// "not measured here: bf16, autocast-bf16" read together (an independent
+// check's diffusion UNet).
+TEST(Remedies, LowerPrecisionTakenIsNotListedAsNotMeasured) {
+  const auto not_measured = [](const std::string& autocast) {
+    Synth s = named("unet");
+    s.activations_mib = 100;
+    Report base = synth(s);
+    base.producer = Producer{kProducerPython, "test"};
+    base.model.autocast = autocast;
+    s.activations_mib = 60;
+    Report changed = synth(s);
+    changed.producer = base.producer;
+    changed.model.autocast = autocast;
+    changed.config.variant = "checkpointing";
+    const Analysis a = analyse({{"base.json", base}, {"changed.json", changed}});
+    return a.verdicts.at(0).remedies_not_measured;
+  };
+  const auto has = [](const std::vector<RemedyKind>& v, RemedyKind k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  EXPECT_TRUE(has(not_measured(""), RemedyKind::kAutocastBf16));
+  EXPECT_FALSE(has(not_measured("bfloat16"), RemedyKind::kAutocastBf16));
+  EXPECT_FALSE(has(not_measured("bfloat16"), RemedyKind::kBf16));
+}
+
 // Weights that are nearly all frozen (gradients a sliver of them, a LoRA
 // job) get a response about the frozen weights, not "parameter-efficient
 // fine-tuning", which the job already does.
