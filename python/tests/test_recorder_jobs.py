@@ -1613,6 +1613,45 @@ class HfTrainer(unittest.TestCase):
                 self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
 
 
+class ShapeKeyedCache(unittest.TestCase):
+    """A model caching a causal mask for every sequence length it meets (a
+    dict keyed by the length): a new tensor of a new shape kept every step,
+    no model output, outside any graph. Told to bound the cache, not to
+    keep ".item()" of each (an independent check's)."""
+
+    def test_a_cache_keyed_by_shape_is_told_to_be_bounded(self):
+        import random
+
+        class MaskMix(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.proj, self.head = torch.nn.Embedding(100, 32), torch.nn.Linear(32, 32), torch.nn.Linear(32, 100)
+                self._masks = {}
+
+            def forward(self, ids):
+                n = ids.shape[1]
+                if n not in self._masks:
+                    m = torch.tril(torch.ones(n, n))
+                    self._masks[n] = m / m.sum(1, keepdim=True)
+                return self.head(torch.matmul(self._masks[n], self.proj(self.emb(ids))))
+
+        torch.manual_seed(0)
+        rng = random.Random(0)
+        model = MaskMix()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "masks.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(10):
+                ids = torch.randint(0, 100, (2, rng.randint(512, 1024)))
+                F.cross_entropy(model(ids).reshape(-1, 100), ids.reshape(-1)).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        _, v = report_and_verdict(out)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertIn("Bound the cache that keeps a tensor for every new shape", v["response"])
+        self.assertNotIn(".item()", v["response"])
+
+
 class StepTemporaries(unittest.TestCase):
     """Adam's update makes temporaries the size of its state (foreach, the
     default): on a large embedding the run's peak is inside step(), which

@@ -384,6 +384,16 @@ std::string response_for(const Verdict& v) {
                               " MiB at its bound";
           break;
         }
+        if (!k.made_by && !k.grad_fn && !k.grows && k.shape_varies) {
+          // A tensor of a new shape kept at every step, outside any graph
+          // and no model output: a cache keyed by the input's shape (an
+          // independent check's causal masks per sequence length was told
+          // to keep ".item()" of each).
+          s = "bound the cache that keeps a tensor for every new shape the steps bring (a mask or table keyed by "
+              "the input's length or size): keep the few sizes in use (an LRU of them), or pad the inputs to a "
+              "few sizes so it holds a few entries";
+          break;
+        }
         // On the CPU the host is where the tensor is: .cpu() returns it
         // as it is, and only a smaller value keeps less (an independent
         // check's CPU job was told to store x.detach().cpu()).
@@ -533,8 +543,8 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     static const std::vector<NotHelpful> kept_tensors{
         "Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
         {"empty_cache(): the kept tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
-        "Activation checkpointing or a smaller batch: they shrink what each step keeps, but the loop still keeps it "
-        "every step, and it adds up.",
+        "Activation checkpointing or a smaller batch: they act on each step's activations, and what the loop keeps "
+        "from each step still adds up.",
         "detach() alone: a detached tensor kept on the device keeps its storage; only the graph is cut."};
     return said(kept_tensors);
   }
