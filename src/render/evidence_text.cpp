@@ -521,8 +521,8 @@ std::string describe(const Evidence& e) {
                 x.left_mib > x.persistent_mib + std::max(0.05, 0.005 * x.left_mib)
                     ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state" +
                           (x.gradients_kept_mib ? ": " + mib(*x.gradients_kept_mib) +
-                                                      " of it the gradients, kept from step to step "
-                                                      "(zero_grad(set_to_none=False), or none before the next backward)"
+                                                      " of it gradients still held at the cleanup "
+                                                      "(zero_grad(set_to_none=False) keeps them between steps)"
                                                 : std::string()) +
                           ")"
                     : "";
