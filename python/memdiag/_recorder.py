@@ -103,9 +103,10 @@ def _patched_backward(tensors, *args, **kwargs):
         # Whether this backward kept its graph (retain_graph, or
         # create_graph, whose default it is): a next backward with no
         # forward between is then another pass over the same graph.
-        retain = kwargs.get("retain_graph")
+        # Tensor.backward passes (gradient, retain_graph, create_graph).
+        retain = kwargs.get("retain_graph", args[1] if len(args) >= 2 else None)
         if retain is None:
-            retain = args[1] if len(args) >= 2 else kwargs.get("create_graph", args[2] if len(args) >= 3 else False)
+            retain = kwargs.get("create_graph", args[2] if len(args) >= 3 else False)
         rec._backward_retained = bool(retain)
 
 
@@ -532,9 +533,9 @@ class Recorder:
             raised = 0
             for s in self._samples:
                 mark = s.pop("_mark")
-                if type(mark) is list:  # a phase ended twice (_close_again): the later reading, the higher peak
-                    live, peak = readings[mark[1]]
-                    peak = max(peak, readings[mark[0]][1])
+                if type(mark) is list:  # a phase ended again (_close_again): the last reading, the highest peak
+                    live, peak = readings[mark[-1]]
+                    peak = max(readings[m][1] for m in mark)
                 else:
                     live, peak = readings[mark]
                 # The tensors counted are allocated: where the profiler did
@@ -769,6 +770,9 @@ class Recorder:
             # its own that made nothing, the step's activations lost).
             self._in = BACKWARD
             self._backward_again = True
+            # Its loss is the step's too: the step's loss is the sum of what
+            # backward() was called on.
+            self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
             if self._kept is not None:
                 self._kept.backward_again()
             return
@@ -813,6 +817,9 @@ class Recorder:
         if self._backward_again:
             self._backward_again = False
             if self._in == BACKWARD and not self._finished and _active[0] is self:
+                if self._pending_loss is not None and self._recording:
+                    self._losses.append(self._loss_buffer.add(self._pending_loss))
+                self._pending_loss = None
                 self._close_again(BACKWARD)
                 self._in = STEP
             return
@@ -1023,8 +1030,10 @@ class Recorder:
         figures = new[2]
         if type(figures) is tuple and type(last[2]) is tuple:  # CUDA: (allocated, reserved, used, peak, ...)
             figures = figures[:3] + (max(figures[3], last[2][3]),) + figures[4:]
-        elif type(figures) is int and type(last[2]) is int:  # CPU: marks, resolved when recording ends
-            figures = [last[2], figures]  # a list: a tuple's figures are CUDA's
+        elif type(figures) is int and type(last[2]) in (int, list):  # CPU: marks, resolved when recording ends
+            # A list (a tuple's figures are CUDA's): every mark the phase
+            # ended at, a third backward's too.
+            figures = (last[2] if type(last[2]) is list else [last[2]]) + [figures]
         self._samples[-1] = (new[0], new[1], figures, new[3] + last[3]) + new[4:]
 
     def _take_census(self, phase=None):

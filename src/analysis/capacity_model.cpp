@@ -413,19 +413,33 @@ std::pair<std::int64_t, std::int64_t> run_bounds(const std::vector<CapacityPoint
   return {fits, fails};
 }
 
-// The three largest completed batches' peaks (reserve included), where
-// they grow faster than the batch: the middle one below the chord of the
-// other two by more than the lines' 2%. The largest batch at which the
-// parabola through them stays within the budget, past the largest run.
-std::optional<std::int64_t> superlinear_answer(const std::vector<CapacityPoint>& points, double budget_mib) {
-  std::map<std::int64_t, double> peaks;
+// The three largest completed batches' peaks, where they grow faster than
+// the batch: the phase that peaks highest at all three (a step() peak at
+// small batches and backward's at large ones would bend the maximum
+// without any phase doing so), its tensors' peak (each run's reserve
+// varies on its own; the largest run's is kept out of the budget, as the
+// lines' is), the middle one below the chord of the other two by more
+// than 5%. The largest batch at which the parabola through them stays
+// within the budget, past the largest run.
+std::optional<std::int64_t> superlinear_answer(const std::vector<CapacityPoint>& points, double budget_mib,
+                                               double reserve_mib) {
+  std::map<std::int64_t, const CapacityPoint*> complete;
   for (const CapacityPoint& p : points) {
-    if (p.status != RunStatus::kComplete || p.phases.empty() || p.batch <= 0) continue;
-    double peak = 0;
-    for (const PhaseShape& s : p.phases) peak = std::max(peak, s.peak_mib);
-    peaks[p.batch] = std::max(peaks[p.batch], peak + p.reserve_overhead_mib);
+    if (p.status == RunStatus::kComplete && !p.phases.empty() && p.batch > 0) complete[p.batch] = &p;
   }
-  if (peaks.size() < 3) return std::nullopt;
+  if (complete.size() < 3) return std::nullopt;
+  std::map<std::int64_t, double> peaks;
+  std::optional<Phase> phase;
+  for (auto it = complete.rbegin(); it != complete.rend() && peaks.size() < 3; ++it) {
+    const PhaseShape* top = nullptr;
+    for (const PhaseShape& s : it->second->phases) {
+      if (top == nullptr || s.peak_mib > top->peak_mib) top = &s;
+    }
+    if (phase && top->phase != *phase) return std::nullopt;
+    phase = top->phase;
+    peaks[it->first] = top->peak_mib;
+  }
+  budget_mib -= reserve_mib;
   auto it = peaks.rbegin();
   const double x3 = static_cast<double>(it->first), y3 = it->second;
   ++it;
@@ -433,7 +447,7 @@ std::optional<std::int64_t> superlinear_answer(const std::vector<CapacityPoint>&
   ++it;
   const double x1 = static_cast<double>(it->first), y1 = it->second;
   const double chord = y1 + (y3 - y1) * (x2 - x1) / (x3 - x1);
-  if (!(y2 < chord - 0.02 * chord) || !(y3 < budget_mib)) return std::nullopt;
+  if (!(y2 < chord - 0.05 * chord) || !(y3 < budget_mib)) return std::nullopt;
   // y = a + b x + c x^2 through the three (divided differences).
   const double d12 = (y2 - y1) / (x2 - x1), d23 = (y3 - y2) / (x3 - x2);
   const double c = (d23 - d12) / (x3 - x1);
@@ -548,7 +562,9 @@ CapacityAnswer predict_max_batch(const CapacityFit& fit, double budget_mib, bool
     a.caveats.batch_at_min_reserve = lines_allow(fit, budget_mib - *a.caveats.reserve_min_mib).first;
   }
   if (!fit.batches.empty() && a.max_batch > fit.batches.back()) {
-    if (const auto b = superlinear_answer(fit.bounds, budget_mib); b && *b < a.max_batch) a.caveats.batch_if_superlinear = b;
+    if (const auto b = superlinear_answer(fit.bounds, budget_mib, fit.reserve_overhead_mib); b && *b < a.max_batch) {
+      a.caveats.batch_if_superlinear = b;
+    }
   }
   return a;
 }

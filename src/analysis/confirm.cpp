@@ -364,8 +364,9 @@ TiedPairTest tied_pair_test(const Decision& d) {
   // segments; what the tensors hold does not.
   if (either(Cause::kAllocatorCache) || either(Cause::kFragmentation)) return TiedPairTest::kExpandableSegments;
   // A retained graph adds to the post-cleanup allocation at every step;
-  // nothing else grows with the steps.
-  if (either(Cause::kRetainedGraph)) return TiedPairTest::kLongerRun;
+  // nothing else grows with the steps. Not one held and bounded: a longer
+  // run shows nothing more of it.
+  if (either(Cause::kRetainedGraph) && !d.retained_bounded) return TiedPairTest::kLongerRun;
   // Activations follow the batch; the model's state does not.
   if (either(Cause::kActivations)) return TiedPairTest::kSmallerBatch;
   // Weights and the optimizer's state: both per parameter.

@@ -1,6 +1,7 @@
 // The decision: which component a run's memory is dominated by, and the rule
 // and threshold that said so.
 #include "decide.hpp"
+#include "evidence.hpp"
 
 #include "memdiag/phase_shape.hpp"
 
@@ -124,6 +125,7 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
       components.push_back(c);
     }
   }
+  d.retained_bounded = bounded_hold(p);
   if (!components.empty()) d.top = components.front();
   if (components.size() > 1) d.runner_up = components[1];
   const double top = d.top ? d.top->mib : 0.0;

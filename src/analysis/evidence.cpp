@@ -128,7 +128,8 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
       evidence::OptimizerStateMade made{setup, p.optimizer_state_made_mib.value_or(0),
                                         p.first_step_excess_mib.value_or(0), p.excess_to_parameter_ratio.value_or(0),
-                                        p.held_parameter_mib, std::nullopt, std::nullopt, std::nullopt, false};
+                                        p.held_parameter_mib, std::nullopt, std::nullopt, std::nullopt, false, false};
+      made.state_counted = !p.steps.empty() && p.steps.front().cleanup_optimizer_state_mib.has_value();
       if (p.optimizer_state_first_step_mib) {
         made.grown_to_mib = made.persistent_mib;
         made.persistent_mib = *p.optimizer_state_first_step_mib;

@@ -205,7 +205,10 @@ void read_events(const Report& r, RunFeatures& f) {
           if (k.what == KeptRecord::What::kHeld) {
             f.walk_held_mib = k.mib_per_step;
           } else {
-            if (k.what == KeptRecord::What::kTensor && k.held_steps) {
+            // On the run's device only: a CUDA job's loader holding its
+            // next batches in pinned host memory is no device memory.
+            if (k.what == KeptRecord::What::kTensor && k.held_steps &&
+                (k.device.empty() || k.device == f.id.device_kind)) {
               f.kept_bounded_mib += k.mib_per_step * static_cast<double>(*k.held_steps);
             }
             if (k.what == KeptRecord::What::kHeldGraph) {

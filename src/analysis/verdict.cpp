@@ -116,6 +116,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       t.growing = p.growth_significant;
       t.steps = static_cast<int>(p.steps.size());
       t.rise = detail::rise_said(p);
+      t.state_grew_mib = p.cleanup_state_taken_mib;
+      t.held_graph_mib = p.cleanup_held_graph_taken_mib;
       v.evidence.push_back(t);
     }
   } else {

@@ -75,8 +75,8 @@ std::string caveat_words(const CapacityAnswer& a) {
                     std::to_string(c.batch_at_min_reserve.value_or(0)) + " (the largest run's figure is kept out)");
   }
   if (c.batch_if_superlinear) {
-    parts.push_back("the runs' peaks grow faster than the batch (the middle of the three largest lies below the line "
-                    "through the other two), and a curve through them puts the answer at " +
+    parts.push_back("the runs' peaks grow faster than the batch (the middle of the three largest lies over 5% below "
+                    "the line through the other two), and a curve through them puts the answer at " +
                     std::to_string(*c.batch_if_superlinear) + ", which these straight lines over-predict");
   }
   if (c.trapped_at_oom_mib) {

@@ -259,7 +259,7 @@ std::string base_response(const Verdict& v) {
     }
     // One rank: under DDP the first step also leaves its gradient buckets,
     // a parameter's worth (Adam read 3.00x on two ranks).
-    if (m && v.dominant == Cause::kOptimizerState && v.primary_world_size <= 1 &&
+    if (m && v.dominant == Cause::kOptimizerState && v.primary_world_size <= 1 && m->state_counted &&
         m->ratio_to_parameters >= 2.75 && m->ratio_to_parameters <= 3.25) {
       // Three buffers a parameter, measured: which settings make the third
       // (an independent check's centered RMSprop with momentum, 3.00x,
@@ -283,7 +283,8 @@ std::string base_response(const Verdict& v) {
                                         : cause_response(Cause::kParameters)) +
              " And the " + format_mib(h->mib) + " MiB held before training began, beside the model's " +
              format_mib(h->parameter_mib) +
-             " MiB: where it is another copy of a model (an EMA, a teacher), " +
+             " MiB: where it is a copy of the model that is not trained (an EMA; a frozen teacher that runs every step "
+             "can at least be bf16), " +
              (v.primary_device_kind == "cpu"
                   ? std::string("keep it in bf16, or drop it where the run can do without; it needs no gradients or "
                                 "optimizer state.")
@@ -389,9 +390,12 @@ std::string response_for(const Verdict& v) {
           // and no model output: a cache keyed by the input's shape (an
           // independent check's causal masks per sequence length was told
           // to keep ".item()" of each).
-          s = "bound the cache that keeps a tensor for every new shape the steps bring (a mask or table keyed by "
-              "the input's length or size): keep the few sizes in use (an LRU of them), or pad the inputs to a "
-              "few sizes so it holds a few entries";
+          // Or a list of per-step results (predictions of a length that
+          // varies): both fixes, the walk cannot tell which it is.
+          s = "stop keeping a tensor of each step's own shape across steps: a list of per-step results (predictions "
+              "of varying length) is kept as values or on the host (.cpu()); a cache keyed by the input's shape (a "
+              "mask or table per length) keeps the few sizes in use (an LRU of them), or the inputs are padded to a "
+              "few sizes";
           break;
         }
         // On the CPU the host is where the tensor is: .cpu() returns it

@@ -522,7 +522,8 @@ std::string describe(const Evidence& e) {
                     ? " as the optimizer's (of the " + mib(x.left_mib) + " the first step left; the rest is not its state" +
                           (x.gradients_kept_mib ? ": " + mib(*x.gradients_kept_mib) +
                                                       " of it gradients still held at the cleanup "
-                                                      "(zero_grad(set_to_none=False) keeps them between steps)"
+                                                      "(zero_grad(set_to_none=False) keeps them, and a zero_grad() "
+                                                      "only after the next forward holds them through it)"
                                                 : std::string()) +
                           ")"
                     : "";

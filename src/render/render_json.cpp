@@ -76,7 +76,8 @@ json figures(const Evidence& e) {
             return {{"optimizer_setup_mib", opt(x.optimizer_setup_mib)}, {"persistent_mib", x.persistent_mib}, {"left_mib", x.left_mib},
                     {"ratio_to_parameters", x.ratio_to_parameters}, {"parameter_mib", x.parameter_mib},
                     {"grown_to_mib", opt(x.grown_to_mib)}, {"gradients_kept_mib", opt(x.gradients_kept_mib)},
-                    {"step_transient_mib", opt(x.step_transient_mib)}, {"step_peak_is_runs", x.step_peak_is_runs}};
+                    {"step_transient_mib", opt(x.step_transient_mib)}, {"step_peak_is_runs", x.step_peak_is_runs},
+                    {"state_counted", x.state_counted}};
           },
           [](const evidence::StepIncrements& x) -> json {
             return {{"step0_mib", x.step0_mib}, {"step1_mib", opt(x.step1_mib)}};

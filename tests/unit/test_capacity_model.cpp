@@ -89,6 +89,18 @@ TEST(CapacityModel, PeaksThatGrowFasterThanTheBatchAreSaidWithTheirCurve) {
   const std::optional<CapacityFit> linear = fit_capacity({point(500, 100, 0, 0.2), point(1000, 100, 0, 0.2),
                                                            point(2000, 100, 0, 0.2)});
   EXPECT_FALSE(predict_max_batch(*linear, 1000).caveats.batch_if_superlinear);
+  // A step() that peaks at 600 MiB whatever the batch, highest at the two
+  // smaller runs, forward's line at the largest: the maximum bends (600,
+  // 600, 700), no phase does.
+  const auto kinked = [](std::int64_t b) {
+    CapacityPoint p = point(b, 100, 0, 0.3);
+    for (PhaseShape& s : p.phases) {
+      if (s.phase == Phase::kStep) s.peak_mib = 600;
+    }
+    return p;
+  };
+  const std::optional<CapacityFit> kink = fit_capacity({kinked(100), kinked(1000), kinked(2000)});
+  EXPECT_FALSE(predict_max_batch(*kink, 5000).caveats.batch_if_superlinear);
 }
 
 // One run cannot tell a fixed workspace from activations: its answer comes

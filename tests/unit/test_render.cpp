@@ -536,8 +536,15 @@ TEST(Render, ThreeBuffersAParameterAreSaidWhichSettingsMakeThem) {
   m.left_mib = 192.3;
   m.parameter_mib = 64.11;
   m.ratio_to_parameters = 3.0;
+  m.state_counted = true;
   v.evidence = {Evidence{m}};
   EXPECT_NE(response_for(v).find("centered=True and momentum"), std::string::npos) << response_for(v);
+  // No census: the 3.00x is all the first step left (Adam's two moments
+  // and gradients held through the cleanup read the same).
+  m.state_counted = false;
+  v.evidence = {Evidence{m}};
+  EXPECT_EQ(response_for(v), cause_response(Cause::kOptimizerState));
+  m.state_counted = true;
   m.ratio_to_parameters = 2.0;  // Adam's two moments: the general response
   v.evidence = {Evidence{m}};
   EXPECT_EQ(response_for(v), cause_response(Cause::kOptimizerState));
@@ -652,6 +659,12 @@ TEST(Render, ATieNamesTheOneRunThatTellsItsPairApart) {
   EXPECT_NE(r.find(", activations does not."), std::string::npos) << r;
   r = response(Cause::kRetainedGraph, Cause::kActivations);
   EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kLongerRun);
+  // Held and bounded (a cache of the last steps' tensors): a longer run
+  // shows nothing more; the batch tells it from the activations.
+  v.decision.retained_bounded = true;
+  EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kSmallerBatch);
+  v.decision.retained_bounded = false;
+  r = response(Cause::kRetainedGraph, Cause::kActivations);
   EXPECT_NE(r.find("the longer run below tells them apart"), std::string::npos) << r;
   EXPECT_NE(r.find(", activations does not."), std::string::npos) << r;
   r = response(Cause::kOptimizerState, Cause::kActivations);

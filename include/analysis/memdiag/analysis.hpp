@@ -168,6 +168,10 @@ struct Decision {
   // consumer of memory; they are set aside from the decision (and named
   // beside the consumer), with the MiB each held.
   std::vector<Component> set_aside;
+  // The retained graph's component is memory held and bounded (a graph
+  // held from step to step, a cache of the last steps' tensors), no
+  // growth: a longer run shows nothing more of it.
+  bool retained_bounded = false;
 };
 
 // Where two consumers are within the margin (kTooClose), the one run that
@@ -272,6 +276,9 @@ struct OptimizerStateMade {
   // more; and whether that peak is the run's.
   std::optional<double> step_transient_mib;
   bool step_peak_is_runs = false;
+  // The census counted the optimizer's state at the first cleanup: the
+  // persistent figure is its state, not all the first step left.
+  bool state_counted = false;
 };
 struct StepIncrements {
   double step0_mib = 0;

@@ -149,9 +149,9 @@ struct CapacityAnswer {
     std::optional<std::string> low_end_unknown;  // "sizes_varied", "live_memory_grew"
     // Three batches or more whose peaks grow faster than the batch (a B x B
     // similarity matrix, attention over the batch): the answer where the
-    // peak follows the parabola through the three largest (their peaks,
-    // reserve included), where it lies below the lines' and beyond the
-    // largest batch run. An independent check's SimCLR: 12408 predicted
+    // peak follows the parabola through the three largest (the peaks of
+    // the phase highest at all three, bent by over 5%), where it lies below
+    // the lines' and beyond the largest batch run. An independent check's SimCLR: 12408 predicted
     // within 1024 MiB from batches 1024-4096; 8192 measured 1226 MiB.
     std::optional<std::int64_t> batch_if_superlinear;
   };
