@@ -266,6 +266,14 @@ class CpuProbe:
         self._window_steps = 1  # the first window: one step, to learn a step's events
         self.notes = []
         self._below_zero = False
+        # A memory event larger than the host's memory is no allocation of
+        # this process (a CI run read a cleanup 21800752 MiB up once, in a
+        # job that held 48 MiB): left out, with a note.
+        try:
+            self._absurd_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            self._absurd_bytes = 1 << 50
+        self._absurd_seen = False
         self._theirs = None  # the loop's own profiler's config while it runs
         self._patched = None
 
@@ -312,7 +320,14 @@ class CpuProbe:
         for e in events:
             name = e.name()
             if name == "[memory]":
-                timeline.append((e.start_ns(), 1, e.nbytes()))
+                nbytes = e.nbytes()
+                if abs(nbytes) > self._absurd_bytes:
+                    if not self._absurd_seen:
+                        self.notes.append(f"the profiler reported a memory event of {nbytes} bytes, more than the "
+                                          "host has: left out of the CPU's figures")
+                        self._absurd_seen = True
+                    continue
+                timeline.append((e.start_ns(), 1, nbytes))
             elif name.startswith("memdiag.mark."):
                 timeline.append((e.start_ns(), 0, int(name.rsplit(".", 1)[1])))
             elif name.startswith("memdiag.point."):
