@@ -128,6 +128,15 @@ std::string cause_label_for(const Verdict& v) {
 
 namespace {
 
+// The verdict's evidence of one kind, where it has one.
+template <typename T>
+const T* first_of(const Verdict& v) {
+  for (const Evidence& e : v.evidence) {
+    if (const auto* x = std::get_if<T>(&e)) return x;
+  }
+  return nullptr;
+}
+
 // The forward's inputs, where they outweigh what the forward makes.
 const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   if (v.dominant != Cause::kActivations) return nullptr;
@@ -270,28 +279,25 @@ std::string base_response(const Verdict& v) {
              "amsgrad=True (its running maximum beside the two moments).";
     }
   }
-  if (v.dominant == Cause::kParameters) {
-    for (const Evidence& e : v.evidence) {
-      const auto* h = std::get_if<evidence::HeldBeforeTraining>(&e);
-      if (h == nullptr || h->mib < thresholds::kHeldCopyShare * h->parameter_mib) continue;
-      // As much again as the weights held before the loop began: a second
-      // copy of a model (an EMA, a teacher) is the cheapest part to move
-      // (an independent check's EMA copy, 64 MiB beside 64 MiB of weights,
-      // was told only to shard or shrink the model).
-      return std::string(weights_16_bit ? "Shard parameters (FSDP), or use a smaller model or parameter-efficient "
-                                          "fine-tuning; the weights are 16-bit already."
-                                        : cause_response(Cause::kParameters)) +
-             " And the " + format_mib(h->mib) + " MiB held before training began, beside the model's " +
-             format_mib(h->parameter_mib) +
-             " MiB: where it is a copy of the model that is not trained (an EMA; a frozen teacher that runs every step "
-             "can at least be bf16), " +
-             (v.primary_device_kind == "cpu"
-                  ? std::string("keep it in bf16, or drop it where the run can do without; it needs no gradients or "
-                                "optimizer state.")
-                  : std::string("keep it on the host (torch.optim.swa_utils.AveragedModel(model, device=\"cpu\")) or "
-                                "in bf16, or update it every few steps from a host copy; it needs no gradients or "
-                                "optimizer state."));
-    }
+  if (const auto* h = first_of<evidence::HeldBeforeTraining>(v);
+      h != nullptr && v.dominant == Cause::kParameters && h->mib >= thresholds::kHeldCopyShare * h->parameter_mib) {
+    // As much again as the weights held before the loop began: a second
+    // copy of a model (an EMA, a teacher) is the cheapest part to move
+    // (an independent check's EMA copy, 64 MiB beside 64 MiB of weights,
+    // was told only to shard or shrink the model).
+    return std::string(weights_16_bit ? "Shard parameters (FSDP), or use a smaller model or parameter-efficient "
+                                        "fine-tuning; the weights are 16-bit already."
+                                      : cause_response(Cause::kParameters)) +
+           " And the " + format_mib(h->mib) + " MiB held before training began, beside the model's " +
+           format_mib(h->parameter_mib) +
+           " MiB: where it is a copy of the model that is not trained (an EMA; a frozen teacher that runs every step "
+           "can at least be bf16), " +
+           (v.primary_device_kind == "cpu"
+                ? std::string("keep it in bf16, or drop it where the run can do without; it needs no gradients or "
+                              "optimizer state.")
+                : std::string("keep it on the host (torch.optim.swa_utils.AveragedModel(model, device=\"cpu\")) or "
+                              "in bf16, or update it every few steps from a host copy; it needs no gradients or "
+                              "optimizer state."));
   }
   if (weights_16_bit && v.dominant == Cause::kParameters) {
     return "Shard parameters (FSDP), or use a smaller model or parameter-efficient fine-tuning; the weights are "
@@ -315,21 +321,18 @@ std::string base_response(const Verdict& v) {
            "Adafactor), keep the moments in lower precision where that is acceptable (bf16, or 8-bit blocks as in "
            "8-bit Adam), or keep them with an fp32 copy of the weights on the host (CPU offload).";
   }
-  if (v.dominant == Cause::kOptimizerState) {
-    for (const Evidence& e : v.evidence) {
-      const auto* m = std::get_if<evidence::OptimizerStateMade>(&e);
-      if (m == nullptr || !m->step_transient_mib || !m->step_peak_is_runs) continue;
-      // The run's peak is the update's temporaries. Measured on the CPU
-      // (Adam, a 500k x 64 embedding and a head, torch 2.11): step()'s
-      // peak above its end 122.1 MiB with foreach (the default), 244.1
-      // with foreach=False (a parameter at a time, but two temporaries
-      // the size of the largest), 0.0 with fused=True.
-      return std::string(cause_response(v.dominant)) + " The run's peak is in step(), " +
-             format_mib(*m->step_transient_mib) +
-             " MiB above what it leaves: the update's temporaries; fused=True (Adam, AdamW, SGD) updates in place "
-             "without them (foreach=False makes them a parameter at a time, which helps only where no one parameter "
-             "is most of the model).";
-    }
+  if (const auto* m = first_of<evidence::OptimizerStateMade>(v);
+      m != nullptr && v.dominant == Cause::kOptimizerState && m->step_transient_mib && m->step_peak_is_runs) {
+    // The run's peak is the update's temporaries. Measured on the CPU
+    // (Adam, a 500k x 64 embedding and a head, torch 2.11): step()'s
+    // peak above its end 122.1 MiB with foreach (the default), 244.1
+    // with foreach=False (a parameter at a time, but two temporaries
+    // the size of the largest), 0.0 with fused=True.
+    return std::string(cause_response(v.dominant)) + " The run's peak is in step(), " +
+           format_mib(*m->step_transient_mib) +
+           " MiB above what it leaves: the update's temporaries; fused=True (Adam, AdamW, SGD) updates in place "
+           "without them (foreach=False makes them a parameter at a time, which helps only where no one parameter "
+           "is most of the model).";
   }
   return cause_response(v.dominant);
 }
