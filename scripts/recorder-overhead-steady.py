@@ -35,7 +35,8 @@ its forward hook, the optimizer's step hooks, zero_grad() wrapped on the
 model and the optimizer, torch.autograd.backward patched) doing nothing,
 and "bare readings" the same hooks doing only what a recorded step cannot
 do without: the four phase readings (the native call that reads the
-allocator and resets its peak) and the loss's copy to the host.
+allocator and resets its peak) and the loss's copy to the host;
+"readings no copy" and "loss copy only" are its two parts alone.
 """
 import argparse
 import random
@@ -68,7 +69,9 @@ MODES = {"recorded": {"census": True}, "no census": {"census": False},
 # The recorder without its steady lane (MEMDIAG_NATIVE_LANE=0: its Python at
 # every hook), to set before and after side by side in one run.
 PYTHON = {"python recorded": {"census": True}, "python no census": {"census": False}}
-FLOOR = ("no-op hooks", "bare readings")
+# "bare readings" split in two, to tell which of its parts a figure is:
+# the four readings without the loss's copy, and the copy alone.
+FLOOR = ("no-op hooks", "bare readings", "readings no copy", "loss copy only")
 
 
 class BareHooks:
@@ -76,14 +79,14 @@ class BareHooks:
     irreducible work of a recorded step (work=True): one native reading at
     each of the four phase ends, and the loss's copy at backward's end."""
 
-    def __init__(self, model, opt, device, work):
+    def __init__(self, model, opt, device, work, reads=True, copies=True):
         from memdiag import _native
         native = _native.load() if work else None
         if work and native is None:
             raise SystemExit(f"bare readings need the native reading: {_native.why()}")
         index = (device.index if device.index is not None else torch.cuda.current_device()) if work else None
         losses = native.Losses() if work else None
-        read = native.read if work else None
+        read = native.read if work and reads else (lambda *a: None)
         self.kept = 0
 
         def noop(*args):
@@ -116,7 +119,8 @@ class BareHooks:
             r = original_backward(tensors, *a, **k)
             if work:
                 read(index, True, False)
-                losses.add(tensors)
+                if copies:
+                    losses.add(tensors)
             return r
         torch.autograd.backward = backward
 
@@ -152,7 +156,8 @@ def block(device, loop, args, mode, path):
         sync(device)
         return (time.perf_counter() - t1) * 1000.0 / args.block, None, None
     if mode in FLOOR:
-        with BareHooks(model_of[0], opt_of[0], device, mode == "bare readings"):
+        with BareHooks(model_of[0], opt_of[0], device, mode != "no-op hooks",
+                       reads=mode != "loss copy only", copies=mode != "readings no copy"):
             loop(args.skip)
             sync(device)
             t1 = time.perf_counter()
