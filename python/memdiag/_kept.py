@@ -633,38 +633,84 @@ def _saved_bytes(roots, owned):
     return sum(storages.values())
 
 
-def checkpointed_graph(root, cap=_GRAPH_NODE_CAP):
+def checkpointed_graph(root, owned=frozenset(), cap=_GRAPH_NODE_CAP):
     """Whether a loss's graph recomputes in backward what its forward did
-    not save: a node of torch.utils.checkpoint's reentrant form
+    not save, and what it saves before its checkpointed regions:
+    (checkpointed, outside bytes or None).
+
+    Checkpointed: a node of torch.utils.checkpoint's reentrant form
     (CheckpointFunctionBackward), or a saved tensor whose unpack hook is its
     non-reentrant form's (_checkpoint_hook's, which recomputes on reading).
     The hooks are looked at, not called (SavedTensor.unpack_hook): reading
-    the tensor would run the recomputation. Walked once a job (the first
-    backward); a node type's saved names are listed once."""
+    the tensor would run the recomputation. A saved tensor with any other
+    unpack hook (save_on_cpu's) is not read either, nor counted.
+
+    Outside, where checkpointing was found: the bytes of the distinct
+    storages saved (the model's state, owned, aside) by the nodes that a
+    checkpointed node leads to, the forward's earlier layers and those
+    between its regions, which checkpointing as applied leaves saved (a
+    classifier head checkpointed alone leaves every convolution's input).
+    What follows the last region (a language model's head and loss) is not
+    counted: its largest saved tensors are the logits, which the model
+    returns and the loop holds anyway, and checkpointing it recomputes what
+    backward needs at once. Walked once a job (the first backward); a node
+    type's saved names are listed once."""
     names_of = {}
-    seen, todo = {}, [root]
+
+    def raws(fn):
+        """(name, its raw saved values, hooked), a node's saved tensors unread."""
+        kind = type(fn)
+        names = names_of.get(kind)
+        if names is None:
+            names = names_of[kind] = [n[len("_raw_saved_"):] for n in dir(fn) if n.startswith("_raw_saved_")]
+        for name in names:
+            try:
+                raw = getattr(fn, "_raw_saved_" + name)
+            except Exception:  # freed, or a custom node's: nothing to look at
+                continue
+            raw = raw if isinstance(raw, (tuple, list)) else (raw,)
+            yield name, [getattr(r, "unpack_hook", None) for r in raw]
+
+    # First the checkpointed nodes, nothing read: a job without them pays
+    # only this walk.
+    seen, todo, marks = {}, [root], []
     while todo and len(seen) < cap:
         fn = todo.pop()
         if fn is None or id(fn) in seen:
             continue
         seen[id(fn)] = fn  # kept: see _saved_bytes
-        kind = type(fn)
-        if kind.__name__ == "CheckpointFunctionBackward":
-            return True
-        names = names_of.get(kind)
-        if names is None:
-            names = names_of[kind] = [n for n in dir(fn) if n.startswith("_raw_saved_")]
-        for name in names:
-            try:
-                raw = getattr(fn, name)
-            except Exception:  # freed, or a custom node's: nothing to look at
-                continue
-            for r in (raw if isinstance(raw, (tuple, list)) else (raw,)):
-                hook = getattr(r, "unpack_hook", None)
-                if hook is not None and "_checkpoint_hook" in getattr(hook, "__qualname__", ""):
-                    return True
+        if type(fn).__name__ == "CheckpointFunctionBackward":
+            marks.append(fn)  # its saved inputs are the region's: not outside it
+        elif any(h is not None and "_checkpoint_hook" in getattr(h, "__qualname__", "")
+                 for _, hooks in raws(fn) for h in hooks):
+            marks.append(fn)
         todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
-    return False
+    if not marks:
+        return False, None
+    # Then what the nodes they lead to (the forward before them) saved.
+    before, storages = set(), {}
+    todo = [n for m in marks for n, _ in getattr(m, "next_functions", ())]
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in before or id(fn) not in seen:
+            continue
+        before.add(id(fn))
+        todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
+        if type(fn).__name__ == "CheckpointFunctionBackward":
+            continue
+        for name, hooks in raws(fn):
+            if any(h is not None for h in hooks):
+                continue  # a region's, or save_on_cpu's: reading runs the hook
+            try:
+                value = getattr(fn, "_saved_" + name)
+            except Exception:  # freed, or not readable: nothing to count
+                continue
+            for t in (value if isinstance(value, (tuple, list)) else (value,)):
+                if isinstance(t, torch.Tensor):
+                    key = _storage_key(t)
+                    if key is not None and key not in owned:
+                        storages[key] = key[3]
+    return True, sum(storages.values())
 
 
 def _largest_graph(roots):

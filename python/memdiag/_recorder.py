@@ -281,6 +281,10 @@ class Recorder:
         # called in the model's code, which no attribute of it says); None:
         # no backward looked at yet.
         self._graph_checkpointed = None
+        # What the first backward's graph saved outside its checkpointed
+        # regions (bytes), where it had any: checkpointing on for part of
+        # the model leaves the rest's activations saved.
+        self._checkpoint_outside_bytes = None
         self._backward_retained = False  # the last backward kept its graph (_patched_backward)
         self._backward_again = False  # this backward is another over the last one's graph
         # Where the forward's memory lives, by module (global forward hooks
@@ -809,7 +813,11 @@ class Recorder:
         self._in = BACKWARD
         self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
         if self._graph_checkpointed is None and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None:
-            self._graph_checkpointed = _kept.checkpointed_graph(tensors.grad_fn)
+            owned = frozenset(k for k in map(_kept._storage_key, self.model.parameters()) if k is not None) \
+                if self.model is not None else frozenset()
+            self._graph_checkpointed, outside = _kept.checkpointed_graph(tensors.grad_fn, owned)
+            if outside is not None:
+                self._checkpoint_outside_bytes = outside
             if self._graph_checkpointed and self._kept is not None:
                 self._kept.checkpointed = True
 
@@ -1335,6 +1343,8 @@ class Recorder:
                    "parameter_bytes": _census.storage_bytes(params),
                    "largest_module_bytes": _largest_module_bytes(self.model), "autocast": self._autocast,
                    "checkpointing": True if self._graph_checkpointed or _checkpointing(self.model) else None,
+                   "checkpoint_outside_mib": (None if self._checkpoint_outside_bytes is None
+                                              else self._checkpoint_outside_bytes / _probe.MIB),
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):

@@ -1824,6 +1824,53 @@ class Checkpointing(unittest.TestCase):
                 v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
                                               text=True).stdout)["groups"][0]
                 self.assertEqual(v["checkpointing_taken"], "on in the model, as the recorder saw it")
+                self.assertIsNone(v["checkpointing_outside_mib"], r["model"])
+                self.assertIn("activation checkpointing is taken already", v["response"])
+
+    def test_checkpointing_the_head_alone_leaves_the_rest_advised(self):
+        """torch.utils.checkpoint around a classifier head only (the
+        leftover of session 61: "taken already" for the whole model): what
+        the graph saves before its checkpointed region is counted, the
+        trunk's 4 + 16 + 16 MiB here, and the response asks to extend it.
+        What follows the last region (a language model's head and loss) is
+        not counted: the test above has a head after its region."""
+        from torch.utils.checkpoint import checkpoint
+
+        class Net(torch.nn.Module):
+            def __init__(self, reentrant):
+                super().__init__()
+                self.reentrant = reentrant
+                self.trunk = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                                 torch.nn.Linear(1024, 1024), torch.nn.ReLU())
+                self.head = torch.nn.Linear(1024, 10)
+
+            def forward(self, x):
+                return checkpoint(self.head, self.trunk(x), use_reentrant=self.reentrant)
+
+        for reentrant in (False, True):
+            torch.manual_seed(0)
+            x, y = torch.randn(4096, 256), torch.randint(0, 10, (4096,))
+            model = Net(reentrant)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            out = os.path.join(tempfile.mkdtemp(), "head.json")
+            with memdiag.record(model, opt, output=out, census=False):
+                for _ in range(4):
+                    F.cross_entropy(model(x), y).backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            r, v = report_and_verdict(out)
+            self.assertTrue(r["model"]["checkpointing"], r["model"])
+            # x (4 MiB, saved by the first Linear) and the two ReLUs' outputs
+            # (16 MiB each; the second Linear saves the first's, the same
+            # storage): the weights are not counted.
+            self.assertAlmostEqual(r["model"]["checkpoint_outside_mib"], 36.0, places=3, msg=reentrant)
+            self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+            self.assertAlmostEqual(v["checkpointing_outside_mib"], 36.0, places=3)
+            self.assertIn("extend activation checkpointing to the layers it leaves out", v["response"])
+            self.assertIn("36.00 MiB of what the forward saves for backward lies outside", v["response"])
+            self.assertNotIn("taken already (on in the model", v["response"])
+            self.assertNotIn("checkpoint", " ".join(v["remedies_not_measured"]) if v.get("remedies_not_measured")
+                             else "")
 
 
 class InputsOnTheDevice(unittest.TestCase):

@@ -513,6 +513,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.model_attention = r.model.attention;
   f.model_autocast = r.model.autocast;
   f.model_checkpointing = r.model.checkpointing;
+  f.model_checkpoint_outside_mib = r.model.checkpoint_outside_mib;
   if (r.model.parameters > 0) {
     f.bytes_per_parameter = static_cast<double>(r.model.parameter_bytes) / static_cast<double>(r.model.parameters);
   }

@@ -146,6 +146,18 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
                                     [](const Remedy& r) { return r.kind == RemedyKind::kCheckpoint; });
     if (p.model_checkpointing) {
       v.checkpointing_taken = "on in the model, as the recorder saw it";
+      // Half of the forward's increment still saved outside the regions:
+      // more of the activations are left out than were taken in.
+      // Against what the forward made: its increment, and what the loop
+      // held of the step before that it freed (ForwardIncrement's made_mib).
+      if (p.model_checkpoint_outside_mib && p.forward_increment_mib) {
+        const double input = p.forward_input_mib.value_or(0);
+        const double made =
+            *p.forward_increment_mib + (p.held_over_mib > input + 0.005 ? p.held_over_mib - input : 0.0);
+        if (made > 0 && *p.model_checkpoint_outside_mib >= 0.5 * made) {
+          v.checkpointing_outside_mib = p.model_checkpoint_outside_mib;
+        }
+      }
     } else if (remedy) {
       v.checkpointing_taken = "--remedy checkpoint";
     } else if (!p.id.variant_name.empty() && label_names(p.id.variant_name, RemedyKind::kCheckpoint)) {

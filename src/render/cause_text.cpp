@@ -152,6 +152,16 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
 // 16-bit weights) makes 16-bit activations already, so lower precision is
 // no step left to take. Also a tie's, where activations are one of two.
 std::string activations_response(const Verdict& v) {
+  if (v.checkpointing_outside_mib) {
+    return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), extend activation "
+           "checkpointing to the layers it leaves out (it is on in part of the model, as the recorder saw it: " +
+           format_mib(*v.checkpointing_outside_mib) +
+           " MiB of what the forward saves for backward lies outside its checkpointed regions), offload what layers "
+           "save for backward to host memory (torch.autograd.graph.save_on_cpu), or use " +
+           std::string(v.lower_precision.empty() ? "lower-precision (bf16) activations or a memory-efficient kernel."
+                                                 : "a memory-efficient kernel; lower precision is taken already (" +
+                                                       v.lower_precision + ").");
+  }
   if (!v.checkpointing_taken.empty()) {
     return "Reduce the per-device micro-batch (keep the global batch with gradient accumulation), offload what "
            "layers save for backward to host memory (torch.autograd.graph.save_on_cpu), or use " +

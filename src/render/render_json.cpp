@@ -626,6 +626,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"math_attention", v.math_attention},
           {"lower_precision", v.lower_precision.empty() ? json(nullptr) : json(v.lower_precision)},
           {"checkpointing_taken", v.checkpointing_taken.empty() ? json(nullptr) : json(v.checkpointing_taken)},
+          {"checkpointing_outside_mib", opt(v.checkpointing_outside_mib)},
           {"capacity", capacity_json(v)},
           {"sequence_capacity", sequence_capacity_json(v)},
           {"step_capacity", step_capacity_json(v)},

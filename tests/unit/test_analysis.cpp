@@ -1304,6 +1304,39 @@ TEST(Remedies, CheckpointingTakenIsNotListedAsNotMeasured) {
   EXPECT_FALSE(not_measured(true).empty());
 }
 
+// Checkpointing on for part of the model (a classifier head alone): where
+// what the graph saves before its checkpointed regions is half of what the
+// forward made or more, the response asks to extend it, not "taken
+// already"; below half it stays taken. Scanned around the bound.
+TEST(Remedies, CheckpointingOnPartOfTheModelIsExtended) {
+  const auto verdict = [](std::optional<double> outside) {
+    Synth s = named("resnet");
+    s.activations_mib = 100;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    r.model.checkpointing = true;
+    r.model.checkpoint_outside_mib = outside;
+    return analyse({{"r.json", r}}).verdicts.at(0);
+  };
+  for (double outside : {0.0, 20.0, 49.0, 49.9}) {
+    const Verdict v = verdict(outside);
+    EXPECT_EQ(v.dominant, Cause::kActivations);
+    EXPECT_FALSE(v.checkpointing_outside_mib.has_value()) << outside;
+    EXPECT_EQ(v.checkpointing_taken, "on in the model, as the recorder saw it");
+    EXPECT_NE(response_for(v).find("activation checkpointing is taken already"), std::string::npos) << outside;
+  }
+  for (double outside : {50.0, 51.0, 90.0, 130.0}) {
+    const Verdict v = verdict(outside);
+    ASSERT_TRUE(v.checkpointing_outside_mib.has_value()) << outside;
+    EXPECT_DOUBLE_EQ(*v.checkpointing_outside_mib, outside);
+    const std::string text = response_for(v);
+    EXPECT_NE(text.find("extend activation checkpointing to the layers it leaves out"), std::string::npos) << text;
+    EXPECT_EQ(text.find("taken already (on in the model"), std::string::npos) << text;
+  }
+  // Unknown (a model whose flag said it, no graph read): taken, as before.
+  EXPECT_FALSE(verdict(std::nullopt).checkpointing_outside_mib.has_value());
+}
+
 // A job under autocast already (the report's model.autocast) is not sent
 // to measure bf16 or autocast: "lower precision is taken already" and
 // "not measured here: bf16, autocast-bf16" read together (an independent

@@ -271,6 +271,7 @@ std::set<std::string> written_paths() {
   // show, and a model with checkpointing on as the recorder saw it.
   labelled.config.batch_seen = 8;
   labelled.model.checkpointing = true;
+  labelled.model.checkpoint_outside_mib = 36.0;
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});
   sampled.config.step_sampling = RunConfig::StepSampling{100, 100};

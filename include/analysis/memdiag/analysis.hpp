@@ -838,6 +838,11 @@ struct Verdict {
   // leaves it out (an independent check's Qwen2 with gradient
   // checkpointing on was told to use it).
   std::string checkpointing_taken;
+  // Checkpointing on for part of the model only: what the first backward's
+  // graph saved outside its checkpointed regions (MiB), where that is at
+  // least half the forward's increment (a classifier head checkpointed
+  // alone). The response then asks to extend it, not "taken already".
+  std::optional<double> checkpointing_outside_mib;
   // A growth named retained_graph that the walk's kept tensors account for,
   // none of them graph-retaining (no retain_graph): the label says tensors
   // kept across steps, not graphs.

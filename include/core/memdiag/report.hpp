@@ -270,6 +270,11 @@ struct ModelInfo {
   // Hugging Face model's gradient checkpointing, torch's checkpoint
   // wrapper): what is advised for activations leaves it out.
   bool checkpointing = false;
+  // Where torch.utils.checkpoint was found in the first backward's graph:
+  // what that graph saved outside the checkpointed regions (MiB, the
+  // weights aside). Checkpointing on for part of the model (a classifier
+  // head alone) leaves the rest's activations saved: most of them here.
+  std::optional<double> checkpoint_outside_mib;
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;
