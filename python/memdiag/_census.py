@@ -107,9 +107,12 @@ def state_holders(optimizers):
     out = []
     for opt in optimizers:
         out.append(opt)
-        for attr in ("optim", "optimizer"):
-            inner = getattr(opt, attr, None)
-            if isinstance(inner, torch.optim.Optimizer) and inner is not opt:
+        # A wrapped optimizer, whatever the wrapper calls it
+        # (ZeroRedundancyOptimizer's .optim, timm's Lookahead's
+        # ._base_optimizer, SAM's .base_optimizer): its state is where the
+        # wrapper's is.
+        for inner in vars(opt).values():
+            if isinstance(inner, torch.optim.Optimizer) and inner is not opt and all(inner is not o for o in out):
                 out.append(inner)
     return out
 

@@ -386,6 +386,39 @@ class Recorder:
         self._sync_phase, self._sync_step = self.sync == "phase", self.sync == "step"
         self._loss_buffer = _losses.LossBuffer(self.device, native)  # page-locked memory first: its allocation may wait
         _active[0] = self
+        try:
+            return self._start_recording(native)
+        except BaseException:
+            # Nothing left behind: a recorder that could not start leaves
+            # the loop as it found it (a wrapper optimizer's failure once
+            # left the CPU's profiler running and the process segfaulted
+            # at its exit).
+            self._abort_start()
+            raise
+
+    def _abort_start(self):
+        with contextlib.suppress(Exception):
+            self._remove_hooks()
+        with contextlib.suppress(Exception):
+            _lane.spill(self)
+        self._lane = None
+        if self._kept is not None:
+            with contextlib.suppress(Exception):
+                self._kept.end()
+        with contextlib.suppress(Exception):
+            _signals.uninstall(self)
+        _at_exit.discard(self)
+        if isinstance(self._probe, _probe.CpuProbe):
+            with contextlib.suppress(Exception):
+                self._probe.stop()
+        if self.snapshot and self._cuda:
+            with contextlib.suppress(Exception):
+                torch.cuda.memory._record_memory_history(enabled=None)
+        self._finished = True
+        if _active[0] is self:
+            _active[0] = None
+
+    def _start_recording(self, native):
         if self.warmup and self.device.type == "cuda":
             before = torch.cuda.memory_allocated(self.device)
             # The recorder must not change what the loop learns: the warm-up's
@@ -604,8 +637,11 @@ class Recorder:
             self._handles.append(self.model.register_forward_hook(hooks["forward_post"], always_call=True))
             self._wrap(self.model, "zero_grad")
         for opt in self.optimizers:
-            self._handles.append(opt.register_step_pre_hook(hooks["step_pre"]))
-            self._handles.append(opt.register_step_post_hook(hooks["step_post"]))
+            if _step_hooks_run(opt):
+                self._handles.append(opt.register_step_pre_hook(hooks["step_pre"]))
+                self._handles.append(opt.register_step_post_hook(hooks["step_post"]))
+            else:
+                self._wrap_step(opt, hooks["step_pre"], hooks["step_post"])
             self._wrap(opt, "zero_grad")
         with _backward_lock:
             if _original_backward[0] is None:
@@ -661,6 +697,23 @@ class Recorder:
 
         setattr(obj, method, wrapped)
         self._patched.append((obj, method))
+
+    def _wrap_step(self, opt, pre, post):
+        """step() of an optimizer whose class never ran Optimizer.__init__
+        (timm's Lookahead wraps another optimizer and sets its attributes
+        itself): its step runs no hooks, and registering one raises. The
+        instance's step is wrapped instead, calling the same hooks as
+        torch's would (the optimizer, the call's args and kwargs)."""
+        original = opt.step
+
+        def step(*args, **kwargs):
+            pre(opt, args, kwargs)
+            result = original(*args, **kwargs)
+            post(opt, args, kwargs)
+            return result
+
+        opt.step = step
+        self._patched.append((opt, "step"))
 
     def _remove_hooks(self):
         for h in self._handles:
@@ -1097,8 +1150,9 @@ class Recorder:
         return c
 
     def _optimizer_state_entries(self):
-        """How many parameters have state, per optimizer state dict; and
-        where few hold it, the length of its lists (LBFGS keeps its
+        """How many parameters have state, per optimizer state dict, and
+        how many keys the first one's has; and where few hold it, the
+        length of its lists (LBFGS keeps its
         history as lists in its first parameter's state, which grow in
         place until history_size: a count at the first step alone read
         1.5 MiB of 11)."""
@@ -1106,6 +1160,11 @@ class Recorder:
         for h in self._state_holders:
             state = h.state
             out.append(len(state))
+            # The keys of the first parameter's state: a buffer added to
+            # every parameter's later (Lookahead's slow weights at its k-th
+            # step) changes no count above.
+            first = next(iter(state.values()), None) if isinstance(state, dict) else None
+            out.append(len(first) if isinstance(first, dict) else -1)
             if len(state) <= 4:
                 out.append(sum(len(v) for st in state.values() if isinstance(st, dict)
                                for v in st.values() if isinstance(v, (list, tuple))))
@@ -1688,6 +1747,15 @@ def _largest_module_bytes(model):
         if own:
             largest = max(largest, _census.storage_bytes(own))
     return largest
+
+
+def _step_hooks_run(opt):
+    """Whether torch runs opt's step hooks: Optimizer.__init__ made the
+    hooks' dictionaries and wrapped its class's step (profile_hook_step,
+    marked `hooked`). A class that skips it (timm's Lookahead) has
+    neither."""
+    return hasattr(opt, "_optimizer_step_pre_hooks") and hasattr(opt, "_optimizer_step_post_hooks") and bool(
+        getattr(type(opt).step, "hooked", False))
 
 
 def _checkpointing(model):

@@ -1168,6 +1168,115 @@ def report_and_verdict(path):
     return report, v
 
 
+class Lookahead(torch.optim.Optimizer):
+    """timm's Lookahead as it is written: an Optimizer subclass that never
+    runs Optimizer.__init__ (so torch runs no step hooks for it and
+    registering one raises), its slow weights kept in the wrapped
+    optimizer's state from its k-th step."""
+
+    def __init__(self, base, alpha=0.5, k=3):
+        self._base_optimizer = base
+        self.param_groups = base.param_groups
+        self.defaults = base.defaults
+        self.state = collections.defaultdict(dict)
+        self.k, self.alpha, self.steps = k, alpha, 0
+
+    def zero_grad(self, set_to_none=True):
+        self._base_optimizer.zero_grad(set_to_none)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = self._base_optimizer.step(closure)
+        self.steps += 1
+        if self.steps % self.k == 0:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    st = self._base_optimizer.state[p]
+                    if "slow" not in st:
+                        st["slow"] = p.detach().clone()
+                    st["slow"].add_(p - st["slow"], alpha=self.alpha)
+                    p.copy_(st["slow"])
+        return loss
+
+
+class WrappedOptimizers(unittest.TestCase):
+    """An optimizer that wraps another (an independent check's Lookahead
+    crashed the recorder and then the process: AttributeError on its step
+    hooks, then a segfault at exit from the CPU probe left running)."""
+
+    def record(self, wrapper):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1024))
+        base = torch.optim.Adam(model.parameters(), lr=1e-3)
+        opt = Lookahead(base) if wrapper else base
+        out = os.path.join(tempfile.mkdtemp(), "la.json")
+        with memdiag.record(model, opt, output=out, every=1):
+            for _ in range(8):
+                x = torch.randn(64, 1024)
+                F.mse_loss(model(x), x).backward()
+                opt.step()
+                opt.zero_grad()
+        return report_and_verdict(out)
+
+    def test_a_wrapper_without_step_hooks_is_recorded_with_its_state(self):
+        params = (1024 * 2048 + 2048 + 2048 * 1024 + 1024) * 4 / 2**20
+        for wrapper in (True, False):
+            r, v = self.record(wrapper)
+            steps = [s for s in r["samples"] if s["phase"] == "step"]
+            self.assertEqual([s["step"] for s in steps], list(range(8)))
+            state = [round(s["tensors"]["optimizer_state_mib"] / params, 2) for s in steps]
+            if wrapper:
+                # Adam's two moments, then the slow weights from step 2 (k=3).
+                self.assertEqual(state, [2.0, 2.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0])
+                self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
+                [made] = [e for e in v["evidence_data"] if e["code"] == "optimizer_state_made"]
+                self.assertEqual(made["grew_once_at_step"], 2)
+                self.assertIn("at step 2's step() and stayed there", v["evidence"][0])
+                self.assertNotIn("history", v["response"])
+                self.assertNotIn("centered", v["response"])
+            else:
+                self.assertEqual(state, [2.0] * 8)
+
+    def test_a_recorder_that_cannot_start_leaves_nothing_behind(self):
+        """A failure while the hooks are installed leaves the process as it
+        was: the backward unpatched, no recorder active, no hook on the
+        model, a next recording possible, and an exit without a crash."""
+        code = """
+import torch, memdiag
+from memdiag import _recorder
+model = torch.nn.Linear(8, 8)
+class Broken(torch.optim.SGD):
+    def register_step_post_hook(self, hook):
+        raise RuntimeError("no hooks here")
+opt = Broken(model.parameters(), lr=0.1)
+opt.__class__.step.hooked = True
+original = torch.autograd.backward
+try:
+    with memdiag.record(model, opt, output="broken.json"):
+        pass
+except RuntimeError as e:
+    print("raised:", e)
+assert _recorder._active[0] is None
+assert torch.autograd.backward is original
+assert not model._forward_pre_hooks and not model._forward_hooks
+good = torch.optim.SGD(model.parameters(), lr=0.1)
+with memdiag.record(model, good, output="good.json"):
+    for _ in range(2):
+        model(torch.randn(4, 8)).sum().backward(); good.step(); good.zero_grad()
+print("second recording done")
+"""
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+                p for p in (os.path.dirname(os.path.dirname(memdiag.__file__)), os.environ.get("PYTHONPATH")) if p))
+            p = subprocess.run([sys.executable, "-c", code], cwd=d, env=env, capture_output=True, text=True,
+                               timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+            self.assertIn("raised: no hooks here", p.stdout)
+            self.assertIn("second recording done", p.stdout)
+            self.assertFalse(os.path.exists(os.path.join(d, "broken.json")))
+            self.assertTrue(os.path.exists(os.path.join(d, "good.json")))
+
+
 class Accumulation(unittest.TestCase):
     """Gradient accumulation: the forward measured is a micro-batch's and a
     confirming run keeps the step's micro-batches (a hostile check read

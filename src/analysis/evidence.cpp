@@ -133,6 +133,23 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       if (p.optimizer_state_first_step_mib) {
         made.grown_to_mib = made.persistent_mib;
         made.persistent_mib = *p.optimizer_state_first_step_mib;
+        // Once, then flat: the census's rises between recorded steps.
+        std::vector<std::pair<int, double>> census;
+        for (const StepFigures& st : p.steps) {
+          if (st.step_optimizer_state_mib) census.emplace_back(st.step, *st.step_optimizer_state_mib);
+        }
+        int rises = 0;
+        std::size_t at = 0;
+        for (std::size_t i = 1; i < census.size(); ++i) {
+          const double d = census[i].second - census[i - 1].second;
+          if (d > thresholds::kMinimumSignalMib) {
+            ++rises;
+            at = i;
+          } else if (d < -thresholds::kMinimumSignalMib) {
+            rises = 2;  // it moved both ways: not one buffer made late
+          }
+        }
+        if (rises == 1 && census.size() - at >= 3) made.grew_once_at_step = census[at].first;
       }
       {
         // step()'s own peak above its ends (an independent check's dense

@@ -271,7 +271,7 @@ std::string base_response(const Verdict& v) {
                    "model; the trainable part is small already.";
     }
     const auto* m = std::get_if<evidence::OptimizerStateMade>(&e);
-    if (m && v.dominant == Cause::kOptimizerState && m->grown_to_mib) {
+    if (m && v.dominant == Cause::kOptimizerState && m->grown_to_mib && !m->grew_once_at_step) {
       return "Bound what the optimizer keeps from step to step: its state grew after the first step, as a history "
              "of updates does (LBFGS keeps history_size of them, each two vectors the size of the parameters): a "
              "shorter history, or an optimizer that keeps none.";
@@ -279,7 +279,7 @@ std::string base_response(const Verdict& v) {
     // One rank: under DDP the first step also leaves its gradient buckets,
     // a parameter's worth (Adam read 3.00x on two ranks).
     if (m && v.dominant == Cause::kOptimizerState && v.primary_world_size <= 1 && m->state_counted &&
-        m->ratio_to_parameters >= 2.75 && m->ratio_to_parameters <= 3.25) {
+        !m->grown_to_mib && m->ratio_to_parameters >= 2.75 && m->ratio_to_parameters <= 3.25) {
       // Three buffers a parameter, measured: which settings make the third
       // (an independent check's centered RMSprop with momentum, 3.00x,
       // was offered only another optimizer).

@@ -528,10 +528,15 @@ std::string describe(const Evidence& e) {
                           ")"
                     : "";
             const std::string grew =
-                x.grown_to_mib ? ", and the optimizer's state grew to " + mib(*x.grown_to_mib) +
-                                     " by the last step (its census: it keeps more as the steps go, as LBFGS's history "
-                                     "does up to history_size)"
-                               : "";
+                !x.grown_to_mib ? ""
+                : x.grew_once_at_step
+                    ? ", and the optimizer's state grew to " + mib(*x.grown_to_mib) + " at step " +
+                          std::to_string(*x.grew_once_at_step) +
+                          "'s step() and stayed there (its census: a buffer made at a later step, as a wrapper's "
+                          "slow weights or an average of the weights are, not a history that keeps growing)"
+                    : ", and the optimizer's state grew to " + mib(*x.grown_to_mib) +
+                          " by the last step (its census: it keeps more as the steps go, as LBFGS's history "
+                          "does up to history_size)";
             const std::string transient =
                 x.step_transient_mib
                     ? "; step() itself peaks " + mib(*x.step_transient_mib) + " above what it starts and ends with" +

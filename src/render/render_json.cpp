@@ -77,7 +77,7 @@ json figures(const Evidence& e) {
                     {"ratio_to_parameters", x.ratio_to_parameters}, {"parameter_mib", x.parameter_mib},
                     {"grown_to_mib", opt(x.grown_to_mib)}, {"gradients_kept_mib", opt(x.gradients_kept_mib)},
                     {"step_transient_mib", opt(x.step_transient_mib)}, {"step_peak_is_runs", x.step_peak_is_runs},
-                    {"state_counted", x.state_counted}};
+                    {"state_counted", x.state_counted}, {"grew_once_at_step", opt(x.grew_once_at_step)}};
           },
           [](const evidence::StepIncrements& x) -> json {
             return {{"step0_mib", x.step0_mib}, {"step1_mib", opt(x.step1_mib)}};

@@ -279,6 +279,11 @@ struct OptimizerStateMade {
   // The census counted the optimizer's state at the first cleanup: the
   // persistent figure is its state, not all the first step left.
   bool state_counted = false;
+  // The state grew once, at this step's step(), and stayed as it was for
+  // two recorded steps or more after: a buffer made at a later step
+  // (Lookahead's slow weights at its k-th step, an average of the
+  // weights), not a history that keeps growing. Absent otherwise.
+  std::optional<int> grew_once_at_step;
 };
 struct StepIncrements {
   double step0_mib = 0;

@@ -519,6 +519,18 @@ class Lane {
       const Py_ssize_t n = PyObject_Length(state.ptr());
       if (n < 0) throw py::error_already_set();  // as len(state) raises in the recorder's Python
       out.push_back(n);
+      // The keys of the first parameter's state, as the recorder's Python
+      // counts them (a buffer added to every parameter's later).
+      {
+        std::int64_t keys = -1;
+        if (PyDict_Check(state.ptr())) {
+          PyObject* key = nullptr;
+          PyObject* value = nullptr;
+          Py_ssize_t pos = 0;
+          if (PyDict_Next(state.ptr(), &pos, &key, &value) && PyDict_Check(value)) keys = PyDict_Size(value);
+        }
+        out.push_back(keys);
+      }
       if (n <= 4) {
         std::int64_t lists = 0;
         PyObject* values = PyObject_CallMethod(state.ptr(), "values", nullptr);
