@@ -157,8 +157,14 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
 }
 
 std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const std::vector<double>& budgets_mib) {
-  const std::optional<StepSizeCapacity> fitted = step_size_fit(p);
+  std::optional<StepSizeCapacity> fitted = step_size_fit(p);
   if (!fitted) return {};
+  for (const RunStop& s : p.stops) {
+    if (s.kind == EventKind::kOom && s.step) {
+      fitted->failed_step = s.step;
+      fitted->failed_phase = s.phase;
+    }
+  }
   std::vector<StepSizeCapacity> out;
   for (const auto& [budget, source] : capacity_budgets(p, budgets_mib)) {
     StepSizeCapacity c = *fitted;

@@ -402,8 +402,17 @@ std::string describe(const StepSizeCapacity& c) {
   if (samples_held) s += "; a step of more samples needs more of what does not follow the tokens";
   const double reach = c.most > 0 ? static_cast<double>(c.max_size_steepest) / static_cast<double>(c.most) : 0;
   if (reach > 1.5) s += ", extrapolated x" + format_fixed(reach, 1) + " from the largest step seen (a step near it checks)";
-  s += "; the job's largest step, " + std::to_string(c.most) + " " + unit + ", peaked at " + mib(c.largest_step_need_mib) +
-       (c.largest_step_need_mib <= c.budget_mib ? " (it fits)" : " (more than the budget)");
+  if (c.failed_step) {
+    // The step that ran out is the job's largest need, whatever its size:
+    // "it fits" of the largest that completed read as the job fitting.
+    s += "; the largest step that completed, " + std::to_string(c.most) + " " + unit + ", peaked at " +
+         mib(c.largest_step_need_mib) + ", and step " + std::to_string(*c.failed_step) + " ran out of memory" +
+         (c.failed_phase ? std::string(" in ") + to_string(*c.failed_phase) : std::string()) +
+         " (not in the fit: it did not finish)";
+  } else {
+    s += "; the job's largest step, " + std::to_string(c.most) + " " + unit + ", peaked at " +
+         mib(c.largest_step_need_mib) + (c.largest_step_need_mib <= c.budget_mib ? " (it fits)" : " (more than the budget)");
+  }
   return s + ". Allocated memory: where sizes vary the allocator's reserve can need more (expandable segments reclaim it)";
 }
 

@@ -450,6 +450,7 @@ json step_capacity_json(const Verdict& v) {
                    {"other_least", opt(c.other_least)},
                    {"other_most", opt(c.other_most)},
                    {"largest_step_peak_mib", c.largest_step_need_mib},
+                   {"failed_step", opt(c.failed_step)},
                    {"text", describe(c)}});
   }
   return out;

@@ -181,6 +181,47 @@ TEST(Features, AScheduleReadsPerSampleFromEachStepsOwnForward) {
   EXPECT_NEAR(*fwd->per_sample_mib, 0.5, 1e-9);
 }
 
+// A ramp that ran out of memory in a later step's forward (an independent
+// check's case file: "the job's largest step, 3666 samples, peaked at
+// 341.2 MiB (it fits)" where the 4888-sample step ran out): the largest
+// step read is the largest that completed, and the one that failed is said.
+TEST(StepCapacity, ARunThatRanOutSaysWhichStepDidNotFit) {
+  Synth s;
+  s.batch = 64;
+  s.steps = 8;
+  s.activations_mib = 0;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  const std::int64_t ramp[] = {16, 32, 48, 64};
+  for (Sample& x : r.samples) {
+    if (x.phase != Phase::kForward) continue;
+    x.samples = ramp[*x.step % 4];
+    x.allocated_mib += 0.5 * static_cast<double>(*x.samples);
+    x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+  }
+  const auto text_of = [](const Report& rep) {
+    const Verdict v = analyse({{"ramp.json", rep}}, {}, {1000.0}).verdicts.front();
+    EXPECT_FALSE(v.step_capacity.empty());
+    return v.step_capacity.empty() ? std::pair<std::optional<int>, std::string>{}
+                                   : std::pair{v.step_capacity.front().failed_step, describe(v.step_capacity.front())};
+  };
+  const auto [none, complete] = text_of(r);
+  EXPECT_FALSE(none.has_value());
+  EXPECT_NE(complete.find("(it fits)"), std::string::npos) << complete;
+  // Step 7 (64 samples) ran out in its forward: none of its samples written.
+  r.samples.erase(std::remove_if(r.samples.begin(), r.samples.end(),
+                                 [](const Sample& x) { return x.step && *x.step == 7; }),
+                  r.samples.end());
+  r.status = RunStatus::kOom;
+  r.events.push_back(make_event(EventKind::kOom, Phase::kForward, 7, "out of memory", 10.0));
+  const auto [failed, text] = text_of(r);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(*failed, 7);
+  EXPECT_NE(text.find("the largest step that completed, 64 samples"), std::string::npos) << text;
+  EXPECT_NE(text.find("step 7 ran out of memory in forward (not in the fit"), std::string::npos) << text;
+  EXPECT_EQ(text.find("(it fits)"), std::string::npos) << text;
+}
+
 // Two runs whose steps varied in samples (an LSTM on batches of 12-20 and
 // 28-40): the batch sweep pairs each run's median forward with its steps'
 // median samples, not step 0's (14 and 28 read 1.43 MiB a sample for 1.0).

@@ -672,6 +672,11 @@ struct StepSizeCapacity {
   std::int64_t least = 0, most = 0;    // the steps' sizes in this unit
   std::optional<std::int64_t> other_least, other_most;  // and in the other, where the report gave it
   double largest_step_need_mib = 0;    // measured: the largest step's peak above nothing
+  // The run ran out of memory in this step, which the fit has not (its
+  // size is not in the report where the forward did not end): the largest
+  // step read is the largest that completed, not the job's.
+  std::optional<int> failed_step;
+  std::optional<Phase> failed_phase;
   double budget_mib = 0;
   CapacityPrediction::Budget source = CapacityPrediction::Budget::kGiven;
   std::int64_t max_size = 0;           // at the fitted rate
