@@ -171,6 +171,7 @@ def spill(rec):
     probe = rec._probe
     probe._used, probe._used_reserved, probe._nvml_used_at, probe._nvml_last = used, used_reserved, nvml_at, nvml_last
     rec._forward_inputs = inputs
+    rec._forward_calls = 1  # the lane ran canonical steps only: one call a forward
     rec._forward_stack = [True] * depth
     rec._micro = micro
     rec._in_step_call = in_step_call

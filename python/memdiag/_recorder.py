@@ -253,6 +253,7 @@ class Recorder:
         # line search evaluates the loss several times) is the step's, not
         # another step or micro-batch, once the step's backward is recorded.
         self._in_step_call = 0
+        self._forward_calls = 1  # the model's counted calls in the forward phase (chunks before one backward)
         self._recount_gradients = False  # zero_grad() ran after the last sample: the next forward's recounts them
         self._pending_loss = None
         self._step = -1
@@ -491,6 +492,7 @@ class Recorder:
             raise ValueError(f"memdiag: mark({phase!r}) after {previous!r} in step {max(self._step, 0)} "
                              f"(expected after {' or '.join(expected)})")
         if phase == FORWARD:
+            self._forward_calls = 1
             self._count_forward()  # the phase began at the previous mark
             self._forward_inputs = (None, None)  # mark() is not told what the forward was given
             self._forward_input_bytes = None
@@ -771,6 +773,7 @@ class Recorder:
             last = CLEANUP
         if self._in == BETWEEN or (self._in == STEP and last == BACKWARD):
             # A new step, or the next micro-batch of this one.
+            self._forward_calls = 1
             self._count_forward()
             self._begin_phase()  # time between steps (loading data) is no phase's
             self._in = FORWARD
@@ -799,8 +802,11 @@ class Recorder:
                 # A wrapper (DistributedDataParallel) is not pushed: the
                 # user's module inside it is, by the hooks, under its names.
                 self._modules.begin(module if _unwrap(module) is module else None, self._step)
-        # A second forward before backward (an evaluation pass, two inputs)
-        # stays in the same forward phase.
+        elif self._in == FORWARD:
+            # A second forward before backward (chunks of a batch summed
+            # into one loss, two views) stays in the same forward phase:
+            # counted, for its activations are all held at once.
+            self._forward_calls += 1
 
     def _forward_post(self, module, args, output):
         if self._kept is not None and self._kept.walking:
@@ -849,6 +855,7 @@ class Recorder:
             # to here.
             if self._in in (BETWEEN, BETWEEN_OPTIMIZERS) or (self._in == STEP and self._last == BACKWARD):
                 between_optimizers = self._in == BETWEEN_OPTIMIZERS
+                self._forward_calls = 1
                 self._count_forward()
                 # Unseen (None, None), or an eval-mode forward's inputs.
                 self._forward_inputs = self._uncounted_inputs
@@ -1049,8 +1056,9 @@ class Recorder:
             now = _perf_counter() * 1000.0
             elapsed = now - self._phase_started
             if phase == FORWARD:
-                extra = (self._micro, self._forward_inputs if self._forward_input_bytes is None else
-                         (*self._forward_inputs, self._forward_input_bytes), None)
+                extra = (self._micro, self._forward_inputs if self._forward_input_bytes is None and
+                         self._forward_calls < 2 else
+                         (*self._forward_inputs, self._forward_input_bytes, self._forward_calls), None)
             elif phase == BACKWARD:
                 extra = (self._micro, None, None)
             elif phase == STEP and self._losses:
@@ -1482,8 +1490,10 @@ def _sample_dict(sample, host_reader):
         s["micro_batch"] = micro
     if inputs is not None:
         samples, tokens = inputs[0], inputs[1]
-        if len(inputs) > 2:
+        if len(inputs) > 2 and inputs[2] is not None:
             s["input_mib"] = inputs[2] / _probe.MIB
+        if len(inputs) > 3 and inputs[3] > 1:
+            s["forwards"] = inputs[3]
         if samples is not None:
             s["samples"] = samples
             if tokens is not None:

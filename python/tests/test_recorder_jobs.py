@@ -1277,6 +1277,57 @@ print("second recording done")
             self.assertTrue(os.path.exists(os.path.join(d, "good.json")))
 
 
+class CallsBeforeOneBackward(unittest.TestCase):
+    """Chunks of a batch run forward and their losses summed before one
+    backward (an independent check's accumulation: "809 MiB at batch 4",
+    and "splitting into chunks would not help" said of what it did): the
+    report says how many calls the forward held, and the response asks for
+    a backward per chunk."""
+
+    def record(self, summed):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "chunks.json")
+        with memdiag.record(model, opt, output=out, every=1):
+            for _ in range(4):
+                losses = []
+                for _ in range(4):
+                    x, y = torch.randn(512, 256), torch.randint(0, 10, (512,))
+                    loss = F.cross_entropy(model(x), y) / 4
+                    if summed:
+                        losses.append(loss)
+                    else:
+                        loss.backward()
+                if summed:
+                    torch.stack(losses).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        return report_and_verdict(out)
+
+    def test_chunks_summed_before_one_backward_are_said_and_answered(self):
+        r, v = self.record(summed=True)
+        forwards = [(s["step"], s.get("samples"), s.get("forwards")) for s in r["samples"] if s["phase"] == "forward"]
+        self.assertEqual(forwards, [(i, 512, 4) for i in range(4)])
+        self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual(fwd["calls"], 4)
+        # Four calls' activations: 512 x 2048 x 4 B twice (the ReLU's output,
+        # saved, and the Linear's input is the same) = 4 MiB, four times.
+        self.assertGreaterEqual(fwd["forward_mib"], 4 * 4.0)
+        self.assertIn("the model was called 4 times before one backward", v["evidence"][0])
+        self.assertTrue(v["response"].startswith("Call backward after each of the model's 4 calls"), v["response"])
+        self.assertFalse(any(n.startswith("Splitting the batch into chunks") for n in v["not_helpful"]), v["not_helpful"])
+
+    def test_a_backward_per_chunk_is_micro_batches_not_calls(self):
+        r, v = self.record(summed=False)
+        self.assertFalse(any("forwards" in s for s in r["samples"]))
+        self.assertEqual(r["config"]["batch_size_per_device"], 4 * 512)
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual(fwd["calls"], 1)
+        self.assertFalse(v["response"].startswith("Call backward after each"), v["response"])
+
+
 class Accumulation(unittest.TestCase):
     """Gradient accumulation: the forward measured is a micro-batch's and a
     confirming run keeps the step's micro-batches (a hostile check read

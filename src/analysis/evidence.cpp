@@ -74,6 +74,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
                                     std::nullopt, std::nullopt, 0, std::nullopt, false, false};
         f.input_mib = p.forward_input_mib;
         f.gathered_parameters_mib = p.forward_gathered_mib;
+        f.calls = p.forward_calls;
         if (p.forward_range && !(p.step_samples && p.step_samples->varied())) {
           f.range = p.forward_range;
           f.tokens_varied = p.step_tokens && p.step_tokens->varied();

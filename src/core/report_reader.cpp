@@ -85,7 +85,8 @@ Sample read_sample(const JsonNode& n) {
   s.samples = n.opt_integer("samples", 1, limits::kMaxBatch);
   s.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
   s.input_mib = n.opt_mib("input_mib");
-  for (const char* key : {"samples", "tokens", "input_mib"}) {
+  if (auto f = n.opt_integer("forwards", 2, limits::kMaxBatch)) s.forwards = static_cast<int>(*f);
+  for (const char* key : {"samples", "tokens", "input_mib", "forwards"}) {
     if (n.given(key) && s.phase != Phase::kForward) {
       n.field(key).fail(std::string("only a forward sample says what it was given, not '") + to_string(s.phase) + "'");
     }

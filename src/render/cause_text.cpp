@@ -147,6 +147,16 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
   return nullptr;
 }
 
+// The forward, where the model was called more than once before one
+// backward (the report's forwards).
+const evidence::ForwardIncrement* called_before_backward(const Verdict& v) {
+  for (const Evidence& e : v.evidence) {
+    const auto* f = std::get_if<evidence::ForwardIncrement>(&e);
+    if (f && f->calls > 1) return f;
+  }
+  return nullptr;
+}
+
 // The response to activations, for what the job takes already:
 // checkpointing on is not offered again, and a job under autocast (or with
 // 16-bit weights) makes 16-bit activations already, so lower precision is
@@ -245,7 +255,18 @@ std::string base_response(const Verdict& v) {
            format_mib(f->made_mib()) + " MiB it makes, and a smaller batch divides both. Hold one batch of inputs on the "
            "device at a time (a loader that prefetches to the device holds the next beside it).";
   }
-  if (v.dominant == Cause::kActivations) return activations_response(v);
+  if (v.dominant == Cause::kActivations) {
+    if (const evidence::ForwardIncrement* f = called_before_backward(v)) {
+      // Chunks of a batch whose losses are summed before one backward
+      // hold every chunk's activations: a backward per chunk is the fix.
+      return "Call backward after each of the model's " + std::to_string(f->calls) +
+             " calls where their losses add up (chunks of one batch: the gradients accumulate between them, and "
+             "each chunk's activations are freed by its own backward) instead of summing the losses first; "
+             "where one loss needs every call's output (two views of a contrastive pair), that is not open, and "
+             "the rest applies. " + activations_response(v);
+    }
+    return activations_response(v);
+  }
   const bool weights_16_bit = v.lower_precision == "16-bit weights";
   for (const Evidence& e : v.evidence) {
     const auto* w = std::get_if<evidence::WeightsDominate>(&e);
@@ -571,8 +592,11 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
                   format_mib(f->made_mib()) + " MiB the forward makes, not on the " + format_mib(*f->input_mib) +
                   " MiB of inputs it is given." + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }
+  const bool chunks_before_backward = called_before_backward(v) != nullptr;
   for (const NotHelpful& n : text_of(v.dominant).not_helpful) {
     if (n.needs_stable && (grew || !stable_seen)) continue;
+    // What the job does (calls before one backward): the response says it.
+    if (chunks_before_backward && n.about.size() == 1 && n.about.front() == RemedyKind::kSplit) continue;
     const RemedyRow* r = n.about.empty() ? nullptr : measured_lower(v, n.about);
     out.push_back(std::string(n.text) + (r != nullptr ? measured_note(*r, v.dominant) : std::string()));
   }

@@ -488,6 +488,13 @@ std::string describe(const Evidence& e) {
                                      : " (the report does not say each step's size: a batch or shapes that varied)") +
                    ", and the figure is their median";
             }
+            if (x.calls > 1) {
+              // Chunks run forward before one backward (an independent
+              // check's accumulation that summed a list of losses).
+              s += "; the model was called " + std::to_string(x.calls) +
+                   " times before one backward, so every call's activations are held at once (the samples are "
+                   "the first call's)";
+            }
             if (x.gradients_freed_mib > 0) {
               s += "; the loop's zero_grad() runs inside the forward (after the model's call) and frees the last "
                    "step's " + mib(x.gradients_freed_mib) + " of gradients there, added back into this figure";

@@ -272,6 +272,10 @@ std::set<std::string> written_paths() {
   labelled.config.batch_seen = 8;
   labelled.model.checkpointing = true;
   labelled.model.checkpoint_outside_mib = 36.0;
+  // A forward of four calls of the model before one backward.
+  for (Sample& s : labelled.samples) {
+    if (s.phase == Phase::kForward) s.forwards = 4;
+  }
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});
   sampled.config.step_sampling = RunConfig::StepSampling{100, 100};

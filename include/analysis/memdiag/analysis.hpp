@@ -239,6 +239,10 @@ struct ForwardIncrement {
   bool tokens_varied = false;
   bool samples_seen = false;  // the steps' samples were recorded (and did not vary)
   bool tokens_seen = false;   // the steps' tokens were recorded
+  // The model was called this many times before one backward (the
+  // report's forwards: chunks of a batch summed into one loss): every
+  // call's activations held at once, the samples the first call's.
+  int calls = 1;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend

@@ -160,6 +160,9 @@ struct RunFeatures {
   // input_mib, the latest step that gives it: the Python recorder reads
   // steps 0 and 1); made before the forward, so not in its increment.
   std::optional<double> forward_input_mib;
+  // The most calls of the model before one backward over the steps (the
+  // forward samples' forwards); 1 where every forward was one call.
+  int forward_calls = 1;
   // Each step's samples and tokens over the recorded steps.
   std::optional<SizeRange> step_samples, step_tokens;
   // The steps' samples or tokens varied (dynamic batching, a schedule).

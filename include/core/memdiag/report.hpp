@@ -83,6 +83,11 @@ struct Sample {
   // what the tensors the forward was given hold on the device, made
   // before it ran and so outside its increment.
   std::optional<double> input_mib;
+  // On a forward sample (the Python recorder's): the model's calls before
+  // the backward that ended this forward, where more than one (chunks of a
+  // batch summed into one loss): every call's activations held at once.
+  // samples and tokens are the first call's.
+  std::optional<int> forwards;
   // On a step's "step" sample: the mean loss over the step's whole batch
   // (with accumulation, the micro-batches' losses weighted by their size).
   std::optional<double> loss;
