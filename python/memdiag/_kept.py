@@ -633,6 +633,29 @@ def _saved_bytes(roots, owned):
     return sum(storages.values())
 
 
+def outside_parameters(root, owned, cap=_GRAPH_NODE_CAP):
+    """Bytes of the distinct parameters (nn.Parameter leaves the graph
+    accumulates gradients into) that are not owned (the recorded model's
+    and optimizers'): a teacher or reference model run with gradients on,
+    whose activations the graph saves and whose gradients backward makes.
+    Nothing is read but the leaves' AccumulateGrad nodes."""
+    seen, todo, found = {}, [root], {}
+    while todo and len(seen) < cap:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen[id(fn)] = fn  # kept: see _saved_bytes
+        if type(fn).__name__ == "AccumulateGrad":
+            var = getattr(fn, "variable", None)
+            if isinstance(var, torch.nn.Parameter):
+                key = _storage_key(var)
+                if key is not None and key not in owned:
+                    found[key] = key[3]
+            continue
+        todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
+    return sum(found.values())
+
+
 def checkpointed_graph(root, owned=frozenset(), cap=_GRAPH_NODE_CAP):
     """Whether a loss's graph recomputes in backward what its forward did
     not save, and what it saves before its checkpointed regions:

@@ -286,6 +286,9 @@ class Recorder:
         # regions (bytes), where it had any: checkpointing on for part of
         # the model leaves the rest's activations saved.
         self._checkpoint_outside_bytes = None
+        # Weights outside the model and its optimizers that the first
+        # backward makes gradients for (a teacher run with gradients on).
+        self._outside_parameter_bytes = None
         self._backward_retained = False  # the last backward kept its graph (_patched_backward)
         self._backward_again = False  # this backward is another over the last one's graph
         # Where the forward's memory lives, by module (global forward hooks
@@ -873,9 +876,9 @@ class Recorder:
         self._in = BACKWARD
         self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
         if self._graph_checkpointed is None and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None:
-            owned = frozenset(k for k in map(_kept._storage_key, self.model.parameters()) if k is not None) \
-                if self.model is not None else frozenset()
+            owned = frozenset(k for k in map(_kept._storage_key, self._parameters()) if k is not None)
             self._graph_checkpointed, outside = _kept.checkpointed_graph(tensors.grad_fn, owned)
+            self._outside_parameter_bytes = _kept.outside_parameters(tensors.grad_fn, owned)
             if outside is not None:
                 self._checkpoint_outside_bytes = outside
             if self._graph_checkpointed and self._kept is not None:
@@ -1412,6 +1415,8 @@ class Recorder:
                    "checkpointing": True if self._graph_checkpointed or _checkpointing(self.model) else None,
                    "checkpoint_outside_mib": (None if self._checkpoint_outside_bytes is None
                                               else self._checkpoint_outside_bytes / _probe.MIB),
+                   "outside_parameters_mib": (self._outside_parameter_bytes / _probe.MIB
+                                              if self._outside_parameter_bytes else None),
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):

@@ -1328,6 +1328,43 @@ class CallsBeforeOneBackward(unittest.TestCase):
         self.assertFalse(v["response"].startswith("Call backward after each"), v["response"])
 
 
+class TeacherWithGradients(unittest.TestCase):
+    """Distillation whose teacher runs without torch.no_grad() and was never
+    frozen (an independent check's: 425 of 533 MiB blamed on "the loss, the
+    loop's own ops", no_grad never said): the first backward reaches weights
+    outside the recorded model and its optimizers, and the response says so
+    first. Under no_grad nothing is said."""
+
+    def record(self, no_grad):
+        torch.manual_seed(0)
+        teacher = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10)).eval()
+        student = torch.nn.Sequential(torch.nn.Linear(512, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        opt = torch.optim.SGD(student.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "kd.json")
+        with memdiag.record(student, opt, output=out, every=1):
+            for _ in range(4):
+                x = torch.randn(1024, 512)
+                with torch.no_grad() if no_grad else contextlib.nullcontext():
+                    t = teacher(x)
+                s = student(x)
+                F.kl_div(F.log_softmax(s, -1), F.softmax(t, -1), reduction="batchmean").backward()
+                opt.step()
+                opt.zero_grad()
+        return report_and_verdict(out)
+
+    def test_a_teacher_with_gradients_on_is_named_and_no_grad_asked(self):
+        r, v = self.record(no_grad=False)
+        teacher = (512 * 2048 + 2048 + 2048 * 10 + 10) * 4 / 2**20
+        self.assertAlmostEqual(r["model"]["outside_parameters_mib"], teacher, places=6)
+        self.assertAlmostEqual(v["outside_parameters_mib"], teacher, places=6)
+        self.assertIn("weights outside the recorded model and its optimizers", v["response"])
+        self.assertIn("torch.no_grad()", v["response"])
+        r, v = self.record(no_grad=True)
+        self.assertNotIn("outside_parameters_mib", r["model"])
+        self.assertIsNone(v["outside_parameters_mib"])
+        self.assertNotIn("outside the recorded model", v["response"])
+
+
 class Accumulation(unittest.TestCase):
     """Gradient accumulation: the forward measured is a micro-batch's and a
     confirming run keeps the step's micro-batches (a hostile check read

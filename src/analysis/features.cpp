@@ -515,6 +515,7 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   f.model_autocast = r.model.autocast;
   f.model_checkpointing = r.model.checkpointing;
   f.model_checkpoint_outside_mib = r.model.checkpoint_outside_mib;
+  f.model_outside_parameters_mib = r.model.outside_parameters_mib;
   if (r.model.parameters > 0) {
     f.bytes_per_parameter = static_cast<double>(r.model.parameter_bytes) / static_cast<double>(r.model.parameters);
   }

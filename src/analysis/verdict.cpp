@@ -164,6 +164,9 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       v.checkpointing_taken = "its variant, \"" + p.id.variant_name + "\"";
     }
   }
+  if (p.model_outside_parameters_mib && *p.model_outside_parameters_mib >= thresholds::kMinimumSignalMib) {
+    v.outside_parameters_mib = p.model_outside_parameters_mib;
+  }
   v.capacity = detail::predict_capacity(g, p, budgets_mib);
   detail::add_expandable_searches(v.capacity, group, p);
   if (p.config.batch_assumed) v.capacity.clear();  // a batch nobody saw bounds nothing

@@ -127,6 +127,7 @@ json model_json(const ModelInfo& m) {
   if (!m.autocast.empty()) j["autocast"] = m.autocast;
   if (m.checkpointing) j["checkpointing"] = true;
   if (m.checkpoint_outside_mib) j["checkpoint_outside_mib"] = *m.checkpoint_outside_mib;
+  if (m.outside_parameters_mib) j["outside_parameters_mib"] = *m.outside_parameters_mib;
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;

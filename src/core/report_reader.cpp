@@ -691,6 +691,7 @@ Report read(const JsonNode& root) {
   if (m.given("attention")) r.model.attention = to_string(m.field("attention").as_enum<AttentionKernel>());
   if (m.given("checkpointing")) r.model.checkpointing = m.field("checkpointing").as_bool();
   r.model.checkpoint_outside_mib = m.opt_mib("checkpoint_outside_mib");
+  r.model.outside_parameters_mib = m.opt_mib("outside_parameters_mib");
   if (m.given("autocast")) {
     const std::string a = m.field("autocast").as_string();
     if (a != "bfloat16" && a != "float16") m.field("autocast").fail("'" + a + "' (allowed: bfloat16, float16)");

@@ -370,7 +370,29 @@ std::string base_response(const Verdict& v) {
 
 }  // namespace
 
+namespace {
+std::string kept_or_base_response(const Verdict& v);
+}  // namespace
+
+// Weights outside the recorded model that backward made gradients for (a
+// teacher run with gradients on: an independent check's distillation
+// blamed 425 of 533 MiB on "the loss, the loop's own ops" and never said
+// no_grad): said first where the forward's activations dominate (its graph
+// is theirs), beside the rest otherwise.
 std::string response_for(const Verdict& v) {
+  std::string r = kept_or_base_response(v);
+  if (!v.outside_parameters_mib) return r;
+  const std::string outside =
+      "backward makes gradients for " + format_mib(*v.outside_parameters_mib) +
+      " MiB of weights outside the recorded model and its optimizers (a teacher or reference model run with "
+      "gradients on): run that model's forward under torch.no_grad() (or set requires_grad_(False) on it), so "
+      "that its activations are not saved for a backward it does not need and its gradients are not made";
+  if (v.dominant == Cause::kActivations) return "First, " + outside + ". " + r;
+  return r + " Besides, " + outside + ".";
+}
+
+namespace {
+std::string kept_or_base_response(const Verdict& v) {
   const evidence::KeptAcrossSteps* kept = nullptr;
   for (const Evidence& e : v.evidence) {
     if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) kept = k;
@@ -491,6 +513,7 @@ std::string response_for(const Verdict& v) {
                       : " Besides, the loop keeps memory across steps: ") +
          static_cast<char>(std::tolower(static_cast<unsigned char>(fix[0]))) + fix.substr(1) + ".";
 }
+}  // namespace
 
 namespace {
 

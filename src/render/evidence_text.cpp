@@ -182,7 +182,7 @@ std::string modules_line(const evidence::ForwardByModule& x) {
                   "less before it, from forward hooks): " + mib(x.total_mib) + " in modules";
   if (x.forward_increment_mib && *x.forward_increment_mib > x.total_mib + 0.05) {
     s += " of the forward's " + mib(*x.forward_increment_mib) +
-         " (the rest made outside the model's modules: the loss, the loop's own ops, a wrapper such as DDP)";
+         " (the rest made outside the model's modules: the loss, the loop's own ops, a wrapper such as DDP, another model called with gradients on)";
   } else if (x.forward_increment_mib && *x.forward_increment_mib < x.total_mib - 0.05) {
     s += " (the forward phase added " + mib(*x.forward_increment_mib) +
          ": part of what the modules made was freed again within it, by the model's own code after its modules "

@@ -629,6 +629,7 @@ json group_json(const Group& g, const Verdict& v) {
           {"lower_precision", v.lower_precision.empty() ? json(nullptr) : json(v.lower_precision)},
           {"checkpointing_taken", v.checkpointing_taken.empty() ? json(nullptr) : json(v.checkpointing_taken)},
           {"checkpointing_outside_mib", opt(v.checkpointing_outside_mib)},
+          {"outside_parameters_mib", opt(v.outside_parameters_mib)},
           {"capacity", capacity_json(v)},
           {"sequence_capacity", sequence_capacity_json(v)},
           {"step_capacity", step_capacity_json(v)},

@@ -272,6 +272,7 @@ std::set<std::string> written_paths() {
   labelled.config.batch_seen = 8;
   labelled.model.checkpointing = true;
   labelled.model.checkpoint_outside_mib = 36.0;
+  labelled.model.outside_parameters_mib = 90.5;
   // A forward of four calls of the model before one backward.
   for (Sample& s : labelled.samples) {
     if (s.phase == Phase::kForward) s.forwards = 4;

@@ -857,6 +857,11 @@ struct Verdict {
   // least half the forward's increment (a classifier head checkpointed
   // alone). The response then asks to extend it, not "taken already".
   std::optional<double> checkpointing_outside_mib;
+  // Weights outside the recorded model and its optimizers that backward
+  // made gradients for (the report's model.outside_parameters_mib), where
+  // at least the signal floor: a teacher or reference model run with
+  // gradients on. The response asks to run it under torch.no_grad().
+  std::optional<double> outside_parameters_mib;
   // A growth named retained_graph that the walk's kept tensors account for,
   // none of them graph-retaining (no retain_graph): the label says tensors
   // kept across steps, not graphs.

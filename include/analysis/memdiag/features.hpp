@@ -138,6 +138,7 @@ struct RunFeatures {
   std::string model_autocast;    // the report's model.autocast: "bfloat16", "float16", or empty
   bool model_checkpointing = false;  // the report's model.checkpointing
   std::optional<double> model_checkpoint_outside_mib;  // the report's model.checkpoint_outside_mib
+  std::optional<double> model_outside_parameters_mib;  // the report's model.outside_parameters_mib
   // model.parameter_bytes / model.parameters: 2 for 16-bit weights; absent
   // without parameters.
   std::optional<double> bytes_per_parameter;

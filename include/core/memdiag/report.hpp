@@ -280,6 +280,9 @@ struct ModelInfo {
   // weights aside). Checkpointing on for part of the model (a classifier
   // head alone) leaves the rest's activations saved: most of them here.
   std::optional<double> checkpoint_outside_mib;
+  // Parameters outside the recorded model and its optimizers that the first
+  // backward made gradients for (MiB): a teacher run with gradients on.
+  std::optional<double> outside_parameters_mib;
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;
