@@ -71,7 +71,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       {
         evidence::ForwardIncrement f{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib, point_of(p), std::nullopt,
                                     p.held_over_mib, p.forward_freed_gradients_mib, std::nullopt, false, 1, std::nullopt, std::nullopt,
-                                    std::nullopt, std::nullopt, 0, std::nullopt, false, false};
+                                    std::nullopt, std::nullopt, 0, std::nullopt, false, false, 1};
         f.input_mib = p.forward_input_mib;
         f.gathered_parameters_mib = p.forward_gathered_mib;
         f.calls = p.forward_calls;
@@ -129,7 +129,8 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       if (p.model_ready_mib && p.baseline_mib) setup = *p.baseline_mib - *p.model_ready_mib;
       evidence::OptimizerStateMade made{setup, p.optimizer_state_made_mib.value_or(0),
                                         p.first_step_excess_mib.value_or(0), p.excess_to_parameter_ratio.value_or(0),
-                                        p.held_parameter_mib, std::nullopt, std::nullopt, std::nullopt, false, false};
+                                        p.held_parameter_mib, std::nullopt, std::nullopt, std::nullopt, false, false,
+                                        std::nullopt};
       made.state_counted = !p.steps.empty() && p.steps.front().cleanup_optimizer_state_mib.has_value();
       if (p.optimizer_state_first_step_mib) {
         made.grown_to_mib = made.persistent_mib;
