@@ -90,11 +90,14 @@ class CudaProbe:
         job whose reserve grows every step (a leak) paid two NVML calls a
         step, 1.2 ms on that host. `device`: ask cudaMemGetInfo (about 25 us in a
         training loop on the H200, as much as the allocator's statistics);
-        otherwise its last figure stands unless the allocator's reserved
-        bytes moved since, the way the device's use moves in a steady loop
-        (the recorder asks at every phase of the first steps, where
-        libraries make their memory outside the allocator, and at every
-        tenth step's end after them). `reset_peak`: the peak starts again
+        otherwise its last figure, moved by as much as the allocator's
+        reserved bytes moved since, the way the device's use moves in a
+        steady loop (the recorder asks at every phase of the first steps,
+        where libraries make their memory outside the allocator, and at
+        every tenth step's end after them). Asking wherever the reserve
+        moved cost a workload whose reserve moved at two phases a step
+        (gamma small on an H100, docs/measurements/h100-s62) two
+        cudaMemGetInfo calls a step, 44 us each: 3.5% of its 2.5 ms step. `reset_peak`: the peak starts again
         from allocated, after the reading (what begin_phase() does), in the
         same call."""
         if sync:
@@ -106,7 +109,7 @@ class CudaProbe:
             if used_now >= 0:
                 self._used, self._used_reserved = used_now, reserved
             elif reserved != self._used_reserved:
-                self._used, self._used_reserved = native.device_used(self._index), reserved
+                self._used, self._used_reserved = self._used + reserved - self._used_reserved, reserved
         else:
             # The nested form, as the allocator keeps it: memory_stats()
             # flattens it into a new dict on every call. cudaMemGetInfo
@@ -114,9 +117,11 @@ class CudaProbe:
             # as long again normalising the device argument.
             s = torch._C._cuda_memoryStats(self._index)
             reserved = s["reserved_bytes"]["all"]["current"]
-            if device or self._used is None or reserved != self._used_reserved:
+            if device or self._used is None:
                 free, total = self._mem_get_info(self._index)
                 self._used, self._used_reserved = total - free, reserved
+            elif reserved != self._used_reserved:
+                self._used, self._used_reserved = self._used + reserved - self._used_reserved, reserved
             allocated, peak = s["allocated_bytes"]["all"]["current"], s["allocated_bytes"]["all"]["peak"]
             inactive, retries = s["inactive_split_bytes"]["all"]["current"], s["num_alloc_retries"]
             if reset_peak:

@@ -610,13 +610,17 @@ class Lane {
         has_used_ = true;
         used_reserved_ = s.figures.reserved;
         has_used_reserved_ = true;
-      } else if (!has_used_reserved_ || s.figures.reserved != used_reserved_) {
+      } else if (!has_used_reserved_) {
         const Profiled p(this, kPartDeviceUsed);
         const std::int64_t used = device_used(device_);
         used_ = used;
         has_used_ = true;
         used_reserved_ = s.figures.reserved;
         has_used_reserved_ = true;
+      } else if (s.figures.reserved != used_reserved_) {
+        // Moved by as much as the reserve (CudaProbe.figures says why).
+        used_ += s.figures.reserved - used_reserved_;
+        used_reserved_ = s.figures.reserved;
       }
       s.used = used_;
       s.process_mib = py::none();
