@@ -64,7 +64,7 @@ class Helpers:
 
     def optimizer_state_mib(self):
         rec = self._rec()
-        return _census.optimizer_state_mib(rec.optimizers, rec.device.type)
+        return _census.optimizer_state_mib(rec.optimizers, rec.device.type, rec._params_cache or ())
 
     def process_mib(self):
         return self._rec()._probe._process_mib()

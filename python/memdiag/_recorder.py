@@ -1126,7 +1126,7 @@ class Recorder:
             self._state_entries = self._optimizer_state_entries()
             c = {"parameters_mib": _census.parameters_mib(params, kind),
                  "gradients_mib": _census.gradients_mib(params, kind, self._gradient_bytes),
-                 "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
+                 "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind, params)}
         elif phase == BACKWARD or phase == CLEANUP or (phase == FORWARD and self._recount_gradients):
             self._recount_gradients = False
             gradients = _census.gradients_mib(params, kind, self._gradient_bytes)
@@ -1140,7 +1140,7 @@ class Recorder:
             entries = self._optimizer_state_entries()
             if entries != self._state_entries:
                 c = {"parameters_mib": last["parameters_mib"], "gradients_mib": last["gradients_mib"],
-                     "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind)}
+                     "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind, params)}
                 self._state_entries = entries
             else:
                 c = last

@@ -1199,6 +1199,34 @@ class Lookahead(torch.optim.Optimizer):
         return loss
 
 
+class SamLike(torch.optim.Optimizer):
+    """SAM's closure form as davda54/sam writes it: the weights' copy kept
+    as `old_p` in its own state and handed back as the weights
+    (`p.data = old_p`), the base optimizer an attribute."""
+
+    def __init__(self, params, base, rho=0.05, **kwargs):
+        super().__init__(params, dict(rho=rho, **kwargs))
+        self.base_optimizer = base(self.param_groups, **kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                self.state[p]["old_p"] = p.data.clone()
+                p.add_(p.grad * group["rho"])
+        self.zero_grad()
+        with torch.enable_grad():
+            closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.data = self.state[p]["old_p"]
+        self.base_optimizer.step()
+
+
 class WrappedOptimizers(unittest.TestCase):
     """An optimizer that wraps another (an independent check's Lookahead
     crashed the recorder and then the process: AttributeError on its step
@@ -1236,6 +1264,25 @@ class WrappedOptimizers(unittest.TestCase):
                 self.assertNotIn("centered", v["response"])
             else:
                 self.assertEqual(state, [2.0] * 8)
+
+    def test_state_that_is_the_weights_own_storage_is_not_counted_twice(self):
+        """SAM's old_p becomes the weights' storage: its state is Adam's two
+        moments (2.00x), not 3.00x."""
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 1024))
+        opt = SamLike(model.parameters(), torch.optim.Adam, lr=1e-3)
+        out = os.path.join(tempfile.mkdtemp(), "sam.json")
+        with memdiag.record(model, opt, output=out, every=1):
+            for _ in range(4):
+                x = torch.randn(64, 1024)
+                F.mse_loss(model(x), x).backward()
+                opt.step(lambda: F.mse_loss(model(x), x).backward())
+                opt.zero_grad()
+        r, v = report_and_verdict(out)
+        params = (1024 * 2048 + 2048 + 2048 * 1024 + 1024) * 4 / 2**20
+        state = [round(s["tensors"]["optimizer_state_mib"] / params, 2) for s in r["samples"] if s["phase"] == "step"]
+        self.assertEqual(state, [2.0] * 4)
+        self.assertEqual(v["dominant_cause"], "optimizer_state", v["evidence"])
 
     def test_a_recorder_that_cannot_start_leaves_nothing_behind(self):
         """A failure while the hooks are installed leaves the process as it
