@@ -29,7 +29,7 @@ for checkpointed in (True, False):
     loss = m(input_ids=ids, labels=ids).loss
     owned = frozenset(k for k in map(_kept._storage_key, m.parameters()) if k)
     t = time.perf_counter()
-    found, outside = _kept.checkpointed_graph(loss.grad_fn, owned)
+    found, outside, _ = _kept.checkpointed_graph(loss.grad_fn, owned)
     ms = (time.perf_counter() - t) * 1000
     print(f"{'checkpointed' if checkpointed else 'plain':>12}: found {found}, saved before the regions "
           f"{'-' if outside is None else f'{outside / 2**20:.2f} MiB'}, {ms:.1f} ms")

@@ -633,33 +633,17 @@ def _saved_bytes(roots, owned):
     return sum(storages.values())
 
 
-def outside_parameters(root, owned, cap=_GRAPH_NODE_CAP):
-    """Bytes of the distinct parameters (nn.Parameter leaves the graph
-    accumulates gradients into) that are not owned (the recorded model's
-    and optimizers'): a teacher or reference model run with gradients on,
-    whose activations the graph saves and whose gradients backward makes.
-    Nothing is read but the leaves' AccumulateGrad nodes."""
-    seen, todo, found = {}, [root], {}
-    while todo and len(seen) < cap:
-        fn = todo.pop()
-        if fn is None or id(fn) in seen:
-            continue
-        seen[id(fn)] = fn  # kept: see _saved_bytes
-        if type(fn).__name__ == "AccumulateGrad":
-            var = getattr(fn, "variable", None)
-            if isinstance(var, torch.nn.Parameter):
-                key = _storage_key(var)
-                if key is not None and key not in owned:
-                    found[key] = key[3]
-            continue
-        todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
-    return sum(found.values())
-
-
 def checkpointed_graph(root, owned=frozenset(), cap=_GRAPH_NODE_CAP):
     """Whether a loss's graph recomputes in backward what its forward did
-    not save, and what it saves before its checkpointed regions:
-    (checkpointed, outside bytes or None).
+    not save, what it saves before its checkpointed regions, and the
+    parameters outside the model it makes gradients for: (checkpointed,
+    outside bytes or None, outside parameters' bytes).
+
+    Outside parameters: the distinct nn.Parameter leaves the graph
+    accumulates gradients into (AccumulateGrad nodes) that are not owned
+    (the recorded model's and optimizers'): a teacher or reference model run
+    with gradients on, whose activations the graph saves and whose gradients
+    backward makes.
 
     Checkpointed: a node of torch.utils.checkpoint's reentrant form
     (CheckpointFunctionBackward), or a saved tensor whose unpack hook is its
@@ -694,22 +678,31 @@ def checkpointed_graph(root, owned=frozenset(), cap=_GRAPH_NODE_CAP):
             raw = raw if isinstance(raw, (tuple, list)) else (raw,)
             yield name, [getattr(r, "unpack_hook", None) for r in raw]
 
-    # First the checkpointed nodes, nothing read: a job without them pays
-    # only this walk.
-    seen, todo, marks = {}, [root], []
+    # First the checkpointed nodes and the parameters, no saved tensor
+    # read: a job without checkpointing pays only this walk.
+    seen, todo, marks, params = {}, [root], [], {}
     while todo and len(seen) < cap:
         fn = todo.pop()
         if fn is None or id(fn) in seen:
             continue
         seen[id(fn)] = fn  # kept: see _saved_bytes
-        if type(fn).__name__ == "CheckpointFunctionBackward":
+        name = type(fn).__name__
+        if name == "AccumulateGrad":
+            var = getattr(fn, "variable", None)
+            if isinstance(var, torch.nn.Parameter):
+                key = _storage_key(var)
+                if key is not None and key not in owned:
+                    params[key] = key[3]
+            continue
+        if name == "CheckpointFunctionBackward":
             marks.append(fn)  # its saved inputs are the region's: not outside it
         elif any(h is not None and "_checkpoint_hook" in getattr(h, "__qualname__", "")
                  for _, hooks in raws(fn) for h in hooks):
             marks.append(fn)
         todo.extend(n for n, _ in getattr(fn, "next_functions", ()))
+    outside_params = sum(params.values())
     if not marks:
-        return False, None
+        return False, None, outside_params
     # Then what the nodes they lead to (the forward before them) saved.
     before, storages = set(), {}
     todo = [n for m in marks for n, _ in getattr(m, "next_functions", ())]
@@ -733,7 +726,7 @@ def checkpointed_graph(root, owned=frozenset(), cap=_GRAPH_NODE_CAP):
                     key = _storage_key(t)
                     if key is not None and key not in owned:
                         storages[key] = key[3]
-    return True, sum(storages.values())
+    return True, sum(storages.values()), outside_params
 
 
 def _largest_graph(roots):

@@ -877,8 +877,8 @@ class Recorder:
         self._pending_loss = tensors if isinstance(tensors, torch.Tensor) and tensors.numel() == 1 else None
         if self._graph_checkpointed is None and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None:
             owned = frozenset(k for k in map(_kept._storage_key, self._parameters()) if k is not None)
-            self._graph_checkpointed, outside = _kept.checkpointed_graph(tensors.grad_fn, owned)
-            self._outside_parameter_bytes = _kept.outside_parameters(tensors.grad_fn, owned)
+            self._graph_checkpointed, outside, self._outside_parameter_bytes = _kept.checkpointed_graph(
+                tensors.grad_fn, owned)
             if outside is not None:
                 self._checkpoint_outside_bytes = outside
             if self._graph_checkpointed and self._kept is not None:
