@@ -151,9 +151,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       // Against what the forward made: its increment, and what the loop
       // held of the step before that it freed (ForwardIncrement's made_mib).
       if (p.model_checkpoint_outside_mib && p.forward_increment_mib) {
-        const double input = p.forward_input_mib.value_or(0);
         const double made =
-            *p.forward_increment_mib + (p.held_over_mib > input + 0.005 ? p.held_over_mib - input : 0.0);
+            *p.forward_increment_mib + evidence::held_beyond_inputs(p.held_over_mib, p.forward_input_mib);
         if (made > 0 && *p.model_checkpoint_outside_mib >= 0.5 * made) {
           v.checkpointing_outside_mib = p.model_checkpoint_outside_mib;
         }

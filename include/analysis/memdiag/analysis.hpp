@@ -187,6 +187,11 @@ TiedPairTest tied_pair_test(const Decision& d);
 
 // Evidence: what the numbers show, one typed record per kind of sentence.
 namespace evidence {
+// What a forward freed of the step before (held over) beyond the inputs it
+// was given: ForwardIncrement's, and the verdict's where it has none.
+inline double held_beyond_inputs(double held_over_mib, std::optional<double> input_mib) {
+  return held_over_mib > input_mib.value_or(0) + 0.005 ? held_over_mib - input_mib.value_or(0) : 0.0;
+}
 struct ForwardIncrement {
   double forward_mib = 0;
   std::optional<double> per_sample_mib;
@@ -205,9 +210,7 @@ struct ForwardIncrement {
   // inputs are said on their own (input_mib). A loop that keeps the last
   // step's graph (backward(retain_graph=True), the outputs until they are
   // replaced) ends the phase near 0 while making as much as step 0 did.
-  double held_beyond_inputs_mib() const {
-    return held_over_mib > input_mib.value_or(0) + 0.005 ? held_over_mib - input_mib.value_or(0) : 0.0;
-  }
+  double held_beyond_inputs_mib() const { return held_beyond_inputs(held_over_mib, input_mib); }
   double made_mib() const { return forward_mib + held_beyond_inputs_mib(); }
   // The gradients a zero_grad() inside the forward freed, added back into
   // forward_mib (which says what the forward made).
