@@ -30,6 +30,7 @@ def _mib(nbytes):
 
 class CudaProbe:
     kind = "cuda"
+    _carried_peak = 0  # see __init__
 
     def __init__(self, device):
         self.device = torch.device(device)
@@ -42,6 +43,9 @@ class CudaProbe:
         self._mem_get_info = torch.cuda.cudart().cudaMemGetInfo
         self._used = None         # the device's used bytes at the last cudaMemGetInfo
         self._used_reserved = None  # the allocator's reserved bytes then
+        # The phase's peak before the last segment() reset it (a profiled
+        # backward's nodes): the phase's reading takes the higher.
+        self._carried_peak = 0
         # The allocator's figures in one native call where it could be built
         # (memdiag/_native.py), else torch's Python API: the same numbers.
         from . import _native
@@ -52,7 +56,24 @@ class CudaProbe:
         torch.cuda.synchronize(self.device)
 
     def begin_phase(self):
+        self._carried_peak = 0
         torch._C._cuda_resetPeakMemoryStats(self._index)
+
+    def segment(self):
+        """(allocated, peak since the last segment) in bytes, now; the
+        phase's peak goes on (it is carried into the phase's reading)."""
+        if self.native is not None:
+            allocated, peak = self.native.read(self._index, True, False)[:2]
+        else:
+            allocated = torch.cuda.memory_allocated(self._index)
+            peak = torch.cuda.max_memory_allocated(self._index)
+            torch._C._cuda_resetPeakMemoryStats(self._index)
+        self._carried_peak = max(self._carried_peak, peak)
+        return (allocated, peak)
+
+    @staticmethod
+    def resolve_segment(reading):
+        return reading
 
     def allocated_mib(self):
         return _mib(torch.cuda.memory_allocated(self.device))
@@ -126,6 +147,9 @@ class CudaProbe:
             inactive, retries = s["inactive_split_bytes"]["all"]["current"], s["num_alloc_retries"]
             if reset_peak:
                 torch._C._cuda_resetPeakMemoryStats(self._index)
+        if self._carried_peak:
+            peak = max(peak, self._carried_peak)
+            self._carried_peak = 0
         used = self._used
         process_mib = None
         if process:
@@ -263,6 +287,7 @@ class CpuProbe:
     def __init__(self, existing_bytes):
         self.device = torch.device("cpu")
         self._live = self._peak = existing_bytes
+        self._segment_peak = existing_bytes  # since the last segment mark (a profiled backward's nodes)
         self._readings = {}
         self._marks = 0
         self._on = False
@@ -337,10 +362,12 @@ class CpuProbe:
                 timeline.append((e.start_ns(), 0, int(name.rsplit(".", 1)[1])))
             elif name.startswith("memdiag.point."):
                 timeline.append((e.start_ns(), -1, int(name.rsplit(".", 1)[1])))
+            elif name.startswith("memdiag.segment."):
+                timeline.append((e.start_ns(), -2, int(name.rsplit(".", 1)[1])))
         # A mark and a memory event at the same instant: the mark first (the
         # boundary was crossed before the next phase allocated).
         timeline.sort(key=lambda t: (t[0], t[1]))
-        live, peak = self._live, self._peak
+        live, peak, segment_peak = self._live, self._peak, self._segment_peak
         for _, kind, value in timeline:
             if kind == 1:
                 live += value
@@ -351,12 +378,16 @@ class CpuProbe:
                         self._below_zero = True
                     live = 0
                 peak = max(peak, live)
+                segment_peak = max(segment_peak, live)
             elif kind == 0:
                 self._readings[value] = (live, peak)
                 peak = live
-            else:  # a point inside a phase: read, the phase's peak goes on
+            elif kind == -1:  # a point inside a phase: read, the phase's peak goes on
                 self._readings[value] = (live, peak)
-        self._live, self._peak = live, peak
+            else:  # a segment: read with the peak since the last one; the phase's goes on
+                self._readings[value] = (live, segment_peak)
+                segment_peak = live
+        self._live, self._peak, self._segment_peak = live, peak, segment_peak
         return len(events)
 
     def end_step(self):
@@ -460,6 +491,18 @@ class CpuProbe:
         with torch.profiler.record_function(f"memdiag.point.{n}"):
             pass
         return n
+
+    def segment(self):
+        """A mark read as (allocated, peak since the last segment) when
+        recording ends (resolve_segment); the phase's peak goes on."""
+        n = self._marks
+        self._marks += 1
+        with torch.profiler.record_function(f"memdiag.segment.{n}"):
+            pass
+        return n
+
+    def resolve_segment(self, n):
+        return self._readings.get(n)
 
     def sync(self):
         pass

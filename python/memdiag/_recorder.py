@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 
 import torch
 
-from . import _at_exit, _census, _inputs, _kept, _lane, _losses, _modules, _probe, _report, _signals
+from . import _at_exit, _backward_profile, _census, _inputs, _kept, _lane, _losses, _modules, _probe, _report, _signals
 from ._warmup import warm_up
 
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
@@ -179,8 +179,9 @@ class Recorder:
     def __init__(self, model=None, optimizer=None, output="memdiag-report.json", *, name=None,
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
-                 process_memory=True, every=None, kept=True, modules=True):
+                 process_memory=True, every=None, kept=True, modules=True, profile_backward=True):
         self.model = model
+        self.profile_backward = bool(profile_backward)
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
                                                          else [optimizer])
         # "{rank}" in it, or a rank suffix by default under a launcher:
@@ -291,6 +292,11 @@ class Recorder:
         self._outside_parameter_bytes = None
         self._backward_retained = False  # the last backward kept its graph (_patched_backward)
         self._backward_again = False  # this backward is another over the last one's graph
+        # Step 1's first backward, node by node (memdiag/_backward_profile.py):
+        # what of its peak is gradients, for the capacity model. Step 1, not
+        # 0: step 0's backward makes the autograd thread's cuBLAS workspace
+        # and the like, which later steps find made.
+        self._backward_profile = None
         # Where the forward's memory lives, by module (global forward hooks
         # on the first micro-batch of steps 0 and 1); made at start().
         self._want_modules = bool(modules)
@@ -536,6 +542,8 @@ class Recorder:
             if self._modules is not None and self._modules.active():
                 self._modules.end(completed=False)  # the forward did not reach backward
             self._remove_hooks()
+            if self._backward_profile is not None:
+                self._backward_profile.remove()  # a backward that ran out of memory
             # The lane holds the recorder's hooks, which hold the recorder:
             # a cycle through an object the collector cannot see, which
             # would keep the model alive after the loop dropped it.
@@ -883,6 +891,12 @@ class Recorder:
                 self._checkpoint_outside_bytes = outside
             if self._graph_checkpointed and self._kept is not None:
                 self._kept.checkpointed = True
+        if (self._backward_profile is None and self._step == 1 and self._micro == 0 and self._recording and
+                self.profile_backward and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None):
+            started = _perf_counter()
+            self._backward_profile = _backward_profile.BackwardProfile(
+                tensors.grad_fn, self._parameters(), self._probe, self._step, *self._forward_inputs[:2])
+            self._backward_profile.hook_ms = (_perf_counter() - started) * 1000.0
 
     def _after_backward(self):
         if self._backward_again:
@@ -894,6 +908,8 @@ class Recorder:
                 self._close_again(BACKWARD)
                 self._in = STEP
             return
+        if self._backward_profile is not None and self._backward_profile.remove():
+            self._backward_profile.done = True
         if self._in != BACKWARD or self._last != FORWARD or self._finished or _active[0] is not self:
             return
         if self._pending_loss is not None and self._recording:
@@ -1417,7 +1433,9 @@ class Recorder:
                                               else self._checkpoint_outside_bytes / _probe.MIB),
                    "outside_parameters_mib": (self._outside_parameter_bytes / _probe.MIB
                                               if self._outside_parameter_bytes else None),
-                   "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq},
+                   "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq,
+                   "backward_profile": (self._backward_profile.readings() if self._backward_profile is not None
+                                        and self._backward_profile.done else None)},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):
             self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())
@@ -1471,7 +1489,12 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     True: on the first micro-batch of steps 0 and 1, every module's forward
     is read before and after from global forward hooks, and the report
     says which modules and module types hold the forward's memory; about
-    two allocator readings a module call on those steps only)."""
+    two allocator readings a module call on those steps only),
+    profile_backward (default True: step 1's first backward is read node by
+    node, what it holds above its start and how much of that is gradients,
+    so that the largest batch predicted keeps the gradients fixed and grows
+    the rest; one allocator reading per autograd node, on that backward
+    only)."""
     return Recorder(model, optimizer, output, **options)
 
 

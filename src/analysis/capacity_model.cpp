@@ -97,7 +97,64 @@ struct Decomposed {
   const PhaseShape* forward = nullptr;  // the same run's forward, for backward's unmeasured temporaries
   bool shards_gradients = false;        // gradients sharded by unit (the run's parallel mode)
   double gathered_mib = 0;              // weights its forward held gathered at its end (the census's rise)
+  const BackwardProfile* profile = nullptr;  // backward node by node, at this batch
 };
+
+// The lines of a profiled backward, one per node: the gradients there are
+// fixed and the rest of what it holds above the weights and the state grows
+// with the batch. Through the two batches' profiles where both have the same
+// nodes; else from one, on the start line (what backward began with) plus
+// the node's rise, its gradients kept fixed. Only the lines that are the
+// highest somewhere (the upper envelope) are kept.
+std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, const Line& start,
+                                  const std::optional<TensorCensus>& tensors) {
+  const BackwardProfile& h = *hi.profile;
+  const bool two = lo != nullptr && lo->profile != nullptr && lo->profile->names == h.names && lo->batch < hi.batch;
+  struct Raw {
+    double fixed, slope;
+    std::size_t i;
+  };
+  std::vector<Raw> raw;
+  for (std::size_t i = 0; i < h.names.size(); ++i) {
+    const double grads = h.gradients_mib[i];
+    if (two) {
+      const Line l = line_of({{lo->batch, lo->profile->start_mib + lo->profile->rise_mib[i]},
+                              {hi.batch, h.start_mib + h.rise_mib[i]}},
+                             hi.start_fixed + grads);
+      raw.push_back({l.fixed, l.slope, i});
+    } else {
+      raw.push_back({start.fixed + grads, start.slope + (h.rise_mib[i] - grads) / hi.batch, i});
+    }
+  }
+  // The upper envelope over batches from one up (the convex hull of the
+  // lines): by slope, the highest fixed part of equal slopes; a line is
+  // dropped where the next one overtakes the one before it no later than
+  // it does; then those highest only below one sample.
+  std::sort(raw.begin(), raw.end(), [](const Raw& a, const Raw& b) {
+    return a.slope < b.slope || (a.slope == b.slope && a.fixed > b.fixed);
+  });
+  auto meet = [](const Raw& a, const Raw& b) { return (a.fixed - b.fixed) / (b.slope - a.slope); };
+  std::vector<Raw> hull;
+  for (const Raw& r : raw) {
+    if (!hull.empty() && hull.back().slope == r.slope) continue;
+    while (hull.size() >= 2 && meet(hull[hull.size() - 2], r) <= meet(hull[hull.size() - 2], hull.back())) hull.pop_back();
+    hull.push_back(r);
+  }
+  std::size_t first = 0;
+  while (first + 1 < hull.size() && meet(hull[first], hull[first + 1]) <= 1) ++first;
+  hull.erase(hull.begin(), hull.begin() + static_cast<std::ptrdiff_t>(first));
+  std::vector<PhaseLine> out;
+  for (const Raw& r : hull) {
+    PhaseLine l = line(Phase::kBackward, PhaseLine::Piece::kNode, r.fixed, r.slope, tensors);
+    l.node = r.i + 1;
+    l.nodes = h.names.size();
+    l.node_name = h.names[r.i];
+    l.gradients_mib = h.gradients_mib[r.i];
+    l.other_mib = tensors ? std::max(0.0, l.fixed_mib - fixed_mib(*tensors) - l.gradients_mib) : 0.0;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
 
 // The lines of one phase over the completed points that reached it, in
 // batch order (at most the two largest are used).
@@ -131,6 +188,17 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       break;
     }
     case Phase::kBackward: {
+      if (hi.profile != nullptr) {
+        // Profiled node by node: a line per node, then its end (every
+        // gradient made: what step() starts from).
+        const Line start = line_of(series([](const Decomposed& d) { return d.shape->start_mib; }), hi.start_fixed);
+        for (PhaseLine& l : node_lines(pts.size() >= 2 ? &pts[pts.size() - 2] : nullptr, hi, start, h.start_census)) {
+          out.push_back(std::move(l));
+        }
+        add(PhaseLine::Piece::kEnd, line_of(series([](const Decomposed& d) { return d.shape->end_mib; }), hi.end_fixed),
+            h.end_census);
+        break;
+      }
       // Two candidates: its start (every activation held) and its end (every
       // gradient made), each a line through what it holds, plus the
       // transient above the higher of the two where that one was the higher
@@ -225,7 +293,10 @@ std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points,
       by_phase[s.phase].push_back(Decomposed{static_cast<double>(p->batch), &s,
                                              fixed_at(s.start_census, s.start_mib, weights, p->persistent_other_mib),
                                              fixed_at(s.end_census, s.end_mib, weights, p->persistent_other_mib),
-                                             forward, p->shards_gradients, gathered});
+                                             forward, p->shards_gradients, gathered,
+                                             s.phase == Phase::kBackward && p->backward_profile && !p->shards_gradients
+                                                 ? &*p->backward_profile
+                                                 : nullptr});
     }
   }
   std::vector<PhaseLine> out;
@@ -259,6 +330,11 @@ CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const st
   p.reserve_overhead_mib = std::max(0.0, peak_reserved_mib(r).value_or(0.0) - peak_allocated_mib(r));
   p.persistent_other_mib = persistent_other_mib(r);
   p.shards_gradients = definition(r.config.parallel.mode).shards_gradients;
+  // The profile is of one micro-batch: used where that is the step's batch.
+  if (r.model.backward_profile && r.model.backward_profile->samples == local_batch &&
+      !r.model.backward_profile->names.empty()) {
+    p.backward_profile = r.model.backward_profile;
+  }
   p.source = source;
   for (const Event& e : r.events) {
     if (e.kind != EventKind::kOom) continue;

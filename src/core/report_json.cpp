@@ -128,6 +128,13 @@ json model_json(const ModelInfo& m) {
   if (m.checkpointing) j["checkpointing"] = true;
   if (m.checkpoint_outside_mib) j["checkpoint_outside_mib"] = *m.checkpoint_outside_mib;
   if (m.outside_parameters_mib) j["outside_parameters_mib"] = *m.outside_parameters_mib;
+  if (m.backward_profile) {
+    const BackwardProfile& b = *m.backward_profile;
+    json bp = {{"step", b.step}, {"samples", b.samples}, {"start_mib", b.start_mib}, {"names", b.names},
+               {"rise_mib", b.rise_mib}, {"gradients_mib", b.gradients_mib}};
+    if (b.tokens) bp["tokens"] = *b.tokens;
+    j["backward_profile"] = std::move(bp);
+  }
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;

@@ -25,6 +25,37 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The recorder's node-by-node backward: three arrays of one length, the
+// gradients never above what was allocated (a rise of at least them is not
+// required: a node may peak before the gradient it makes is counted).
+BackwardProfile read_backward_profile(const JsonNode& n) {
+  n.expect_object();
+  n.only({"step", "samples", "tokens", "start_mib", "names", "rise_mib", "gradients_mib"});
+  BackwardProfile b;
+  b.step = n.integer("step", 0, limits::kMaxExactInteger);
+  b.samples = n.integer("samples", 1, limits::kMaxBatch);
+  b.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
+  b.start_mib = n.mib("start_mib");
+  const JsonNode names = n.field("names");
+  const JsonNode rise = n.field("rise_mib");
+  const JsonNode grads = n.field("gradients_mib");
+  names.expect_array();
+  rise.expect_array();
+  grads.expect_array();
+  if (rise.size() != names.size() || grads.size() != names.size()) {
+    n.fail("names, rise_mib and gradients_mib differ in length (" + std::to_string(names.size()) + ", " +
+           std::to_string(rise.size()) + ", " + std::to_string(grads.size()) + ")");
+  }
+  if (names.size() > static_cast<std::size_t>(limits::kMaxDepth)) n.fail("more than " + std::to_string(limits::kMaxDepth) + " nodes");
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    b.names.push_back(names.at(i).as_string());
+    b.rise_mib.push_back(rise.at(i).as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB));
+    b.gradients_mib.push_back(grads.at(i).as_mib());
+  }
+  return b;
+}
+
+
 TensorCensus read_census(const JsonNode& t) {
   t.expect_object();
   return TensorCensus{t.mib("parameters_mib"), t.mib("gradients_mib"), t.mib("optimizer_state_mib")};
@@ -692,6 +723,7 @@ Report read(const JsonNode& root) {
   if (m.given("checkpointing")) r.model.checkpointing = m.field("checkpointing").as_bool();
   r.model.checkpoint_outside_mib = m.opt_mib("checkpoint_outside_mib");
   r.model.outside_parameters_mib = m.opt_mib("outside_parameters_mib");
+  if (m.given("backward_profile")) r.model.backward_profile = read_backward_profile(m.field("backward_profile"));
   if (m.given("autocast")) {
     const std::string a = m.field("autocast").as_string();
     if (a != "bfloat16" && a != "float16") m.field("autocast").fail("'" + a + "' (allowed: bfloat16, float16)");

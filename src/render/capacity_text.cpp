@@ -107,6 +107,10 @@ std::string describe_phase_line(const PhaseLine& l) {
         case PhaseLine::Piece::kWhole: phase = "backward"; break;
         case PhaseLine::Piece::kStart: phase = "backward at its start (activations held)"; break;
         case PhaseLine::Piece::kEnd: phase = "backward at its end (every gradient made)"; break;
+        case PhaseLine::Piece::kNode:
+          phase = "backward at its node " + std::to_string(l.node) + " of " + std::to_string(l.nodes) + " (" +
+                  l.node_name + ")";
+          break;
       }
       break;
     case Phase::kStep: phase = "step()"; break;
@@ -120,6 +124,7 @@ std::string describe_fixed_part(const PhaseLine& l) {
   if (l.tensors) {
     parts = "weights " + format_mib(l.tensors->parameters_mib);
     if (l.tensors->gradients_mib > 0) parts += ", gradients " + format_mib(l.tensors->gradients_mib);
+    if (l.gradients_mib >= 0.005) parts += ", gradients made by then " + format_mib(l.gradients_mib);
     if (l.tensors->optimizer_state_mib > 0) parts += ", optimizer state " + format_mib(l.tensors->optimizer_state_mib);
     if (l.other_mib >= 0.005) {
       parts += std::string(", ") + (l.phase == Phase::kStep ? "its temporaries " : "the rest ") + format_mib(l.other_mib);

@@ -345,15 +345,22 @@ json remedies_json(const Verdict& v) {
 }
 
 json line_json(const PhaseLine& l) {
-  const char* piece = l.piece == PhaseLine::Piece::kStart ? "start" : l.piece == PhaseLine::Piece::kEnd ? "end" : "whole";
+  const char* piece = l.piece == PhaseLine::Piece::kStart ? "start"
+                      : l.piece == PhaseLine::Piece::kEnd ? "end"
+                      : l.piece == PhaseLine::Piece::kNode ? "node"
+                                                           : "whole";
   json tensors = nullptr;
   if (l.tensors) {
     tensors = {{"parameters_mib", l.tensors->parameters_mib},
                {"gradients_mib", l.tensors->gradients_mib},
                {"optimizer_state_mib", l.tensors->optimizer_state_mib}};
   }
-  return {{"phase", to_string(l.phase)}, {"piece", piece},         {"fixed_mib", l.fixed_mib},
-          {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
+  json j = {{"phase", to_string(l.phase)}, {"piece", piece},         {"fixed_mib", l.fixed_mib},
+            {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
+  if (l.piece == PhaseLine::Piece::kNode) {
+    j["node"] = {{"index", l.node}, {"of", l.nodes}, {"name", l.node_name}, {"gradients_mib", l.gradients_mib}};
+  }
+  return j;
 }
 
 json replay_json(const ReplayCapacity& r) {

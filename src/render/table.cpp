@@ -248,7 +248,11 @@ std::optional<Table> sharded_capacity_table(const Verdict& v) {
   for (const ShardedCapacity& c : v.sharded_capacity) {
     const PhaseLine& b = c.answer.binding;
     std::string binds = to_string(b.phase);
-    if (b.piece != PhaseLine::Piece::kWhole) binds += b.piece == PhaseLine::Piece::kStart ? " (start)" : " (end)";
+    if (b.piece == PhaseLine::Piece::kNode) {
+      binds += " (node " + std::to_string(b.node) + ")";
+    } else if (b.piece != PhaseLine::Piece::kWhole) {
+      binds += b.piece == PhaseLine::Piece::kStart ? " (start)" : " (end)";
+    }
     binds += ": " + format_mib(b.fixed_mib) + " + " + format_mib(b.per_sample_mib) + " per sample";
     t.rows.push_back({to_string(c.mode), std::to_string(c.world_size), format_mib(c.budget_mib), format_mib(c.model_state_mib),
                       c.answer.max_batch == 0 ? "none fits" : std::to_string(c.answer.max_batch), binds});

@@ -420,3 +420,104 @@ TEST(CapacityModel, AFrozenBackbonesForwardTemporaryIsNotBackwardsStart) {
   EXPECT_NEAR(a.binding.per_sample_mib, 3.5, 0.02);
   EXPECT_NEAR(static_cast<double>(a.max_batch), 900 / 3.5, 2);
 }
+
+namespace {
+
+// A run of `point`'s job whose backward was profiled node by node: three
+// nodes at `batch`, each (rise above backward's start, gradients there).
+CapacityPoint profiled(std::int64_t batch, std::vector<std::pair<double, double>> nodes) {
+  CapacityPoint p = point(batch, 100, 0, 0.5);
+  BackwardProfile b;
+  b.step = 1;
+  b.samples = batch;
+  b.start_mib = 100 + 0.5 * static_cast<double>(batch);
+  double top = 0;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    b.names.push_back(std::string(1, static_cast<char>('A' + i)));
+    b.rise_mib.push_back(nodes[i].first);
+    b.gradients_mib.push_back(nodes[i].second);
+    top = std::max(top, nodes[i].first);
+  }
+  for (PhaseShape& s : p.phases) {
+    if (s.phase == Phase::kBackward) s.peak_mib = b.start_mib + top;
+  }
+  p.backward_profile = b;
+  return p;
+}
+
+}  // namespace
+
+// Backward profiled at batch 10 (100 MiB of weights, 0.5 MiB a sample of
+// activations held at its start): node A makes a 40 MiB gradient while
+// every activation is held, node B holds 2 MiB of activations' gradients
+// (0.2 a sample), node C has freed them all (5 MiB) with 45 MiB of
+// gradients made.
+// Each node's line keeps its gradients fixed: B binds in 1000 MiB at
+// (1000 - 100) / 0.7 = 1285. Without the profile backward's 40 MiB rise
+// grew with the batch (4 MiB a sample): 200.
+TEST(CapacityModel, AProfiledBackwardKeepsItsGradientsFixed) {
+  const CapacityPoint with = profiled(10, {{40, 40}, {2, 0}, {40, 45}});
+  const CapacityAnswer a = predict_max_batch(*fit_capacity({with}), 1000);
+  EXPECT_EQ(a.max_batch, 1285);
+  EXPECT_EQ(a.binding.piece, PhaseLine::Piece::kNode);
+  EXPECT_EQ(a.binding.node, 2u);
+  EXPECT_EQ(a.binding.nodes, 3u);
+  EXPECT_EQ(a.binding.node_name, "B");
+  EXPECT_DOUBLE_EQ(a.binding.gradients_mib, 0);
+  EXPECT_NEAR(a.binding.per_sample_mib, 0.7, 1e-12);
+  EXPECT_FALSE(a.caveats.backward_start_assumed);
+  // A's line (140 + 0.5 a sample) binds a budget where B's fixed part is
+  // all there is room for: 150 MiB fits 20 samples by A, 71 by B.
+  const CapacityAnswer small = predict_max_batch(*fit_capacity({with}), 150);
+  EXPECT_EQ(small.max_batch, 20);
+  EXPECT_EQ(small.binding.node_name, "A");
+  EXPECT_DOUBLE_EQ(small.binding.gradients_mib, 40);
+  CapacityPoint without = with;
+  without.backward_profile.reset();
+  EXPECT_EQ(predict_max_batch(*fit_capacity({without}), 1000).max_batch, 200);
+}
+
+// A kernel's temporary of its own (9 MiB at node A, at any batch) is read
+// as growing with the batch from one run, and as fixed through two.
+TEST(CapacityModel, TwoProfiledRunsDrawEachNodesLineThroughBoth) {
+  const CapacityPoint lo = profiled(10, {{49, 40}, {2, 0}});
+  const CapacityPoint hi = profiled(20, {{49, 40}, {4, 0}});
+  const CapacityAnswer one = predict_max_batch(*fit_capacity({hi}), 1000);
+  EXPECT_EQ(one.binding.node_name, "A");
+  EXPECT_EQ(one.max_batch, 905);  // (1000 - 140) / (0.5 + 9 / 20)
+  const CapacityAnswer two = predict_max_batch(*fit_capacity({lo, hi}), 1000);
+  EXPECT_EQ(two.binding.node_name, "B");
+  EXPECT_EQ(two.max_batch, 1285);
+  // Profiles of different graphs are not matched node by node: the larger
+  // run's alone.
+  CapacityPoint other = lo;
+  other.backward_profile->names = {"X", "Y"};
+  EXPECT_EQ(predict_max_batch(*fit_capacity({other, hi}), 1000).max_batch, 905);
+}
+
+// Only the nodes that are the highest somewhere are kept: a thousand nodes
+// under two make two lines.
+TEST(CapacityModel, AProfilesDominatedNodesAreDropped) {
+  std::vector<std::pair<double, double>> nodes;
+  for (int i = 0; i < 1000; ++i) nodes.push_back({1.0 + 0.001 * i, 0.5});
+  nodes.push_back({40, 40});
+  nodes.push_back({5, 0});
+  const std::optional<CapacityFit> fit = fit_capacity({profiled(10, nodes)});
+  int node_lines = 0;
+  for (const PhaseLine& l : fit->lines) node_lines += l.piece == PhaseLine::Piece::kNode;
+  EXPECT_EQ(node_lines, 2);
+}
+
+// The profile is of one micro-batch: a report whose step's batch is
+// another (accumulation) keeps it out of the capacity model.
+TEST(CapacityModel, AProfileOfAnotherBatchIsNotUsed) {
+  Report r;
+  BackwardProfile b;
+  b.samples = 8;
+  b.names = {"A"};
+  b.rise_mib = {1};
+  b.gradients_mib = {0};
+  r.model.backward_profile = b;
+  EXPECT_TRUE(capacity_point(r, 8, "").backward_profile);
+  EXPECT_FALSE(capacity_point(r, 32, "").backward_profile);
+}

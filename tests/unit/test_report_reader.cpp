@@ -392,3 +392,27 @@ TEST(ReportReader, ValuesARecorderMustNotWriteAreRefused) {
   j["config"]["parallelism"]["launch"] = std::string(64, 'f');
   EXPECT_TRUE(parse_report_text(j.dump(), "f.json").report) << error_of(j).what();
 }
+
+// The recorder's backward profile: read back as written; three arrays of
+// one length, gradients not negative (a rise may be), a batch of one or
+// more.
+TEST(ReportReader, ABackwardProfileIsReadAndItsArraysChecked) {
+  json j = good();
+  j["model"]["backward_profile"] = {{"step", 1},          {"samples", 16}, {"start_mib", 120.5},
+                                    {"names", {"A", "B"}}, {"rise_mib", {40.0, -3.5}}, {"gradients_mib", {40.0, 45.0}}};
+  ReadResult r = parse_report_text(j.dump(), "r.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  ASSERT_TRUE(r.report->model.backward_profile);
+  EXPECT_EQ(r.report->model.backward_profile->samples, 16);
+  EXPECT_EQ(r.report->model.backward_profile->rise_mib, (std::vector<double>{40.0, -3.5}));
+  EXPECT_EQ(json::parse(dump_report(*r.report))["model"]["backward_profile"], j["model"]["backward_profile"]);
+  json bad = j;
+  bad["model"]["backward_profile"]["rise_mib"] = {40.0};
+  EXPECT_NE(std::string(error_of(bad).what()).find("differ in length"), std::string::npos);
+  bad = j;
+  bad["model"]["backward_profile"]["gradients_mib"] = {40.0, -1.0};
+  EXPECT_EQ(error_of(bad).path(), "$.model.backward_profile.gradients_mib[1]");
+  bad = j;
+  bad["model"]["backward_profile"]["samples"] = 0;
+  EXPECT_EQ(error_of(bad).path(), "$.model.backward_profile.samples");
+}

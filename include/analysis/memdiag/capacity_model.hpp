@@ -42,6 +42,10 @@ struct CapacityPoint {
   // Its gradients are sharded by unit (ZeRO-2/3, FSDP): backward's
   // transient holds a unit's unsharded gradients, per parameter.
   bool shards_gradients = false;
+  // Backward node by node at one step of this batch (the Python
+  // recorder's): where present, backward's peak is a line per node, its
+  // gradients fixed and the rest per sample, instead of its start and end.
+  std::optional<BackwardProfile> backward_profile;
   std::string source;
 };
 
@@ -63,8 +67,14 @@ struct PhaseLine {
   Phase phase = Phase::kForward;
   // For backward: which of its two pieces (start: activations held; end:
   // every gradient made). The other phases have one.
-  enum class Piece { kWhole, kStart, kEnd };
+  // kNode: at one autograd node of a profiled backward (the report's
+  // model.backward_profile), node of nodes, with gradients_mib of its
+  // fixed part the gradients made or in flight there.
+  enum class Piece { kWhole, kStart, kEnd, kNode };
   Piece piece = Piece::kWhole;
+  std::size_t node = 0, nodes = 0;
+  std::string node_name;
+  double gradients_mib = 0;
   double fixed_mib = 0;
   double per_sample_mib = 0;
   // What the fixed part is made of, where a census says: weights,

@@ -260,6 +260,21 @@ struct CaseInfo {
   std::string detail_json = "{}";
 };
 
+// One backward, node by node (the Python recorder's step 1): at each
+// autograd node's peak, what was allocated above backward's start and how
+// much of that was the parameters' gradients (made, or in flight to a
+// parameter). Of backward's peak the gradients do not grow with the batch
+// and the rest does: what the capacity model tells them apart by.
+struct BackwardProfile {
+  std::int64_t step = 0;
+  std::int64_t samples = 0;  // the step's (micro-batch's) samples
+  std::optional<std::int64_t> tokens;
+  double start_mib = 0;  // allocated when backward began
+  std::vector<std::string> names;      // the node's type (ConvolutionBackward0)
+  std::vector<double> rise_mib;        // its peak above start_mib (negative once activations are freed)
+  std::vector<double> gradients_mib;   // of that, gradients
+};
+
 // Measured from the model's tensors after it was built and moved.
 struct ModelInfo {
   std::int64_t parameters = 0;
@@ -283,6 +298,7 @@ struct ModelInfo {
   // Parameters outside the recorded model and its optimizers that the first
   // backward made gradients for (MiB): a teacher run with gradients on.
   std::optional<double> outside_parameters_mib;
+  std::optional<BackwardProfile> backward_profile;
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;

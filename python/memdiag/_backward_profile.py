@@ -1,0 +1,177 @@
+"""Backward's memory, node by node, at one step: what is allocated above
+backward's start at the peak of each autograd node, and how much of it is
+the parameters' gradients.
+
+Why: a job's largest batch is bounded where memory peaks, and in a
+training step that is usually inside backward, after some weight gradients
+are made and before the activations they belong to are freed. Of what
+backward holds there, the gradients do not grow with the batch and the
+rest (the activations still saved, the gradients of activations in
+flight) does. From phase boundaries alone the two cannot be told apart:
+backward's rise above its start was scaled with the batch whole, which put
+ResNet-50's layer4 gradients (58 MiB) at 3.6 MiB a sample and its largest
+batch at 69 where 105 fits; and a wide MLP's first weight gradient (8 MiB,
+made while every activation is held) was left out, putting its batch 15%
+over the budget (docs/measurements/cpu/capacity-check-s62).
+
+How: before one backward runs, a post hook is put on every node of its
+graph and a post-accumulate hook on every parameter. Each reads the
+probe's allocated bytes and the peak since the hook before (a CUDA reading
+resets the allocator's peak and carries the phase's; on the CPU a mark on
+the profiler's timeline, read when recording ends). The gradient bytes at
+each node are those already accumulated into a parameter whose gradient
+was unset at backward's start, plus those in flight to one: a node's
+outputs that reach an AccumulateGrad through nodes of one input (a
+Linear's weight gradient passes a TBackward0, autocast's a ToCopyBackward0),
+counted once per storage. Hooks on AccumulateGrad nodes themselves are not
+used: a post hook keeps the incoming gradient referenced, and the node then
+copies it instead of taking it.
+
+Cost, once a job: a reading and a few dictionary operations per node (a
+ResNet-50 has 339 nodes, GPT-2 small about 1500)."""
+import torch
+
+MIB = float(1 << 20)
+NODE_CAP = 20000  # a larger graph is not profiled (the hooks' cost, the report's size)
+_CHAIN_DEPTH = 8  # one-input nodes followed from an output to its AccumulateGrad
+
+
+def _walk(root, cap):
+    seen, todo, out = set(), [root], []
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        out.append(fn)
+        if len(out) > cap:
+            return None
+        todo.extend(f for f, _ in fn.next_functions)
+    return out
+
+
+def _accumulates(fn):
+    """The AccumulateGrad an edge's gradient reaches through nodes of one
+    input (a view, a transpose, a dtype cast), or None."""
+    for _ in range(_CHAIN_DEPTH):
+        if fn is None:
+            return None
+        if type(fn).__name__ == "AccumulateGrad":
+            return fn
+        nxt = [f for f, _ in fn.next_functions if f is not None]
+        if len(nxt) != 1:
+            return None
+        fn = nxt[0]
+    return None
+
+
+class BackwardProfile:
+    """Hooks one backward; readings(): the profile, once it ran and the
+    probe's marks are resolved."""
+
+    def __init__(self, root, parameters, probe, step, samples, tokens=None):
+        self._probe = probe
+        self.step, self.samples, self.tokens = step, samples, tokens
+        self._handles = []
+        self._readings = []  # per node: (probe reading, gradient bytes, node type)
+        self.nodes = 0
+        self.why_not = None
+        self.done = False  # the backward hooked ran to its end
+        self.hook_ms = None
+        nodes = _walk(root, NODE_CAP)
+        if nodes is None:
+            self.why_not = f"its graph has more than {NODE_CAP} nodes"
+            return
+        # The parameters whose gradient backward makes (unset at its start).
+        unset = {id(p) for p in parameters if p.grad is None}
+        edges = {}  # node -> [(output index, consuming node on the chain)]
+        for fn in nodes:
+            if type(fn).__name__ == "AccumulateGrad":
+                continue
+            for k, (f, _) in enumerate(fn.next_functions):
+                if f is not None and _accumulates(f) is not None:
+                    edges.setdefault(fn, []).append((k, f))
+        self._made = 0  # bytes accumulated into unset gradients so far
+        self._in_flight = {}  # consuming node -> {storage address: bytes}
+        self._start = probe.segment()
+        for fn in nodes:
+            if type(fn).__name__ != "AccumulateGrad":
+                self._handles.append(fn.register_hook(self._node_hook(fn, edges.get(fn, ()))))
+        self._unset = unset
+        seen = set()
+        for p in parameters:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                self._handles.append(p.register_post_accumulate_grad_hook(self._accumulated))
+        self.nodes = len(nodes)
+
+    def _node_hook(self, fn, chain_edges):
+        name = type(fn).__name__
+
+        def hook(grad_inputs, grad_outputs):
+            out = {}
+            for k, consumer in chain_edges:
+                t = grad_inputs[k] if k < len(grad_inputs) else None
+                if t is not None:
+                    s = t.untyped_storage()
+                    out.setdefault(consumer, {})[s.data_ptr()] = s.nbytes()
+            flying = {}
+            for d in self._in_flight.values():
+                flying.update(d)
+            for d in out.values():
+                flying.update(d)
+            self._readings.append((self._probe.segment(), self._made + sum(flying.values()), name))
+            self._in_flight.pop(fn, None)
+            for consumer, d in out.items():
+                self._in_flight.setdefault(consumer, {}).update(d)
+        return hook
+
+    def _accumulated(self, p):
+        g = p.grad
+        if g is None:
+            return
+        s = g.untyped_storage()
+        # Taken from a node's output (no copy), made anew, or added into a
+        # gradient already there: either way no longer in flight.
+        for consumer in [c for c, d in self._in_flight.items() if s.data_ptr() in d]:
+            self._in_flight[consumer].pop(s.data_ptr(), None)
+            if not self._in_flight[consumer]:
+                del self._in_flight[consumer]
+        if id(p) in self._unset:
+            self._unset.discard(id(p))
+            self._made += s.nbytes()
+        flying = {}
+        for d in self._in_flight.values():
+            flying.update(d)
+        self._readings.append((self._probe.segment(), self._made + sum(flying.values()), "AccumulateGrad"))
+
+    def remove(self):
+        """Takes the hooks off; whether any were on."""
+        had = bool(self._handles)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        return had
+
+    def readings(self):
+        """{step, samples, tokens, start_mib, names, rise_mib, gradients_mib},
+        or None. CPU readings are marks, resolved by the probe first
+        (resolve)."""
+        if self.why_not is not None or not self._readings or not self.samples:
+            return None
+        start = self._probe.resolve_segment(self._start)
+        if start is None:
+            return None
+        names, rise, grads = [], [], []
+        for reading, grad_bytes, name in self._readings:
+            r = self._probe.resolve_segment(reading)
+            if r is None:
+                return None
+            names.append(name)
+            rise.append(round((r[1] - start[0]) / MIB, 4))
+            grads.append(round(grad_bytes / MIB, 4))
+        out = {"step": self.step, "samples": self.samples, "start_mib": round(start[0] / MIB, 4), "names": names,
+               "rise_mib": rise, "gradients_mib": grads}
+        if self.tokens:
+            out["tokens"] = self.tokens
+        return out
