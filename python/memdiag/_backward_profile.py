@@ -82,17 +82,27 @@ class BackwardProfile:
         if nodes is None:
             self.why_not = f"its graph has more than {NODE_CAP} nodes"
             return
+        # Sharded parameters (FSDP2's DTensors): their gradients are made
+        # and reduced by the library's own hooks, a unit at a time, and the
+        # capacity model reads a sharded run otherwise.
+        if any(hasattr(p, "_local_tensor") for p in parameters):
+            self.why_not = "its parameters are sharded (DTensor)"
+            return
         # The parameters whose gradient backward makes (unset at its start).
         unset = {id(p) for p in parameters if p.grad is None}
-        edges = {}  # node -> [(output index, consuming node on the chain)]
+        # node -> [(output index, the node it goes to, the parameter it is for)]
+        edges = {}
         for fn in nodes:
             if type(fn).__name__ == "AccumulateGrad":
                 continue
             for k, (f, _) in enumerate(fn.next_functions):
-                if f is not None and _accumulates(f) is not None:
-                    edges.setdefault(fn, []).append((k, f))
+                acc = _accumulates(f) if f is not None else None
+                if acc is not None:
+                    edges.setdefault(fn, []).append((k, f, id(getattr(acc, "variable", None))))
         self._made = 0  # bytes accumulated into unset gradients so far
-        self._in_flight = {}  # consuming node -> {storage address: bytes}
+        # Gradients on their way to a parameter: the node they go to next ->
+        # {storage address: (bytes, the parameter's id)}.
+        self._in_flight = {}
         self._start = probe.segment()
         for fn in nodes:
             if type(fn).__name__ != "AccumulateGrad":
@@ -109,41 +119,72 @@ class BackwardProfile:
         name = type(fn).__name__
 
         def hook(grad_inputs, grad_outputs):
-            out = {}
-            for k, consumer in chain_edges:
-                t = grad_inputs[k] if k < len(grad_inputs) else None
-                if t is not None:
-                    s = t.untyped_storage()
-                    out.setdefault(consumer, {})[s.data_ptr()] = s.nbytes()
-            flying = {}
-            for d in self._in_flight.values():
-                flying.update(d)
-            for d in out.values():
-                flying.update(d)
-            self._readings.append((self._probe.segment(), self._made + sum(flying.values()), name))
-            self._in_flight.pop(fn, None)
-            for consumer, d in out.items():
-                self._in_flight.setdefault(consumer, {}).update(d)
+            if self.why_not is not None:
+                return
+            try:
+                self._node_read(fn, chain_edges, grad_inputs, name)
+            except Exception as e:  # never the loop's failure: the profile is dropped
+                self._fail(e)
         return hook
 
+    def _fail(self, error):
+        self.why_not = f"a reading failed: {type(error).__name__}: {error}"
+        self._readings = []
+
+    def _node_read(self, fn, chain_edges, grad_inputs, name):
+        out = {}
+        for k, consumer, param in chain_edges:
+            t = grad_inputs[k] if k < len(grad_inputs) else None
+            if t is not None:
+                s = t.untyped_storage()
+                out.setdefault(consumer, {})[s.data_ptr()] = (s.nbytes(), param)
+        self._readings.append((self._probe.segment(), self._made + self._flying(out), name))
+        self._in_flight.pop(fn, None)
+        for consumer, d in out.items():
+            self._in_flight.setdefault(consumer, {}).update(d)
+
+    def _flying(self, more=None):
+        """Bytes in flight to parameters, each storage once (a view passed
+        on is the same storage)."""
+        seen = {}
+        for d in self._in_flight.values():
+            seen.update(d)
+        for d in (more or {}).values():
+            seen.update(d)
+        return sum(b for b, _ in seen.values())
+
     def _accumulated(self, p):
+        if self.why_not is not None:
+            return
+        try:
+            self._accumulated_read(p)
+        except Exception as e:  # never the loop's failure: the profile is dropped
+            self._fail(e)
+
+    def _accumulated_read(self, p):
         g = p.grad
         if g is None:
             return
-        s = g.untyped_storage()
-        # Taken from a node's output (no copy), made anew, or added into a
-        # gradient already there: either way no longer in flight.
-        for consumer in [c for c, d in self._in_flight.items() if s.data_ptr() in d]:
-            self._in_flight[consumer].pop(s.data_ptr(), None)
-            if not self._in_flight[consumer]:
+        # The peak since the last reading held what was on its way to p (it
+        # lives until the accumulation is done) and, where p's gradient is
+        # made now, that gradient: the same storage where it was taken from
+        # the node that made it, a copy otherwise.
+        storage = g.untyped_storage()
+        flying = self._flying()
+        fresh = id(p) in self._unset
+        copied = fresh and not any(storage.data_ptr() in d for d in self._in_flight.values())
+        self._readings.append((self._probe.segment(),
+                               self._made + flying + (storage.nbytes() if copied else 0), "AccumulateGrad"))
+        # From here it is p's gradient, or added into it: no longer in flight.
+        for consumer in list(self._in_flight):
+            d = {k: v for k, v in self._in_flight[consumer].items() if v[1] != id(p)}
+            if d:
+                self._in_flight[consumer] = d
+            else:
                 del self._in_flight[consumer]
-        if id(p) in self._unset:
+        if fresh:
             self._unset.discard(id(p))
-            self._made += s.nbytes()
-        flying = {}
-        for d in self._in_flight.values():
-            flying.update(d)
-        self._readings.append((self._probe.segment(), self._made + sum(flying.values()), "AccumulateGrad"))
+            self._made += storage.nbytes()
 
     def remove(self):
         """Takes the hooks off; whether any were on."""
@@ -168,9 +209,9 @@ class BackwardProfile:
             if r is None:
                 return None
             names.append(name)
-            rise.append(round((r[1] - start[0]) / MIB, 4))
-            grads.append(round(grad_bytes / MIB, 4))
-        out = {"step": self.step, "samples": self.samples, "start_mib": round(start[0] / MIB, 4), "names": names,
+            rise.append(round((r[1] - start[0]) / MIB, 6))
+            grads.append(round(grad_bytes / MIB, 6))
+        out = {"step": self.step, "samples": self.samples, "start_mib": round(start[0] / MIB, 6), "names": names,
                "rise_mib": rise, "gradients_mib": grads}
         if self.tokens:
             out["tokens"] = self.tokens

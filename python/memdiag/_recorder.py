@@ -292,7 +292,8 @@ class Recorder:
         self._outside_parameter_bytes = None
         self._backward_retained = False  # the last backward kept its graph (_patched_backward)
         self._backward_again = False  # this backward is another over the last one's graph
-        # Step 1's first backward, node by node (memdiag/_backward_profile.py):
+        # Step 1's first backward (its second micro-batch's under gradient
+        # accumulation), node by node (memdiag/_backward_profile.py):
         # what of its peak is gradients, for the capacity model. Step 1, not
         # 0: step 0's backward makes the autograd thread's cuBLAS workspace
         # and the like, which later steps find made.
@@ -891,7 +892,11 @@ class Recorder:
                 self._checkpoint_outside_bytes = outside
             if self._graph_checkpointed and self._kept is not None:
                 self._kept.checkpointed = True
-        if (self._backward_profile is None and self._step == 1 and self._micro == 0 and self._recording and
+        # Under gradient accumulation the second micro-batch's: the later
+        # micro-batches begin with every gradient made, and it is one of
+        # them that peaks (the first makes its gradients as it goes).
+        if (self._backward_profile is None and self._step == 1 and self._recording and
+                self._micro == (1 if self._step0_micro > 1 else 0) and
                 self.profile_backward and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None):
             started = _perf_counter()
             self._backward_profile = _backward_profile.BackwardProfile(

@@ -1438,13 +1438,17 @@ class BackwardProfile(unittest.TestCase):
         m = torchvision.models.resnet18(num_classes=10)
         return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
 
-    def record(self, build, batch, shape, classes, steps=3, **options):
+    def record(self, build, batch, shape, classes, steps=3, micro=1, **options):
         model, opt = build()
         out = os.path.join(tempfile.mkdtemp(), f"b{batch}.json")
         with memdiag.record(model, opt, output=out, **options):
             for _ in range(steps):
-                x = torch.randn(batch, *shape)
-                F.cross_entropy(model(x), torch.randint(0, classes, (batch,))).backward()
+                for _ in range(micro):
+                    x = torch.randn(batch // micro, *shape)
+                    # The loop holds its last logits and batch until the
+                    # next step replaces them: they grow with the batch.
+                    logits = model(x)
+                    (F.cross_entropy(logits, torch.randint(0, classes, (batch // micro,))) / micro).backward()
                 opt.step()
                 opt.zero_grad()
         with open(out) as f:
@@ -1471,17 +1475,36 @@ class BackwardProfile(unittest.TestCase):
         _, off = self.record(self.mlp, 32, (512,), 512, profile_backward=False)
         self.assertNotIn("backward_profile", off["model"])
 
-    def check_capacity(self, build, batches, shape, classes, budget):
-        paths = [self.record(build, b, shape, classes)[0] for b in batches]
+    def test_a_reading_that_fails_drops_the_profile_not_the_loop(self):
+        from memdiag import _probe
+        original, calls = _probe.CpuProbe.segment, [0]
+
+        def failing(probe):
+            calls[0] += 1
+            if calls[0] > 3:
+                raise RuntimeError("a made-up failure")
+            return original(probe)
+        _probe.CpuProbe.segment = failing
+        try:
+            _, r = self.record(self.mlp, 32, (512,), 512)
+        finally:
+            _probe.CpuProbe.segment = original
+        self.assertGreater(calls[0], 3)
+        self.assertEqual(r["status"], "complete")
+        self.assertNotIn("backward_profile", r["model"])
+
+    def check_capacity(self, build, batches, shape, classes, budget, micro=1):
+        paths = [self.record(build, b, shape, classes, micro=micro)[0] for b in batches]
         v = json.loads(subprocess.run([comparer(), "--format", "json", *paths, "--budget-mib", str(budget)], check=True,
                                       capture_output=True, text=True).stdout)["groups"][0]
         [c] = v["capacity"]
         self.assertEqual((c["binding"]["phase"], c["binding"]["piece"]), ("backward", "node"), c["text"])
         predicted = c["max_batch"]
         self.assertGreater(predicted, 4 * batches[-1], c["text"])
-        _, at = self.record(build, predicted, shape, classes)
-        over = int(predicted * 1.02) + 1
-        _, above = self.record(build, over, shape, classes)
+        self.assertEqual(predicted % micro, 0, c["text"])  # in whole micro-batches
+        _, at = self.record(build, predicted, shape, classes, micro=micro)
+        over = (int(predicted * 1.02) // micro + 1) * micro
+        _, above = self.record(build, over, shape, classes, micro=micro)
         self.assertLessEqual(self.peak(at), budget, f"batch {predicted} predicted within {budget} MiB: {c['text']}")
         self.assertGreater(self.peak(above), budget, f"batch {over} (1.02x) fits too: {c['text']}")
         return c
@@ -1490,6 +1513,14 @@ class BackwardProfile(unittest.TestCase):
         # From one run: an MLP's kernels keep no temporaries of their own.
         c = self.check_capacity(self.mlp, [32], (512,), 512, budget=96)
         self.assertGreater(c["binding"]["node"]["gradients_mib"], 0)
+
+    def test_an_accumulating_mlp_fits_its_predicted_batch_and_not_two_percent_more(self):
+        # Four micro-batches: the profile is the first's, the binding one a
+        # later one's (every gradient made already); the logits and batch
+        # the loop holds at the cleanup grow with the batch (the kept
+        # walk's "held"), not fixed beside the weights.
+        c = self.check_capacity(self.mlp, [128], (512,), 512, budget=96, micro=4)
+        self.assertEqual(c["micro_batches"], 4)
 
     def test_a_torchvision_resnet_fits_its_predicted_batch_and_not_two_percent_more(self):
         # From two runs: a convolution's backward on the CPU holds a

@@ -159,6 +159,12 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.from_search = own.has_value();
     c.fitted_answer_run = c.from_search && with_answer;
     c.answer = predict_max_batch(*used, budget, !c.from_search);
+    if (c.micro_batches > 1 && c.answer.max_batch >= c.micro_batches) {
+      // In whole micro-batches, as the run's steps were: a step of 62 in 4
+      // is micro-batches of 16 and 15, and the 16 binds (an independent
+      // check's Llama: 62 said, 60 fits).
+      c.answer.max_batch -= c.answer.max_batch % c.micro_batches;
+    }
     c.primary_needs_mib = needed_mib(*used, p.local_batch);
     c.lines_max_batch = c.answer.max_batch;
     c.replay_unusable = p.trace_unusable;

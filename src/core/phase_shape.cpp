@@ -31,17 +31,27 @@ std::vector<PhaseShape> phase_shapes(const Report& r) {
 }
 
 double persistent_other_mib(const Report& r) {
-  // Non-census memory at the end of each cleanup, less the last batch the
-  // loop was given where the recorder read it (input_mib): a loop holds its
-  // batch in a variable until the next one replaces it, and that grows with
-  // the batch (an MLP's 8.7 MiB of inputs at batch 4474, read as a fixed
-  // 0.06 MiB from batch 32, put its predicted batch 9% over the budget).
+  // Non-census memory at the end of each cleanup, less what of the step the
+  // loop still holds there: a loop keeps its batch and its last outputs in
+  // variables until the next step replaces them, and those grow with the
+  // batch. The recorder's walks measure it (the kept event's "held": a
+  // Llama's logits and ids, 17.6 MiB at batch 16, read as fixed put its
+  // predicted batch 15% over the budget); else the forward's inputs
+  // (input_mib: an MLP's 8.7 MiB of inputs at batch 4474, read as a fixed
+  // 0.06 MiB from batch 32, put it 9% over).
+  double held = 0;
+  for (const Event& e : r.events) {
+    if (e.kind != EventKind::kKept) continue;
+    for (const KeptRecord& k : e.kept) {
+      if (k.what == KeptRecord::What::kHeld) held = k.mib_per_step;
+    }
+  }
   std::vector<double> rests;
   double inputs = 0;
   for (const Sample& s : r.samples) {
     if (s.phase == Phase::kForward && s.input_mib) inputs = *s.input_mib;
     if (s.phase == Phase::kCleanup && s.tensors) {
-      rests.push_back(std::max(0.0, s.allocated_mib - fixed_mib(*s.tensors) - inputs));
+      rests.push_back(std::max(0.0, s.allocated_mib - fixed_mib(*s.tensors) - std::max(held, inputs)));
     }
   }
   if (rests.empty()) return 0;

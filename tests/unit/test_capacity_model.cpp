@@ -3,6 +3,7 @@
 // line through them), the allocator's reserve kept out of the budget, and
 // the runs' own outcomes bounding the answer.
 #include "memdiag/capacity_model.hpp"
+#include "memdiag/phase_shape.hpp"
 
 #include <gtest/gtest.h>
 
@@ -520,4 +521,34 @@ TEST(CapacityModel, AProfileOfAnotherBatchIsNotUsed) {
   r.model.backward_profile = b;
   EXPECT_TRUE(capacity_point(r, 8, "").backward_profile);
   EXPECT_FALSE(capacity_point(r, 32, "").backward_profile);
+}
+
+// What stays allocated at a cleanup beside the weights is fixed, less what
+// of the step the loop still holds there (its last outputs and batch),
+// which grows with the batch: the kept walk's "held" where the recorder
+// walked, else the forward's inputs.
+TEST(CapacityModel, WhatTheLoopHoldsAtTheCleanupIsNotFixed) {
+  Report r;
+  Sample forward;
+  forward.phase = Phase::kForward;
+  forward.step = 0;
+  forward.input_mib = 0.5;
+  Sample cleanup;
+  cleanup.phase = Phase::kCleanup;
+  cleanup.step = 0;
+  cleanup.allocated_mib = 12;
+  cleanup.tensors = TensorCensus{10, 0, 0};
+  r.samples = {forward, cleanup};
+  EXPECT_DOUBLE_EQ(persistent_other_mib(r), 1.5);  // 2 beside the weights, less 0.5 of inputs
+  Event kept;
+  kept.kind = EventKind::kKept;
+  KeptRecord held;
+  held.what = KeptRecord::What::kHeld;
+  held.mib_per_step = 1.75;  // its logits and inputs
+  kept.kept = {held};
+  r.events = {kept};
+  EXPECT_DOUBLE_EQ(persistent_other_mib(r), 0.25);
+  r.samples[0].input_mib.reset();
+  r.events.clear();
+  EXPECT_DOUBLE_EQ(persistent_other_mib(r), 2);
 }

@@ -25,8 +25,9 @@ std::vector<PhaseShape> phase_shapes(const Report& r);
 // optimizer state, and does not grow from step to step: library workspaces
 // (cuBLAS), data-parallel gradient buckets. Read at the end of the first
 // cleanup, less one step's growth (a retained graph grows every step, with
-// the batch) and less the batch the loop still holds there (the forward's
-// input_mib, which grows with the batch). 0 without a census or a completed
+// the batch) and less what of the step the loop still holds there (the
+// kept event's "held", else the forward's input_mib), which grows with the
+// batch. 0 without a census or a completed
 // step.
 double persistent_other_mib(const Report& r);
 
