@@ -28,7 +28,72 @@ struct StepPoint {
   double need_mib = 0;  // the step's forward/backward peak above what it started with
   double base_mib = 0;  // what it started with
   double peak_mib = 0;
+  double samples = 0;   // its samples, where tokens are the size and the samples are known
 };
+
+// need = intercept + rate x tokens + per_length x tokens x length (length:
+// tokens over samples), least squares over the three, where the lengths
+// span half again over four steps or more and the length's term is real:
+// positive, at least 5% of the rate at the longest step, and each step's
+// own rate (its need above the intercept and the length's part, over its
+// tokens) at least twice as steady as without it. None otherwise.
+struct LengthFit {
+  double intercept = 0, rate = 0, per_length = 0, spread = 0, steepest = 0;
+};
+
+std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, double spread_without) {
+  if (pts.size() < 4) return std::nullopt;
+  double shortest = 0, longest = 0;
+  for (const StepPoint& p : pts) {
+    if (p.samples <= 0) return std::nullopt;
+    const double l = p.size / p.samples;
+    shortest = shortest == 0 ? l : std::min(shortest, l);
+    longest = std::max(longest, l);
+  }
+  if (longest < 1.5 * shortest) return std::nullopt;
+  // Normal equations of [1, T, T L], solved by Cramer's rule.
+  double m[3][3] = {}, v[3] = {};
+  for (const StepPoint& p : pts) {
+    const double x[3] = {1, p.size, p.size * p.size / p.samples};
+    for (int i = 0; i < 3; ++i) {
+      v[i] += x[i] * p.need_mib;
+      for (int j = 0; j < 3; ++j) m[i][j] += x[i] * x[j];
+    }
+  }
+  auto det = [](const double a[3][3]) {
+    return a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+           a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
+  };
+  const double d = det(m);
+  if (std::abs(d) < 1e-12) return std::nullopt;
+  double coef[3];
+  for (int k = 0; k < 3; ++k) {
+    double a[3][3];
+    for (int i = 0; i < 3; ++i) {
+      for (int j = 0; j < 3; ++j) a[i][j] = j == k ? v[i] : m[i][j];
+    }
+    coef[k] = det(a) / d;
+  }
+  LengthFit f{std::max(0.0, coef[0]), coef[1], coef[2], 0, 0};
+  if (f.rate <= 0 || f.per_length <= 0 || f.per_length * longest < 0.05 * f.rate) return std::nullopt;
+  double dev = 0;
+  for (const StepPoint& p : pts) {
+    const double own = (p.need_mib - f.intercept) / p.size - f.per_length * p.size / p.samples;
+    f.steepest = std::max(f.steepest, own);
+    dev += (own - f.rate) * (own - f.rate);
+  }
+  f.spread = std::sqrt(dev / static_cast<double>(pts.size())) / f.rate;
+  if (!(2 * f.spread <= spread_without)) return std::nullopt;
+  return f;
+}
+
+// The most tokens a step of `samples` sequences of one length holds in
+// `room` MiB at `rate` a token and `per_length` a token per token of length.
+std::int64_t tokens_within(double room, double rate, double per_length, double samples) {
+  if (room <= 0) return 0;
+  const double q = per_length / samples;
+  return static_cast<std::int64_t>(std::floor((-rate + std::sqrt(rate * rate + 4 * q * room)) / (2 * q)));
+}
 
 struct UnitFit {
   double rate = 0, steepest = 0, spread = 0;
@@ -116,7 +181,8 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
       by_samples.push_back({static_cast<double>(*st.forward_samples), need, *base, top});
     }
     if (st.forward_tokens && *st.forward_tokens > 0) {
-      by_tokens.push_back({static_cast<double>(*st.forward_tokens), need, *base, top});
+      by_tokens.push_back({static_cast<double>(*st.forward_tokens), need, *base, top,
+                           static_cast<double>(st.forward_samples.value_or(0))});
     }
   }
   const std::optional<UnitFit> fs = by_samples.size() >= 2 ? fit(by_samples) : std::nullopt;
@@ -145,14 +211,30 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
   }
   base.least = static_cast<std::int64_t>(pts.front().size);
   base.most = base.least;
+  double largest_samples = 0;
   for (const StepPoint& pt : pts) {
-    base.base_mib = std::max(base.base_mib, pt.base_mib + f.intercept);
     base.least = std::min(base.least, static_cast<std::int64_t>(pt.size));
     if (static_cast<std::int64_t>(pt.size) >= base.most) {
       base.most = static_cast<std::int64_t>(pt.size);
       base.largest_step_need_mib = pt.peak_mib;
+      largest_samples = pt.samples;
     }
   }
+  // Tokens whose rate grows with the length: the steps' own rates rose
+  // with it, not scattered about one rate (a GPT-2's, +10% from its
+  // shortest steps to its longest, read as 4% noise, put its answer 13%
+  // over the budget).
+  if (tokens && base.least != base.most) {
+    if (const std::optional<LengthFit> lf = fit_with_length(pts, f.spread)) {
+      base.per_unit_mib = lf->rate;
+      base.per_step_mib = lf->intercept;
+      base.steepest_per_unit_mib = lf->steepest;
+      base.spread = lf->spread;
+      base.per_token_per_length_mib = lf->per_length;
+      base.length_samples = static_cast<std::int64_t>(largest_samples);
+    }
+  }
+  for (const StepPoint& pt : pts) base.base_mib = std::max(base.base_mib, pt.base_mib + base.per_step_mib);
   return base;
 }
 
@@ -171,8 +253,14 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
     c.budget_mib = budget;
     c.source = source;
     const double room = budget - c.base_mib;
-    c.max_size = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.per_unit_mib)) : 0;
-    c.max_size_steepest = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.steepest_per_unit_mib)) : 0;
+    if (c.per_token_per_length_mib && c.length_samples && *c.length_samples > 0) {
+      const double samples = static_cast<double>(*c.length_samples);
+      c.max_size = tokens_within(room, c.per_unit_mib, *c.per_token_per_length_mib, samples);
+      c.max_size_steepest = tokens_within(room, c.steepest_per_unit_mib, *c.per_token_per_length_mib, samples);
+    } else {
+      c.max_size = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.per_unit_mib)) : 0;
+      c.max_size_steepest = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.steepest_per_unit_mib)) : 0;
+    }
     out.push_back(c);
   }
   return out;

@@ -377,7 +377,7 @@ std::string describe(const StepSizeCapacity& c) {
   const bool samples_held = c.unit == StepSizeCapacity::Unit::kTokens && c.least != c.most && c.other_least &&
                             c.other_most && *c.other_least == *c.other_most;
   const std::string fixed =
-      c.per_step_mib > 0
+      c.per_step_mib >= 0.005
           ? "weights, optimizer state, and " + mib(c.per_step_mib) + " a step needs whatever its " +
                 (samples_held ? "tokens (what follows its " + std::to_string(*c.other_most) +
                                     " samples, the same in every step: inputs that are no tokens, an encoder's; "
@@ -394,13 +394,24 @@ std::string describe(const StepSizeCapacity& c) {
                  " above the " + mib(c.base_mib) + " that does not follow it (" + fixed + "; " +
                  std::to_string(c.steps) + " steps, each step's own rate within " + pct(c.spread) +
                  ", all at one size: a step of another size checks the rate)"
-           : range + ": memory follows their " + unit + ", " + mib(c.per_unit_mib) + " a " + one + " above the " +
-                 mib(c.base_mib) + " that does not follow it (" + fixed + "; fitted on " + std::to_string(c.steps) +
+           : range + ": memory follows their " + unit +
+                 (c.per_token_per_length_mib
+                      ? " and their length, " + mib(c.per_unit_mib) + " a token and " +
+                            format_fixed(*c.per_token_per_length_mib, 6) +
+                            " MiB more a token per token of sequence length (what attention saves, length x length)"
+                      : ", " + mib(c.per_unit_mib) + " a " + one) +
+                 " above the " + mib(c.base_mib) + " that does not follow it (" + fixed + "; fitted on " +
+                 std::to_string(c.steps) +
                  " steps" + ", each step's own rate within " + pct(c.spread) +
                  (c.other_spread ? std::string("; by ") + other + " it varies " + pct(*c.other_spread) : "") + ")";
   s += "; within " + budget_words(c.source, c.budget_mib) + " the largest step" +
        (samples_held ? " of " + std::to_string(*c.other_most) + " samples" : std::string()) +
-       " predicted to fit holds " + std::to_string(c.max_size_steepest) + " " + unit + " at the steepest step's rate";
+       " predicted to fit holds " + std::to_string(c.max_size_steepest) + " " + unit +
+       (c.per_token_per_length_mib && c.length_samples && *c.length_samples > 0
+            ? " (" + std::to_string(*c.length_samples) + " sequences of " +
+                  std::to_string(c.max_size_steepest / *c.length_samples) + ")"
+            : std::string()) +
+       " at the steepest step's rate";
   if (c.max_size_steepest < c.max_size) {
     s += " (" + std::to_string(c.max_size) + " at the fitted rate, for a step like the average)";
   }

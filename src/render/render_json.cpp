@@ -459,6 +459,8 @@ json step_capacity_json(const Verdict& v) {
                    {"other_most", opt(c.other_most)},
                    {"largest_step_peak_mib", c.largest_step_need_mib},
                    {"failed_step", opt(c.failed_step)},
+                   {"per_token_per_length_mib", opt(c.per_token_per_length_mib)},
+                   {"length_samples", opt(c.length_samples)},
                    {"text", describe(c)}});
   }
   return out;

@@ -222,6 +222,50 @@ TEST(StepCapacity, ARunThatRanOutSaysWhichStepDidNotFit) {
   EXPECT_EQ(text.find("(it fits)"), std::string::npos) << text;
 }
 
+// Steps of 16 sequences whose length varies (48 to 192 tokens each): where
+// each step's forward holds 0.25 MiB a token and 0.0002 MiB more a token
+// per token of length (attention's length x length part), the fit finds
+// both, and the largest step of 16 that fits 1000 MiB above the weights is
+// the root of 0.25 T + 0.0002 T^2 / 16 = 1000 - 100 (the synth's weights).
+// Memory that follows the tokens alone gets no length term.
+TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
+  const std::int64_t lengths[] = {64, 128, 96, 160, 48, 128, 192, 80};
+  for (const double per_length : {0.0002, 0.0}) {
+    Synth s;
+    s.batch = 16;
+    s.steps = 8;
+    s.activations_mib = 0;
+    s.params_mib = 100;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    for (Sample& x : r.samples) {
+      if (x.phase != Phase::kForward) continue;
+      const double tokens = 16.0 * static_cast<double>(lengths[*x.step]);
+      x.samples = 16;
+      x.tokens = static_cast<std::int64_t>(tokens);
+      x.allocated_mib += tokens * (0.25 + per_length * tokens / 16);
+      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+    }
+    const Verdict v = analyse({{"lm.json", r}}, {}, {1000.0}).verdicts.front();
+    ASSERT_EQ(v.step_capacity.size(), 1u);
+    const StepSizeCapacity& c = v.step_capacity.front();
+    EXPECT_EQ(c.unit, StepSizeCapacity::Unit::kTokens);
+    EXPECT_NEAR(c.per_unit_mib, 0.25, 1e-6);
+    const double room = 1000 - c.base_mib;
+    if (per_length > 0) {
+      ASSERT_TRUE(c.per_token_per_length_mib) << describe(c);
+      EXPECT_NEAR(*c.per_token_per_length_mib, per_length, 1e-9);
+      EXPECT_EQ(c.length_samples, 16);
+      const double q = per_length / 16;
+      EXPECT_EQ(c.max_size_steepest, static_cast<std::int64_t>((-0.25 + std::sqrt(0.0625 + 4 * q * room)) / (2 * q)));
+      EXPECT_NE(describe(c).find("sequences of"), std::string::npos) << describe(c);
+    } else {
+      EXPECT_FALSE(c.per_token_per_length_mib) << describe(c);
+      EXPECT_EQ(c.max_size_steepest, static_cast<std::int64_t>(room / 0.25));
+    }
+  }
+}
+
 // Two runs whose steps varied in samples (an LSTM on batches of 12-20 and
 // 28-40): the batch sweep pairs each run's median forward with its steps'
 // median samples, not step 0's (14 and 28 read 1.43 MiB a sample for 1.0).

@@ -688,6 +688,14 @@ struct StepSizeCapacity {
   CapacityPrediction::Budget source = CapacityPrediction::Budget::kGiven;
   std::int64_t max_size = 0;           // at the fitted rate
   std::int64_t max_size_steepest = 0;  // at the steepest step's rate
+  // Tokens whose rate grows with the steps' sequence length (attention's
+  // length x length scores, saved per layer): per_unit_mib is the rate at
+  // no length and this the MiB a token adds per token of length (a
+  // GPT-2's steps of 48 to 192 tokens a sequence: 0.255 to 0.281 MiB a
+  // token). The answer is then for steps of length_samples samples, its
+  // tokens that many sequences of one length.
+  std::optional<double> per_token_per_length_mib;
+  std::optional<std::int64_t> length_samples;
 };
 const char* to_string(StepSizeCapacity::Unit u);
 
