@@ -32,8 +32,9 @@ struct StepPoint {
 };
 
 // need = intercept + rate x tokens + per_length x tokens x length (length:
-// tokens over samples), least squares over the three, where the lengths
-// span half again over four steps or more and the length's term is real:
+// tokens over samples), least squares over the three (over the last two
+// from three steps), where the lengths span half again and the length's
+// term is real:
 // positive, at least 5% of the rate at the longest step, and each step's
 // own rate (its need above the intercept and the length's part, over its
 // tokens) at least twice as steady as without it. None otherwise.
@@ -42,7 +43,13 @@ struct LengthFit {
 };
 
 std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, double spread_without) {
-  if (pts.size() < 4) return std::nullopt;
+  // Three steps fit three terms exactly, which says nothing: from three,
+  // through zero (the rate and the length's term alone, one step left to
+  // tell them); an independent check's OPT of four steps, its rates rising
+  // 0.1847 to 0.1905 MiB a token with the length, was told 3686 tokens
+  // where 3104 fit.
+  if (pts.size() < 3) return std::nullopt;
+  const bool through_zero = pts.size() == 3;
   double shortest = 0, longest = 0;
   for (const StepPoint& p : pts) {
     if (p.samples <= 0) return std::nullopt;
@@ -51,15 +58,17 @@ std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, doub
     longest = std::max(longest, l);
   }
   if (longest < 1.5 * shortest) return std::nullopt;
-  // Normal equations of [1, T, T L], solved by Cramer's rule.
+  // Normal equations of [1, T, T L], solved by Cramer's rule (through
+  // zero: the intercept's row and column an identity's, its value 0).
   double m[3][3] = {}, v[3] = {};
   for (const StepPoint& p : pts) {
-    const double x[3] = {1, p.size, p.size * p.size / p.samples};
+    const double x[3] = {through_zero ? 0.0 : 1.0, p.size, p.size * p.size / p.samples};
     for (int i = 0; i < 3; ++i) {
       v[i] += x[i] * p.need_mib;
       for (int j = 0; j < 3; ++j) m[i][j] += x[i] * x[j];
     }
   }
+  if (through_zero) m[0][0] = 1;
   auto det = [](const double a[3][3]) {
     return a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
            a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
@@ -255,8 +264,10 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
     const double room = budget - c.base_mib;
     if (c.per_token_per_length_mib && c.length_samples && *c.length_samples > 0) {
       const double samples = static_cast<double>(*c.length_samples);
-      c.max_size = tokens_within(room, c.per_unit_mib, *c.per_token_per_length_mib, samples);
-      c.max_size_steepest = tokens_within(room, c.steepest_per_unit_mib, *c.per_token_per_length_mib, samples);
+      // Whole sequences: the step's samples, each of one length.
+      const std::int64_t n = *c.length_samples;
+      c.max_size = tokens_within(room, c.per_unit_mib, *c.per_token_per_length_mib, samples) / n * n;
+      c.max_size_steepest = tokens_within(room, c.steepest_per_unit_mib, *c.per_token_per_length_mib, samples) / n * n;
     } else {
       c.max_size = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.per_unit_mib)) : 0;
       c.max_size_steepest = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.steepest_per_unit_mib)) : 0;
