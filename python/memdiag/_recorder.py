@@ -31,6 +31,7 @@ import torch
 from . import _at_exit, _backward_profile, _census, _inputs, _kept, _lane, _losses, _modules, _probe, _report, _signals
 from ._warmup import warm_up
 
+_SEQUENCE_LENGTH_MAX = 1 << 24  # the report reader's bound (limits::kMaxSequenceLength)
 SETUP, FORWARD, BACKWARD, STEP, CLEANUP, BETWEEN = "setup", "forward", "backward", "step", "cleanup", "between"
 # After the step() of one of several optimizers, before the others' (a GAN
 # steps its discriminator, then computes the generator's loss and steps its
@@ -1335,6 +1336,22 @@ class Recorder:
         inferred = self._inferred_batch if self._step0_forwards_sized else 0
         return self.batch_size is None and self._step >= 0 and not inferred
 
+    def _sequence_length(self):
+        """Every recorded forward's tokens per sample, where that is one
+        length (token ids of one shape): the report's configuration, so
+        that runs of one job at two lengths are two configurations, as
+        memory_diagnostics' --sequence-length makes them (read together, a
+        run at 256 tokens was told the batch that fits at 128). None where
+        the lengths varied or no forward said its tokens."""
+        lengths = set()
+        for s in self._samples:
+            if type(s) is dict and s.get("phase") == FORWARD and s.get("tokens") and s.get("samples"):
+                if s["tokens"] % s["samples"]:
+                    return None
+                lengths.add(s["tokens"] // s["samples"])
+        length = lengths.pop() if len(lengths) == 1 else None
+        return int(length) if length and length <= _SEQUENCE_LENGTH_MAX else None
+
     def _batch_seen(self):
         """The batch step 0's inputs showed, where batch_size= was given and
         is another; None otherwise."""
@@ -1422,6 +1439,7 @@ class Recorder:
                     "batch_assumed": True if self._batch_assumed() else None,
                     "batch_seen": self._batch_seen(),
                     "preset": self.preset, "steps": int(self.steps_asked if self.steps_asked is not None else steps_done),
+                    "sequence_length": self._sequence_length(),
                     "device": str(self.device) if self.device.type != "cpu" else "cpu", "seed": self.seed,
                     "memory_limit_mib": self._probe.memory_limit_mib(), "remedies": self.remedies,
                     "allocator_settings": _allocator_settings() if self.device.type == "cuda" else "",

@@ -75,7 +75,7 @@ def build(case, config, model, environment, samples, events, status):
         events.append(event("note", "", None, "values that were not finite or beyond what a report holds, left out: " +
                             ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else ""), None))
     _drop_none(case, ["model", "description"])
-    _drop_none(config, ["variant", "step_sampling", "batch_assumed", "batch_seen"])
+    _drop_none(config, ["variant", "step_sampling", "batch_assumed", "batch_seen", "sequence_length"])
     _drop_none(model, ["largest_module_bytes", "autocast", "checkpointing", "checkpoint_outside_mib", "outside_parameters_mib", "backward_profile", "final_parameter_sum", "final_parameter_sum_of_squares"])
     environment["memdiag_version"] = _version()
     _micro_batches(samples)

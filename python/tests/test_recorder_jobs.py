@@ -1582,10 +1582,31 @@ class LengthCapacity(unittest.TestCase):
         self.assertGreater(peak(above), budget, f"length {longer} (1.02x) fits too: {c['text']}")
 
     def test_one_length_has_no_length_term(self):
-        path, _ = self.record([96] * 4, samples=8)
+        path, r = self.record([96] * 4, samples=8)
+        self.assertEqual(r["config"]["sequence_length"], 96)
         v = json.loads(subprocess.run([comparer(), "--format", "json", path, "--budget-mib", "256"], check=True,
                                       capture_output=True, text=True).stdout)["groups"][0]
         self.assertEqual(v.get("step_capacity") or [], [])
+        _, varied = self.record(self.LENGTHS[:3])
+        self.assertNotIn("sequence_length", varied["config"])
+
+    def test_two_lengths_are_two_configurations(self):
+        # Read together, runs at two lengths were one configuration, and
+        # the batch said to fit was the shorter run's (an independent
+        # check's OPT: 29 at 256 tokens, where 14 fit).
+        short, _ = self.record([64] * 3)
+        long_, _ = self.record([192] * 3)
+
+        def capacity(*paths):
+            v = json.loads(subprocess.run([comparer(), "--format", "json", *paths, "--budget-mib", "256"], check=True,
+                                          capture_output=True, text=True).stdout)["groups"][0]
+            return v["capacity"][0]
+        both = capacity(short, long_)
+        alone = {64: capacity(short), 192: capacity(long_)}
+        self.assertNotEqual(alone[64]["max_batch"], alone[192]["max_batch"])
+        length = 64 if "sequence length 64," in both["text"] else 192
+        self.assertIn(f"sequence length {length},", both["text"])
+        self.assertEqual(both["max_batch"], alone[length]["max_batch"], both["text"])
 
 
 class Accumulation(unittest.TestCase):

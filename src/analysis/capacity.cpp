@@ -123,6 +123,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.source = source;
     c.preset = p.config.preset;
     c.steps = p.config.steps;
+    c.sequence_length = p.config.sequence_length;
     c.micro_batches = p.micro_batches;
     c.primary_batch = p.local_batch;
     if (p.id.world_size > 1) c.rank = p.id.rank;

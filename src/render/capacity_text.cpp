@@ -133,6 +133,11 @@ std::string describe_fixed_part(const PhaseLine& l) {
   return mib(l.fixed_mib) + (parts.empty() ? std::string() : " (" + parts + ")");
 }
 
+// "sequence length 256, ": the configuration's, where it has one.
+std::string length_words(const CapacityPrediction& c) {
+  return c.sequence_length ? "sequence length " + std::to_string(*c.sequence_length) + ", " : std::string();
+}
+
 // A rank's own batch, where the prediction is of a rank of several (a
 // launch whose rank 0 carries more samples: 13884 read as every rank's).
 std::string rank_words(const CapacityPrediction& c) {
@@ -153,7 +158,7 @@ std::string describe_replay(const CapacityPrediction& c) {
     s += std::to_string(r.max_batch);
     if (r.max_batch_if_held > r.max_batch) s += ", and up to " + std::to_string(r.max_batch_if_held);
   }
-  s += " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") +
+  s += " at preset " + c.preset + ", " + length_words(c) + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") +
        ", replaying the allocator over the run's requests (traced at batches " + std::to_string(r.traced_batch) + " and " +
        std::to_string(r.other_batch);
   if (r.staging_buffers > 0 && r.staging_cap) {
@@ -260,7 +265,7 @@ std::string describe(const CapacityPrediction& c) {
          (c.micro_batches > 1 ? " (in " + std::to_string(c.micro_batches) + " micro-batches of " +
                                     std::to_string(a.max_batch / c.micro_batches) + ", as the run's steps had)"
                               : std::string()) +
-         " at preset " + c.preset + ", " + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
+         " at preset " + c.preset + ", " + length_words(c) + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
          describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
          " MiB per sample" +
          (c.micro_batches > 1 ? " of the batch (its " + std::to_string(c.micro_batches) +

@@ -607,6 +607,9 @@ struct CapacityPrediction {
   Budget source = Budget::kGiven;
   std::string preset;
   int steps = 0;
+  // The configuration's tokens per sample, where it has one: a batch that
+  // fits at one length says nothing of another.
+  std::optional<int> sequence_length;
   // Gradient accumulation: the batch is this many micro-batches, as the
   // run's steps were (its memory follows the micro-batch, batch / this).
   int micro_batches = 1;
