@@ -74,10 +74,8 @@ class BackwardProfile:
         self.step, self.samples, self.tokens = step, samples, tokens
         self._handles = []
         self._readings = []  # per node: (probe reading, gradient bytes, node type)
-        self.nodes = 0
         self.why_not = None
         self.done = False  # the backward hooked ran to its end
-        self.hook_ms = None
         nodes = _walk(root, NODE_CAP)
         if nodes is None:
             self.why_not = f"its graph has more than {NODE_CAP} nodes"
@@ -113,7 +111,6 @@ class BackwardProfile:
             if p.requires_grad and id(p) not in seen:
                 seen.add(id(p))
                 self._handles.append(p.register_post_accumulate_grad_hook(self._accumulated))
-        self.nodes = len(nodes)
 
     def _node_hook(self, fn, chain_edges):
         name = type(fn).__name__

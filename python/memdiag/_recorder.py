@@ -899,10 +899,8 @@ class Recorder:
         if (self._backward_profile is None and self._step == 1 and self._recording and
                 self._micro == (1 if self._step0_micro > 1 else 0) and
                 self.profile_backward and isinstance(tensors, torch.Tensor) and tensors.grad_fn is not None):
-            started = _perf_counter()
             self._backward_profile = _backward_profile.BackwardProfile(
                 tensors.grad_fn, self._parameters(), self._probe, self._step, *self._forward_inputs[:2])
-            self._backward_profile.hook_ms = (_perf_counter() - started) * 1000.0
 
     def _after_backward(self):
         if self._backward_again:

@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ca = None
 if a.mode == "count":
     from torch.utils.cpp_extension import load
-    ca = load("countalloc_s63i", [os.path.join(HERE, "countalloc.cpp")], verbose=False)
+    ca = load("countalloc_s63i", [os.path.join(HERE, "..", "capacity-check-s62", "countalloc.cpp")], verbose=False)
     ca.install()
 import torch
 import torch.nn as nn
