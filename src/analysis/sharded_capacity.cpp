@@ -47,6 +47,14 @@ CapacityFit for_mode(const CapacityFit& single, ParallelMode mode, int n, double
       l.tensors = t;
       if (!d.shards_gradients && !ready) add += p_mib;  // DDP's buckets
     }
+    // A profiled backward's node line holds the gradients made by that
+    // node beside its start census: a rank keeps its share of them (the
+    // units in flight are added below).
+    const double node_gradients = l.gradients_mib;  // made by that node, whole
+    if (l.piece == PhaseLine::Piece::kNode && d.shards_gradients) {
+      add -= l.gradients_mib * (1 - share);
+      l.gradients_mib *= share;
+    }
     if (unit) {
       // Units in flight, as measured over Gloo on the CPU (beta, world 2
       // and 4: backward's peak to the MiB): a unit's full gradients and
@@ -60,8 +68,13 @@ CapacityFit for_mode(const CapacityFit& single, ParallelMode mode, int n, double
       // holds the flat copy too while almost every activation is still
       // live: one unit more than this counts (tests/cases/too-large.json:
       // 115 predicted at 36 MiB over four ranks, 112 the largest to train).
-      const double grads_in_flight = l.piece == PhaseLine::Piece::kStart ? 1 : 2;
-      if (d.shards_gradients && l.phase == Phase::kBackward) add += grads_in_flight * *unit;
+      // At a profiled node no more can be in flight than the gradients
+      // made by then (a node before the first unit's are done holds
+      // those alone).
+      const double grads_in_flight = l.piece == PhaseLine::Piece::kStart  ? *unit
+                                     : l.piece == PhaseLine::Piece::kNode ? std::min(node_gradients, 2 * *unit)
+                                                                          : 2 * *unit;
+      if (d.shards_gradients && l.phase == Phase::kBackward) add += grads_in_flight;
       if (d.shards_parameters && l.phase == Phase::kBackward) add += *unit;
       // ZeRO-1 divides whole parameters between the ranks (greedy by size):
       // a rank's state can exceed its share by up to the largest one's.

@@ -13,6 +13,7 @@ Recorder::Recorder(MemoryProbe& probe) : probe_(probe) {
 
 void Recorder::restart_phase() {
   probe_.reset_peak();
+  carried_peak_mib_ = 0;
   phase_start_ = std::chrono::steady_clock::now();
 }
 
@@ -33,7 +34,7 @@ const Sample& Recorder::mark(Phase phase, std::optional<TensorCensus> census, st
   s.allocated_mib = r.allocated_mib;
   s.reserved_mib = r.reserved_mib;
   s.device_used_mib = r.device_used_mib;
-  s.peak_allocated_mib = std::max(r.peak_allocated_mib, r.allocated_mib);
+  s.peak_allocated_mib = std::max({r.peak_allocated_mib, r.allocated_mib, carried_peak_mib_});
   s.inactive_split_mib = r.inactive_split_mib;
   s.alloc_retries = r.alloc_retries;
   s.process_device_mib = r.process_device_mib;

@@ -22,6 +22,9 @@ class CpuProbe final : public MemoryProbe {
     return r;
   }
   void reset_peak() override { alloc_.reset_peak(); }
+  std::optional<std::pair<std::int64_t, std::int64_t>> allocator_bytes() override {
+    return std::make_pair(alloc_.current_bytes(), alloc_.peak_bytes());
+  }
   // The tracking allocator caches nothing; only the peak carries over.
   void reset_between_runs() override { alloc_.reset_peak(); }
   std::optional<OomDetails> take_oom_details() override {

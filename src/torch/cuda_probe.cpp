@@ -119,6 +119,10 @@ class CudaProbe final : public MemoryProbe {
   }
 
   void reset_peak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(device_); }
+  std::optional<std::pair<std::int64_t, std::int64_t>> allocator_bytes() override {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_);
+    return std::make_pair(stats.allocated_bytes[kAggregate].current, stats.allocated_bytes[kAggregate].peak);
+  }
 
   std::optional<OomDetails> take_oom_details() override {
     std::lock_guard<std::mutex> lock(g_oom_mutex);

@@ -7,6 +7,7 @@
 #include "memdiag/checkpoint.hpp"
 #include "memdiag/memory_snapshot.hpp"
 #include "memdiag/allocation_tracer.hpp"
+#include "backward_profile.hpp"
 #include "data_parallel.hpp"
 #include "sharded_units.hpp"
 #include "tensor_parallel.hpp"
@@ -307,8 +308,8 @@ torch::nn::Sequential build_or_copy(const ModelSpec& m, ModelCache* cache, bool 
 
 class Training {
  public:
-  Training(const WorkloadOptions& o, const Effective& e, Recorder& rec, Phase& phase)
-      : o_(o), e_(e), rec_(rec), phase_(phase), mspec_(e.model) {}
+  Training(const WorkloadOptions& o, const Effective& e, MemoryProbe& probe, Recorder& rec, Phase& phase)
+      : o_(o), e_(e), probe_(probe), rec_(rec), phase_(phase), mspec_(e.model) {}
 
   int micro_batches() const { return e_.micro_batches; }
   // What the micro-batch in progress is given: its samples, and tokens for
@@ -463,7 +464,23 @@ class Training {
     // Each micro-batch's mean loss weighted by its share of the batch: the
     // gradients add up to the whole batch's mean loss's.
     const double share = static_cast<double>(slice(mb).second) / static_cast<double>(local_batch_);
-    (accumulating() ? loss_ * share : loss_).backward({}, e_.retain_graph);
+    const torch::Tensor loss = accumulating() ? loss_ * share : loss_;
+    // Step 1's backward node by node (its second micro-batch's under
+    // accumulation: the later micro-batches begin with every gradient
+    // made, and one of them peaks), for the capacity model. Step 1, not 0:
+    // step 0's backward makes what later steps find made (the autograd
+    // thread's cuBLAS workspace). Not where gradients are made and reduced
+    // by unit or split between ranks: the capacity model reads those runs
+    // otherwise.
+    std::optional<BackwardProfiler> profiler;
+    if (rec_.current_step() == 1 && mb == (accumulating() ? 1 : 0) && !units_ && !tp_) {
+      profiler.emplace(loss, params_, probe_, rec_);
+    }
+    loss.backward({}, e_.retain_graph);
+    if (profiler) {
+      const auto [samples, tokens] = inputs();
+      rec_.report().model.backward_profile = profiler->finish(1, samples, tokens);
+    }
     step_loss_ += loss_.detach().item<double>() * share;
     if (e_.keep_graph_connected_loss) kept_losses_.push_back(loss_);  // keeps every saved activation alive
     const bool last = mb + 1 == e_.micro_batches;
@@ -661,6 +678,7 @@ class Training {
 
   const WorkloadOptions& o_;
   const Effective& e_;
+  MemoryProbe& probe_;
   Recorder& rec_;
   Phase& phase_;
   const ModelSpec& mspec_;  // the case's, with the remedies' dtype
@@ -716,7 +734,7 @@ RunStatus run_workload(const WorkloadOptions& given, MemoryProbe& probe, Recorde
       rec.add_event(make_event(EventKind::kNote, Phase::kSetup, std::nullopt,
                           "empty-cache: not applicable on the CPU (no caching allocator to empty)", std::nullopt));
     }
-    Training t(o, e, rec, phase);
+    Training t(o, e, probe, rec, phase);
     // Runs one phase; if it runs out of memory, what the tensors held then
     // is kept for the report before the training state goes.
     auto attempt = [&](auto&& work) {
@@ -754,7 +772,8 @@ RunStatus run_workload(const WorkloadOptions& given, MemoryProbe& probe, Recorde
     if (nl != std::string::npos) msg.resize(nl);
     // The training state is gone by now; the peak of the failing phase is
     // still in the counters and tells how far the phase got.
-    Event event = make_event(EventKind::kOom, phase, rec.current_step(), msg, probe.read().peak_allocated_mib);
+    Event event = make_event(EventKind::kOom, phase, rec.current_step(), msg,
+                             std::max(probe.read().peak_allocated_mib, rec.carried_peak_mib()));
     event.oom = probe.take_oom_details().value_or(OomDetails{});
     event.oom->tensors = at_failure;
     if (inputs_at_failure) {

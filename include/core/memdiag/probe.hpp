@@ -4,8 +4,10 @@
 
 #include "memdiag/report.hpp"
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace memdiag {
 
@@ -32,6 +34,12 @@ class MemoryProbe {
   // so the figures describe the phase that just ended, not part of it.
   virtual ProbeReading read() = 0;
   virtual void reset_peak() = 0;
+  // Allocated bytes now and their peak since the last reset_peak(), from
+  // the allocator's own counts alone: no synchronisation, no device or host
+  // query. For readings inside a phase, where a hook runs at each autograd
+  // node (CUDA's counts are of requests as the host made them, which is
+  // when the allocator must find the memory). Empty where a probe cannot.
+  virtual std::optional<std::pair<std::int64_t, std::int64_t>> allocator_bytes() { return std::nullopt; }
   // Between the runs of a sweep in one process: frees the kernel libraries'
   // workspaces, hands every cached but free block back, and resets the peak
   // and the accumulated statistics, so the next run's warm-up starts from

@@ -18,6 +18,7 @@
 #include "memdiag/probe.hpp"
 #include "memdiag/report.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
@@ -55,6 +56,12 @@ class Recorder {
   // should not count toward any phase.
   void restart_phase();
 
+  // A peak of the phase in progress read by someone who then reset the
+  // probe's (readings inside a phase, node by node): the phase's sample
+  // takes the larger of it and what the probe kept.
+  void carry_peak(double mib) { carried_peak_mib_ = std::max(carried_peak_mib_, mib); }
+  double carried_peak_mib() const { return carried_peak_mib_; }
+
   std::optional<int> current_step() const { return step_; }
   // Called with every sample as it is taken: progress output hangs off this.
   void set_listener(Listener l) { listener_ = std::move(l); }
@@ -66,6 +73,7 @@ class Recorder {
   Report report_;
   std::optional<int> step_;
   std::chrono::steady_clock::time_point phase_start_;
+  double carried_peak_mib_ = 0;
   Listener listener_;
 };
 

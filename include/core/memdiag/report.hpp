@@ -260,10 +260,11 @@ struct CaseInfo {
   std::string detail_json = "{}";
 };
 
-// One backward, node by node (the Python recorder's step 1): at each
-// autograd node's peak, what was allocated above backward's start and how
-// much of that was the parameters' gradients (made, or in flight to a
-// parameter). Of backward's peak the gradients do not grow with the batch
+// One backward, node by node (step 1's, written by memdiag.record and
+// memory_diagnostics: python/memdiag/_backward_profile.py,
+// src/torch/backward_profile.cpp): at each autograd node's peak, what was
+// allocated above backward's start and how much of that was the
+// parameters' gradients (made, or in flight to a parameter). Of backward's peak the gradients do not grow with the batch
 // and the rest does: what the capacity model tells them apart by.
 struct BackwardProfile {
   std::int64_t step = 0;
