@@ -32,43 +32,42 @@ struct StepPoint {
 };
 
 // need = intercept + rate x tokens + per_length x tokens x length (length:
-// tokens over samples), least squares over the three (over the last two
-// from three steps), where the lengths span half again and the length's
-// term is real:
-// positive, at least 5% of the rate at the longest step, and each step's
-// own rate (its need above the intercept and the length's part, over its
-// tokens) at least twice as steady as without it. None otherwise.
+// tokens over samples), least squares, where the lengths span half again
+// and the length's term is real: positive, at least 5% of the rate at the
+// longest step, and each step's own rate (its need above the intercept and
+// the length's part, over its tokens) at least twice as steady as without
+// it. None otherwise.
+//
+// Three steps fit three terms exactly, which says nothing: from three the
+// intercept is given, and the rate and the length's term are fitted with a
+// step left to tell them. Given as nothing (a step whose peak is its
+// forward's end, before any gradient: an independent check's OPT, its
+// rates rising 0.1847 to 0.1905 MiB a token with the length, was told 3686
+// tokens where 3104 fit) or as the gradients every step makes (a peak in
+// backward: the same check's T5, whose 35.8 MiB of gradients made its
+// steps' rates look scattered, 0.237, 0.223, 0.227 at lengths 96, 128,
+// 192, read as linear and told 4068 tokens where 2504 fit), whichever
+// leaves the steadier rates. There each fit has two terms, and the
+// length's is also taken where it is as steady as the line without it and
+// that line starts below the gradients (a need bending up with the length
+// reads as a line that starts too low: the T5's, 4.9 MiB under 35.8).
 struct LengthFit {
   double intercept = 0, rate = 0, per_length = 0, spread = 0, steepest = 0;
 };
 
-std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, double spread_without) {
-  // Three steps fit three terms exactly, which says nothing: from three,
-  // through zero (the rate and the length's term alone, one step left to
-  // tell them); an independent check's OPT of four steps, its rates rising
-  // 0.1847 to 0.1905 MiB a token with the length, was told 3686 tokens
-  // where 3104 fit.
-  if (pts.size() < 3) return std::nullopt;
-  const bool through_zero = pts.size() == 3;
-  double shortest = 0, longest = 0;
-  for (const StepPoint& p : pts) {
-    if (p.samples <= 0) return std::nullopt;
-    const double l = p.size / p.samples;
-    shortest = shortest == 0 ? l : std::min(shortest, l);
-    longest = std::max(longest, l);
-  }
-  if (longest < 1.5 * shortest) return std::nullopt;
-  // Normal equations of [1, T, T L], solved by Cramer's rule (through
-  // zero: the intercept's row and column an identity's, its value 0).
+std::optional<LengthFit> length_fit_at(const std::vector<StepPoint>& pts, std::optional<double> given) {
+  // Normal equations of [1, T, T L], solved by Cramer's rule (an intercept
+  // given: its row and column an identity's, its value 0, the need less it).
+  const double known = given.value_or(0.0);
   double m[3][3] = {}, v[3] = {};
   for (const StepPoint& p : pts) {
-    const double x[3] = {through_zero ? 0.0 : 1.0, p.size, p.size * p.size / p.samples};
+    const double x[3] = {given ? 0.0 : 1.0, p.size, p.size * p.size / p.samples};
     for (int i = 0; i < 3; ++i) {
-      v[i] += x[i] * p.need_mib;
+      v[i] += x[i] * (p.need_mib - known);
       for (int j = 0; j < 3; ++j) m[i][j] += x[i] * x[j];
     }
   }
-  if (through_zero) m[0][0] = 1;
+  if (given) m[0][0] = 1;
   auto det = [](const double a[3][3]) {
     return a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
            a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]);
@@ -83,7 +82,9 @@ std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, doub
     }
     coef[k] = det(a) / d;
   }
-  LengthFit f{std::max(0.0, coef[0]), coef[1], coef[2], 0, 0};
+  LengthFit f{given ? known : std::max(0.0, coef[0]), coef[1], coef[2], 0, 0};
+  double longest = 0;
+  for (const StepPoint& p : pts) longest = std::max(longest, p.size / p.samples);
   if (f.rate <= 0 || f.per_length <= 0 || f.per_length * longest < 0.05 * f.rate) return std::nullopt;
   double dev = 0;
   for (const StepPoint& p : pts) {
@@ -92,8 +93,35 @@ std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, doub
     dev += (own - f.rate) * (own - f.rate);
   }
   f.spread = std::sqrt(dev / static_cast<double>(pts.size())) / f.rate;
-  if (!(2 * f.spread <= spread_without)) return std::nullopt;
   return f;
+}
+
+std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, double spread_without,
+                                         double intercept_without, double gradients_mib) {
+  if (pts.size() < 3) return std::nullopt;
+  double shortest = 0, longest = 0;
+  for (const StepPoint& p : pts) {
+    if (p.samples <= 0) return std::nullopt;
+    const double l = p.size / p.samples;
+    shortest = shortest == 0 ? l : std::min(shortest, l);
+    longest = std::max(longest, l);
+  }
+  if (longest < 1.5 * shortest) return std::nullopt;
+  if (pts.size() > 3) {
+    const std::optional<LengthFit> f = length_fit_at(pts, std::nullopt);
+    return f && 2 * f->spread <= spread_without ? f : std::nullopt;
+  }
+  std::vector<double> givens{0.0};
+  if (gradients_mib > 0) givens.push_back(gradients_mib);
+  std::optional<LengthFit> best;
+  for (const double given : givens) {
+    const std::optional<LengthFit> f = length_fit_at(pts, given);
+    if (!f) continue;
+    const bool below = given > 0 && intercept_without < given && f->spread <= spread_without;
+    if (!(2 * f->spread <= spread_without) && !below) continue;
+    if (!best || f->spread < best->spread) best = f;
+  }
+  return best;
 }
 
 // The most tokens a step of `samples` sequences of one length holds in
@@ -234,7 +262,11 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
   // shortest steps to its longest, read as 4% noise, put its answer 13%
   // over the budget).
   if (tokens && base.least != base.most) {
-    if (const std::optional<LengthFit> lf = fit_with_length(pts, f.spread)) {
+    // The gradients (the census's most): in every step's need whatever
+    // its size (the fixed part above is the weights and the state alone).
+    double made = p.max_gradient_mib.value_or(0.0);
+    for (const StepPoint& pt : pts) made = std::min(made, pt.need_mib);
+    if (const std::optional<LengthFit> lf = fit_with_length(pts, f.spread, f.intercept, made)) {
       base.per_unit_mib = lf->rate;
       base.per_step_mib = lf->intercept;
       base.steepest_per_unit_mib = lf->steepest;

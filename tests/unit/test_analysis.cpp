@@ -267,6 +267,60 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
   }
 }
 
+// Three steps of three lengths fit the length's term with the intercept
+// given (three terms from three steps say nothing): nothing where the
+// step's peak is its forward's end (an OPT's, before any gradient), the
+// gradients where it is in backward with every gradient made (a T5's:
+// through zero its rates looked scattered and it was read as linear, told
+// 4068 tokens where 2504 fit). Whichever leaves the steadier rates.
+TEST(StepCapacity, FromThreeStepsTheLengthsTermStartsAtTheGradientsWhereBackwardPeaks) {
+  const std::int64_t lengths[] = {64, 128, 96, 192};
+  const double grads = 36, state = 72, a = 0.1, c = 0.0004;
+  for (const bool backward_peaks : {true, false}) {
+    SCOPED_TRACE(backward_peaks ? "peak in backward" : "peak at the forward's end");
+    Synth s;
+    s.device = "cpu";
+    s.batch = 4;
+    s.steps = 4;
+    s.params_mib = grads;
+    s.optimizer_state_mib = state;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    double act = 0;
+    for (Sample& x : r.samples) {
+      const bool stepped = x.step && (*x.step > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
+      x.tensors = TensorCensus{grads, 0, stepped ? state : 0};
+      if (!x.step) continue;
+      const double tokens = 4.0 * static_cast<double>(lengths[*x.step]);
+      if (x.phase == Phase::kForward) {
+        x.samples = 4;
+        x.tokens = static_cast<std::int64_t>(tokens);
+        act = tokens * (a + c * tokens / 4);
+        x.allocated_mib += act;
+        x.peak_allocated_mib = x.allocated_mib;
+      } else if (x.phase == Phase::kBackward) {
+        x.tensors->gradients_mib = grads;
+        // Every gradient made while the activations are held, or made
+        // after they are freed, below the forward's end.
+        x.peak_allocated_mib = backward_peaks ? x.allocated_mib - grads + act + grads : x.allocated_mib;
+      } else if (x.phase == Phase::kStep) {
+        x.tensors->gradients_mib = grads;
+      }
+    }
+    const Verdict v = analyse({{"t5.json", r}}, {}, {1024.0}).verdicts.front();
+    ASSERT_EQ(v.step_capacity.size(), 1u);
+    const StepSizeCapacity& sc = v.step_capacity.front();
+    ASSERT_EQ(sc.steps, 3);
+    ASSERT_TRUE(sc.per_token_per_length_mib) << describe(sc);
+    EXPECT_NEAR(*sc.per_token_per_length_mib, c, 1e-9);
+    EXPECT_NEAR(sc.per_unit_mib, a, 1e-6);
+    EXPECT_NEAR(sc.per_step_mib, backward_peaks ? grads : 0.0, 1e-6);
+    const double room = 1024 - sc.base_mib;
+    const double q = c / 4;
+    EXPECT_EQ(sc.max_size_steepest, static_cast<std::int64_t>((-a + std::sqrt(a * a + 4 * q * room)) / (2 * q)) / 4 * 4);
+  }
+}
+
 // Two runs whose steps varied in samples (an LSTM on batches of 12-20 and
 // 28-40): the batch sweep pairs each run's median forward with its steps'
 // median samples, not step 0's (14 and 28 read 1.43 MiB a sample for 1.0).
