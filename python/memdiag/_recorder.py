@@ -971,6 +971,12 @@ class Recorder:
         if self._last == STEP and self._in != BETWEEN_OPTIMIZERS:
             self._close(CLEANUP)
             self._in = BETWEEN
+        elif self._last == CLEANUP and self._in == BETWEEN:
+            # Another zero_grad() after the one that ended the cleanup (the
+            # model's, then the optimizer's; a master copy's gradients after
+            # the model's): the cleanup is read again, so that what the
+            # loop holds between steps is read after every one of them.
+            self._close_again(CLEANUP)
         if self._lane is not None:
             _lane.maybe_engage(self)
 
@@ -1030,7 +1036,7 @@ class Recorder:
         self._probe.begin_phase()
         self._phase_started = _perf_counter() * 1000.0
 
-    def _close(self, phase):
+    def _close(self, phase, again=False):
         """Ends `phase` now: samples it (in a recorded step) and starts the
         next one's clock and peak. A sample is kept as a tuple (phase, step,
         the reading, its time, the micro-batch, forward inputs and loss
@@ -1091,7 +1097,7 @@ class Recorder:
                 extra = _NO_EXTRA
             self._samples.append((phase, step, figures, elapsed, extra,
                                   self._take_census(phase) if self.census else None, host))
-        if cleanup:
+        if cleanup and not again:  # (read again: its walk and window are done)
             if self._launch_key is not None and self._launch is None and self._step == 0:
                 # Read while rank 0 surely lives (step 0's collectives ran):
                 # where it hosts the store, it may be gone by this rank's end.
@@ -1117,7 +1123,7 @@ class Recorder:
         if last is None or type(last) is not tuple or last[0] != phase or last[1] != self._step:
             return
         self._samples.pop()
-        self._close(phase)
+        self._close(phase, again=True)
         new = self._samples[-1]
         figures = new[2]
         if type(figures) is tuple and type(last[2]) is tuple:  # CUDA: (allocated, reserved, used, peak, ...)

@@ -1068,6 +1068,40 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertAlmostEqual(inc["step0_mib"], state, delta=0.01)
         self.assertGreater(v["runs"][0]["forward_increment_mib"], 0, v["runs"][0])
 
+    def test_the_cleanup_is_read_after_the_last_of_several_zero_grads(self):
+        # Manual mixed precision (an independent check's): the bf16 model's
+        # gradients are let go by model.zero_grad(), the fp32 master
+        # copy's by the optimizer's own after it. The cleanup is read after
+        # both: no gradient is said to be held between steps.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 8))
+        master = [p.detach().clone().requires_grad_(True) for p in model.parameters()]
+        opt = torch.optim.Adam(master)
+        out = os.path.join(tempfile.mkdtemp(), "master.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for _ in range(4):
+                F.cross_entropy(model(torch.randn(32, 256)), torch.randint(0, 8, (32,))).backward()
+                for m, p in zip(master, model.parameters()):
+                    m.grad = p.grad.float()
+                opt.step()
+                model.zero_grad(set_to_none=True)
+                opt.zero_grad(set_to_none=True)
+                with torch.no_grad():
+                    for m, p in zip(master, model.parameters()):
+                        p.copy_(m)
+        with open(out) as f:
+            r = json.load(f)
+        phases = [s["phase"] for s in r["samples"] if s.get("step") is not None]
+        self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 4)
+        cleanups = [s for s in r["samples"] if s["phase"] == "cleanup"]
+        self.assertEqual({s["tensors"]["gradients_mib"] for s in cleanups}, {0.0}, cleanups)
+        # Between the cleanup and the next forward nothing is held but the
+        # weights, the master copy and Adam's moments.
+        weights = sum(p.numel() for p in model.parameters()) * 4 / 2**20
+        self.assertAlmostEqual(cleanups[-1]["allocated_mib"], 4 * weights, delta=0.05)
+        text = subprocess.run([comparer(), out], check=True, capture_output=True, text=True).stdout
+        self.assertNotIn("gradients still held at the cleanup", text)
+
     def test_an_optimizer_that_does_not_step_every_pass_ends_no_step_late(self):
         # The head's optimizer steps every other pass: the model's next
         # forward ends a step that waited for it.

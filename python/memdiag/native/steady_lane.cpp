@@ -21,6 +21,8 @@
 // Phases are codes here; memdiag/_lane.py maps them to the recorder's names.
 #include <time.h>
 
+#include <algorithm>
+
 #include <ATen/core/grad_mode.h>
 
 #include "readings.hpp"
@@ -374,6 +376,8 @@ class Lane {
     if (last_ == kStep) {
       close(kCleanup);
       in_ = kBetween;
+    } else if (last_ == kCleanup && in_ == kBetween) {
+      close_again(kCleanup);  // another zero_grad() after the cleanup's (the recorder's says why)
     }
     return true;
   }
@@ -587,6 +591,19 @@ class Lane {
     last_census_ = c;
     has_last_census_ = true;
     return c;
+  }
+
+  // The recorder's _close_again(phase): the last sample, if it is this
+  // step's `phase`, made again from its start to now, the higher peak kept.
+  void close_again(int phase) {
+    if (!recording_ || samples_.empty() || samples_.back().phase != phase || samples_.back().step != step_) return;
+    Sample last = std::move(samples_.back());
+    samples_.pop_back();
+    close(phase);
+    if (samples_.empty() || samples_.back().phase != phase) return;  // the recording ended meanwhile
+    Sample& s = samples_.back();
+    s.figures.peak = std::max(s.figures.peak, last.figures.peak);
+    s.elapsed_ms += last.elapsed_ms;
   }
 
   // The recorder's _close(phase) for a step's phase.
