@@ -118,6 +118,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       t.rise = detail::rise_said(p);
       t.state_grew_mib = p.cleanup_state_taken_mib;
       t.held_graph_mib = p.cleanup_held_graph_taken_mib;
+      t.gradients_held_mib = p.cleanup_gradients_taken_mib;
+      t.gradients_held_cleanups = p.cleanup_gradients_taken_count;
       v.evidence.push_back(t);
     }
   } else {

@@ -339,7 +339,16 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
     besides += (besides.empty() ? "" : " and ") + std::string("the graph held from a later step on (") +
                format_mib(t.held_graph_mib) + " MiB, named below)";
   }
-  if (!besides.empty()) s += " once " + besides + (t.state_grew_mib >= 0.005 && t.held_graph_mib >= 0.005 ? " are" : " is") + " taken out";
+  int taken = (t.state_grew_mib >= 0.005 ? 1 : 0) + (t.held_graph_mib >= 0.005 ? 1 : 0);
+  if (t.gradients_held_cleanups > 0) {
+    besides += (besides.empty() ? "" : " and ") + std::string("the gradients held at ") +
+               (t.gradients_held_cleanups == 1 ? std::string("one cleanup")
+                                               : std::to_string(t.gradients_held_cleanups) + " of the " +
+                                                     std::to_string(t.steps) + " cleanups") +
+               " (" + format_mib(t.gradients_held_mib) + " MiB: no zero_grad() before the cleanup there, or set_to_none=False)";
+    ++taken;
+  }
+  if (!besides.empty()) s += " once " + besides + (taken > 1 || t.gradients_held_cleanups > 0 ? " are" : " is") + " taken out";
   if (t.made_once) s += ": made once, then kept";
   if (t.too_few_steps) {
     s += ": too few cleanups to tell memory kept every step from a one-off (a longer run, among the confirming "

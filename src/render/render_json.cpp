@@ -69,6 +69,7 @@ json figures(const Evidence& e) {
             return {{"growth_per_step_mib", opt(x.growth_per_step_mib)}, {"growing", x.growing},
                     {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees},
                     {"state_grew_mib", x.state_grew_mib}, {"held_graph_mib", x.held_graph_mib},
+                    {"gradients_held_mib", x.gradients_held_mib}, {"gradients_held_cleanups", x.gradients_held_cleanups},
                     {"rise", x.rise ? json{{"after_step", x.rise->after_step},
                                           {"next_step", x.rise->next_step}, {"mib", x.rise->mib}}
                                                : json(nullptr)}};

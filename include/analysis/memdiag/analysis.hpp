@@ -264,6 +264,10 @@ struct PostCleanupTrend {
   // backward ran through held from a later step on (the recorder's walk).
   double state_grew_mib = 0;
   double held_graph_mib = 0;
+  // Gradients held at `gradients_held_cleanups` of the cleanups (the most,
+  // beyond the least any held): taken out of those, as the state is.
+  double gradients_held_mib = 0;
+  int gradients_held_cleanups = 0;
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready

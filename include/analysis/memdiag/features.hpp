@@ -224,6 +224,11 @@ struct RunFeatures {
   // by the loop: the optimizer's state grown since the first (LBFGS's
   // history), a graph held from a later step on.
   double cleanup_state_taken_mib = 0;
+  // Gradients held at some cleanups beyond the least any held (zero_grad()
+  // every other step, or only at a step's start): taken out of those
+  // cleanups before the trend is read; the most, and at how many.
+  double cleanup_gradients_taken_mib = 0;
+  int cleanup_gradients_taken_count = 0;
   // What the loop's caches of the last few steps hold at their bound (the
   // walk's kept tensors let go after held_steps: a deque of the last
   // steps' outputs or features): kept across steps, bounded; a
