@@ -257,6 +257,34 @@ def _driver_version():
         return None
 
 
+# The CPU allocator's reporter knows the size of a block made while a
+# memory profiler ran, and the profiler reports its free, in that window or
+# a later one; of a block made while none ran it reports no free ("Memory
+# block of unknown size was allocated before the profiling started"). A
+# weight made before recording whose storage a loop replaces (SAM's
+# p.data = old_p) stayed counted, and every later figure read one weight
+# copy too high (an independent check's: 32.17 MiB for 16.09 of weights).
+# So a probe looks at the lifetimes of the storages it starts with, except
+# those an earlier probe's profiler saw made (kept here at its end, by data
+# pointer: (weak reference, bytes)).
+_PROFILED = {}
+_TRACKED_MOST = 5000  # the largest storages, where a process holds more
+
+
+def _cpu_storages(tensors):
+    """{data pointer: (storage, bytes)} of the CPU storages among tensors."""
+    out = {}
+    for t in tensors:
+        try:
+            storage = t.untyped_storage()
+            ptr, nbytes = storage.data_ptr(), storage.nbytes()
+        except (RuntimeError, NotImplementedError, AttributeError):
+            continue
+        if ptr != 0 and ptr not in out and storage.device.type == "cpu":
+            out[ptr] = (storage, nbytes)
+    return out
+
+
 class CpuProbe:
     """Allocated and peak on the CPU from the profiler's memory events.
 
@@ -284,9 +312,28 @@ class CpuProbe:
     kind = "cpu"
     WINDOW_EVENTS = 20_000
 
-    def __init__(self, existing_bytes):
+    def __init__(self, existing_bytes, existing=()):
+        """existing: the live tensors counted in existing_bytes."""
+        from torch.multiprocessing.reductions import StorageWeakRef
         self.device = torch.device("cpu")
         self._live = self._peak = existing_bytes
+        # Of the storages counted at the start, those whose free the
+        # profiler does not report (_PROFILED says why): looked at at each
+        # mark, and one gone is taken off the figures there (by mark, until
+        # the window is folded).
+        for ptr in [p for p, (ref, _) in _PROFILED.items() if ref.expired()]:
+            del _PROFILED[ptr]
+        self._start = {}  # data pointer: weak reference, every storage counted at the start
+        tracked = []
+        for ptr, (storage, nbytes) in _cpu_storages(existing).items():
+            ref = StorageWeakRef(storage)
+            self._start[ptr] = ref
+            known = _PROFILED.get(ptr)
+            if not (known is not None and known[1] == nbytes):
+                tracked.append((ref, nbytes))
+        tracked.sort(key=lambda r: -r[1])
+        self._unreported = tracked[:_TRACKED_MOST]
+        self._unseen = {}
         self._segment_peak = existing_bytes  # since the last segment mark (a profiled backward's nodes)
         self._readings = {}
         self._marks = 0
@@ -380,9 +427,11 @@ class CpuProbe:
                 peak = max(peak, live)
                 segment_peak = max(segment_peak, live)
             elif kind == 0:
+                live = max(0, live - self._unseen.pop(value, 0))
                 self._readings[value] = (live, peak)
                 peak = live
             elif kind == -1:  # a point inside a phase: read, the phase's peak goes on
+                live = max(0, live - self._unseen.pop(value, 0))
                 self._readings[value] = (live, peak)
             else:  # a segment: read with the peak since the last one; the phase's goes on
                 self._readings[value] = (live, segment_peak)
@@ -404,11 +453,18 @@ class CpuProbe:
         self._window_steps = max(1, min(1000, self.WINDOW_EVENTS // per_step))
         self._steps_in_window = 0
 
-    def stop(self):
+    def stop(self, live=()):
         """Stops the profiler; returns, per mark in order, (allocated, peak
-        since the previous mark) in bytes."""
+        since the previous mark) in bytes. live: the tensors alive now,
+        whose storages made while it ran a later probe need not look at."""
+        from torch.multiprocessing.reductions import StorageWeakRef
         if self._on:
             self._disable()
+        for ptr, (storage, nbytes) in _cpu_storages(live).items():
+            ref = self._start.get(ptr)
+            if ref is None or ref.expired():  # made since the start (where one of then was freed, in its place)
+                _PROFILED[ptr] = (StorageWeakRef(storage), nbytes)
+        self._start = {}
         self._unpatch()
         if self._theirs is not None:
             self.notes.append("the loop's own profiler was still running when recording ended: the CPU's figures "
@@ -479,15 +535,33 @@ class CpuProbe:
         """Leaves a zero-length mark on the profiler's timeline; returns its number."""
         n = self._marks
         self._marks += 1
+        self._look_unreported(n)
         with torch.profiler.record_function(f"memdiag.mark.{n}"):
             pass
         return n
+
+    def _look_unreported(self, n):
+        """Takes off, at mark n, the storages of before recording freed
+        since the last look (the phase's peak keeps them: they lived in
+        it)."""
+        if not self._unreported:
+            return
+        kept, gone = [], 0
+        for ref, nbytes in self._unreported:
+            if ref.expired():
+                gone += nbytes
+            else:
+                kept.append((ref, nbytes))
+        if gone:
+            self._unreported = kept
+            self._unseen[n] = gone
 
     def point(self):
         """A mark that reads the allocated bytes and leaves the phase's
         peak running (the forward's per-module readings)."""
         n = self._marks
         self._marks += 1
+        self._look_unreported(n)
         with torch.profiler.record_function(f"memdiag.point.{n}"):
             pass
         return n

@@ -380,8 +380,10 @@ class Recorder:
             # reports of one made before recording began (its size known to
             # the allocator's reporter from an earlier profile) is already
             # counted; a free it does not report can only overstate.
-            existing = _census.storage_bytes(self._model_state_tensors() + _kept.live_cpu_tensors())
-            self._probe = _probe.CpuProbe(existing)
+            # Those made while no profiler ran are freed unreported: the
+            # probe looks at their lifetimes instead.
+            live = self._model_state_tensors() + _kept.live_cpu_tensors()
+            self._probe = _probe.CpuProbe(_census.storage_bytes(live), live)
             if self.snapshot:
                 self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
                                                   "nothing is dumped on the CPU", None))
@@ -576,7 +578,7 @@ class Recorder:
         self._host.close()
         readings = None
         if isinstance(self._probe, _probe.CpuProbe):
-            readings = self._probe.stop()
+            readings = self._probe.stop(self._model_state_tensors() + _kept.live_cpu_tensors())
             self._events.extend(_report.event("note", "", None, n, None) for n in dict.fromkeys(self._probe.notes))
         if self._modules is not None:
             self._module_records = self._modules.records(

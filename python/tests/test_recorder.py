@@ -637,6 +637,34 @@ class Census(Tmp):
         self.assertAlmostEqual(kept, 2 * p_mib, delta=0.05 * p_mib)  # exp_avg, exp_avg_sq
         self.assertAlmostEqual(s[("cleanup", 2)]["allocated_mib"], s[("cleanup", 1)]["allocated_mib"], delta=1e-6)
 
+    def test_a_weights_storage_replaced_while_recording_is_let_go(self):
+        # The profiler reports no free of a block made while no profiler
+        # ran (the weights, made before recording): a loop that replaces
+        # each weight's storage once a step (SAM's p.data = old_p) read
+        # one weight copy too high at every later phase. In a second
+        # recording of the same model, the storages made during the first
+        # (their frees reported) are not taken off twice.
+        model = mlp(width=256)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        p_mib = sum(p.numel() * 4 for p in model.parameters()) / MIB
+
+        def train_swapping(steps):
+            for _ in range(steps):
+                F.cross_entropy(model(torch.randn(32, 256)), torch.randint(0, 8, (32,))).backward()
+                opt.step()
+                opt.zero_grad()
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.data = p.data.clone()
+
+        for name in ("first.json", "second.json"):
+            with memdiag.record(model, opt, output=self.path(name)):
+                train_swapping(3)
+            r = self.load(name)
+            cleanups = [x["allocated_mib"] for x in r["samples"] if x["phase"] == "cleanup"]
+            for c in cleanups:
+                self.assertAlmostEqual(c, p_mib, delta=1e-6, msg=(name, cleanups))
+
     def test_the_host_resident_set_follows_what_the_loop_holds_in_host_memory(self):
         # A loop that keeps 64 MiB of host tensors from step 1's forward on:
         # the resident set at that forward's end is up by about as much on
