@@ -11,8 +11,10 @@ crosses into the next one:
             forward is part of it, as in memory_diagnostics)
   backward  ends when torch.autograd.backward (loss.backward()) returns
   step      ends when optimizer.step() returns
-  cleanup   ends at the next zero_grad() after the step, or else at the next
-            forward of the model, or when recording ends; what the loop
+  cleanup   ends at the next zero_grad() after the step (read again at
+            each further one before the next forward: the model's, then the
+            optimizer's), or else at the next forward of the model, or when
+            recording ends; what the loop
             still holds then (the last loss and output, the next batch) is
             what it holds
 """
