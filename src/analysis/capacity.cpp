@@ -178,6 +178,10 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
       cv.batch_if_activations_grow.reset();
       cv.low_end_unknown.reset();
     }
+    if (c.answer.caveats.one_run && !c.replay && c.answer.extrapolation >= 2 && p.config.device.rfind("cuda", 0) == 0 &&
+        !expandable_segments_on(p.config.allocator_settings)) {
+      c.answer.caveats.default_allocator_extrapolated = c.answer.extrapolation;
+    }
     if (search != nullptr) {
       const CapacitySearch& s = *search->capacity_search;
       c.searched = CapacityPrediction::Searched{s.max_batch, s.first_failing_batch, s.confirmed, search->source,

@@ -79,6 +79,11 @@ std::string caveat_words(const CapacityAnswer& a) {
                     "the line through the other two), and a curve through them puts the answer at " +
                     std::to_string(*c.batch_if_superlinear) + ", which these straight lines over-predict");
   }
+  if (c.default_allocator_extrapolated) {
+    parts.push_back("the blocks that follow the batch are " + format_times(*c.default_allocator_extrapolated).substr(1) +
+                    " times the run's there, and how much the default allocator strands between them one run cannot show "
+                    "(expandable segments, PYTORCH_ALLOC_CONF=expandable_segments:True, leave far less stranded)");
+  }
   if (c.trapped_at_oom_mib) {
     std::string held = "a run that ran out held " + mib(*c.trapped_at_oom_mib) +
                        " reserved but unallocated: fragmentation, which these lines do not model";

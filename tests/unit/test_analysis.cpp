@@ -930,6 +930,41 @@ TEST(OutOfMemoryVerdict, TheSameFailureWithoutTheCachedRoomIsTheForwardsActivati
   EXPECT_NEAR(*v.capacity[0].needs_more_than_mib, 920, 1e-9);
 }
 
+// One run on CUDA under the default allocator, answered at a batch far
+// beyond it: how much the allocator strands between blocks that much
+// larger is said not to be shown (on an H100 such answers ran out under the
+// default allocator and held under expandable segments). Not under
+// expandable segments, not on the CPU, not for an answer near the run.
+TEST(CapacityCaveats, AnAnswerFarBeyondOneCudaRunSaysTheDefaultAllocatorsStrandingIsNotShown) {
+  struct Case {
+    std::string device, settings;
+    double budget;
+    bool said;
+  };
+  for (const Case& k : {Case{"cuda:0", "", 4000, true}, Case{"cuda:0", "expandable_segments:True", 4000, false},
+                        Case{"cpu", "", 4000, false}, Case{"cuda:0", "", 100, false}}) {
+    SCOPED_TRACE(k.device + " '" + k.settings + "' at " + std::to_string(static_cast<int>(k.budget)));
+    Synth s;
+    s.device = k.device;
+    s.batch = 8;
+    s.params_mib = 10;
+    s.activations_mib = 40;
+    s.steps = 3;
+    Report r = synth(s);
+    r.config.allocator_settings = k.settings;
+    const Verdict v = analyse({{"one.json", r}}, {}, {k.budget}).verdicts.at(0);
+    ASSERT_EQ(v.capacity.size(), 1u);
+    const CapacityAnswer& a = v.capacity[0].answer;
+    ASSERT_TRUE(a.caveats.one_run);
+    EXPECT_EQ(a.caveats.default_allocator_extrapolated.has_value(), k.said) << a.extrapolation;
+    if (k.said) EXPECT_NEAR(*a.caveats.default_allocator_extrapolated, a.extrapolation, 1e-9);
+    const std::string text = render_text(Comparison{analyse({{"one.json", r}}, {}, {k.budget})});
+    EXPECT_EQ(text.find("how much the default allocator strands between them one run cannot show") != std::string::npos,
+              k.said)
+        << text;
+  }
+}
+
 TEST(OutOfMemoryVerdict, WeightsThatDoNotFitLeaveNoBatchAndNothingToSearch) {
   const OomDetails d = failure(64, 150, 150, 200, TensorCensus{150, 0, 0});
   const Verdict v = analyse({{"w.json", oom_report(Phase::kModelReady, 0, d)}}).verdicts.at(0);

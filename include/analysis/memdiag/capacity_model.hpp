@@ -164,6 +164,15 @@ struct CapacityAnswer {
     // the lines' and beyond the largest batch run. An independent check's SimCLR: 12408 predicted
     // within 1024 MiB from batches 1024-4096; 8192 measured 1226 MiB.
     std::optional<std::int64_t> batch_if_superlinear;
+    // One run on CUDA under the default allocator, answered at a batch this
+    // many times the run's (twice or more): the blocks that follow the
+    // batch are that much larger there, and how much memory the allocator
+    // strands between them one run with smaller blocks cannot show (on an
+    // H100, library jobs answered 13x and 330x beyond their run completed
+    // 8-12% and 25% fewer samples than said under the default allocator,
+    // and the said batch under expandable segments:
+    // docs/measurements/h100-s64).
+    std::optional<double> default_allocator_extrapolated;
   };
   Caveats caveats;
 };
