@@ -266,7 +266,13 @@ def _driver_version():
 # copy too high (an independent check's: 32.17 MiB for 16.09 of weights).
 # So a probe looks at the lifetimes of the storages it starts with, except
 # those an earlier probe's profiler saw made (kept here at its end, by data
-# pointer: (weak reference, bytes)).
+# pointer: (weak reference, bytes)). Not covered: the reporter keeps the
+# size of a block made while profiling and freed while not; a block made
+# later at the same address, unprofiled, is then reported freed with that
+# size and taken off here as well (two recordings in one process with the
+# loop running unrecorded between them, where the second frees weights
+# made between them), and a block made under a profiler of the loop's own
+# before recording.
 _PROFILED = {}
 _TRACKED_MOST = 5000  # the largest storages, where a process holds more
 

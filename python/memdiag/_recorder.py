@@ -426,7 +426,7 @@ class Recorder:
         _at_exit.discard(self)
         if isinstance(self._probe, _probe.CpuProbe):
             with contextlib.suppress(Exception):
-                self._probe.stop()
+                self._probe.stop(self._model_state_tensors() + _kept.live_cpu_tensors())
         if self.snapshot and self._cuda:
             with contextlib.suppress(Exception):
                 torch.cuda.memory._record_memory_history(enabled=None)

@@ -186,8 +186,20 @@ class Lane(LaneCase):
                     opt.zero_grad()  # a second one between steps frees them: the forward recounts
                 else:
                     opt.zero_grad()
+        def always_twice(model, opt, rec):
+            # The model's zero_grad() then the optimizer's, every step (a
+            # master copy's loop): the lane may engage between the two, the
+            # cleanup sample then the recorder's to read again.
+            for step in range(30):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+                model.zero_grad(set_to_none=False)
+                opt.zero_grad()
         self.same(tutorial, every=1)
         self.same(twice, every=1)
+        self.same(always_twice, every=1)
+        self.same(always_twice, every=1, census=False)
 
     def test_steps_not_recorded_between_recorded_ones(self):
         def unfreezing_at(k):

@@ -29,6 +29,7 @@ struct StepPoint {
   double base_mib = 0;  // what it started with
   double peak_mib = 0;
   double samples = 0;   // its samples, where tokens are the size and the samples are known
+  bool backward_peaks = false;  // its peak is in backward (above the forward's end)
 };
 
 // need = intercept + rate x tokens + per_length x tokens x length (length:
@@ -112,7 +113,10 @@ std::optional<LengthFit> fit_with_length(const std::vector<StepPoint>& pts, doub
     return f && 2 * f->spread <= spread_without ? f : std::nullopt;
   }
   std::vector<double> givens{0.0};
-  if (gradients_mib > 0) givens.push_back(gradients_mib);
+  // The gradients only where every step peaked in backward: a peak at the
+  // forward's end holds none.
+  const bool in_backward = std::all_of(pts.begin(), pts.end(), [](const StepPoint& p) { return p.backward_peaks; });
+  if (gradients_mib > 0 && in_backward) givens.push_back(gradients_mib);
   std::optional<LengthFit> best;
   for (const double given : givens) {
     const std::optional<LengthFit> f = length_fit_at(pts, given);
@@ -219,7 +223,8 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
     }
     if (st.forward_tokens && *st.forward_tokens > 0) {
       by_tokens.push_back({static_cast<double>(*st.forward_tokens), need, *base, top,
-                           static_cast<double>(st.forward_samples.value_or(0))});
+                           static_cast<double>(st.forward_samples.value_or(0)),
+                           st.backward_peak_mib.value_or(0) > *st.forward_allocated_mib});
     }
   }
   const std::optional<UnitFit> fs = by_samples.size() >= 2 ? fit(by_samples) : std::nullopt;

@@ -377,7 +377,10 @@ class Lane {
       close(kCleanup);
       in_ = kBetween;
     } else if (last_ == kCleanup && in_ == kBetween) {
-      close_again(kCleanup);  // another zero_grad() after the cleanup's (the recorder's says why)
+      // Another zero_grad() after the cleanup's (the recorder's says why);
+      // a cleanup sample the recorder made before the lane engaged is its
+      // Python's to make again.
+      if (!close_again(kCleanup)) return spill(&timer);
     }
     return true;
   }
@@ -595,15 +598,18 @@ class Lane {
 
   // The recorder's _close_again(phase): the last sample, if it is this
   // step's `phase`, made again from its start to now, the higher peak kept.
-  void close_again(int phase) {
-    if (!recording_ || samples_.empty() || samples_.back().phase != phase || samples_.back().step != step_) return;
+  // False where the sample to make again is not the lane's.
+  bool close_again(int phase) {
+    if (!recording_) return true;  // nothing sampled: the recorder's does nothing either
+    if (samples_.empty() || samples_.back().phase != phase || samples_.back().step != step_) return false;
     Sample last = std::move(samples_.back());
     samples_.pop_back();
     close(phase);
-    if (samples_.empty() || samples_.back().phase != phase) return;  // the recording ended meanwhile
+    if (samples_.empty() || samples_.back().phase != phase) return true;  // the recording ended meanwhile
     Sample& s = samples_.back();
     s.figures.peak = std::max(s.figures.peak, last.figures.peak);
     s.elapsed_ms += last.elapsed_ms;
+    return true;
   }
 
   // The recorder's _close(phase) for a step's phase.
