@@ -957,7 +957,9 @@ TEST(CapacityCaveats, AnAnswerFarBeyondOneCudaRunSaysTheDefaultAllocatorsStrandi
     const CapacityAnswer& a = v.capacity[0].answer;
     ASSERT_TRUE(a.caveats.one_run);
     EXPECT_EQ(a.caveats.default_allocator_extrapolated.has_value(), k.said) << a.extrapolation;
-    if (k.said) EXPECT_NEAR(*a.caveats.default_allocator_extrapolated, a.extrapolation, 1e-9);
+    if (k.said) {
+      EXPECT_NEAR(*a.caveats.default_allocator_extrapolated, a.extrapolation, 1e-9);
+    }
     const std::string text = render_text(Comparison{analyse({{"one.json", r}}, {}, {k.budget})});
     EXPECT_EQ(text.find("how much the default allocator strands between them one run cannot show") != std::string::npos,
               k.said)
