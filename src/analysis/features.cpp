@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <cmath>
+#include <limits>
 
 namespace memdiag {
 namespace {
@@ -348,11 +349,17 @@ void post_cleanup_trend(RunFeatures& f) {
   // six); one that calls zero_grad() every other step holds them at every
   // other cleanup (48.1 MiB read as 2.29 MiB a step over eight). The
   // census says so: each cleanup's gradients beyond the least any cleanup
-  // held are taken out before the trend is read.
-  if (ys.size() >= 3 && std::all_of(grads.begin(), grads.end(), [](double g) { return g >= 0; })) {
-    const double least = *std::min_element(grads.begin(), grads.end());
+  // held are taken out before the trend is read. A cleanup without a
+  // census (-1: a sampled step, a report of an older recorder) is left as
+  // read rather than stopping the others' from being taken out.
+  const auto counted = std::count_if(grads.begin(), grads.end(), [](double g) { return g >= 0; });
+  if (ys.size() >= 3 && counted >= 2) {
+    double least = std::numeric_limits<double>::infinity();
+    for (const double g : grads) {
+      if (g >= 0) least = std::min(least, g);
+    }
     for (std::size_t i = 0; i < ys.size(); ++i) {
-      if (grads[i] - least >= thresholds::kGrowthFloorMib) {
+      if (grads[i] >= 0 && grads[i] - least >= thresholds::kGrowthFloorMib) {
         ys[i] -= grads[i] - least;
         f.cleanup_gradients_taken_mib = std::max(f.cleanup_gradients_taken_mib, grads[i] - least);
         ++f.cleanup_gradients_taken_count;
