@@ -360,6 +360,63 @@ TEST(StepCapacity, FromThreeStepsTheLengthsTermStartsAtTheGradientsWhereBackward
   }
 }
 
+// More steps than three keep the intercept given where they span fewer
+// than five lengths: six steps of four (a T5's 64, 128, 96, 192, 64, 128),
+// its need not quite a quadratic in the length (3 MiB more at the longest,
+// as the T5's 192 was above the curve through its shorter three), fitted
+// all three terms through them and put the intercept above the gradients
+// and the length's term too steep (2360 tokens where 2504 fit). Eight steps
+// of eight lengths whose need starts 20 MiB above the gradients (a
+// workspace every step makes) earn the third term: the intercept is fitted.
+TEST(StepCapacity, TheInterceptIsFittedOnlyWhereFiveLengthsOrMoreEarnIt) {
+  const double grads = 36, state = 72, a = 0.1, c = 0.0004;
+  struct Job {
+    std::vector<std::int64_t> lengths;
+    double above_gradients, bump_at_longest;
+  };
+  for (const Job& job : {Job{{64, 128, 96, 192, 64, 128}, 0, 3}, Job{{64, 128, 96, 192, 160, 80, 224, 112}, 20, 0}}) {
+    SCOPED_TRACE(std::to_string(job.lengths.size()) + " steps");
+    Synth s;
+    s.device = "cpu";
+    s.batch = 4;
+    s.steps = static_cast<int>(job.lengths.size());
+    s.params_mib = grads;
+    s.optimizer_state_mib = state;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    double act = 0;
+    for (Sample& x : r.samples) {
+      const bool stepped = x.step && (*x.step > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
+      x.tensors = TensorCensus{grads, 0, stepped ? state : 0};
+      if (!x.step) continue;
+      const std::int64_t length = job.lengths[static_cast<std::size_t>(*x.step)];
+      const double tokens = 4.0 * static_cast<double>(length);
+      if (x.phase == Phase::kForward) {
+        x.samples = 4;
+        x.tokens = static_cast<std::int64_t>(tokens);
+        act = tokens * (a + c * tokens / 4) + job.above_gradients + (length == 192 ? job.bump_at_longest : 0);
+        x.allocated_mib += act;
+        x.peak_allocated_mib = x.allocated_mib;
+      } else if (x.phase == Phase::kBackward) {
+        x.tensors->gradients_mib = grads;
+        x.peak_allocated_mib = x.allocated_mib - grads + act + grads;  // every gradient made, the activations held
+      } else if (x.phase == Phase::kStep) {
+        x.tensors->gradients_mib = grads;
+      }
+    }
+    const Verdict v = analyse({{"t5.json", r}}, {}, {1024.0}).verdicts.front();
+    ASSERT_EQ(v.step_capacity.size(), 1u);
+    const StepSizeCapacity& sc = v.step_capacity.front();
+    ASSERT_EQ(sc.steps, s.steps - 1);
+    ASSERT_TRUE(sc.per_token_per_length_mib) << describe(sc);
+    EXPECT_NEAR(sc.per_step_mib, grads + job.above_gradients, 1e-6) << describe(sc);
+    if (job.above_gradients > 0) {  // exact: the fit is the need
+      EXPECT_NEAR(*sc.per_token_per_length_mib, c, 1e-9);
+      EXPECT_NEAR(sc.per_unit_mib, a, 1e-6);
+    }
+  }
+}
+
 // Two runs whose steps varied in samples (an LSTM on batches of 12-20 and
 // 28-40): the batch sweep pairs each run's median forward with its steps'
 // median samples, not step 0's (14 and 28 read 1.43 MiB a sample for 1.0).
