@@ -769,7 +769,13 @@ std::string rule_words(const Decision& d, const std::string& primary_source) {
              "retained every step";
     case DecisionRule::kTooClose: {
       auto part = [](const Component& c) {
-        return std::string(to_string(c.cause)) + " (" + mib(c.mib) + ", " + cause_basis(c.cause) + ")";
+        // Activations with what the loop holds of a step: both figures,
+        // the first being the runs table's forward column.
+        const std::string basis = c.held_over_mib > 0 ? ": " + mib(c.mib - c.held_over_mib) + " " +
+                                                            cause_basis(c.cause) + " and " + mib(c.held_over_mib) +
+                                                            " of a step the loop holds into the next"
+                                                      : ", " + std::string(cause_basis(c.cause));
+        return std::string(to_string(c.cause)) + " (" + mib(c.mib) + basis + ")";
       };
       return part(*d.top) + " and " + part(*d.runner_up) + " are within " +
              format_fixed(100 * (d.threshold - 1), 0) + "% of each other";

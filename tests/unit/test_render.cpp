@@ -682,6 +682,23 @@ TEST(Render, ATieNamesTheOneRunThatTellsItsPairApart) {
   EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kNone);
 }
 
+// A tie whose activations include what the loop holds of a step into the
+// next (an independent check's MoCo: 44.01 MiB in the evidence, 27.00 in the
+// runs table's forward column, and nothing said which was which): both
+// figures in the evidence.
+TEST(Render, ATiesActivationsSayWhatTheLoopHoldsBesideTheForward) {
+  Decision d;
+  d.rule = DecisionRule::kTooClose;
+  d.threshold = 1.25;
+  d.top = Component{Cause::kActivations, 44.01, 17.0};
+  d.runner_up = Component{Cause::kParameters, 36.02};
+  const std::string text = describe(d, "moco.json");
+  EXPECT_NE(text.find("activations (44.01 MiB: 27.01 MiB forward increment (steady state) and 17.00 MiB of a step "
+                      "the loop holds into the next) and parameters (36.02 MiB, parameter bytes) are within 25%"),
+            std::string::npos)
+      << text;
+}
+
 // A job of one's own (the Python recorder wrote it): what was not measured is
 // named as the change to make in the job, never as a flag of a tool that
 // cannot run it.

@@ -32,6 +32,10 @@ namespace memdiag {
 struct Component {
   Cause cause = Cause::kInconclusive;
   double mib = 0;
+  // Activations: the part of mib that is what the loop holds of a step
+  // into the next (its outputs, its batch), beside the forward's increment
+  // (the runs table's forward column has the increment alone).
+  double held_over_mib = 0;
 };
 std::vector<Component> components_of(const RunFeatures& f);  // largest first
 
