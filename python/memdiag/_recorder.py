@@ -301,6 +301,7 @@ class Recorder:
         # 0: step 0's backward makes the autograd thread's cuBLAS workspace
         # and the like, which later steps find made.
         self._backward_profile = None
+        self._buffers = None  # (bytes, the largest three) as recording began
         # Where the forward's memory lives, by module (global forward hooks
         # on the first micro-batch of steps 0 and 1); made at start().
         self._want_modules = bool(modules)
@@ -484,6 +485,9 @@ class Recorder:
         _signals.install(self)
         _at_exit.add(self)
         self._begin_phase()
+        # The model's buffers as recording begins, beside model_ready's
+        # sample: what was allocated there beyond the weights may be them.
+        self._buffers = _buffers(self.model)
         self._close("model_ready")
         self._close("optimizer_ready")
         self._in = BETWEEN
@@ -1459,6 +1463,8 @@ class Recorder:
             model={"parameters": sum(p.numel() for p in params),
                    "parameter_bytes": _census.storage_bytes(params),
                    "largest_module_bytes": _largest_module_bytes(self.model), "autocast": self._autocast,
+                   "buffer_bytes": self._buffers[0] if self._buffers else None,
+                   "largest_buffers": self._buffers[1] if self._buffers else None,
                    "checkpointing": True if self._graph_checkpointed or _checkpointing(self.model) else None,
                    "checkpoint_outside_mib": (None if self._checkpoint_outside_bytes is None
                                               else self._checkpoint_outside_bytes / _probe.MIB),
@@ -1805,6 +1811,24 @@ def _sharding_mode(model, optimizers):
     except ImportError:
         pass
     return "ddp"
+
+
+def _buffers(model):
+    """(bytes of the model's buffers, each storage once; the largest three
+    as {"name", "bytes"}), or None without a model or buffers. A buffer is
+    state a module keeps that is no parameter (MoCo's queue of past keys,
+    batch norm's running statistics)."""
+    if model is None:
+        return None
+    try:
+        named = [(n, b) for n, b in _unwrap(model).named_buffers() if isinstance(b, torch.Tensor)]
+    except (AttributeError, RuntimeError):
+        return None
+    if not named:
+        return None
+    total = _census.storage_bytes([b for _, b in named])
+    largest = sorted(((b.untyped_storage().nbytes(), n) for n, b in named), reverse=True)[:3]
+    return total, [{"name": n, "bytes": int(size)} for size, n in largest]
 
 
 def _largest_module_bytes(model):

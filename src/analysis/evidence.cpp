@@ -275,7 +275,9 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
   }
   if (p.held_before_training_mib && *p.held_before_training_mib >= thresholds::kMinimumSignalMib &&
       *p.held_before_training_mib >= 0.1 * p.held_parameter_mib) {
-    out.push_back(evidence::HeldBeforeTraining{*p.held_before_training_mib, p.held_parameter_mib, p.id.device_kind != "cpu"});
+    out.push_back(evidence::HeldBeforeTraining{*p.held_before_training_mib, p.held_parameter_mib,
+                                               p.id.device_kind != "cpu",
+                                               std::min(p.buffer_mib, *p.held_before_training_mib), p.largest_buffers});
   }
   if (p.device_minus_reserved_mib) out.push_back(evidence::OutsideAllocator{*p.device_minus_reserved_mib});
   // What was kept is said whatever the cause: a graph kept through a

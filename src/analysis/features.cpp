@@ -561,6 +561,8 @@ RunFeatures compute_features(const Report& r, const std::string& source) {
   read_samples(r, f);
   f.host_own_process = r.environment.earlier_runs_in_process.value_or(0) == 0;
   read_events(r, f);
+  if (r.model.buffer_bytes) f.buffer_mib = to_mib(*r.model.buffer_bytes);
+  for (const ModelInfo::NamedBytes& b : r.model.largest_buffers) f.largest_buffers.emplace_back(b.name, to_mib(b.bytes));
   for (const Sample& s : r.samples) {
     if (!s.step && s.phase == Phase::kModelReady && s.tensors) {
       f.held_before_training_mib = std::max(0.0, s.allocated_mib - s.tensors->parameters_mib -

@@ -138,6 +138,12 @@ json model_json(const ModelInfo& m) {
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;
+  if (m.buffer_bytes) j["buffer_bytes"] = *m.buffer_bytes;
+  if (!m.largest_buffers.empty()) {
+    json list = json::array();
+    for (const ModelInfo::NamedBytes& b : m.largest_buffers) list.push_back({{"name", b.name}, {"bytes", b.bytes}});
+    j["largest_buffers"] = std::move(list);
+  }
   if (m.split_parameter_bytes) j["split_parameter_bytes"] = *m.split_parameter_bytes;
   if (m.final_parameter_sum) j["final_parameter_sum"] = *m.final_parameter_sum;
   if (m.final_parameter_sum_of_squares) j["final_parameter_sum_of_squares"] = *m.final_parameter_sum_of_squares;

@@ -706,6 +706,20 @@ Report read(const JsonNode& root) {
   r.model.vocab = m.opt_integer("vocab", 1, limits::kMaxDimension);
   r.model.layers = m.opt_integer("layers", 1, limits::kMaxDepth);
   r.model.largest_module_bytes = m.opt_integer("largest_module_bytes", 0, limits::kMaxExactInteger);
+  r.model.buffer_bytes = m.opt_integer("buffer_bytes", 0, limits::kMaxExactInteger);
+  if (m.given("largest_buffers")) {
+    const JsonNode list = m.field("largest_buffers");
+    list.expect_array();
+    if (list.size() > 3) list.fail("more than 3 buffers (the largest three are written)");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const JsonNode b = list.at(i);
+      b.expect_object();
+      b.only({"name", "bytes"});
+      ModelInfo::NamedBytes nb{b.str("name"), b.integer("bytes", 0, r.model.buffer_bytes.value_or(limits::kMaxExactInteger))};
+      if (nb.name.empty()) b.field("name").fail("empty buffer name");
+      r.model.largest_buffers.push_back(std::move(nb));
+    }
+  }
   r.model.split_parameter_bytes = m.opt_integer("split_parameter_bytes", 0, r.model.parameter_bytes);
   if (r.model.split_parameter_bytes && !definition(r.config.parallel.mode).splits_layers) {
     m.field("split_parameter_bytes")

@@ -311,7 +311,8 @@ std::string base_response(const Verdict& v) {
     }
   }
   if (const auto* h = first_of<evidence::HeldBeforeTraining>(v);
-      h != nullptr && v.dominant == Cause::kParameters && h->mib >= thresholds::kHeldCopyShare * h->parameter_mib) {
+      h != nullptr && v.dominant == Cause::kParameters &&
+      h->mib - h->buffer_mib >= thresholds::kHeldCopyShare * h->parameter_mib) {
     // As much again as the weights held before the loop began: a second
     // copy of a model (an EMA, a teacher) is the cheapest part to move
     // (an independent check's EMA copy, 64 MiB beside 64 MiB of weights,
@@ -319,7 +320,8 @@ std::string base_response(const Verdict& v) {
     return std::string(weights_16_bit ? "Shard parameters (FSDP), or use a smaller model or parameter-efficient "
                                         "fine-tuning; the weights are 16-bit already."
                                       : cause_response(Cause::kParameters)) +
-           " And the " + format_mib(h->mib) + " MiB held before training began, beside the model's " +
+           " And the " + format_mib(h->mib - h->buffer_mib) + " MiB held before training began" +
+           (h->buffer_mib > 0 ? " beyond the model's buffers" : "") + ", beside the model's " +
            format_mib(h->parameter_mib) +
            " MiB: where it is a copy of the model that is not trained (an EMA; a frozen teacher that runs every step "
            "can at least be bf16), " +

@@ -624,8 +624,21 @@ std::string describe(const Evidence& e) {
                    mib(x.peak_allocated_mib) + " allocated";
           },
           [](const evidence::HeldBeforeTraining& x) {
-            return "when recording began " + mib(x.mib) + " was allocated beyond the model's " + mib(x.parameter_mib) +
-                   " of weights and what the warm-up made: another model's weights (an EMA copy, a frozen teacher), " +
+            std::string s = "when recording began " + mib(x.mib) + " was allocated beyond the model's " +
+                            mib(x.parameter_mib) + " of weights and what the warm-up made: ";
+            if (x.buffer_mib >= thresholds::kMinimumSignalMib) {
+              std::string named;
+              for (const auto& [name, size] : x.buffers) {
+                if (size < 0.01) continue;
+                named += (named.empty() ? "" : ", ") + name + " " + mib(size);
+              }
+              s += (x.buffer_mib >= 0.9 * x.mib ? "the model's own buffers" : mib(x.buffer_mib) + " of it the model's own buffers") +
+                   (named.empty() ? std::string() : " (" + named + ")") +
+                   ", state its modules keep that is no parameter";
+              if (x.buffer_mib >= 0.9 * x.mib) return s;
+              s += "; the rest ";
+            }
+            return s + "another model's weights (an EMA copy, a frozen teacher), " +
                    std::string(x.cuda ? "data kept on the device, or library workspaces made before recording began "
                                         "(cuBLAS's: 32 MiB a thread that ran a matmul)"
                                       : "or data kept in memory");

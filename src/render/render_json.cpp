@@ -115,7 +115,10 @@ json figures(const Evidence& e) {
                     {"steps", x.steps}};
           },
           [](const evidence::HeldBeforeTraining& x) -> json {
-            return {{"mib", x.mib}, {"parameter_mib", x.parameter_mib}};
+            json buffers = json::array();
+            for (const auto& [name, size] : x.buffers) buffers.push_back({{"name", name}, {"mib", size}});
+            return {{"mib", x.mib}, {"parameter_mib", x.parameter_mib}, {"buffer_mib", x.buffer_mib},
+                    {"buffers", std::move(buffers)}};
           },
           [](const evidence::OutsideAllocator& x) -> json {
             return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};

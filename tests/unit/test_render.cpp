@@ -514,16 +514,32 @@ TEST(Render, ACopyOfTheModelHeldBeforeTrainingGetsItsOwnFix) {
   Verdict v;
   v.dominant = Cause::kParameters;
   v.primary_device_kind = "cuda";
-  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, true}}};
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, true, 0, {}}}};
   const std::string cuda = response_for(v);
   EXPECT_EQ(cuda.rfind(cause_response(Cause::kParameters), 0), 0u) << cuda;
   EXPECT_NE(cuda.find("AveragedModel(model, device=\"cpu\")"), std::string::npos) << cuda;
   v.primary_device_kind = "cpu";
-  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, false}}};
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, false, 0, {}}}};
   EXPECT_EQ(response_for(v).find("on the host"), std::string::npos) << response_for(v);
   EXPECT_EQ(describe(v.evidence[0]).find("cuBLAS"), std::string::npos) << describe(v.evidence[0]);
-  v.evidence = {Evidence{evidence::HeldBeforeTraining{10.0, 64.11, false}}};
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{10.0, 64.11, false, 0, {}}}};
   EXPECT_EQ(response_for(v), cause_response(Cause::kParameters));
+  // The model's own buffers (MoCo's queue of past keys, an independent
+  // check's: "another model's weights" for the model's own state): named,
+  // and no copy of the model where they are what was held.
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{64.11, 64.11, false, 64.0, {{"queue", 64.0}, {"ptr", 0.0}}}}};
+  EXPECT_EQ(response_for(v), cause_response(Cause::kParameters));
+  std::string text = describe(v.evidence[0]);
+  EXPECT_NE(text.find("the model's own buffers (queue 64.00 MiB), state its modules keep that is no parameter"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("EMA"), std::string::npos) << text;
+  // Buffers beside a copy: both said, the copy's fix for what the buffers leave.
+  v.evidence = {Evidence{evidence::HeldBeforeTraining{80.0, 64.11, false, 16.0, {{"queue", 16.0}}}}};
+  text = describe(v.evidence[0]);
+  EXPECT_NE(text.find("16.00 MiB of it the model's own buffers (queue 16.00 MiB)"), std::string::npos) << text;
+  EXPECT_NE(text.find("; the rest another model's weights"), std::string::npos) << text;
+  EXPECT_NE(response_for(v).find("And the 64.00 MiB held before training began beyond the model's buffers"),
+            std::string::npos) << response_for(v);
 }
 
 // Optimizer state of three buffers a parameter, measured (3.00x the

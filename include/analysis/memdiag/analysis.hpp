@@ -406,6 +406,10 @@ struct HeldBeforeTraining {
   double mib = 0;
   double parameter_mib = 0;
   bool cuda = true;  // on the CPU no cuBLAS workspace is among what it can be
+  // Of mib, what the model's own buffers hold (MoCo's queue of past keys:
+  // no other model's weights), and the largest of them by name.
+  double buffer_mib = 0;
+  std::vector<std::pair<std::string, double>> buffers;
 };
 // What the loop kept from step to step, named by the Python recorder's
 // walk of the live tensors (the report's kept event).

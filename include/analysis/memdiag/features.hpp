@@ -243,6 +243,10 @@ struct RunFeatures {
   // Allocated at model_ready beyond the census's weights and the warm-up's
   // workspaces, where the report has a census there.
   std::optional<double> held_before_training_mib;
+  // The model's registered buffers as recording began (model.buffer_bytes)
+  // and the largest by name: part of what was held beyond the weights.
+  double buffer_mib = 0;
+  std::vector<std::pair<std::string, double>> largest_buffers;
   // The optimizer's share of the excess: the excess less what was held
   // over, and no more than the census's optimizer state where the report
   // counts it and no data-parallel wrapper keeps buckets beside it (plain

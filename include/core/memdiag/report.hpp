@@ -310,6 +310,15 @@ struct ModelInfo {
   // (a layer, a block): what fully sharded data parallel gathers at once
   // with a unit per module. Absent from reports before it was recorded.
   std::optional<std::int64_t> largest_module_bytes;
+  // The model's registered buffers (each storage once), and the largest
+  // three by name: state a module keeps that is no parameter (MoCo's queue
+  // of past keys). The Python recorder writes them.
+  std::optional<std::int64_t> buffer_bytes;
+  struct NamedBytes {
+    std::string name;
+    std::int64_t bytes = 0;
+  };
+  std::vector<NamedBytes> largest_buffers;
   // Tensor parallelism: the part of parameter_bytes in the layers split
   // among the ranks (each rank holds 1/world of it; the rest, replicated,
   // whole), summed over the split tensors as built. Absent in other modes.
