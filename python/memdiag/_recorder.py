@@ -183,6 +183,7 @@ class Recorder:
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
                  process_memory=True, every=None, kept=True, modules=True, profile_backward=True):
+        _check_arguments(model, optimizer)
         self.model = model
         self.profile_backward = bool(profile_backward)
         self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
@@ -338,6 +339,11 @@ class Recorder:
         # native module has it; _lane_on while it holds the state.
         self._lane = None
         self._lane_on = False
+        # Whether the recorded model's forward was seen (its hooks, or the
+        # steady lane, which engages only on steps that had one) and
+        # backward() ran: the loop may call another module.
+        self._seen_forward = False
+        self._seen_backward = False
         self._gathers = False  # an FSDP2 model: its parameters in use counted at each phase (start())
         self._launch_key = None  # where the launch's id is in the job's store (_launch_begin)
         self._launch = None  # the id, once read
@@ -571,6 +577,9 @@ class Recorder:
 
     def _write_report(self):
         self._samples = [s if type(s) is dict else _sample_dict(s, self._host) for s in self._samples]
+        for why in self._setup_mistakes():
+            self._events.append(_report.event("recording", "", None, why, None))
+            print(f"memdiag: {why}", file=sys.stderr)
         inferred = self._inferred_batch if self._step0_forwards_sized else 0
         if self.batch_size is not None and inferred and inferred != self.batch_size:
             # A batch given that the inputs' first dimension does not show
@@ -621,6 +630,24 @@ class Recorder:
 
     def __enter__(self):
         return self.start()
+
+    def _setup_mistakes(self):
+        """What the loop did that the recorder was not given the means to
+        read, said in the report and on stderr: backward() without the
+        recorded model's forward (the loop calls another module), and a
+        loop without the optimizer it steps (no step can end)."""
+        out = []
+        if not self._seen_backward or self.model is None:
+            return out
+        if not self._seen_forward and not self._lane_on:
+            out.append(f"backward() ran, but the recorded model's forward ({type(_unwrap(self.model)).__name__}) never "
+                       "did: the loop calls another module; record the one it calls, memdiag.record(module, "
+                       "optimizer, ...), so that its batch, its activations and its steps are read")
+        if not self.optimizers:
+            out.append("no optimizer was given: its step() and zero_grad() mark where a step ends, so the whole "
+                       "loop reads as one step whose forwards are micro-batches; pass it, memdiag.record(model, "
+                       "optimizer, ...)")
+        return out
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
@@ -787,6 +814,7 @@ class Recorder:
                 self._kept.forward_called()
             return
         self._uncounted_inputs = (None, None)
+        self._seen_forward = True
         last = self._last
         if last == STEP:
             self._close(CLEANUP)
@@ -846,6 +874,7 @@ class Recorder:
     def _before_backward(self, tensors):
         if self._finished or _active[0] is not self or (self._in_step_call and self._last == BACKWARD):
             return
+        self._seen_backward = True
         if self._in == STEP and self._last == BACKWARD and self._backward_retained:
             # A second loss of the same forward, after a backward that kept
             # the graph for it (l1.backward(retain_graph=True); l2.backward()):
@@ -1658,6 +1687,33 @@ def _meta_tensor(model, optimizers):
             if any(p.is_meta for p in g["params"]):
                 return f"a parameter of {type(o).__name__}"
     return None
+
+
+def _optimizer_like(obj):
+    """An optimizer as the recorder uses one: its step() and zero_grad()
+    mark where a step ends, its param_groups hold what it updates (a
+    torch.optim.Optimizer, or a wrapper such as timm's Lookahead)."""
+    return callable(getattr(obj, "step", None)) and callable(getattr(obj, "zero_grad", None)) and \
+        hasattr(obj, "param_groups")
+
+
+def _check_arguments(model, optimizer):
+    """One line naming what was passed where, for the mistakes a first
+    call makes (the two swapped, a function for the model)."""
+    def what(obj):
+        return f"{type(obj).__module__}.{type(obj).__qualname__}"
+    usage = "memdiag.record(model, optimizer, output=...)"
+    optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer])
+    if model is not None and not isinstance(model, torch.nn.Module):
+        if _optimizer_like(model) and isinstance(optimizer, torch.nn.Module):
+            raise TypeError(f"memdiag: the model and the optimizer are swapped (model is a {what(model)}, optimizer "
+                            f"a {what(optimizer)}): {usage}")
+        raise TypeError(f"memdiag: model is a {what(model)}, not a torch.nn.Module: pass the module the loop calls, "
+                        f"{usage}")
+    for opt in optimizers:
+        if not _optimizer_like(opt):
+            raise TypeError(f"memdiag: optimizer is a {what(opt)}, not an optimizer (step(), zero_grad() and "
+                            f"param_groups; or a list of them): {usage}")
 
 
 def _device_of(model):

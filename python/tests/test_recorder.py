@@ -398,6 +398,50 @@ class Options(Tmp):
         self.assertFalse(os.path.exists(self.path("oom.pickle")))
         self.check("snap.json")
 
+    def test_arguments_of_the_wrong_kind_are_refused_saying_which(self):
+        model = mlp()
+        opt = torch.optim.Adam(model.parameters())
+        with self.assertRaisesRegex(TypeError, r"the model and the optimizer are swapped \(model is a "
+                                               r"torch\.optim\.adam\.Adam, optimizer a torch\.nn\..*Sequential\)"):
+            memdiag.record(opt, model, output=self.path("x.json"))
+        with self.assertRaisesRegex(TypeError, "model is a builtins.function, not a torch.nn.Module"):
+            memdiag.record(lambda x: x, opt, output=self.path("x.json"))
+        with self.assertRaisesRegex(TypeError, "optimizer is a builtins.str, not an optimizer"):
+            memdiag.record(model, "adam", output=self.path("x.json"))
+        self.assertFalse(os.path.exists(self.path("x.json")))
+
+    def test_a_loop_the_recorder_cannot_read_is_said_in_the_report(self):
+        # No optimizer: no step can end. A module the loop never calls:
+        # nothing of the forward is seen. Each a recording event, and a
+        # line on stderr as the block ends.
+        class Wrapper(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                return self.inner(x)
+        model = mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            with memdiag.record(model, output=self.path("noopt.json")):
+                train(model, opt, 2)
+            with memdiag.record(Wrapper(model), opt, output=self.path("wrapper.json")):
+                train(model, opt, 2)
+            with memdiag.record(model, opt, output=self.path("fine.json")):
+                train(model, opt, 2)
+        recording = {name: [e["message"] for e in self.load(name)["events"] if e["kind"] == "recording"]
+                     for name in ("noopt.json", "wrapper.json", "fine.json")}
+        self.assertEqual(len(recording["noopt.json"]), 1, recording)
+        self.assertIn("no optimizer was given", recording["noopt.json"][0])
+        self.assertEqual(len(recording["wrapper.json"]), 1, recording)
+        self.assertIn("the recorded model's forward (Wrapper) never did", recording["wrapper.json"][0])
+        self.assertEqual(recording["fine.json"], [])
+        self.assertIn("memdiag: no optimizer was given", err.getvalue())
+        self.assertIn("memdiag: backward() ran, but the recorded model's forward", err.getvalue())
+        self.check("noopt.json", "wrapper.json", "fine.json")
+
     def test_a_bad_sync_is_refused_naming_the_choices(self):
         with self.assertRaisesRegex(ValueError, "sync='sometimes': 'none' \\(the default\\), 'step' or 'phase'"):
             memdiag.Recorder(mlp(), None, output=self.path("x.json"), sync="sometimes")

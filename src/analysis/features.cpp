@@ -223,6 +223,7 @@ void read_events(const Report& r, RunFeatures& f) {
           }
         }
         break;
+      case EventKind::kRecording: f.recording_problems.push_back(e.message); break;
       case EventKind::kModules:
         f.modules = e.modules;
         f.modules_step = e.step;

@@ -65,6 +65,7 @@ const char* warning_code(const Warning& w) {
                         [](const warning::BatchAssumed&) { return "batch_assumed"; },
                         [](const warning::BatchGiven&) { return "batch_given"; },
                         [](const warning::StepNotes&) { return "step_notes"; },
+                        [](const warning::RecordingProblems&) { return "recording_problems"; },
                     },
                     w);
 }

@@ -55,6 +55,7 @@ const char* to_string(EventKind k) {
     case EventKind::kNote: return "note";
     case EventKind::kKept: return "kept";
     case EventKind::kModules: return "modules";
+    case EventKind::kRecording: return "recording";
   }
   return nullptr;  // past the last value: all_values() stops here
 }

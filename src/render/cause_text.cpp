@@ -245,6 +245,14 @@ std::string tie_response(const Verdict& v) {
 // batch that is mostly its inputs is told what divides them.
 std::string base_response(const Verdict& v) {
   if (v.dominant == Cause::kInconclusive) {
+    // A recording that could not read the loop: no run settles what it
+    // missed; recording it as its warning says does.
+    for (const Warning& w : v.warnings) {
+      if (std::holds_alternative<warning::RecordingProblems>(w)) {
+        return "Record the loop again as the warning above says: this recording missed what decides a cause, and "
+               "no run beside it can supply that.";
+      }
+    }
     if (std::string r = tie_response(v); !r.empty()) return r;
   }
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {

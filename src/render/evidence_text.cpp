@@ -437,7 +437,8 @@ std::string describe(const RunStop& s) {
     case EventKind::kWarmup:
     case EventKind::kNote:
     case EventKind::kKept:
-    case EventKind::kModules: break;
+    case EventKind::kModules:
+    case EventKind::kRecording: break;
   }
   return s.message;
 }
@@ -715,6 +716,11 @@ std::string describe(const Warning& w) {
                             s += ")";
                           }
                           return s + "; per-rank figures and the capacity constraint are the given reports' only";
+                        },
+                        [](const warning::RecordingProblems& x) {
+                          std::string s = x.source + ": recorded without what it needs: ";
+                          for (std::size_t i = 0; i < x.problems.size(); ++i) s += (i ? "; " : "") + x.problems[i];
+                          return s;
                         },
                         [](const warning::StepNotes& x) {
                           std::string s = x.source + ": ";

@@ -210,6 +210,9 @@ json figures(const Warning& w) {
                         [](const warning::BatchGiven& x) -> json {
                           return {{"source", x.source}, {"given", x.given}, {"seen", x.seen}};
                         },
+                        [](const warning::RecordingProblems& x) -> json {
+                          return {{"source", x.source}, {"problems", x.problems}};
+                        },
                         [](const warning::StepNotes& x) -> json {
                           return {{"source", x.source}, {"notes", x.notes}, {"count", x.count}};
                         },

@@ -715,6 +715,32 @@ TEST(Render, ATiesActivationsSayWhatTheLoopHoldsBesideTheForward) {
       << text;
 }
 
+// A recording that could not read the loop (the recorder's recording
+// events: no optimizer given, or a model whose forward never ran): said as
+// a warning, and the response is to record again, not the confirming
+// commands of a run that settles nothing (an independent check's: "Run
+// the confirming commands below" with none below).
+TEST(Render, ARecordingThatMissedTheLoopSaysToRecordItAgain) {
+  Synth s;
+  s.steps = 1;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  r.samples.erase(std::remove_if(r.samples.begin(), r.samples.end(),
+                                 [](const Sample& x) { return x.phase == Phase::kCleanup; }),
+                  r.samples.end());
+  r.config.batch_assumed = true;
+  r.events.push_back(make_event(EventKind::kRecording, std::nullopt, std::nullopt,
+                                "no optimizer was given: pass it, memdiag.record(model, optimizer, ...)"));
+  const ReadResult parsed = parse_report_text(dump_report(r), "noopt.json");  // the reader takes the kind
+  ASSERT_TRUE(parsed.report) << parsed.error->what();
+  const Analysis a = analyse({{"noopt.json", *parsed.report}});
+  const std::string text = render_text(Comparison{a});
+  EXPECT_NE(text.find("! noopt.json: recorded without what it needs: no optimizer was given"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("response: Record the loop again as the warning above says"), std::string::npos) << text;
+  EXPECT_EQ(text.find("record with batch_size= given"), std::string::npos) << text;
+}
+
 // A job of one's own (the Python recorder wrote it): what was not measured is
 // named as the change to make in the job, never as a flag of a tool that
 // cannot run it.

@@ -517,6 +517,12 @@ struct BatchGiven {
 // The report's notes about single steps, as its writer made them (the
 // Python recorder: a step() the loop skipped, or a gradient scaler did):
 // that step's figures are of a step without its update.
+// The recorder was not given the means to read the loop (the report's
+// recording events): what it says to pass instead.
+struct RecordingProblems {
+  std::string source;
+  std::vector<std::string> problems;
+};
 struct StepNotes {
   std::string source;
   std::vector<std::string> notes;  // the first few
@@ -530,7 +536,8 @@ struct RankSetIncomplete {
 }  // namespace warning
 using Warning =
     std::variant<warning::RunStopped, warning::RankImbalance, warning::InputsVaried, warning::RankSetIncomplete,
-                 warning::GrowthUnseenFrees, warning::BatchAssumed, warning::BatchGiven, warning::StepNotes>;
+                 warning::GrowthUnseenFrees, warning::BatchAssumed, warning::BatchGiven, warning::StepNotes,
+                 warning::RecordingProblems>;
 const char* warning_code(const Warning& w);
 
 // A variant measured against the baseline: a run of the group that differs

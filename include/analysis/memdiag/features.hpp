@@ -243,6 +243,9 @@ struct RunFeatures {
   // Allocated at model_ready beyond the census's weights and the warm-up's
   // workspaces, where the report has a census there.
   std::optional<double> held_before_training_mib;
+  // What the recorder was not given the means to read (the report's
+  // recording events: the recorded model's forward never ran, no optimizer).
+  std::vector<std::string> recording_problems;
   // The model's registered buffers as recording began (model.buffer_bytes)
   // and the largest by name: part of what was held beyond the weights.
   double buffer_mib = 0;

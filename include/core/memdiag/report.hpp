@@ -98,7 +98,9 @@ struct Sample {
 // recorder's walk of the live tensors at a few cleanups).
 // kModules: where one step's forward memory lives, by module (the Python
 // recorder's forward hooks).
-enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote, kKept, kModules };
+// kRecording: what the recorder was not given the means to read (the
+// recorded model's forward never ran; no optimizer), one line each.
+enum class EventKind { kWarmup, kOom, kInterrupted, kError, kNote, kKept, kModules, kRecording };
 const char* to_string(EventKind k);
 
 // The allocator's state at an out-of-memory failure, as far as the device
