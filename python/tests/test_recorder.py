@@ -1029,8 +1029,13 @@ class SameVerdictsAsMemoryDiagnostics(Tmp):
                 self.assertEqual(phases({"samples": py}), phases({"samples": cpp}))
                 for a, b in zip(py, cpp):
                     where = (a["phase"], a["step"])
+                    # To float32's reach over sums of many terms: the two
+                    # processes may sum in other orders (a CI dry run under
+                    # load read own's step-1 loss 3.0e-6 apart, relative;
+                    # run again, equal), where another model, batch or
+                    # optimizer moves it at the first digits.
                     if "loss" in b:
-                        self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-6 * abs(b["loss"]), msg=where)
+                        self.assertAlmostEqual(a["loss"], b["loss"], delta=1e-5 * abs(b["loss"]), msg=where)
                     # The CPU probe (the profiler's allocation reports) reads
                     # what memory_diagnostics' tracking allocator reads.
                     self.assertAlmostEqual(a["allocated_mib"], b["allocated_mib"], delta=0.01, msg=where)
