@@ -1,4 +1,4 @@
-import subprocess, sys
+import os, subprocess, sys
 # bisect.py JOB BUDGET START  -> largest batch whose 2-step counted peak <= BUDGET
 job, N, s = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 def peak(b): return float(subprocess.run(["python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "count.py"), job, str(b)], capture_output=True, text=True).stdout)
