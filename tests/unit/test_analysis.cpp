@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 using namespace memdiag;
@@ -306,6 +307,42 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
   }
 }
 
+// A recorded loop of batch 4 whose steps' sequence lengths vary (a T5's):
+// each step's forward holds need(length) MiB, AdamW's state after step 0,
+// and backward peaks with every gradient made while the activations are
+// held (backward_peaks) or below the forward's end.
+static Report varying_length_run(const std::vector<std::int64_t>& lengths, double grads, double state, bool backward_peaks,
+                          const std::function<double(std::int64_t)>& need) {
+  Synth s;
+  s.device = "cpu";
+  s.batch = 4;
+  s.steps = static_cast<int>(lengths.size());
+  s.params_mib = grads;
+  s.optimizer_state_mib = state;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  double act = 0;
+  for (Sample& x : r.samples) {
+    const bool stepped = x.step && (*x.step > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
+    x.tensors = TensorCensus{grads, 0, stepped ? state : 0};
+    if (!x.step) continue;
+    const std::int64_t length = lengths[static_cast<std::size_t>(*x.step)];
+    if (x.phase == Phase::kForward) {
+      x.samples = 4;
+      x.tokens = 4 * length;
+      act = need(length);
+      x.allocated_mib += act;
+      x.peak_allocated_mib = x.allocated_mib;
+    } else if (x.phase == Phase::kBackward) {
+      x.tensors->gradients_mib = grads;
+      x.peak_allocated_mib = backward_peaks ? x.allocated_mib - grads + act + grads : x.allocated_mib;
+    } else if (x.phase == Phase::kStep) {
+      x.tensors->gradients_mib = grads;
+    }
+  }
+  return r;
+}
+
 // Three steps of three lengths fit the length's term with the intercept
 // given (three terms from three steps say nothing): nothing where the
 // step's peak is its forward's end (an OPT's, before any gradient), the
@@ -313,39 +350,15 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
 // through zero its rates looked scattered and it was read as linear, told
 // 4068 tokens where 2504 fit). Whichever leaves the steadier rates.
 TEST(StepCapacity, FromThreeStepsTheLengthsTermStartsAtTheGradientsWhereBackwardPeaks) {
-  const std::int64_t lengths[] = {64, 128, 96, 192};
   const double grads = 36, state = 72, a = 0.1, c = 0.0004;
   for (const bool backward_peaks : {true, false}) {
     SCOPED_TRACE(backward_peaks ? "peak in backward" : "peak at the forward's end");
-    Synth s;
-    s.device = "cpu";
-    s.batch = 4;
-    s.steps = 4;
-    s.params_mib = grads;
-    s.optimizer_state_mib = state;
-    Report r = synth(s);
-    r.producer = Producer{kProducerPython, "test"};
-    double act = 0;
-    for (Sample& x : r.samples) {
-      const bool stepped = x.step && (*x.step > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
-      x.tensors = TensorCensus{grads, 0, stepped ? state : 0};
-      if (!x.step) continue;
-      const double tokens = 4.0 * static_cast<double>(lengths[*x.step]);
-      if (x.phase == Phase::kForward) {
-        x.samples = 4;
-        x.tokens = static_cast<std::int64_t>(tokens);
-        act = tokens * (a + c * tokens / 4);
-        x.allocated_mib += act;
-        x.peak_allocated_mib = x.allocated_mib;
-      } else if (x.phase == Phase::kBackward) {
-        x.tensors->gradients_mib = grads;
-        // Every gradient made while the activations are held, or made
-        // after they are freed, below the forward's end.
-        x.peak_allocated_mib = backward_peaks ? x.allocated_mib - grads + act + grads : x.allocated_mib;
-      } else if (x.phase == Phase::kStep) {
-        x.tensors->gradients_mib = grads;
-      }
-    }
+    // Every gradient made while the activations are held, or made after
+    // they are freed, below the forward's end.
+    const Report r = varying_length_run({64, 128, 96, 192}, grads, state, backward_peaks, [&](std::int64_t length) {
+      const double tokens = 4.0 * static_cast<double>(length);
+      return tokens * (a + c * tokens / 4);
+    });
     const Verdict v = analyse({{"t5.json", r}}, {}, {1024.0}).verdicts.front();
     ASSERT_EQ(v.step_capacity.size(), 1u);
     const StepSizeCapacity& sc = v.step_capacity.front();
@@ -376,38 +389,14 @@ TEST(StepCapacity, TheInterceptIsFittedOnlyWhereFiveLengthsOrMoreEarnIt) {
   };
   for (const Job& job : {Job{{64, 128, 96, 192, 64, 128}, 0, 3}, Job{{64, 128, 96, 192, 160, 80, 224, 112}, 20, 0}}) {
     SCOPED_TRACE(std::to_string(job.lengths.size()) + " steps");
-    Synth s;
-    s.device = "cpu";
-    s.batch = 4;
-    s.steps = static_cast<int>(job.lengths.size());
-    s.params_mib = grads;
-    s.optimizer_state_mib = state;
-    Report r = synth(s);
-    r.producer = Producer{kProducerPython, "test"};
-    double act = 0;
-    for (Sample& x : r.samples) {
-      const bool stepped = x.step && (*x.step > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
-      x.tensors = TensorCensus{grads, 0, stepped ? state : 0};
-      if (!x.step) continue;
-      const std::int64_t length = job.lengths[static_cast<std::size_t>(*x.step)];
+    const Report r = varying_length_run(job.lengths, grads, state, true, [&](std::int64_t length) {
       const double tokens = 4.0 * static_cast<double>(length);
-      if (x.phase == Phase::kForward) {
-        x.samples = 4;
-        x.tokens = static_cast<std::int64_t>(tokens);
-        act = tokens * (a + c * tokens / 4) + job.above_gradients + (length == 192 ? job.bump_at_longest : 0);
-        x.allocated_mib += act;
-        x.peak_allocated_mib = x.allocated_mib;
-      } else if (x.phase == Phase::kBackward) {
-        x.tensors->gradients_mib = grads;
-        x.peak_allocated_mib = x.allocated_mib - grads + act + grads;  // every gradient made, the activations held
-      } else if (x.phase == Phase::kStep) {
-        x.tensors->gradients_mib = grads;
-      }
-    }
+      return tokens * (a + c * tokens / 4) + job.above_gradients + (length == 192 ? job.bump_at_longest : 0);
+    });
     const Verdict v = analyse({{"t5.json", r}}, {}, {1024.0}).verdicts.front();
     ASSERT_EQ(v.step_capacity.size(), 1u);
     const StepSizeCapacity& sc = v.step_capacity.front();
-    ASSERT_EQ(sc.steps, s.steps - 1);
+    ASSERT_EQ(sc.steps, static_cast<int>(job.lengths.size()) - 1);
     ASSERT_TRUE(sc.per_token_per_length_mib) << describe(sc);
     EXPECT_NEAR(sc.per_step_mib, grads + job.above_gradients, 1e-6) << describe(sc);
     if (job.above_gradients > 0) {  // exact: the fit is the need
