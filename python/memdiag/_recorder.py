@@ -493,7 +493,7 @@ class Recorder:
         self._begin_phase()
         # The model's buffers as recording begins, beside model_ready's
         # sample: what was allocated there beyond the weights may be them.
-        self._buffers = _buffers(self.model)
+        self._buffers = _buffers(self.model, self.device)
         self._close("model_ready")
         self._close("optimizer_ready")
         self._in = BETWEEN
@@ -639,10 +639,11 @@ class Recorder:
         out = []
         if not self._seen_backward or self.model is None:
             return out
-        if not self._seen_forward and not self._lane_on:
-            out.append(f"backward() ran, but the recorded model's forward ({type(_unwrap(self.model)).__name__}) never "
-                       "did: the loop calls another module; record the one it calls, memdiag.record(module, "
-                       "optimizer, ...), so that its batch, its activations and its steps are read")
+        if not self._seen_forward:
+            out.append(f"backward() ran, but the recorded model ({type(_unwrap(self.model)).__name__}) was never "
+                       "called: the loop calls another module, or the model's parts (checkpoint_sequential); each "
+                       "forward is read up to its backward, but not its batch: record the module the loop calls, "
+                       "memdiag.record(module, optimizer, ...), or give batch_size=")
         if not self.optimizers:
             out.append("no optimizer was given: its step() and zero_grad() mark where a step ends, so the whole "
                        "loop reads as one step whose forwards are micro-batches; pass it, memdiag.record(model, "
@@ -797,6 +798,8 @@ class Recorder:
         # (a loop that trains in eval mode), backward counts it then.
         stack = self._forward_stack
         nested = True in stack
+        if not stack and _is_grad_enabled():
+            self._seen_forward = True  # counted here, or by backward (a model trained in eval mode)
         counted = not nested and module.training and _is_grad_enabled() and \
             not (self._in_step_call and self._last == BACKWARD)
         stack.append(counted)
@@ -814,7 +817,6 @@ class Recorder:
                 self._kept.forward_called()
             return
         self._uncounted_inputs = (None, None)
-        self._seen_forward = True
         last = self._last
         if last == STEP:
             self._close(CLEANUP)
@@ -1869,22 +1871,31 @@ def _sharding_mode(model, optimizers):
     return "ddp"
 
 
-def _buffers(model):
-    """(bytes of the model's buffers, each storage once; the largest three
-    as {"name", "bytes"}), or None without a model or buffers. A buffer is
-    state a module keeps that is no parameter (MoCo's queue of past keys,
-    batch norm's running statistics)."""
+def _buffers(model, device):
+    """(bytes of the model's buffers on the recorded device, each storage
+    once; the largest three as {"name", "bytes"}), or None without a model
+    or such buffers. A buffer is state a module keeps that is no parameter
+    (MoCo's queue of past keys, batch norm's running statistics). Counted
+    by the census's rules: a DTensor's local shard, nothing for a tensor
+    without storage (sparse, meta), another device's not at all."""
     if model is None:
         return None
     try:
         named = [(n, b) for n, b in _unwrap(model).named_buffers() if isinstance(b, torch.Tensor)]
     except (AttributeError, RuntimeError):
         return None
-    if not named:
+    cuda = device.type == "cuda"
+    total, each = _census._Counter(cuda), []
+    for n, b in named:
+        one = _census._Counter(cuda)
+        one.add(b)
+        total.add(b)
+        if one.bytes:
+            each.append((one.bytes, n))
+    if not each:
         return None
-    total = _census.storage_bytes([b for _, b in named])
-    largest = sorted(((b.untyped_storage().nbytes(), n) for n, b in named), reverse=True)[:3]
-    return total, [{"name": n, "bytes": int(size)} for size, n in largest]
+    largest = sorted(each, reverse=True)[:3]
+    return total.bytes, [{"name": n, "bytes": int(size)} for size, n in largest]
 
 
 def _largest_module_bytes(model):

@@ -431,16 +431,38 @@ class Options(Tmp):
                 train(model, opt, 2)
             with memdiag.record(model, opt, output=self.path("fine.json")):
                 train(model, opt, 2)
+            # Trained in eval mode (a from_pretrained model never set to
+            # train()): its forwards are counted by backward, and it was called.
+            model.eval()
+            with memdiag.record(model, opt, output=self.path("eval.json")):
+                train(model, opt, 2)
+            model.train()
         recording = {name: [e["message"] for e in self.load(name)["events"] if e["kind"] == "recording"]
-                     for name in ("noopt.json", "wrapper.json", "fine.json")}
+                     for name in ("noopt.json", "wrapper.json", "fine.json", "eval.json")}
         self.assertEqual(len(recording["noopt.json"]), 1, recording)
         self.assertIn("no optimizer was given", recording["noopt.json"][0])
         self.assertEqual(len(recording["wrapper.json"]), 1, recording)
-        self.assertIn("the recorded model's forward (Wrapper) never did", recording["wrapper.json"][0])
+        self.assertIn("the recorded model (Wrapper) was never called", recording["wrapper.json"][0])
         self.assertEqual(recording["fine.json"], [])
+        self.assertEqual(recording["eval.json"], [])
         self.assertIn("memdiag: no optimizer was given", err.getvalue())
-        self.assertIn("memdiag: backward() ran, but the recorded model's forward", err.getvalue())
+        self.assertIn("memdiag: backward() ran, but the recorded model (Wrapper) was never called", err.getvalue())
         self.check("noopt.json", "wrapper.json", "fine.json")
+
+    def test_a_buffer_without_storage_is_no_failure_and_not_counted(self):
+        # A sparse buffer (a graph's adjacency) has no storage to read: it
+        # does not stop the recording and is not counted (a meta buffer is
+        # refused as recording starts, as meta weights are).
+        model = mlp()
+        model.register_buffer("adj", torch.eye(8).to_sparse())
+        model.register_buffer("queue", torch.zeros(256, 64))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with memdiag.record(model, opt, output=self.path("buffers.json")):
+            train(model, opt, 1)
+        m = self.load("buffers.json")["model"]
+        self.assertEqual(m["buffer_bytes"], 256 * 64 * 4)
+        self.assertEqual(m["largest_buffers"], [{"name": "queue", "bytes": 256 * 64 * 4}])
+        self.check("buffers.json")
 
     def test_a_bad_sync_is_refused_naming_the_choices(self):
         with self.assertRaisesRegex(ValueError, "sync='sometimes': 'none' \\(the default\\), 'step' or 'phase'"):

@@ -297,11 +297,7 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     if (primary.step_tokens && primary.step_tokens->varied()) w.tokens = primary.step_tokens;
     if (w.samples || w.tokens) out.push_back(w);
   }
-  // A recording that missed the model's forward wrote 1 for the batch it
-  // never saw: its own warning says what to record instead of batch_size=.
-  if (primary.config.batch_assumed && primary.recording_problems.empty()) {
-    out.push_back(warning::BatchAssumed{primary.source});
-  }
+  if (primary.config.batch_assumed) out.push_back(warning::BatchAssumed{primary.source});
   if (primary.config.batch_seen) {
     out.push_back(warning::BatchGiven{primary.source, primary.config.batch_size_per_device, *primary.config.batch_seen});
   }

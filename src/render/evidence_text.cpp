@@ -790,7 +790,8 @@ std::string rule_words(const Decision& d, const std::string& primary_source) {
       auto part = [](const Component& c) {
         // Activations with what the loop holds of a step: both figures,
         // the first being the runs table's forward column.
-        const std::string basis = c.held_over_mib > 0 ? ": " + mib(c.mib - c.held_over_mib) + " " +
+        const std::string basis = c.held_over_mib > 0 && c.mib > c.held_over_mib
+                                      ? ": " + mib(c.mib - c.held_over_mib) + " " +
                                                             cause_basis(c.cause) + " and " + mib(c.held_over_mib) +
                                                             " of a step the loop holds into the next"
                                                       : ", " + std::string(cause_basis(c.cause));
