@@ -183,11 +183,10 @@ class Recorder:
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
                  process_memory=True, every=None, kept=True, modules=True, profile_backward=True):
-        _check_arguments(model, optimizer)
+        self.optimizers = _optimizer_list(optimizer)
+        _check_arguments(model, optimizer, self.optimizers)
         self.model = model
         self.profile_backward = bool(profile_backward)
-        self.optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple))
-                                                         else [optimizer])
         # "{rank}" in it, or a rank suffix by default under a launcher:
         # resolved when recording starts and again when the report is written
         # (a process group made inside the block).
@@ -1699,13 +1698,20 @@ def _optimizer_like(obj):
         hasattr(obj, "param_groups")
 
 
-def _check_arguments(model, optimizer):
+def _optimizer_list(optimizer):
+    """record()'s optimizer argument as a list: none, one, or several."""
+    if optimizer is None:
+        return []
+    return list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer]
+
+
+def _check_arguments(model, optimizer, optimizers):
     """One line naming what was passed where, for the mistakes a first
-    call makes (the two swapped, a function for the model)."""
+    call makes (the two swapped, a function for the model); optimizers is
+    the optimizer argument as a list."""
     def what(obj):
         return f"{type(obj).__module__}.{type(obj).__qualname__}"
     usage = "memdiag.record(model, optimizer, output=...)"
-    optimizers = [] if optimizer is None else (list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer])
     if model is not None and not isinstance(model, torch.nn.Module):
         if _optimizer_like(model) and isinstance(optimizer, torch.nn.Module):
             raise TypeError(f"memdiag: the model and the optimizer are swapped (model is a {what(model)}, optimizer "

@@ -21,8 +21,8 @@ namespace memdiag {
 std::vector<Component> components_of(const RunFeatures& f) {
   std::vector<Component> c;
   if (f.forward_increment_mib) {
-    c.push_back({Cause::kActivations, std::max(0.0, *f.forward_increment_mib + f.held_over_mib),
-                 *f.forward_increment_mib + f.held_over_mib > 0 ? f.held_over_mib : 0.0});
+    const double activations = *f.forward_increment_mib + f.held_over_mib;
+    c.push_back({Cause::kActivations, std::max(0.0, activations), activations > 0 ? f.held_over_mib : 0.0});
   }
   if (f.optimizer_state_made_mib) c.push_back({Cause::kOptimizerState, *f.optimizer_state_made_mib});
   // A graph held across steps: growing (a leak), or held whole from one
