@@ -9,7 +9,7 @@ On the CPU the budget is checked against the report's peak instead (there
 is no limit to run under). Prints one line per job and writes the reports
 under --out.
 
-  python3 scripts/profile-capacity-check.py [--device cuda] [--jobs mlp,resnet18,gpt2] [--out DIR]
+  python3 scripts/profile-capacity-check.py [--device cuda] [--jobs mlp,resnet18,gpt2,convnext] [--out DIR]
 """
 import argparse
 import json
@@ -23,7 +23,7 @@ ROOT = os.path.join(HERE, "..")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
 # job: (recorded batch, budget MiB on CUDA, budget MiB on the CPU)
-JOBS = {"mlp": (64, 1024, 320), "resnet18": (16, 2048, 640), "gpt2": (4, 4096, 1024)}
+JOBS = {"mlp": (64, 1024, 320), "resnet18": (16, 2048, 640), "gpt2": (4, 4096, 1024), "convnext": (8, 3072, 700)}
 
 
 def run_one(job, batch, device, out, limit):
@@ -40,6 +40,13 @@ def run_one(job, batch, device, out, limit):
     elif job == "resnet18":
         import torchvision
         m = torchvision.models.resnet18(num_classes=100)
+        make = lambda: (torch.randn(batch, 3, 64, 64, device=device), torch.randint(0, 100, (batch,), device=device))  # noqa: E731
+        loss_of = lambda m, x, y: F.cross_entropy(m(x), y)  # noqa: E731
+    elif job == "convnext":
+        # Depthwise convolutions: on the CPU their backward frees a
+        # workspace of its own, sized by the channels, at any batch.
+        import torchvision
+        m = torchvision.models.convnext_tiny(num_classes=100)
         make = lambda: (torch.randn(batch, 3, 64, 64, device=device), torch.randint(0, 100, (batch,), device=device))  # noqa: E731
         loss_of = lambda m, x, y: F.cross_entropy(m(x), y)  # noqa: E731
     elif job == "gpt2":

@@ -110,6 +110,18 @@ struct Decomposed {
 // accumulation the profile is of one micro-batch, and its rise per sample
 // of the step is that micro-batch's over the step's samples. Only the
 // lines that are the highest somewhere (the upper envelope) are kept.
+// The node's temporary (its peak above what it held when done) where it
+// is a workspace of the kernel's own rather than something of the size of
+// the gradients it works on (thresholds::kTemporaryScale), else 0. The
+// reading since the node before also holds the adds that accumulated that
+// node's gradients into their next inputs: its operands count too.
+double fixed_temporary(const BackwardProfile& p, std::size_t i) {
+  if (p.held_mib.size() != p.names.size() || p.operands_mib.size() != p.names.size()) return 0;
+  const double temporary = p.rise_mib[i] - p.held_mib[i];
+  const double scale = p.operands_mib[i] + (i > 0 ? p.operands_mib[i - 1] : 0.0);
+  return temporary > thresholds::kTemporaryScale * scale ? temporary : 0.0;
+}
+
 std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, const Line& start,
                                   const std::optional<TensorCensus>& tensors) {
   const BackwardProfile& h = *hi.profile;
@@ -117,12 +129,18 @@ std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, co
   struct Raw {
     double fixed, slope;
     std::size_t i;
+    double temporary;
   };
   std::vector<Raw> raw;
   for (std::size_t i = 0; i < h.names.size(); ++i) {
     const double grads = h.gradients_mib[i];
     const double rest_hi = h.rise_mib[i] - grads;
-    double rest_fixed = 0, rest_slope = rest_hi / hi.batch;
+    // From this batch alone: a workspace of the node's own is fixed, the
+    // rest grows in proportion (less than nothing where the activations
+    // freed by then outweigh what the node adds: the start line's slope
+    // carries them).
+    double temporary = fixed_temporary(h, i);
+    double rest_fixed = temporary, rest_slope = (rest_hi - temporary) / hi.batch;
     if (two) {
       const double rest_lo = lo->profile->rise_mib[i] - lo->profile->gradients_mib[i];
       const double slope = (rest_hi - rest_lo) / (hi.batch - lo->batch);
@@ -133,9 +151,10 @@ std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, co
       if (rest_hi - slope * hi.batch >= 0) {
         rest_slope = slope;
         rest_fixed = rest_hi - slope * hi.batch;
+        temporary = 0;
       }
     }
-    raw.push_back({start.fixed + grads + rest_fixed, start.slope + rest_slope, i});
+    raw.push_back({start.fixed + grads + rest_fixed, start.slope + rest_slope, i, temporary});
   }
   // The upper envelope over batches from one up (the convex hull of the
   // lines): by slope, the highest fixed part of equal slopes; a line is
@@ -161,7 +180,8 @@ std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, co
     l.nodes = h.names.size();
     l.node_name = h.names[r.i];
     l.gradients_mib = h.gradients_mib[r.i];
-    l.other_mib = tensors ? std::max(0.0, l.fixed_mib - fixed_mib(*tensors) - l.gradients_mib) : 0.0;
+    l.temporary_mib = r.temporary;
+    l.other_mib = tensors ? std::max(0.0, l.fixed_mib - fixed_mib(*tensors) - l.gradients_mib - l.temporary_mib) : 0.0;
     out.push_back(std::move(l));
   }
   return out;
@@ -577,9 +597,11 @@ void one_run_range(const CapacityFit& fit, double budget_mib, CapacityAnswer& a)
       if (l.per_sample_mib > 0) {
         // Nothing held for backward measured (a forward that kept nothing):
         // no shallower slope than the line's is known.
-        slope = all_grows ? (v0 - l.fixed_mib) / b0 : std::min(l.per_sample_mib, held > 0 ? held / b0 : l.per_sample_mib);
+        slope = all_grows ? (v0 - l.fixed_mib + l.temporary_mib) / b0
+                          : std::min(l.per_sample_mib, held > 0 ? held / b0 : l.per_sample_mib);
       }
-      const double fixed = all_grows && slope > 0 ? l.fixed_mib : v0 - slope * b0;
+      // At the low end a node's workspace taken as fixed grows too.
+      const double fixed = all_grows && slope > 0 ? l.fixed_mib - l.temporary_mib : v0 - slope * b0;
       const double allowed = fixed > budget_mib ? 0.0 : slope > 0 ? std::floor((budget_mib - fixed) / slope) : best;
       best = std::min(best, allowed);
     }

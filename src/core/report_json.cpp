@@ -133,6 +133,10 @@ json model_json(const ModelInfo& m) {
     json bp = {{"step", b.step}, {"samples", b.samples}, {"start_mib", b.start_mib}, {"names", b.names},
                {"rise_mib", b.rise_mib}, {"gradients_mib", b.gradients_mib}};
     if (b.tokens) bp["tokens"] = *b.tokens;
+    if (!b.held_mib.empty()) {
+      bp["held_mib"] = b.held_mib;
+      bp["operands_mib"] = b.operands_mib;
+    }
     j["backward_profile"] = std::move(bp);
   }
   if (m.vocab) j["vocab"] = *m.vocab;

@@ -25,12 +25,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The recorder's node-by-node backward: three arrays of one length, the
-// gradients never above what was allocated (a rise of at least them is not
-// required: a node may peak before the gradient it makes is counted).
+// The recorder's node-by-node backward: three arrays of one length (five
+// where the writer measured what each node held when done and the
+// gradients it took and gave), the gradients never above what was
+// allocated (a rise of at least them is not required: a node may peak
+// before the gradient it makes is counted).
 BackwardProfile read_backward_profile(const JsonNode& n) {
   n.expect_object();
-  n.only({"step", "samples", "tokens", "start_mib", "names", "rise_mib", "gradients_mib"});
+  n.only({"step", "samples", "tokens", "start_mib", "names", "rise_mib", "gradients_mib", "held_mib", "operands_mib"});
   BackwardProfile b;
   b.step = n.integer("step", 0, limits::kMaxExactInteger);
   b.samples = n.integer("samples", 1, limits::kMaxBatch);
@@ -51,6 +53,28 @@ BackwardProfile read_backward_profile(const JsonNode& n) {
     b.names.push_back(names.at(i).as_string());
     b.rise_mib.push_back(rise.at(i).as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB));
     b.gradients_mib.push_back(grads.at(i).as_mib());
+  }
+  // Both or neither: one without the other reads nothing the model uses.
+  if (n.has("held_mib") != n.has("operands_mib")) n.fail("held_mib and operands_mib come together");
+  if (n.has("held_mib")) {
+    const JsonNode held = n.field("held_mib");
+    const JsonNode operands = n.field("operands_mib");
+    held.expect_array();
+    operands.expect_array();
+    if (held.size() != names.size() || operands.size() != names.size()) {
+      n.fail("names, held_mib and operands_mib differ in length (" + std::to_string(names.size()) + ", " +
+             std::to_string(held.size()) + ", " + std::to_string(operands.size()) + ")");
+    }
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const double h = held.at(i).as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB);
+      // Held when done is at most the peak since the node before.
+      if (h > b.rise_mib[i] + 2e-6) {  // both rounded to 1e-6
+        n.fail("held_mib[" + std::to_string(i) + "] " + std::to_string(h) + " is above rise_mib[" + std::to_string(i) +
+               "] " + std::to_string(b.rise_mib[i]) + " (a node holds no more when done than at its peak)");
+      }
+      b.held_mib.push_back(h);
+      b.operands_mib.push_back(operands.at(i).as_mib());
+    }
   }
   return b;
 }

@@ -130,6 +130,9 @@ std::string describe_fixed_part(const PhaseLine& l) {
     parts = "weights " + format_mib(l.tensors->parameters_mib);
     if (l.tensors->gradients_mib > 0) parts += ", gradients " + format_mib(l.tensors->gradients_mib);
     if (l.gradients_mib >= 0.005) parts += ", gradients made by then " + format_mib(l.gradients_mib);
+    // A temporary of the node's own taken as fixed (its kernel's workspace,
+    // far larger than the gradients it works on).
+    if (l.temporary_mib >= 0.005) parts += ", its own workspace " + format_mib(l.temporary_mib);
     if (l.tensors->optimizer_state_mib > 0) parts += ", optimizer state " + format_mib(l.tensors->optimizer_state_mib);
     if (l.other_mib >= 0.005) {
       parts += std::string(", ") + (l.phase == Phase::kStep ? "its temporaries " : "the rest ") + format_mib(l.other_mib);

@@ -366,6 +366,7 @@ json line_json(const PhaseLine& l) {
             {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
   if (l.piece == PhaseLine::Piece::kNode) {
     j["node"] = {{"index", l.node}, {"of", l.nodes}, {"name", l.node_name}, {"gradients_mib", l.gradients_mib}};
+    if (l.temporary_mib > 0) j["node"]["temporary_mib"] = l.temporary_mib;
   }
   return j;
 }
@@ -664,7 +665,8 @@ json thresholds_json() {
           {"linear_tolerance", thresholds::kLinearTolerance},
           {"rank_imbalance", thresholds::kRankImbalance},
           {"remedy_reduction", thresholds::kRemedyReduction},
-          {"loss_tolerance", thresholds::kLossTolerance}};
+          {"loss_tolerance", thresholds::kLossTolerance},
+          {"temporary_scale", thresholds::kTemporaryScale}};
 }
 
 }  // namespace

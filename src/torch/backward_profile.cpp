@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <cmath>
+#include <map>
 #include <exception>
 #include <unordered_set>
 
@@ -25,26 +26,34 @@ std::string type_name(const Node& n) {
   return at == std::string::npos ? s : s.substr(at + 2);
 }
 
+// The node's one next node, or null where it has none or several.
+Node* only_next(const Node& fn) {
+  Node* next = nullptr;
+  int valid = 0;
+  for (const auto& e : fn.next_edges()) {
+    if (e.function) {
+      next = e.function.get();
+      ++valid;
+    }
+  }
+  return valid == 1 ? next : nullptr;
+}
+
 // The AccumulateGrad an edge's gradient reaches through nodes of one input
 // (a view, a transpose, a dtype cast), or null.
 AccumulateGrad* accumulates(Node* fn) {
   for (int i = 0; i < kChainDepth && fn != nullptr; ++i) {
     if (auto* acc = dynamic_cast<AccumulateGrad*>(fn)) return acc;
-    Node* next = nullptr;
-    int valid = 0;
-    for (const auto& e : fn->next_edges()) {
-      if (e.function) {
-        next = e.function.get();
-        ++valid;
-      }
-    }
-    if (valid != 1) return nullptr;
-    fn = next;
+    fn = only_next(*fn);
   }
   return nullptr;
 }
 
 double round6(double mib) { return std::round(mib * 1e6) / 1e6; }
+
+std::int64_t bytes_of(const torch::Tensor& t) {
+  return t.defined() ? static_cast<std::int64_t>(t.numel()) * static_cast<std::int64_t>(t.element_size()) : 0;
+}
 
 class AccumulatedHook final : public torch::autograd::PostAccumulateGradHook {
  public:
@@ -85,20 +94,44 @@ BackwardProfiler::BackwardProfiler(const torch::Tensor& loss, const std::vector<
   const auto start = read();
   start_ = start.first;
   hooked_ = true;
+  // Each node's edges to a parameter, and the nodes on a gradient's way
+  // to its parameter (a weight's TBackward0, autocast's ToCopyBackward0):
+  // weight-shaped throughout.
+  std::map<const Node*, std::vector<ChainEdge>> edges_of;
+  std::unordered_set<const Node*> chains;
   for (const std::shared_ptr<Node>& fn : nodes) {
     if (dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr) continue;
-    std::vector<ChainEdge> edges;
+    std::vector<ChainEdge>& edges = edges_of[fn.get()];
     const auto& next = fn->next_edges();
     for (std::size_t k = 0; k < next.size(); ++k) {
       AccumulateGrad* acc = next[k].function ? accumulates(next[k].function.get()) : nullptr;
-      if (acc != nullptr) edges.push_back({k, next[k].function.get(), acc->variable.unsafeGetTensorImpl()});
+      if (acc == nullptr) continue;
+      edges.push_back({k, next[k].function.get(), acc->variable.unsafeGetTensorImpl()});
+      for (Node* f = next[k].function.get(); f != nullptr && f != acc; f = only_next(*f)) chains.insert(f);
     }
+  }
+  for (const std::shared_ptr<Node>& fn : nodes) {
+    if (dynamic_cast<AccumulateGrad*>(fn.get()) != nullptr) continue;
+    std::vector<ChainEdge>& edges = edges_of[fn.get()];
+    const auto& next = fn->next_edges();
+    // The gradients of what the batch flows through: the node's outputs
+    // that go to no parameter, and its incoming gradient unless the node
+    // is on a gradient's way to its parameter.
+    NodeInfo info;
+    info.name = type_name(*fn);
+    info.weights_only = chains.count(fn.get()) > 0;
+    for (std::size_t k = 0; k < next.size() && !info.weights_only; ++k) {
+      if (!next[k].function) continue;
+      bool to_parameter = false;
+      for (const ChainEdge& e : edges) to_parameter = to_parameter || e.output == k;
+      if (!to_parameter) info.batch_outputs.push_back(k);
+    }
+    info.edges = std::move(edges);
     const Node* self = fn.get();
-    std::string name = type_name(*fn);
     const std::uintptr_t key = fn->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [this, self, name = std::move(name), edges = std::move(edges)](const torch::autograd::variable_list& outputs,
-                                                                       const torch::autograd::variable_list&) {
-          on_node(self, name, edges, outputs);
+        [this, self, info = std::move(info)](const torch::autograd::variable_list& outputs,
+                                             const torch::autograd::variable_list& inputs) {
+          on_node(self, info, outputs, inputs);
           return outputs;
         }));
     node_hooks_.emplace_back(fn, key);
@@ -144,17 +177,25 @@ std::int64_t BackwardProfiler::flying(const std::map<const Node*, Flights>* more
   return sum;
 }
 
-void BackwardProfiler::on_node(const Node* node, const std::string& name, const std::vector<ChainEdge>& edges,
-                               const std::vector<torch::Tensor>& outputs) {
+void BackwardProfiler::on_node(const Node* node, const NodeInfo& info, const std::vector<torch::Tensor>& outputs,
+                               const std::vector<torch::Tensor>& inputs) {
   if (failed_) return;
   try {
     std::map<const Node*, Flights> out;
-    for (const ChainEdge& e : edges) {
+    for (const ChainEdge& e : info.edges) {
       if (e.output >= outputs.size() || !outputs[e.output].defined()) continue;
       const c10::Storage& s = outputs[e.output].storage();
       out[e.consumer][s.data()] = InFlight{static_cast<std::int64_t>(s.nbytes()), e.parameter};
     }
-    readings_.push_back({read().second, made_ + flying(&out), name});
+    const auto [held, peak] = read();
+    std::int64_t operands = 0;
+    if (!info.weights_only) {
+      for (const torch::Tensor& t : inputs) operands += bytes_of(t);
+    }
+    for (std::size_t k : info.batch_outputs) {
+      if (k < outputs.size()) operands += bytes_of(outputs[k]);
+    }
+    readings_.push_back({peak, held, made_ + flying(&out), operands, info.name});
     in_flight_.erase(node);
     for (auto& [consumer, flights] : out) in_flight_[consumer].insert(flights.begin(), flights.end());
   } catch (const std::exception&) {
@@ -177,7 +218,8 @@ void BackwardProfiler::on_accumulated(const torch::Tensor& parameter) {
     bool taken = false;
     for (const auto& [node, flights] : in_flight_) taken = taken || flights.count(s.data()) > 0;
     const auto bytes = static_cast<std::int64_t>(s.nbytes());
-    readings_.push_back({read().second, made_ + flying() + (fresh && !taken ? bytes : 0), "AccumulateGrad"});
+    const auto [held, peak] = read();
+    readings_.push_back({peak, held, made_ + flying() + (fresh && !taken ? bytes : 0), 0, "AccumulateGrad"});
     // From here it is the parameter's gradient, or added into it: no
     // longer in flight.
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
@@ -207,6 +249,8 @@ std::optional<BackwardProfile> BackwardProfiler::finish(std::int64_t step, std::
     b.names.push_back(r.name);
     b.rise_mib.push_back(round6(to_mib(r.peak - start_)));
     b.gradients_mib.push_back(round6(to_mib(r.gradient_bytes)));
+    b.held_mib.push_back(round6(to_mib(r.held - start_)));
+    b.operands_mib.push_back(round6(to_mib(r.operand_bytes)));
   }
   return b;
 }

@@ -71,7 +71,9 @@ class BackwardProfiler {
   using Flights = std::map<const void*, InFlight>;  // by storage
   struct Reading {
     std::int64_t peak;
+    std::int64_t held;  // allocated when the node was done
     std::int64_t gradient_bytes;
+    std::int64_t operand_bytes;  // the gradients it took and gave
     std::string name;
   };
   struct ChainEdge {
@@ -79,10 +81,16 @@ class BackwardProfiler {
     const torch::autograd::Node* consumer;
     const void* parameter;
   };
+  struct NodeInfo {
+    std::string name;
+    std::vector<ChainEdge> edges;
+    std::vector<std::size_t> batch_outputs;  // the outputs that go to no parameter
+    bool weights_only = false;               // on a gradient's way to its parameter
+  };
 
   std::pair<std::int64_t, std::int64_t> read();
-  void on_node(const torch::autograd::Node* node, const std::string& name, const std::vector<ChainEdge>& edges,
-               const std::vector<torch::Tensor>& outputs);
+  void on_node(const torch::autograd::Node* node, const NodeInfo& info, const std::vector<torch::Tensor>& outputs,
+               const std::vector<torch::Tensor>& inputs);
   void on_accumulated(const torch::Tensor& parameter);
   std::int64_t flying(const std::map<const torch::autograd::Node*, Flights>* more = nullptr) const;
 

@@ -245,6 +245,22 @@ TEST(Capacity, MemoryDiagnosticsReadsStepOnesBackwardNodeByNode) {
   EXPECT_GE(backward->peak_allocated_mib + 1e-5, b.start_mib + top);
   // Its peak is within the readings (nothing after the last node rises).
   EXPECT_NEAR(backward->peak_allocated_mib, b.start_mib + top, 1e-3);
+  // What each node held when done is at most its peak; the batch's
+  // gradients it took and gave: none on a weight's way (TBackward0,
+  // AccumulateGrad); the last Linear's incoming 96 x 10 and its input's 96 x
+  // 768, the first Linear's incoming 96 x 768 alone (its input needs none).
+  ASSERT_EQ(b.names.size(), b.held_mib.size());
+  ASSERT_EQ(b.names.size(), b.operands_mib.size());
+  std::vector<double> addmm;
+  for (std::size_t i = 0; i < b.names.size(); ++i) {
+    EXPECT_LE(b.held_mib[i], b.rise_mib[i] + 2e-6) << i;
+    if (b.names[i] == "TBackward0" || b.names[i] == "AccumulateGrad") EXPECT_EQ(b.operands_mib[i], 0) << i;
+    if (b.names[i] == "AddmmBackward0") addmm.push_back(b.operands_mib[i]);
+  }
+  ASSERT_EQ(addmm.size(), 4u);
+  const double mib = 1024.0 * 1024.0;
+  EXPECT_NEAR(addmm.front(), 96.0 * (10 + 768) * 4 / mib, 1e-6);
+  EXPECT_NEAR(addmm.back(), 96.0 * 768 * 4 / mib, 1e-6);
 
   std::vector<std::string> accumulated = base;
   accumulated.insert(accumulated.end(), {"--remedy", "accumulate=3", "-o", d.file("accumulated.json")});

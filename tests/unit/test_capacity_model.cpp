@@ -496,6 +496,36 @@ TEST(CapacityModel, TwoProfiledRunsDrawEachNodesLineThroughBoth) {
   EXPECT_EQ(predict_max_batch(*fit_capacity({other, hi}), 1000).max_batch, 905);
 }
 
+// What a node held when it was done (its peak less what it freed) and the
+// gradients it took and gave tell its temporary's kind from one run: node
+// A's 9 MiB freed beside 0.5 MiB of gradients (A's and the node before's)
+// is its kernel's workspace, fixed (B binds, as two runs found); beside
+// 1.25 MiB of them (8 x 1.25 = 10 MiB of room) it may be a copy of what
+// the node works on, growing (A binds at 905). The range's low end still lets it
+// grow.
+TEST(CapacityModel, ANodesOwnWorkspaceIsFixedFromOneRun) {
+  CapacityPoint hi = profiled(20, {{49, 40}, {4, 0}});
+  hi.backward_profile->held_mib = {40, 4};
+  hi.backward_profile->operands_mib = {0.25, 0.25};
+  const CapacityAnswer a = predict_max_batch(*fit_capacity({hi}), 1000);
+  EXPECT_EQ(a.binding.node_name, "B");
+  EXPECT_EQ(a.max_batch, 1285);
+  EXPECT_DOUBLE_EQ(a.binding.temporary_mib, 0);
+  ASSERT_TRUE(a.caveats.batch_if_all_grows);
+  EXPECT_LE(*a.caveats.batch_if_all_grows, 905);
+  // A's own line names its workspace where it binds (a budget that leaves
+  // room for little more than A's fixed part: 160 MiB).
+  const CapacityAnswer tight = predict_max_batch(*fit_capacity({hi}), 160);
+  EXPECT_EQ(tight.binding.node_name, "A");
+  EXPECT_DOUBLE_EQ(tight.binding.temporary_mib, 9);
+  EXPECT_EQ(tight.max_batch, 22);  // (160 - 149) / 0.5
+  hi.backward_profile->operands_mib = {1.25, 1};
+  const CapacityAnswer growing = predict_max_batch(*fit_capacity({hi}), 1000);
+  EXPECT_EQ(growing.binding.node_name, "A");
+  EXPECT_EQ(growing.max_batch, 905);
+  EXPECT_DOUBLE_EQ(growing.binding.temporary_mib, 0);
+}
+
 // Only the nodes that are the highest somewhere are kept: a thousand nodes
 // under two make two lines.
 TEST(CapacityModel, AProfilesDominatedNodesAreDropped) {

@@ -416,3 +416,29 @@ TEST(ReportReader, ABackwardProfileIsReadAndItsArraysChecked) {
   bad["model"]["backward_profile"]["samples"] = 0;
   EXPECT_EQ(error_of(bad).path(), "$.model.backward_profile.samples");
 }
+
+// What each node held when done and the gradients it took and gave: both
+// or neither, of the names' length, held never above the node's peak.
+TEST(ReportReader, ABackwardProfilesHeldAndOperandsAreReadTogether) {
+  json j = good();
+  j["model"]["backward_profile"] = {{"step", 1},           {"samples", 16},         {"start_mib", 120.5},
+                                    {"names", {"A", "B"}},  {"rise_mib", {40.0, -3.5}}, {"gradients_mib", {40.0, 45.0}},
+                                    {"held_mib", {31.0, -3.5}}, {"operands_mib", {0.5, 0.0}}};
+  ReadResult r = parse_report_text(j.dump(), "r.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  EXPECT_EQ(r.report->model.backward_profile->held_mib, (std::vector<double>{31.0, -3.5}));
+  EXPECT_EQ(r.report->model.backward_profile->operands_mib, (std::vector<double>{0.5, 0.0}));
+  EXPECT_EQ(json::parse(dump_report(*r.report))["model"]["backward_profile"], j["model"]["backward_profile"]);
+  json bad = j;
+  bad["model"]["backward_profile"].erase("operands_mib");
+  EXPECT_NE(std::string(error_of(bad).what()).find("come together"), std::string::npos);
+  bad = j;
+  bad["model"]["backward_profile"]["held_mib"] = {31.0};
+  EXPECT_NE(std::string(error_of(bad).what()).find("differ in length"), std::string::npos);
+  bad = j;
+  bad["model"]["backward_profile"]["held_mib"] = {41.0, -3.5};
+  EXPECT_NE(std::string(error_of(bad).what()).find("no more when done than at its peak"), std::string::npos);
+  bad = j;
+  bad["model"]["backward_profile"]["operands_mib"] = {0.5, -1.0};
+  EXPECT_EQ(error_of(bad).path(), "$.model.backward_profile.operands_mib[1]");
+}

@@ -996,6 +996,15 @@ inline constexpr double kLargeLogitsShare = 0.05;
 // to activations leads with the batch, which divides them, and says that
 // checkpointing and offloading saved activations leave them.
 inline constexpr double kInputsShareOfForward = 0.25;
+// A backward node's temporary (what it freed before it was done) grows with
+// the batch when it is of the size of the gradients it and the node before
+// it took and gave (a copy, an elementwise kernel's output, the adds that
+// accumulate the node before's gradients: each at most the size of one of
+// them, and a node takes and gives several); one this many times larger is
+// a workspace of the kernel's own, sized by its weights or channels (a
+// depthwise convolution's on the CPU: 36.9 MiB beside 0.05 MiB of
+// gradients, at batch 4 and 8 alike) and is taken as fixed, from one run.
+inline constexpr double kTemporaryScale = 8.0;
 }  // namespace thresholds
 
 }  // namespace memdiag

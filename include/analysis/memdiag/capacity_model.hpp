@@ -75,6 +75,10 @@ struct PhaseLine {
   std::size_t node = 0, nodes = 0;
   std::string node_name;
   double gradients_mib = 0;
+  // kNode: a temporary of the node's own taken as fixed (far larger than
+  // the gradients it works on: thresholds::kTemporaryScale), part of
+  // fixed_mib; 0 where none was or two batches measured the node's line.
+  double temporary_mib = 0;
   double fixed_mib = 0;
   double per_sample_mib = 0;
   // What the fixed part is made of, where a census says: weights,

@@ -276,6 +276,14 @@ struct BackwardProfile {
   std::vector<std::string> names;      // the node's type (ConvolutionBackward0)
   std::vector<double> rise_mib;        // its peak above start_mib (negative once activations are freed)
   std::vector<double> gradients_mib;   // of that, gradients
+  // Per node, where the writer measured them (empty otherwise): what was
+  // allocated above start_mib when it was done (its peak less the
+  // temporaries it freed: rise - held is that temporary), and the bytes of
+  // the gradients it took and gave (the scale of a temporary that grows
+  // with what it works on: a kernel's workspace far larger than that does
+  // not).
+  std::vector<double> held_mib;
+  std::vector<double> operands_mib;
 };
 
 // Measured from the model's tensors after it was built and moved.
