@@ -11,6 +11,13 @@ inputs, the first integer tensor of two dimensions with that batch (token
 ids, batch x length), its element count; padding included, since what the
 model makes scales with the padded shape.
 
+A flat batch with its bags' offsets or lengths (EmbeddingBag's
+model(ids, offsets), a recommender's packed ids): where the first tensor is
+one-dimensional integers and a later one-dimensional integer tensor is
+shorter, that one counts the samples and the first their tokens (read as
+the first alone, 256 bags of 20 ids were 5120 samples; read by shape, not
+by value, so nothing is copied from the device).
+
 Batches that are not one tensor with a batch dimension: a PackedSequence
 (an RNN's variable-length batch: its sequences, and their steps as the
 tokens), and a list of samples given one by one (torchvision's detection
@@ -40,7 +47,7 @@ def sizes(args, kwargs):
     # (model(x), model(input_ids=ids, labels=ids)), the common call, are read
     # without the walk, in the walk's order (positional, then keywords).
     if len(args) + (len(kwargs) if kwargs else 0) <= 64:
-        first = None
+        first = bags = None
         for t in (args if not kwargs else (*args, *kwargs.values())):
             if not isinstance(t, _Tensor):
                 if t is None:
@@ -50,9 +57,11 @@ def sizes(args, kwargs):
                 continue
             if first is None:
                 first = t
+            elif bags is None and _bags_of(first, t):
+                bags = t
             if t.dim() == 2 and not (t.is_floating_point() or t.is_complex()) and t.dtype != _bool:
                 return _result(first, t)
-        return _result(first, None)
+        return _result(first, None, bags)
     return _walked(args, kwargs)
 
 
@@ -80,9 +89,18 @@ def device_bytes(args, kwargs, device):
     return total
 
 
-def _result(first, ids):
+def _bags_of(first, t):
+    """t counts the bags of the flat first (offsets or lengths): both
+    one-dimensional integers, t the shorter."""
+    return (first.dim() == 1 and t.dim() == 1 and _integer(first) and _integer(t)
+            and 0 < t.numel() < first.numel())
+
+
+def _result(first, ids, bags=None):
     if first is None:
         return None, None
+    if bags is not None:
+        return int(bags.numel()), int(first.numel())
     samples = int(first.size(0))
     tokens = int(ids.numel()) if ids is not None and int(ids.size(0)) == samples and ids.numel() > 0 else None
     return (samples if samples > 0 else None), tokens
@@ -93,18 +111,19 @@ def _walked(args, kwargs):
         found = _batch_of_items(v)
         if found is not None:
             return found
-    first = None
-    ids = None
+    first = ids = bags = None
     for t in _tensors((args, kwargs or {}), 0, [0]):
         if t.dim() == 0:
             continue
         if first is None:
             first = t
+        elif bags is None and _bags_of(first, t):
+            bags = t
         if ids is None and _token_ids(t):
             ids = t
         if ids is not None:
             break
-    return _result(first, ids)
+    return _result(first, ids, None if ids is not None else bags)
 
 
 def _batch_of_items(v):

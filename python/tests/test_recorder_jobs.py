@@ -94,6 +94,13 @@ class Inputs(unittest.TestCase):
             # An RNN's packed batch: its sequences, and their steps.
             ((torch.nn.utils.rnn.pack_padded_sequence(torch.zeros(3, 5, 2), [5, 3, 2], batch_first=True),), {},
              (3, 10)),
+            # EmbeddingBag's flat ids and the offsets of their bags: the bags
+            # are the samples, the ids their tokens; in a dict too. Two
+            # one-dimensional inputs of one length are one batch.
+            ((torch.zeros(5120, dtype=torch.long), torch.arange(0, 5120, 20)), {}, (256, 5120)),
+            (({"ids": torch.zeros(60, dtype=torch.long), "offsets": torch.arange(0, 60, 20), "x": [1]},), {}, (3, 60)),
+            ((torch.zeros(7, dtype=torch.long), torch.zeros(7, dtype=torch.long)), {}, (7, None)),
+            ((torch.zeros(7), torch.zeros(3, dtype=torch.long)), {}, (7, None)),  # features, not flat ids
         ]
         for args, kwargs, want in cases:
             self.assertEqual(_inputs.sizes(args, kwargs), want, (args, kwargs))
