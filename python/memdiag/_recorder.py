@@ -307,6 +307,7 @@ class Recorder:
         self._want_modules = bool(modules)
         self._modules = None
         self._module_records = None
+        self._forward_profile = None  # step 1's forward span by span (_modules.py)
         self._oom = None
         self._signal = None  # the signal (SIGTERM, SIGHUP) that is ending the block, while its handler runs
         self._finished = False
@@ -465,19 +466,10 @@ class Recorder:
                 "note", "", None, "the forward by module is not recorded for a compiled model: its hooks would be "
                 "traced into the compiled graph (modules=False says the same without this note)", None))
         if self.hooks and self._want_modules and self.model is not None and not compiled:
-            if isinstance(self._probe, _probe.CudaProbe):
-                index = self.device.index
-                native = self._probe.native
-
-                def read():
-                    return torch._C._cuda_memoryStats(index)["allocated_bytes"]["all"]["current"]
-                if native is not None:
-                    # Chosen once: this runs twice per module call.
-                    def read():  # noqa: F811
-                        return native.allocated(index)
-            else:
-                read = self._probe.point
-            self._modules = _modules.ModuleTracker(_unwrap(self.model), read)
+            # Each module call's start and end: the allocation then and the
+            # peak since the reading before (the forward span by span; the
+            # phase's peak is carried on). On the first two steps only.
+            self._modules = _modules.ModuleTracker(_unwrap(self.model), self._probe.segment)
             if self._kept is not None:
                 # A submodule's output the loop (or a hook) keeps is named
                 # by the module that made it.
@@ -595,8 +587,9 @@ class Recorder:
             readings = self._probe.stop(self._model_state_tensors() + _kept.live_cpu_tensors())
             self._events.extend(_report.event("note", "", None, n, None) for n in dict.fromkeys(self._probe.notes))
         if self._modules is not None:
-            self._module_records = self._modules.records(
-                (lambda mark: readings[mark][0]) if readings is not None else None)
+            resolve = (lambda mark: readings[mark] if 0 <= mark < len(readings) else None) if readings is not None else None
+            self._module_records = self._modules.records(resolve)
+            self._forward_profile = self._modules.forward_profile(resolve)
         if readings is not None:
             raised = 0
             for s in self._samples:
@@ -851,7 +844,8 @@ class Recorder:
                     self._modules.wants(step, self._micro):
                 # A wrapper (DistributedDataParallel) is not pushed: the
                 # user's module inside it is, by the hooks, under its names.
-                self._modules.begin(module if _unwrap(module) is module else None, self._step)
+                self._modules.begin(module if _unwrap(module) is module else None, self._step, inputs[:2],
+                                    (args, kwargs))
         elif self._in == FORWARD:
             # A second forward before backward (chunks of a batch summed
             # into one loss, two views) stays in the same forward phase:
@@ -1502,7 +1496,8 @@ class Recorder:
                                               if self._outside_parameter_bytes else None),
                    "final_parameter_sum": final_sum, "final_parameter_sum_of_squares": final_sq,
                    "backward_profile": (self._backward_profile.readings() if self._backward_profile is not None
-                                        and self._backward_profile.done else None)},
+                                        and self._backward_profile.done else None),
+                   "forward_profile": self._forward_profile},
             environment=env, samples=self._samples, events=self._events, status=self._status)
         with contextlib.suppress(ValueError):
             self.output = _report.output_for_rank(self._output_template, *_report.rank_and_world())

@@ -76,7 +76,7 @@ def build(case, config, model, environment, samples, events, status):
                             ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else ""), None))
     _drop_none(case, ["model", "description"])
     _drop_none(config, ["variant", "step_sampling", "batch_assumed", "batch_seen", "sequence_length"])
-    _drop_none(model, ["largest_module_bytes", "buffer_bytes", "largest_buffers", "autocast", "checkpointing", "checkpoint_outside_mib", "outside_parameters_mib", "backward_profile", "final_parameter_sum", "final_parameter_sum_of_squares"])
+    _drop_none(model, ["largest_module_bytes", "buffer_bytes", "largest_buffers", "autocast", "checkpointing", "checkpoint_outside_mib", "outside_parameters_mib", "backward_profile", "forward_profile", "final_parameter_sum", "final_parameter_sum_of_squares"])
     environment["memdiag_version"] = _version()
     _micro_batches(samples)
     for s in samples:

@@ -112,17 +112,18 @@ struct Decomposed {
 // lines that are the highest somewhere (the upper envelope) are kept.
 // The node's temporary (its peak above what it held when done) where it
 // is a workspace of the kernel's own rather than something of the size of
-// the gradients it works on (thresholds::kTemporaryScale), else 0. The
-// reading since the node before also holds the adds that accumulated that
-// node's gradients into their next inputs: its operands count too.
-double fixed_temporary(const BackwardProfile& p, std::size_t i) {
+// the gradients it works on (thresholds::kTemporaryScale), else 0. In
+// backward the reading since the node before also holds the adds that
+// accumulated that node's gradients into their next inputs: its operands
+// count too. A forward span's are its module's own inputs and output.
+double fixed_temporary(const BackwardProfile& p, std::size_t i, bool backward) {
   if (p.held_mib.size() != p.names.size() || p.operands_mib.size() != p.names.size()) return 0;
   const double temporary = p.rise_mib[i] - p.held_mib[i];
-  const double scale = p.operands_mib[i] + (i > 0 ? p.operands_mib[i - 1] : 0.0);
+  const double scale = p.operands_mib[i] + (backward && i > 0 ? p.operands_mib[i - 1] : 0.0);
   return temporary > thresholds::kTemporaryScale * scale ? temporary : 0.0;
 }
 
-std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, const Line& start,
+std::vector<PhaseLine> node_lines(Phase phase, const Decomposed* lo, const Decomposed& hi, const Line& start,
                                   const std::optional<TensorCensus>& tensors) {
   const BackwardProfile& h = *hi.profile;
   const bool two = lo != nullptr && lo->profile != nullptr && lo->profile->names == h.names && lo->batch < hi.batch;
@@ -139,7 +140,7 @@ std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, co
     // rest grows in proportion (less than nothing where the activations
     // freed by then outweigh what the node adds: the start line's slope
     // carries them).
-    double temporary = fixed_temporary(h, i);
+    double temporary = fixed_temporary(h, i, phase == Phase::kBackward);
     double rest_fixed = temporary, rest_slope = (rest_hi - temporary) / hi.batch;
     if (two) {
       const double rest_lo = lo->profile->rise_mib[i] - lo->profile->gradients_mib[i];
@@ -175,7 +176,7 @@ std::vector<PhaseLine> node_lines(const Decomposed* lo, const Decomposed& hi, co
   hull.erase(hull.begin(), hull.begin() + static_cast<std::ptrdiff_t>(first));
   std::vector<PhaseLine> out;
   for (const Raw& r : hull) {
-    PhaseLine l = line(Phase::kBackward, PhaseLine::Piece::kNode, r.fixed, r.slope, tensors);
+    PhaseLine l = line(phase, PhaseLine::Piece::kNode, r.fixed, r.slope, tensors);
     l.node = r.i + 1;
     l.nodes = h.names.size();
     l.node_name = h.names[r.i];
@@ -213,9 +214,25 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       // weights (the census's parameters at the forward's end above its
       // start: FSDP2) are weights too, whatever the batch.
       const double gathered = gathered_in(h);
+      const std::optional<TensorCensus>& census = gathered > 0 ? h.end_census : h.start_census;
+      if (hi.profile != nullptr && gathered == 0) {
+        // Profiled span by span: a line per span on what the model's call
+        // began with (its inputs grow), a span's own workspace fixed.
+        const BackwardProfile& f = *hi.profile;
+        const double floor = std::min(hi.start_fixed, f.start_mib);
+        const Line start{floor, (f.start_mib - floor) / hi.batch};
+        double top = 0;
+        for (double r : f.rise_mib) top = std::max(top, r);
+        for (PhaseLine& l : node_lines(Phase::kForward, pts.size() >= 2 ? &pts[pts.size() - 2] : nullptr, hi, start,
+                                       census)) {
+          out.push_back(std::move(l));
+        }
+        // The phase's peak outside the model's call (a loss computed by
+        // the loop on its outputs): the whole line as well.
+        if (h.peak_mib <= f.start_mib + top + 0.01) break;
+      }
       add(PhaseLine::Piece::kWhole,
-          line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered),
-          gathered > 0 ? h.end_census : h.start_census);
+          line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered), census);
       break;
     }
     case Phase::kBackward: {
@@ -223,7 +240,8 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
         // Profiled node by node: a line per node, then its end (every
         // gradient made: what step() starts from).
         const Line start = line_of(series([](const Decomposed& d) { return d.shape->start_mib; }), hi.start_fixed);
-        for (PhaseLine& l : node_lines(pts.size() >= 2 ? &pts[pts.size() - 2] : nullptr, hi, start, h.start_census)) {
+        for (PhaseLine& l : node_lines(Phase::kBackward, pts.size() >= 2 ? &pts[pts.size() - 2] : nullptr, hi, start,
+                                       h.start_census)) {
           out.push_back(std::move(l));
         }
         add(PhaseLine::Piece::kEnd, line_of(series([](const Decomposed& d) { return d.shape->end_mib; }), hi.end_fixed),
@@ -327,7 +345,8 @@ std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points,
                                              forward, p->shards_gradients, gathered,
                                              s.phase == Phase::kBackward && p->backward_profile && !p->shards_gradients
                                                  ? &*p->backward_profile
-                                                 : nullptr});
+                                             : s.phase == Phase::kForward && p->forward_profile ? &*p->forward_profile
+                                                                                                 : nullptr});
     }
   }
   std::vector<PhaseLine> out;
@@ -373,6 +392,12 @@ CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const st
       samples += s.samples.value_or(0);
     }
     if (b.samples == local_batch || (sized && samples == local_batch)) p.backward_profile = b;
+  }
+  // The forward's spans are of one call of the model: used where that call
+  // was the step's whole batch (no micro-batches, one call).
+  if (r.model.forward_profile && !r.model.forward_profile->names.empty() &&
+      r.model.forward_profile->samples == local_batch) {
+    p.forward_profile = r.model.forward_profile;
   }
   p.source = source;
   for (const Event& e : r.events) {

@@ -139,6 +139,14 @@ json model_json(const ModelInfo& m) {
     }
     j["backward_profile"] = std::move(bp);
   }
+  if (m.forward_profile) {
+    const BackwardProfile& f = *m.forward_profile;
+    json fp = {{"step", f.step},         {"samples", f.samples},   {"start_mib", f.start_mib},
+               {"names", f.names},       {"rise_mib", f.rise_mib}, {"held_mib", f.held_mib},
+               {"operands_mib", f.operands_mib}};
+    if (f.tokens) fp["tokens"] = *f.tokens;
+    j["forward_profile"] = std::move(fp);
+  }
   if (m.vocab) j["vocab"] = *m.vocab;
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;

@@ -30,9 +30,15 @@ namespace {
 // gradients it took and gave), the gradients never above what was
 // allocated (a rise of at least them is not required: a node may peak
 // before the gradient it makes is counted).
-BackwardProfile read_backward_profile(const JsonNode& n) {
+// The forward's spans: the same, without gradients and with what each held
+// and its operands required.
+BackwardProfile read_backward_profile(const JsonNode& n, bool forward = false) {
   n.expect_object();
-  n.only({"step", "samples", "tokens", "start_mib", "names", "rise_mib", "gradients_mib", "held_mib", "operands_mib"});
+  if (forward) {
+    n.only({"step", "samples", "tokens", "start_mib", "names", "rise_mib", "held_mib", "operands_mib"});
+  } else {
+    n.only({"step", "samples", "tokens", "start_mib", "names", "rise_mib", "gradients_mib", "held_mib", "operands_mib"});
+  }
   BackwardProfile b;
   b.step = n.integer("step", 0, limits::kMaxExactInteger);
   b.samples = n.integer("samples", 1, limits::kMaxBatch);
@@ -40,21 +46,29 @@ BackwardProfile read_backward_profile(const JsonNode& n) {
   b.start_mib = n.mib("start_mib");
   const JsonNode names = n.field("names");
   const JsonNode rise = n.field("rise_mib");
-  const JsonNode grads = n.field("gradients_mib");
   names.expect_array();
   rise.expect_array();
-  grads.expect_array();
-  if (rise.size() != names.size() || grads.size() != names.size()) {
-    n.fail("names, rise_mib and gradients_mib differ in length (" + std::to_string(names.size()) + ", " +
-           std::to_string(rise.size()) + ", " + std::to_string(grads.size()) + ")");
+  if (!forward) {
+    const JsonNode grads = n.field("gradients_mib");
+    grads.expect_array();
+    if (rise.size() != names.size() || grads.size() != names.size()) {
+      n.fail("names, rise_mib and gradients_mib differ in length (" + std::to_string(names.size()) + ", " +
+             std::to_string(rise.size()) + ", " + std::to_string(grads.size()) + ")");
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i) b.gradients_mib.push_back(grads.at(i).as_mib());
+  } else {
+    if (rise.size() != names.size()) {
+      n.fail("names and rise_mib differ in length (" + std::to_string(names.size()) + ", " + std::to_string(rise.size()) + ")");
+    }
+    b.gradients_mib.assign(names.size(), 0.0);
   }
   if (names.size() > static_cast<std::size_t>(limits::kMaxDepth)) n.fail("more than " + std::to_string(limits::kMaxDepth) + " nodes");
   for (std::size_t i = 0; i < names.size(); ++i) {
     b.names.push_back(names.at(i).as_string());
     b.rise_mib.push_back(rise.at(i).as_number(-limits::kAbsurdMiB, limits::kAbsurdMiB));
-    b.gradients_mib.push_back(grads.at(i).as_mib());
   }
   // Both or neither: one without the other reads nothing the model uses.
+  if (forward && !n.has("held_mib")) n.field("held_mib");  // required: fails naming it
   if (n.has("held_mib") != n.has("operands_mib")) n.fail("held_mib and operands_mib come together");
   if (n.has("held_mib")) {
     const JsonNode held = n.field("held_mib");
@@ -763,6 +777,7 @@ Report read(const JsonNode& root) {
   r.model.checkpoint_outside_mib = m.opt_mib("checkpoint_outside_mib");
   r.model.outside_parameters_mib = m.opt_mib("outside_parameters_mib");
   if (m.given("backward_profile")) r.model.backward_profile = read_backward_profile(m.field("backward_profile"));
+  if (m.given("forward_profile")) r.model.forward_profile = read_backward_profile(m.field("forward_profile"), true);
   if (m.given("autocast")) {
     const std::string a = m.field("autocast").as_string();
     if (a != "bfloat16" && a != "float16") m.field("autocast").fail("'" + a + "' (allowed: bfloat16, float16)");

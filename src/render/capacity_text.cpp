@@ -106,7 +106,11 @@ std::string describe_phase_line(const PhaseLine& l) {
     case Phase::kSetup: phase = "the warm-up"; break;
     case Phase::kModelReady: phase = "moving the model to the device"; break;
     case Phase::kOptimizerReady: phase = "building the optimizer"; break;
-    case Phase::kForward: phase = "forward"; break;
+    case Phase::kForward:
+      phase = l.piece == PhaseLine::Piece::kNode ? "forward at its span " + std::to_string(l.node) + " of " +
+                                                       std::to_string(l.nodes) + " (" + l.node_name + ")"
+                                                 : std::string("forward");
+      break;
     case Phase::kBackward:
       switch (l.piece) {
         case PhaseLine::Piece::kWhole: phase = "backward"; break;

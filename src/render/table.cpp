@@ -249,7 +249,7 @@ std::optional<Table> sharded_capacity_table(const Verdict& v) {
     const PhaseLine& b = c.answer.binding;
     std::string binds = to_string(b.phase);
     if (b.piece == PhaseLine::Piece::kNode) {
-      binds += " (node " + std::to_string(b.node) + ")";
+      binds += (b.phase == Phase::kForward ? " (span " : " (node ") + std::to_string(b.node) + ")";
     } else if (b.piece != PhaseLine::Piece::kWhole) {
       binds += b.piece == PhaseLine::Piece::kStart ? " (start)" : " (end)";
     }

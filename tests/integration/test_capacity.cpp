@@ -254,7 +254,9 @@ TEST(Capacity, MemoryDiagnosticsReadsStepOnesBackwardNodeByNode) {
   std::vector<double> addmm;
   for (std::size_t i = 0; i < b.names.size(); ++i) {
     EXPECT_LE(b.held_mib[i], b.rise_mib[i] + 2e-6) << i;
-    if (b.names[i] == "TBackward0" || b.names[i] == "AccumulateGrad") EXPECT_EQ(b.operands_mib[i], 0) << i;
+    if (b.names[i] == "TBackward0" || b.names[i] == "AccumulateGrad") {
+      EXPECT_EQ(b.operands_mib[i], 0) << i;
+    }
     if (b.names[i] == "AddmmBackward0") addmm.push_back(b.operands_mib[i]);
   }
   ASSERT_EQ(addmm.size(), 4u);

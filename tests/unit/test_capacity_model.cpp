@@ -526,6 +526,60 @@ TEST(CapacityModel, ANodesOwnWorkspaceIsFixedFromOneRun) {
   EXPECT_DOUBLE_EQ(growing.binding.temporary_mib, 0);
 }
 
+// The forward span by span (100 MiB of weights, the forward starting at
+// them): span A frees a 9 MiB workspace beside 0.25 MiB of tensors, its
+// peak 20 MiB above the start at batch 10 (11 of it growing); span B
+// holds 10 MiB at its end, all growing. From one run the forward's line
+// is A's, 109 + 1.1 a sample, not the whole peak's 100 + 2 a sample; a
+// peak outside the spans (the loop's loss on the outputs) keeps the
+// whole line too.
+TEST(CapacityModel, AProfiledForwardKeepsASpansWorkspaceFixed) {
+  CapacityPoint p = point(10, 100, 0, 0);
+  BackwardProfile f;
+  f.step = 1;
+  f.samples = 10;
+  f.start_mib = 100;
+  f.names = {"Conv2d", "Net"};
+  f.rise_mib = {20, 10};
+  f.gradients_mib = {0, 0};
+  f.held_mib = {11, 10};
+  f.operands_mib = {0.25, 0.5};
+  for (PhaseShape& s : p.phases) {
+    if (s.phase == Phase::kForward) {
+      s.start_mib = 100;
+      s.peak_mib = 120;
+      s.end_mib = 110;
+    }
+  }
+  p.forward_profile = f;
+  auto forward_lines = [](const CapacityFit& fit) {
+    std::vector<PhaseLine> out;
+    for (const PhaseLine& l : fit.lines) {
+      if (l.phase == Phase::kForward) out.push_back(l);
+    }
+    return out;
+  };
+  const std::vector<PhaseLine> lines = forward_lines(*fit_capacity({p}));
+  ASSERT_EQ(lines.size(), 1u);  // B's line (100 + 1 a sample) is under A's everywhere
+  EXPECT_EQ(lines[0].piece, PhaseLine::Piece::kNode);
+  EXPECT_EQ(lines[0].node_name, "Conv2d");
+  EXPECT_DOUBLE_EQ(lines[0].temporary_mib, 9);
+  EXPECT_NEAR(lines[0].fixed_mib, 109, 1e-9);
+  EXPECT_NEAR(lines[0].per_sample_mib, 1.1, 1e-9);
+  for (PhaseShape& s : p.phases) {
+    if (s.phase == Phase::kForward) s.peak_mib = 125;  // 5 MiB more after the model returned
+  }
+  const std::vector<PhaseLine> with_tail = forward_lines(*fit_capacity({p}));
+  ASSERT_EQ(with_tail.size(), 2u);
+  EXPECT_EQ(with_tail[1].piece, PhaseLine::Piece::kWhole);
+  EXPECT_NEAR(with_tail[1].per_sample_mib, 2.5, 1e-9);
+  // A profile of another batch (micro-batches) is not read.
+  Report r;
+  r.model.forward_profile = f;
+  EXPECT_TRUE(capacity_point(r, 10, "").forward_profile);
+  EXPECT_FALSE(capacity_point(r, 40, "").forward_profile);
+}
+
 // Only the nodes that are the highest somewhere are kept: a thousand nodes
 // under two make two lines.
 TEST(CapacityModel, AProfilesDominatedNodesAreDropped) {

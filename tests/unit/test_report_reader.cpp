@@ -417,6 +417,28 @@ TEST(ReportReader, ABackwardProfileIsReadAndItsArraysChecked) {
   EXPECT_EQ(error_of(bad).path(), "$.model.backward_profile.samples");
 }
 
+// The forward's spans: held and operands required, no gradients.
+TEST(ReportReader, AForwardProfileIsReadWithoutGradients) {
+  json j = good();
+  j["model"]["forward_profile"] = {{"step", 1},          {"samples", 16},        {"start_mib", 120.5},
+                                   {"names", {"Conv2d", "Net"}}, {"rise_mib", {20.0, 10.0}},
+                                   {"held_mib", {11.0, 10.0}},  {"operands_mib", {0.25, 0.5}}};
+  ReadResult r = parse_report_text(j.dump(), "r.json");
+  ASSERT_TRUE(r.report) << r.error->what();
+  ASSERT_TRUE(r.report->model.forward_profile);
+  EXPECT_EQ(r.report->model.forward_profile->gradients_mib, (std::vector<double>{0.0, 0.0}));
+  EXPECT_EQ(json::parse(dump_report(*r.report))["model"]["forward_profile"], j["model"]["forward_profile"]);
+  json bad = j;
+  bad["model"]["forward_profile"].erase("held_mib");
+  EXPECT_EQ(error_of(bad).path(), "$.model.forward_profile.held_mib");
+  bad = j;
+  bad["model"]["forward_profile"]["gradients_mib"] = {0.0, 0.0};
+  EXPECT_EQ(error_of(bad).path(), "$.model.forward_profile.gradients_mib");
+  bad = j;
+  bad["model"]["forward_profile"]["rise_mib"] = {20.0};
+  EXPECT_NE(std::string(error_of(bad).what()).find("differ in length"), std::string::npos);
+}
+
 // What each node held when done and the gradients it took and gave: both
 // or neither, of the names' length, held never above the node's peak.
 TEST(ReportReader, ABackwardProfilesHeldAndOperandsAreReadTogether) {

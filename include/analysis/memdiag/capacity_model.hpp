@@ -46,6 +46,10 @@ struct CapacityPoint {
   // recorder's): where present, backward's peak is a line per node, its
   // gradients fixed and the rest per sample, instead of its start and end.
   std::optional<BackwardProfile> backward_profile;
+  // The forward span by span at one step of this batch (the Python
+  // recorder's): where present, the forward's peak is a line per span, a
+  // span's own workspace fixed and the rest per sample.
+  std::optional<BackwardProfile> forward_profile;
   std::string source;
 };
 
@@ -69,7 +73,8 @@ struct PhaseLine {
   // every gradient made). The other phases have one.
   // kNode: at one autograd node of a profiled backward (the report's
   // model.backward_profile), node of nodes, with gradients_mib of its
-  // fixed part the gradients made or in flight there.
+  // fixed part the gradients made or in flight there; for the forward, at
+  // one span of its profile (model.forward_profile), span of spans.
   enum class Piece { kWhole, kStart, kEnd, kNode };
   Piece piece = Piece::kWhole;
   std::size_t node = 0, nodes = 0;

@@ -310,6 +310,12 @@ struct ModelInfo {
   // backward made gradients for (MiB): a teacher run with gradients on.
   std::optional<double> outside_parameters_mib;
   std::optional<BackwardProfile> backward_profile;
+  // One forward, span by span (step 1's, written by memdiag.record:
+  // python/memdiag/_modules.py): between two module hook calls, the peak
+  // and what was held at the span's end above the forward's start, and the
+  // bytes of the tensors the span's module took and gave. The same shape
+  // as backward's, with no gradients (gradients_mib all 0).
+  std::optional<BackwardProfile> forward_profile;
   // A language model's vocabulary (the logits are batch x length x vocab);
   // absent for a model without one.
   std::optional<std::int64_t> vocab;
