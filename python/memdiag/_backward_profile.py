@@ -127,7 +127,11 @@ class BackwardProfile:
         # Gradients on their way to a parameter: the node they go to next ->
         # {storage address: (bytes, the parameter's id)}.
         self._in_flight = {}
-        self._start = probe.segment()
+        try:
+            self._start = probe.segment()
+        except Exception as e:  # never the loop's failure: nothing is hooked
+            self.why_not = f"a reading failed: {type(e).__name__}: {e}"
+            return
         for fn in nodes:
             if type(fn).__name__ != "AccumulateGrad":
                 self._handles.append(fn.register_hook(self._node_hook(fn, edges.get(fn, ()), fn in chains)))

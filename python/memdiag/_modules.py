@@ -70,9 +70,10 @@ class ModuleTracker:
         self.sizes = (None, None)  # the forward's (samples, tokens)
         self._done_events = self._done_in = self._done_out = None
         self._done_sizes = (None, None)
+        self.failed = None  # why the readings stopped (a reading raised)
 
     def wants(self, step, micro):
-        return step in TRACKED_STEPS and micro == 0 and not self._handles
+        return step in TRACKED_STEPS and micro == 0 and not self._handles and not self.failed
 
     def begin(self, root, step, sizes=(None, None), root_inputs=()):
         """At the model's forward pre-hook: the model's own call is pushed
@@ -85,7 +86,11 @@ class ModuleTracker:
         self.step = step
         self.sizes = sizes
         if root is not None:
-            self._push(root, root_inputs)
+            try:
+                self._push(root, root_inputs)
+            except Exception as e:  # never the loop's failure
+                self._fail(e)
+                return
         self._handles.append(mm.register_module_forward_pre_hook(self._pre))
         self._handles.append(mm.register_module_forward_hook(self._post, always_call=True))
 
@@ -112,9 +117,19 @@ class ModuleTracker:
         return bool(self._handles)
 
     def _pre(self, module, args):
+        if self.failed:
+            return
         t = time.perf_counter_ns()
-        self._push(module, args)
+        try:
+            self._push(module, args)
+        except Exception as e:  # never the loop's failure: the records are dropped
+            self._fail(e)
         self.ns += time.perf_counter_ns() - t
+
+    def _fail(self, error):
+        self.failed = f"a reading failed: {type(error).__name__}: {error}"
+        self._calls, self._stack, self._events = [], [], []
+        self._done_calls, self._done_events = [], None
 
     def _push(self, module, args):
         parent = self._stack[-1][2] if self._stack else None
@@ -126,7 +141,16 @@ class ModuleTracker:
         self._out_bytes.append(0)
 
     def _post(self, module, args, output):
+        if self.failed:
+            return
         t = time.perf_counter_ns()
+        try:
+            self._pop(module, output)
+        except Exception as e:  # never the loop's failure
+            self._fail(e)
+        self.ns += time.perf_counter_ns() - t
+
+    def _pop(self, module, output):
         if self._stack and self._stack[-1][0] is module:
             _, _, i = self._stack.pop()
             # always_call: a forward that raised (out of memory) calls this
@@ -139,7 +163,6 @@ class ModuleTracker:
                 if self.on_output is not None:
                     call = self._calls[i]
                     self.on_output(call[0], call[1], output)
-        self.ns += time.perf_counter_ns() - t
 
     def records(self, resolve=None):
         """The report's module records: per module (by qualified name; a

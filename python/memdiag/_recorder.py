@@ -590,6 +590,9 @@ class Recorder:
             resolve = (lambda mark: readings[mark] if 0 <= mark < len(readings) else None) if readings is not None else None
             self._module_records = self._modules.records(resolve)
             self._forward_profile = self._modules.forward_profile(resolve)
+            if self._modules.failed:
+                self._events.append(_report.event(
+                    "note", "", None, f"the forward by module is not recorded: {self._modules.failed}", None))
         if readings is not None:
             raised = 0
             for s in self._samples:

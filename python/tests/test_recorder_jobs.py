@@ -1570,6 +1570,11 @@ class BackwardProfile(unittest.TestCase):
         self.assertGreater(calls[0], 3)
         self.assertEqual(r["status"], "complete")
         self.assertNotIn("backward_profile", r["model"])
+        # The forward by module reads the same way: its readings failing
+        # drop its records and its spans, said in a note, not the loop.
+        self.assertNotIn("forward_profile", r["model"])
+        self.assertFalse([e for e in r["events"] if e["kind"] == "modules"])
+        self.assertTrue([m for m in notes(r) if m.startswith("the forward by module is not recorded: a reading failed")])
 
     def check_capacity(self, build, batches, shape, classes, budget, micro=1):
         paths = [self.record(build, b, shape, classes, micro=micro)[0] for b in batches]
