@@ -29,7 +29,8 @@ copies it instead of taking it.
 
 Each reading also keeps what was allocated when the node was done and the
 bytes of the batch's gradients it took and gave (its outputs to no
-parameter, and its incoming gradient unless every output goes to one):
+parameter, and its incoming gradient unless the node is on a weight's way
+to its AccumulateGrad, weight-shaped throughout):
 what the node freed before it was done is a temporary, and one far larger
 than those gradients is a workspace of the kernel's own that does not grow
 with the batch (ConvNeXt's depthwise convolutions on the CPU: 36.9 MiB
@@ -58,6 +59,12 @@ def _walk(root, cap):
     return out
 
 
+def _only_next(fn):
+    """The node's one next node, or None where it has none or several."""
+    nxt = [f for f, _ in fn.next_functions if f is not None]
+    return nxt[0] if len(nxt) == 1 else None
+
+
 def _accumulates(fn):
     """The AccumulateGrad an edge's gradient reaches through nodes of one
     input (a view, a transpose, a dtype cast), or None."""
@@ -66,10 +73,7 @@ def _accumulates(fn):
             return None
         if type(fn).__name__ == "AccumulateGrad":
             return fn
-        nxt = [f for f, _ in fn.next_functions if f is not None]
-        if len(nxt) != 1:
-            return None
-        fn = nxt[0]
+        fn = _only_next(fn)
     return None
 
 
@@ -121,8 +125,7 @@ class BackwardProfile:
             for _, f, _ in out_edges:
                 while f is not None and type(f).__name__ != "AccumulateGrad":
                     chains.add(f)
-                    nxt = [g for g, _ in f.next_functions if g is not None]
-                    f = nxt[0] if len(nxt) == 1 else None
+                    f = _only_next(f)
         self._made = 0  # bytes accumulated into unset gradients so far
         # Gradients on their way to a parameter: the node they go to next ->
         # {storage address: (bytes, the parameter's id)}.

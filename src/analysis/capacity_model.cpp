@@ -215,24 +215,27 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       // start: FSDP2) are weights too, whatever the batch.
       const double gathered = gathered_in(h);
       const std::optional<TensorCensus>& census = gathered > 0 ? h.end_census : h.start_census;
+      bool peaked_in_spans = false;
       if (hi.profile != nullptr && gathered == 0) {
         // Profiled span by span: a line per span on what the model's call
         // began with (its inputs grow), a span's own workspace fixed.
         const BackwardProfile& f = *hi.profile;
-        const double floor = std::min(hi.start_fixed, f.start_mib);
-        const Line start{floor, (f.start_mib - floor) / hi.batch};
-        double top = 0;
-        for (double r : f.rise_mib) top = std::max(top, r);
+        const Line start =
+            line_of(series([](const Decomposed& d) { return d.profile ? d.profile->start_mib : d.shape->start_mib; }),
+                    hi.start_fixed);
         for (PhaseLine& l : node_lines(Phase::kForward, pts.size() >= 2 ? &pts[pts.size() - 2] : nullptr, hi, start,
                                        census)) {
           out.push_back(std::move(l));
         }
-        // The phase's peak outside the model's call (a loss computed by
-        // the loop on its outputs): the whole line as well.
-        if (h.peak_mib <= f.start_mib + top + 0.01) break;
+        const double top = *std::max_element(f.rise_mib.begin(), f.rise_mib.end());
+        peaked_in_spans = h.peak_mib <= f.start_mib + top + 0.01;
       }
-      add(PhaseLine::Piece::kWhole,
-          line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered), census);
+      // Unprofiled, or the phase's peak outside the model's call (a loss
+      // computed by the loop on its outputs): the whole line.
+      if (!peaked_in_spans) {
+        add(PhaseLine::Piece::kWhole,
+            line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered), census);
+      }
       break;
     }
     case Phase::kBackward: {
