@@ -22,6 +22,7 @@ evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   t.held_graph_mib = p.cleanup_held_graph_taken_mib;
   t.gradients_held_mib = p.cleanup_gradients_taken_mib;
   t.gradients_held_cleanups = p.cleanup_gradients_taken_count;
+  t.gradients_unknown_cleanups = p.cleanup_gradients_unknown_count;
   // State that kept growing was not made once (LBFGS's history).
   t.made_once = made_once && !p.growth_significant && !unseen && t.state_grew_mib < thresholds::kGrowthFloorMib;
   t.unseen_frees = unseen;

@@ -351,8 +351,11 @@ void post_cleanup_trend(RunFeatures& f) {
   // other cleanup (48.1 MiB read as 2.29 MiB a step over eight). The
   // census says so: each cleanup's gradients beyond the least any cleanup
   // held are taken out before the trend is read. A cleanup without a
-  // census (-1: a sampled step, a report of an older recorder) is left as
-  // read rather than stopping the others' from being taken out.
+  // census (-1: a sampled step, a report of an older recorder) does not
+  // stop the others' from being taken out; where some were, it is left
+  // out of the trend, since it may have held them too (a writer with a
+  // census at some cleanups only: the held ones without it read as
+  // growth), as long as two cleanups remain.
   const auto counted = std::count_if(grads.begin(), grads.end(), [](double g) { return g >= 0; });
   if (ys.size() >= 3 && counted >= 2) {
     double least = std::numeric_limits<double>::infinity();
@@ -365,6 +368,18 @@ void post_cleanup_trend(RunFeatures& f) {
         f.cleanup_gradients_taken_mib = std::max(f.cleanup_gradients_taken_mib, grads[i] - least);
         ++f.cleanup_gradients_taken_count;
       }
+    }
+    const auto unknown = static_cast<std::ptrdiff_t>(ys.size()) - counted;
+    if (f.cleanup_gradients_taken_count > 0 && unknown > 0 && counted >= 2) {
+      std::vector<double> kept_x, kept_y;
+      for (std::size_t i = 0; i < ys.size(); ++i) {
+        if (grads[i] < 0) continue;
+        kept_x.push_back(xs[i]);
+        kept_y.push_back(ys[i]);
+      }
+      xs.swap(kept_x);
+      ys.swap(kept_y);
+      f.cleanup_gradients_unknown_count = static_cast<int>(unknown);
     }
   }
   if (f.baseline_mib && !ys.empty() && xs.front() == 0) f.first_step_persistent_mib = ys.front() - *f.baseline_mib;

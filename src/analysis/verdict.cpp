@@ -120,6 +120,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       t.held_graph_mib = p.cleanup_held_graph_taken_mib;
       t.gradients_held_mib = p.cleanup_gradients_taken_mib;
       t.gradients_held_cleanups = p.cleanup_gradients_taken_count;
+      t.gradients_unknown_cleanups = p.cleanup_gradients_unknown_count;
       v.evidence.push_back(t);
     }
   } else {

@@ -346,6 +346,12 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
                                                : std::to_string(t.gradients_held_cleanups) + " of the " +
                                                      std::to_string(t.steps) + " cleanups") +
                " (" + format_mib(t.gradients_held_mib) + " MiB: no zero_grad() before the cleanup there, or set_to_none=False)";
+    if (t.gradients_unknown_cleanups > 0) {
+      besides += ", with " +
+                 (t.gradients_unknown_cleanups == 1 ? std::string("one cleanup")
+                                                    : std::to_string(t.gradients_unknown_cleanups) + " cleanups") +
+                 " without a census left out (their gradients unknown)";
+    }
     ++taken;
   }
   if (!besides.empty()) s += " once " + besides + (taken > 1 || t.gradients_held_cleanups > 0 ? " are" : " is") + " taken out";

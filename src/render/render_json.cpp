@@ -70,6 +70,7 @@ json figures(const Evidence& e) {
                     {"steps", x.steps}, {"made_once", x.made_once}, {"unseen_frees", x.unseen_frees},
                     {"state_grew_mib", x.state_grew_mib}, {"held_graph_mib", x.held_graph_mib},
                     {"gradients_held_mib", x.gradients_held_mib}, {"gradients_held_cleanups", x.gradients_held_cleanups},
+                    {"gradients_unknown_cleanups", x.gradients_unknown_cleanups},
                     {"rise", x.rise ? json{{"after_step", x.rise->after_step},
                                           {"next_step", x.rise->next_step}, {"mib", x.rise->mib}}
                                                : json(nullptr)}};

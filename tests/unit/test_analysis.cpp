@@ -98,11 +98,14 @@ TEST(Features, SeveralOptimizersInAStepAreOneStep) {
 // growth (the slope over eight alternating cleanups read +2.29 MiB a
 // step), the kept gradients said where the trend is.
 TEST(Features, GradientsHeldAtEveryOtherCleanupAreNoGrowth) {
-  // missing: one cleanup (step 4's) without a census, which must not stop
-  // the others' gradients from being taken out.
-  for (const bool missing : {false, true})
+  // missing: one cleanup without a census, which must not stop the
+  // others' gradients from being taken out: step 4's (the gradients
+  // freed there) or step 5's (held there: a writer with a census at some
+  // cleanups only; read as is, 48.1 MiB up at step 5 made a slope).
+  for (const int missing : {-1, 4, 5})
   for (const double leak : {0.0, 3.0}) {
-    SCOPED_TRACE(std::string(leak > 0 ? "with a leak" : "without") + (missing ? ", one cleanup without a census" : ""));
+    SCOPED_TRACE(std::string(leak > 0 ? "with a leak" : "without") +
+                 (missing >= 0 ? ", step " + std::to_string(missing) + "'s cleanup without a census" : ""));
     Synth s;
     s.device = "cpu";
     s.params_mib = 48.1;
@@ -118,17 +121,22 @@ TEST(Features, GradientsHeldAtEveryOtherCleanupAreNoGrowth) {
         x.allocated_mib += 48.1;
         x.tensors->gradients_mib = 48.1;
       }
-      if (missing && x.phase == Phase::kCleanup && *x.step == 4) x.tensors.reset();
+      if (x.phase == Phase::kCleanup && *x.step == missing) x.tensors.reset();
     }
     const RunFeatures f = compute_features(r, "x");
     ASSERT_TRUE(f.growth_per_step_mib);
     EXPECT_NEAR(*f.growth_per_step_mib, leak, 1e-9);
     EXPECT_EQ(f.growth_significant, leak > 0);
-    EXPECT_EQ(f.cleanup_gradients_taken_count, 4);
+    EXPECT_EQ(f.cleanup_gradients_taken_count, missing == 5 ? 3 : 4);
     EXPECT_NEAR(f.cleanup_gradients_taken_mib, 48.1, 1e-9);
+    EXPECT_EQ(f.cleanup_gradients_unknown_count, missing >= 0 ? 1 : 0);
     if (leak > 0) continue;  // said as growth, every step's
     const std::string text = render_text(Comparison{analyse({{"x.json", r}})});
-    EXPECT_NE(text.find("the gradients held at 4 of the 8 cleanups (48.10 MiB"), std::string::npos) << text;
+    EXPECT_NE(text.find(missing == 5 ? "the gradients held at 3 of the 8 cleanups (48.10 MiB"
+                                     : "the gradients held at 4 of the 8 cleanups (48.10 MiB"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("one cleanup without a census left out") != std::string::npos, missing >= 0) << text;
   }
 }
 

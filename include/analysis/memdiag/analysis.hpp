@@ -272,6 +272,9 @@ struct PostCleanupTrend {
   // beyond the least any held): taken out of those, as the state is.
   double gradients_held_mib = 0;
   int gradients_held_cleanups = 0;
+  // Cleanups without a census left out of the trend beside those (their
+  // gradients unknown).
+  int gradients_unknown_cleanups = 0;
 };
 struct OptimizerStateMade {
   std::optional<double> optimizer_setup_mib;  // optimizer_ready - model_ready

@@ -229,6 +229,10 @@ struct RunFeatures {
   // cleanups before the trend is read; the most, and at how many.
   double cleanup_gradients_taken_mib = 0;
   int cleanup_gradients_taken_count = 0;
+  // Where gradients were taken out, the cleanups without a census (a
+  // writer that took one at some cleanups only) are left out of the
+  // trend: theirs may have been held too.
+  int cleanup_gradients_unknown_count = 0;
   // What the loop's caches of the last few steps hold at their bound (the
   // walk's kept tensors let go after held_steps: a deque of the last
   // steps' outputs or features): kept across steps, bounded; a
