@@ -62,6 +62,11 @@ class Helpers:
         rec = self._rec()
         return _census.parameters_mib(rec._params_cache, rec.device.type)
 
+    def refresh_parameters(self):
+        """The recorder's parameters again where they changed (see
+        _Recorder._refresh_parameters), else None."""
+        return self._rec()._refresh_parameters()
+
     def optimizer_state_mib(self):
         rec = self._rec()
         return _census.optimizer_state_mib(rec.optimizers, rec.device.type, rec._params_cache or ())

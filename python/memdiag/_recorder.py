@@ -1200,8 +1200,15 @@ class Recorder:
             # state came or went (a count is 32 us for beta's 10 on the H200).
             entries = self._optimizer_state_entries()
             if entries != self._state_entries:
-                c = {"parameters_mib": last["parameters_mib"], "gradients_mib": last["gradients_mib"],
-                     "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind, params)}
+                fresh = self._refresh_parameters()
+                if fresh is not None:
+                    params = fresh
+                    c = {"parameters_mib": _census.parameters_mib(params, kind),
+                         "gradients_mib": _census.gradients_mib(params, kind, self._gradient_bytes),
+                         "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind, params)}
+                else:
+                    c = {"parameters_mib": last["parameters_mib"], "gradients_mib": last["gradients_mib"],
+                         "optimizer_state_mib": _census.optimizer_state_mib(self.optimizers, kind, params)}
                 self._state_entries = entries
             else:
                 c = last
@@ -1241,6 +1248,19 @@ class Recorder:
                 out.append(sum(len(v) for st in state.values() if isinstance(st, dict)
                                for v in st.values() if isinstance(v, (list, tuple))))
         return tuple(out)
+
+    def _refresh_parameters(self):
+        """The parameters again where the optimizers' hold others than the
+        census counts (a param group added, or a new nn.Parameter, inside
+        the loop: the census at the cleanups kept the first ones, and the
+        new weights read as something else the step kept); None where they
+        are the same. Asked where a parameter's state came or went."""
+        fresh = self._parameters()
+        old = self._params_cache or []
+        if len(fresh) == len(old) and all(a is b for a, b in zip(fresh, old)):
+            return None
+        self._params_cache = fresh
+        return fresh
 
     def _parameters(self):
         seen, out = set(), []

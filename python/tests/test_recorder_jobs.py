@@ -1181,6 +1181,41 @@ class Closures(unittest.TestCase):
         self.assertNotIn("made once", line)
         self.assertIn("history_size", v["response"])
 
+    def test_a_param_group_added_every_step_is_named_as_parameters_made(self):
+        """A new parameter and its param group every step (an independent
+        check's ViT): the census counted the parameters the recording began
+        with, so the new ones' AdamW state was taken out as the optimizer's
+        own growth and the weights left read as a graph kept every step
+        ("Stop retaining graphs"). The census counts them as they come; the
+        verdict names parameters made every step, 3x a parameter's bytes a
+        step (the weight and its two moments)."""
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        extra = []
+        out = os.path.join(tempfile.mkdtemp(), "groups.json")
+        with memdiag.record(model, opt, output=out):
+            for _ in range(8):
+                p = torch.nn.Parameter(torch.zeros(256, 512))  # 0.5 MiB
+                extra.append(p)
+                opt.add_param_group({"params": [p]})
+                loss = F.cross_entropy(model(torch.randn(32, 256)), torch.randint(0, 10, (32,))) + p.sum() * 0
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        r, v = report_and_verdict(out)
+        params = [s["tensors"]["parameters_mib"] for s in r["samples"] if s["phase"] == "cleanup"]
+        self.assertAlmostEqual(params[-1] - params[0], 7 * 0.5, delta=0.01)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertEqual(v["label"], "parameters made every step (a lifetime bug)")
+        [trend] = [e for e in v["evidence_data"] if e["code"] == "retained_growth"]
+        self.assertAlmostEqual(trend["per_step_mib"], 1.5, delta=0.02)
+        [share] = [e for e in v["evidence_data"] if e["code"] == "retained_share_of_forward"]
+        self.assertAlmostEqual(share["parameters_per_step_mib"], 0.5, delta=0.01)
+        self.assertAlmostEqual(share["state_per_step_mib"], 1.0, delta=0.01)
+        self.assertIn("param groups once", v["response"])
+        self.assertNotIn("retain_graph", v["response"])
+
     def test_gradients_kept_between_steps_are_named_beside_the_state(self):
         """zero_grad(set_to_none=False) keeps the gradients through every
         cleanup: named as such, not "the rest is not its state" alone."""

@@ -306,6 +306,26 @@ class Lane(LaneCase):
                 opt.zero_grad()
         self.same(loop, engagements=2, every=1)
 
+    def test_a_param_group_added_in_steady_steps_is_counted_as_parameters(self):
+        # A new parameter and its group every step once the lane runs: its
+        # census counts the new weights as the recorder's Python does.
+        def loop(model, opt, rec):
+            extra = []
+            for step in range(40):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                loss = F.cross_entropy(model(x), y)
+                if step >= 25:
+                    p = torch.nn.Parameter(torch.zeros(64, 64))
+                    extra.append(p)
+                    opt.add_param_group({"params": [p]})
+                    loss = loss + p.sum() * 0
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, every=1)
+        params = [s["tensors"]["parameters_mib"] for s in report["samples"] if s["phase"] == "cleanup"]
+        self.assertAlmostEqual(params[-1] - params[0], 15 * 64 * 64 * 4 / 2 ** 20, places=6)
+
     def test_a_closure_optimizer_evaluates_the_loss_inside_step(self):
         # LBFGS calls the closure (zero_grad, forward, backward) several
         # times inside step(): the lane hands those to the recorder's Python.

@@ -225,7 +225,15 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
         g.fills_at_step = static_cast<std::int64_t>(std::min(steps_left + p.steps.back().step, 1e15));
       }
       out.push_back(g);
-      if (fwd > 0) out.push_back(evidence::RetainedShareOfForward{slope, fwd, kept_tensors_explaining_growth(p)});
+      if (fwd > 0) {
+        evidence::RetainedShareOfForward share{slope, fwd, kept_tensors_explaining_growth(p), std::nullopt, 0};
+        if (p.cleanup_parameters_grew_steps > 0) {
+          const double steps = p.cleanup_parameters_grew_steps;
+          share.parameters_per_step_mib = p.cleanup_parameters_grew_mib / steps;
+          share.state_per_step_mib = p.cleanup_state_grew_with_parameters_mib / steps;
+        }
+        out.push_back(share);
+      }
       add_sweep(out, sweeps, SweepKind::kSteps, &sweep);
       confirmed = sweep != nullptr && sweep->increasing;
       break;

@@ -126,6 +126,7 @@ void read_samples(const Report& r, RunFeatures& f) {
           if (s.tensors) {
             st.cleanup_gradients_mib = s.tensors->gradients_mib;
             st.cleanup_optimizer_state_mib = s.tensors->optimizer_state_mib;
+            st.cleanup_parameters_mib = s.tensors->parameters_mib;
           }
           break;
         case Phase::kSetup:
@@ -309,19 +310,40 @@ void split_first_step_excess(RunFeatures& f);
 // and how much of the first step's increase was made once.
 void post_cleanup_trend(RunFeatures& f) {
   std::vector<double> xs, ys, grads;
-  std::optional<double> first_state;
+  std::optional<double> first_state, first_parameters;
+  int first_parameters_step = 0;
   double first_cleanup = 0;
   for (const StepFigures& st : f.steps) {
     if (st.cleanup_allocated_mib) {
       xs.push_back(st.step);
       double y = *st.cleanup_allocated_mib;
+      // Parameters made since the first cleanup are the loop's (a new
+      // nn.Parameter and its param group every step: 3 MiB a step of
+      // which the state's 2 were taken out below as the optimizer's, and
+      // the 1 left read as a graph): the state that grew with them stays.
+      bool parameters_grew = false;
+      if (st.cleanup_parameters_mib) {
+        if (!first_parameters) {
+          first_parameters = st.cleanup_parameters_mib;
+          first_parameters_step = st.step;
+        }
+        const double grew = *st.cleanup_parameters_mib - *first_parameters;
+        parameters_grew = grew >= thresholds::kGrowthFloorMib;
+        if (parameters_grew) {
+          f.cleanup_parameters_grew_mib = grew;
+          f.cleanup_parameters_grew_steps = st.step - first_parameters_step;
+          if (st.cleanup_optimizer_state_mib && first_state) {
+            f.cleanup_state_grew_with_parameters_mib = std::max(0.0, *st.cleanup_optimizer_state_mib - *first_state);
+          }
+        }
+      }
       // What the optimizer's state grew by since the first cleanup is
       // the optimizer's (LBFGS's history filling to history_size), not
       // something the loop keeps: 5.80 MiB a step of it read as growth.
       // No more than the allocation grew, where a census and the
       // allocator disagree.
-      if (st.cleanup_optimizer_state_mib) {
-        if (!first_state) first_state = st.cleanup_optimizer_state_mib;
+      if (st.cleanup_optimizer_state_mib && !first_state) first_state = st.cleanup_optimizer_state_mib;
+      if (st.cleanup_optimizer_state_mib && !parameters_grew) {
         const double state_grew = std::max(0.0, *st.cleanup_optimizer_state_mib - *first_state);
         const double allocation_grew = ys.empty() ? 0.0 : std::max(0.0, y - first_cleanup);
         y -= std::min(state_grew, allocation_grew);

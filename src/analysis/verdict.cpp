@@ -132,6 +132,18 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));
   v.kept_tensors_not_graphs =
       v.dominant == Cause::kRetainedGraph && detail::kept_tensors_explaining_growth(p).has_value();
+  // New parameters and their state at every cleanup, half the growth or
+  // more: what the step keeps is weights, not a graph.
+  if (v.dominant == Cause::kRetainedGraph && p.cleanup_parameters_grew_steps > 0) {
+    const double steps = p.cleanup_parameters_grew_steps;
+    const double parameters = p.cleanup_parameters_grew_mib / steps;
+    const double state = p.cleanup_state_grew_with_parameters_mib / steps;
+    if (parameters + state >= 0.5 * p.growth_per_step_mib.value_or(0)) {
+      v.parameters_made_per_step_mib = parameters;
+      v.state_made_per_step_mib = state;
+      v.kept_tensors_not_graphs = false;
+    }
+  }
   v.warnings = detail::collect_warnings(p, v.distributed, detail::rank_set_warnings(g));
   v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   v.math_attention = p.model_attention == "math";

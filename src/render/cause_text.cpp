@@ -121,6 +121,7 @@ const char* cause_basis(Cause c) { return text_of(c).basis; }
 const char* cause_response(Cause c) { return text_of(c).response; }
 
 std::string cause_label_for(const Verdict& v) {
+  if (v.parameters_made_per_step_mib) return "parameters made every step (a lifetime bug)";
   if (v.kept_tensors_not_graphs) return "tensors kept across steps (a lifetime bug)";
   return cause_label(v.dominant);
 }
@@ -391,6 +392,14 @@ std::string kept_or_base_response(const Verdict& v);
 // is theirs), beside the rest otherwise.
 std::string response_for(const Verdict& v) {
   std::string r = kept_or_base_response(v);
+  if (v.parameters_made_per_step_mib) {
+    r = "Make parameters, modules and param groups once, before the loop (or free the old ones when a new one "
+        "replaces them): every step makes " + format_mib(*v.parameters_made_per_step_mib) + " MiB of new parameters" +
+        (v.state_made_per_step_mib >= 0.005
+             ? " and the optimizer keeps " + format_mib(v.state_made_per_step_mib) + " MiB of state for them"
+             : std::string()) +
+        " (optimizer.add_param_group or a new nn.Parameter each step keeps every one).";
+  }
   if (!v.outside_parameters_mib) return r;
   const std::string outside =
       "backward makes gradients for " + format_mib(*v.outside_parameters_mib) +
@@ -608,6 +617,16 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
         {"empty_cache(): the held graph's saved tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
         "Sharding (FSDP/ZeRO): it divides model state, not what the evaluation's forward saved."};
     return said(held);
+  }
+  if (v.parameters_made_per_step_mib) {
+    // New weights every step: the statements about graphs do not apply.
+    static const std::vector<NotHelpful> made{
+        "Sharding (FSDP/ZeRO): it divides the parameters and their state, and the loop still makes more every step.",
+        {"empty_cache(): the new parameters and their state are live tensors; nothing cached is freed.",
+         {RemedyKind::kEmptyCache}},
+        {"Activation checkpointing or a smaller batch: the parameters made every step do not depend on the batch.",
+         {RemedyKind::kCheckpoint}}};
+    return said(made);
   }
   if (v.kept_tensors_not_graphs) {
     // What the walk named is tensors, not graphs: the same statements, of them.

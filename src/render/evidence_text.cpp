@@ -593,6 +593,16 @@ std::string describe(const Evidence& e) {
           [](const evidence::RetainedShareOfForward& x) {
             const std::string share = "each step keeps " + format_fixed(100 * x.per_step_mib / x.forward_mib, 0) +
                                       "% of its forward increment (" + mib(x.forward_mib) + ")";
+            if (x.parameters_per_step_mib) {
+              // The census's parameters grew at the cleanups: the step
+              // keeps new weights and their state, no graph.
+              return share + ": the loop makes " + mib(*x.parameters_per_step_mib) +
+                     " of new parameters a step (the census's parameters at the cleanups)" +
+                     (x.state_per_step_mib >= 0.005 ? " and the optimizer " + mib(x.state_per_step_mib) +
+                                                          " of state for them"
+                                                    : std::string()) +
+                     ", not a graph: a parameter, module or param group made inside the loop";
+            }
             if (x.kept_tensors_mib) {
               // backward freed what the graph saved: the bytes are the kept tensors' own.
               return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) +

@@ -93,7 +93,9 @@ json figures(const Evidence& e) {
           },
           [](const evidence::RetainedShareOfForward& x) -> json {
             return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib},
-                    {"kept_tensors_mib", opt(x.kept_tensors_mib)}};
+                    {"kept_tensors_mib", opt(x.kept_tensors_mib)},
+                    {"parameters_per_step_mib", opt(x.parameters_per_step_mib)},
+                    {"state_per_step_mib", x.state_per_step_mib}};
           },
           [](const evidence::WeightsDominate& x) -> json {
             return {{"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"forward_mib", x.forward_mib},

@@ -140,6 +140,62 @@ TEST(Features, GradientsHeldAtEveryOtherCleanupAreNoGrowth) {
   }
 }
 
+// A param group with a new 1 MiB parameter added every step (an
+// independent check's ViT under AdamW): the census's parameters grow 1 MiB
+// a cleanup and the state 2. The state's growth was taken out as the
+// optimizer's (LBFGS's history), and the 1 MiB left read as a graph kept
+// every step ("Stop retaining graphs"). With the parameters growing, both
+// are the loop's: 3 MiB a step, named as parameters made every step. The
+// optimizer's state growing alone (its history) is still taken out.
+TEST(Features, ParametersMadeEveryStepAreTheLoopsGrowth) {
+  for (const bool parameters_grow : {true, false}) {
+    SCOPED_TRACE(parameters_grow ? "parameters and state grow" : "the state alone grows");
+    Synth s;
+    s.device = "cpu";
+    s.params_mib = 48;
+    s.optimizer_state_mib = 96;
+    s.activations_mib = 100;
+    s.steps = 8;
+    Report r = synth(s);
+    const double per_step = parameters_grow ? 3.0 : 2.0;
+    for (Sample& x : r.samples) {
+      if (!x.step) continue;
+      const int k = static_cast<int>(*x.step);
+      // What step k's step() made is there from its step() on.
+      const int made = x.phase == Phase::kStep || x.phase == Phase::kCleanup ? k : std::max(0, k - 1);
+      const bool stepped = k > 0 || x.phase == Phase::kStep || x.phase == Phase::kCleanup;
+      x.tensors = TensorCensus{48.0 + (parameters_grow ? made : 0), x.phase == Phase::kBackward ? 48.0 : 0.0,
+                               stepped ? 96.0 + 2.0 * made : 0.0};
+      x.allocated_mib += per_step * made;
+      x.peak_allocated_mib += per_step * made;
+    }
+    const RunFeatures f = compute_features(r, "x");
+    ASSERT_TRUE(f.growth_per_step_mib);
+    if (!parameters_grow) {
+      EXPECT_NEAR(*f.growth_per_step_mib, 0.0, 1e-9);
+      EXPECT_FALSE(f.growth_significant);
+      EXPECT_EQ(f.cleanup_parameters_grew_steps, 0);
+      continue;
+    }
+    EXPECT_NEAR(*f.growth_per_step_mib, 3.0, 1e-9);
+    EXPECT_TRUE(f.growth_significant);
+    EXPECT_NEAR(f.cleanup_parameters_grew_mib, 7.0, 1e-9);
+    EXPECT_EQ(f.cleanup_parameters_grew_steps, 7);
+    const Analysis a = analyse({{"x.json", r}});
+    const Verdict& v = a.verdicts.front();
+    EXPECT_EQ(v.dominant, Cause::kRetainedGraph);
+    ASSERT_TRUE(v.parameters_made_per_step_mib);
+    EXPECT_NEAR(*v.parameters_made_per_step_mib, 1.0, 1e-9);
+    EXPECT_NEAR(v.state_made_per_step_mib, 2.0, 1e-9);
+    const std::string text = render_text(Comparison{a});
+    EXPECT_NE(text.find("parameters made every step (a lifetime bug)"), std::string::npos) << text;
+    EXPECT_NE(text.find("the loop makes 1.00 MiB of new parameters a step"), std::string::npos) << text;
+    EXPECT_NE(text.find("response: Make parameters, modules and param groups once"), std::string::npos) << text;
+    EXPECT_EQ(text.find("retain_graph"), std::string::npos) << text;
+    EXPECT_EQ(text.find("graph outlives"), std::string::npos) << text;
+  }
+}
+
 TEST(Features, IncrementsAndGrowth) {
   Synth s;
   s.params_mib = 10;

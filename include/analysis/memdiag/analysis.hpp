@@ -328,6 +328,11 @@ struct RetainedShareOfForward {
   // account for the growth and no graph was told to stay: the step keeps
   // them, not its graph (backward freed what the graph saved).
   std::optional<double> kept_tensors_mib;
+  // Parameters the loop made every step (the census's at the cleanups),
+  // MiB a step, and the optimizer's state made for them: they, not a
+  // graph, are what the step keeps (a new nn.Parameter and param group).
+  std::optional<double> parameters_per_step_mib;
+  double state_per_step_mib = 0;
 };
 struct WeightsDominate {
   double parameter_mib = 0;
@@ -902,6 +907,11 @@ struct Verdict {
   // none of them graph-retaining (no retain_graph): the label says tensors
   // kept across steps, not graphs.
   bool kept_tensors_not_graphs = false;
+  // A growth named retained_graph that parameters the loop made every step
+  // (and the optimizer's state for them) account for: MiB a step of each.
+  // The label, response and would-not-help are about those, not graphs.
+  std::optional<double> parameters_made_per_step_mib;
+  double state_made_per_step_mib = 0;
 };
 
 // The MiB a cause accounts for in one run (the component components_of

@@ -40,6 +40,7 @@ struct StepFigures {
   std::optional<double> cleanup_allocated_mib;
   std::optional<double> cleanup_gradients_mib;  // the census's gradients at the cleanup, where the report has one
   std::optional<double> cleanup_optimizer_state_mib;  // and its optimizer state there
+  std::optional<double> cleanup_parameters_mib;       // and the parameters there
   std::optional<double> step_optimizer_state_mib;     // its optimizer state at the step's (last) step() sample
   // Gradients a zero_grad() inside the forward freed (the census before
   // it less at its end): added back into forward_increment_mib, which
@@ -233,6 +234,13 @@ struct RunFeatures {
   // writer that took one at some cleanups only) are left out of the
   // trend: theirs may have been held too.
   int cleanup_gradients_unknown_count = 0;
+  // Parameters the loop made after the first cleanup (the census's at the
+  // last cleanup less the first's: a new nn.Parameter or module and its
+  // param group every step), and what the optimizer's state grew by
+  // beside them: both the loop's, kept in the trend.
+  double cleanup_parameters_grew_mib = 0;
+  double cleanup_state_grew_with_parameters_mib = 0;
+  int cleanup_parameters_grew_steps = 0;  // over this many steps
   // What the loop's caches of the last few steps hold at their bound (the
   // walk's kept tensors let go after held_steps: a deque of the last
   // steps' outputs or features): kept across steps, bounded; a

@@ -584,6 +584,14 @@ class Lane {
       std::vector<std::int64_t> entries = state_entries();
       c = last_census_;
       if (!has_state_entries_ || entries != state_entries_) {
+        // Parameters with state came or went: a param group added in the
+        // loop brings weights the census must count as weights.
+        py::object fresh = helpers_.attr("refresh_parameters")();
+        if (!fresh.is_none()) {
+          params_ = fresh;
+          c.parameters = helpers_.attr("parameters_mib")().cast<double>();
+          c.gradients = gradients_mib();
+        }
         c.optimizer_state = helpers_.attr("optimizer_state_mib")().cast<double>();
         state_entries_ = std::move(entries);
         has_state_entries_ = true;
