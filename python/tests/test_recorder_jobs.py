@@ -695,6 +695,37 @@ class Kept(unittest.TestCase):
         self.assertTrue(any("the output of module 1 (ReLU) (128 x 1024 float32" in e and "a forward hook" in e
                             for e in v["evidence"]), v["evidence"])
 
+    def test_a_gradient_made_with_create_graph_kept_is_told_to_be_detached(self):
+        # A gradient penalty's input gradient (torch.autograd.grad with
+        # create_graph=True) kept every step (an independent check's): its
+        # graph keeps the input and the double backward's gradients, so
+        # detaching it frees most of what a step keeps; "detach() alone"
+        # was said not to help, and the response was about metrics.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU(),
+                                    torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(16, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        penalties = []
+        out = os.path.join(tempfile.mkdtemp(), "penalty.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(6):
+                x = torch.randn(16, 3, 32, 32, requires_grad=True)
+                loss = F.cross_entropy(model(x), torch.randint(0, 10, (16,)))
+                g, = torch.autograd.grad(loss, x, create_graph=True)
+                penalties.append(g)
+                (loss + 0.1 * g.pow(2).sum()).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        r, v = report_and_verdict(out)
+        records = self.kept_records(r)
+        self.assertTrue(any("BackwardBackward" in (k.get("grad_fn") or "") for k in records), records)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertIn("create_graph=True", v["response"])
+        self.assertIn("g.detach()", v["response"])
+        self.assertNotIn("metric", v["response"])
+        self.assertFalse([w for w in v["not_helpful"] if w.startswith("detach() alone")], v["not_helpful"])
+
     def test_a_running_sum_of_losses_is_named_a_graph_that_outlives_its_step(self):
         for steps in (3, 4):
             whats = [k["what"] for k in self.kept_records(self.record("sum", steps=steps)[1])]

@@ -226,7 +226,13 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       }
       out.push_back(g);
       if (fwd > 0) {
-        evidence::RetainedShareOfForward share{slope, fwd, kept_tensors_explaining_growth(p), std::nullopt, 0};
+        evidence::RetainedShareOfForward share{slope, fwd, kept_tensors_explaining_growth(p), std::nullopt, 0, 0};
+        const bool attached = std::any_of(p.kept.begin(), p.kept.end(), [](const KeptRecord& k) {
+          return k.what == KeptRecord::What::kTensor && !k.held_steps && k.grad_fn;
+        });
+        if (share.kept_tensors_mib && attached && slope - *share.kept_tensors_mib >= thresholds::kGrowthFloorMib) {
+          share.kept_graph_mib = slope - *share.kept_tensors_mib;
+        }
         if (p.cleanup_parameters_grew_steps > 0) {
           const double steps = p.cleanup_parameters_grew_steps;
           share.parameters_per_step_mib = p.cleanup_parameters_grew_mib / steps;

@@ -411,6 +411,28 @@ std::string response_for(const Verdict& v) {
 }
 
 namespace {
+// A gradient made with create_graph=True (torch.autograd.grad of a
+// gradient penalty) carries a graph of the backward itself: its node is a
+// backward's backward (ConvolutionBackwardBackward0), and that graph keeps
+// the input and the intermediate gradients the double backward needs.
+bool double_backward(const KeptRecord& k) {
+  if (!k.grad_fn) return false;
+  const std::string& n = *k.grad_fn;
+  const std::size_t first = n.find("Backward");
+  return first != std::string::npos && n.find("Backward", first + 1) != std::string::npos;
+}
+
+// A tensor outside any graph kept as many times a step as, and of the
+// shape of, a double backward's gradient: the input that gradient was
+// taken of, which the gradient's graph saved (its fix frees it).
+bool saved_by_double_backward(const KeptRecord& k, const std::vector<KeptRecord>& records) {
+  if (k.grad_fn || k.made_by || k.held_steps) return false;
+  return std::any_of(records.begin(), records.end(), [&](const KeptRecord& o) {
+    return o.what == KeptRecord::What::kTensor && double_backward(o) && o.per_step == k.per_step &&
+           o.shape == k.shape && !o.held_steps;
+  });
+}
+
 std::string kept_or_base_response(const Verdict& v) {
   const evidence::KeptAcrossSteps* kept = nullptr;
   for (const Evidence& e : v.evidence) {
@@ -446,6 +468,13 @@ std::string kept_or_base_response(const Verdict& v) {
               return o.what == KeptRecord::What::kTensor && o.grad_fn && o.held_steps == k.held_steps;
             })) {
           break;  // held as long as the graphs beside it: saved by them (a first layer's input), their fix frees it
+        }
+        if (saved_by_double_backward(k, records)) break;  // the gradient's fix below frees it
+        if (!k.held_steps && double_backward(k)) {
+          s = "keep a gradient made with create_graph=True detached (g.detach(), or the penalty's .item()) once its "
+              "backward has run: its graph (" + *k.grad_fn +
+              ") keeps the input it was taken of and the double backward's intermediate gradients alive with it";
+          break;
         }
         if (k.held_steps) {
           // The cause itself, bounded: a cache of the last steps' tensors
@@ -629,14 +658,27 @@ std::vector<std::string> not_helpful_for(const Verdict& v) {
     return said(made);
   }
   if (v.kept_tensors_not_graphs) {
-    // What the walk named is tensors, not graphs: the same statements, of them.
+    // What the walk named is tensors, not graphs: the same statements, of
+    // them. detach() alone is said not to help only where no kept tensor
+    // carries a graph: one that does (a gradient made with
+    // create_graph=True) frees what its graph saved when detached (an
+    // independent check's penalty: 1.125 MiB a step kept, 0.375 detached).
+    bool attached = false;
+    for (const Evidence& e : v.evidence) {
+      if (const auto* k = std::get_if<evidence::KeptAcrossSteps>(&e)) {
+        for (const KeptRecord& r : k->kept) attached = attached || (r.what == KeptRecord::What::kTensor && r.grad_fn);
+      }
+    }
     static const std::vector<NotHelpful> kept_tensors{
         "Sharding (FSDP/ZeRO): it divides model state, and merely spreads the leak across processes.",
         {"empty_cache(): the kept tensors are live; nothing cached is freed.", {RemedyKind::kEmptyCache}},
         "Activation checkpointing or a smaller batch: they act on each step's activations, and what the loop keeps "
-        "from each step still adds up.",
-        "detach() alone: a detached tensor kept on the device keeps its storage; only the graph is cut."};
-    return said(kept_tensors);
+        "from each step still adds up."};
+    said(kept_tensors);
+    if (!attached) {
+      said({"detach() alone: a detached tensor kept on the device keeps its storage; only the graph is cut."});
+    }
+    return out;
   }
   if (const evidence::ForwardIncrement* f = inputs_outweigh(v)) {
     const RemedyRow* r = measured_lower(v, {RemedyKind::kCheckpoint, RemedyKind::kOffloadActivations});

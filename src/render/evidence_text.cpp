@@ -605,6 +605,11 @@ std::string describe(const Evidence& e) {
             }
             if (x.kept_tensors_mib) {
               // backward freed what the graph saved: the bytes are the kept tensors' own.
+              if (x.kept_graph_mib > 0) {
+                return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) +
+                       " a step, named below) outlive the step, and with them what the graph one of them carries "
+                       "saved (" + mib(x.kept_graph_mib) + " a step more)";
+              }
               return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) +
                      " a step, named below) outlive the step, not its graph";
             }

@@ -95,7 +95,8 @@ json figures(const Evidence& e) {
             return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib},
                     {"kept_tensors_mib", opt(x.kept_tensors_mib)},
                     {"parameters_per_step_mib", opt(x.parameters_per_step_mib)},
-                    {"state_per_step_mib", x.state_per_step_mib}};
+                    {"state_per_step_mib", x.state_per_step_mib},
+                    {"kept_graph_mib", x.kept_graph_mib}};
           },
           [](const evidence::WeightsDominate& x) -> json {
             return {{"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"forward_mib", x.forward_mib},

@@ -333,6 +333,10 @@ struct RetainedShareOfForward {
   // graph, are what the step keeps (a new nn.Parameter and param group).
   std::optional<double> parameters_per_step_mib;
   double state_per_step_mib = 0;
+  // Beside kept_tensors_mib, where one of those tensors carries a graph
+  // (a gradient made with create_graph=True): the rest of the growth, what
+  // that graph saved (0 where none is left, or none carries one).
+  double kept_graph_mib = 0;
 };
 struct WeightsDominate {
   double parameter_mib = 0;
