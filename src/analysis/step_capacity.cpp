@@ -290,11 +290,17 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
   }
   base.least = static_cast<std::int64_t>(pts.front().size);
   base.most = base.least;
-  double largest_samples = 0;
+  base.largest_step_need_mib = pts.front().peak_mib;
+  double largest_samples = pts.front().samples;
+  // Of the steps of the largest size, the highest peak: steps of one size
+  // whose memory followed something else (a seq2seq job's 8 samples at
+  // every step, its target lengths varying) peaked up to 332.5 MiB, and
+  // the last of them, 220.6, was said as the job's largest step, "it fits".
   for (const StepPoint& pt : pts) {
-    base.least = std::min(base.least, static_cast<std::int64_t>(pt.size));
-    if (static_cast<std::int64_t>(pt.size) >= base.most) {
-      base.most = static_cast<std::int64_t>(pt.size);
+    const auto size = static_cast<std::int64_t>(pt.size);
+    base.least = std::min(base.least, size);
+    if (size > base.most || (size == base.most && pt.peak_mib > base.largest_step_need_mib)) {
+      base.most = size;
       base.largest_step_need_mib = pt.peak_mib;
       largest_samples = pt.samples;
     }

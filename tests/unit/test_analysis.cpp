@@ -326,6 +326,46 @@ TEST(StepCapacity, ARunThatRanOutSaysWhichStepDidNotFit) {
   EXPECT_EQ(text.find("(it fits)"), std::string::npos) << text;
 }
 
+// Steps of the largest size whose peaks differ (an independent check's
+// seq2seq job: 8 samples at every step, peaks 191.8 to 332.5 MiB as its
+// target lengths varied): the job's largest step is said at the highest
+// of their peaks, not the last one's (220.6 MiB, "it fits").
+TEST(StepCapacity, TheLargestStepIsSaidAtTheHighestPeakOfItsSize) {
+  Synth s;
+  s.batch = 64;
+  s.steps = 8;
+  s.activations_mib = 0;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  const std::int64_t ramp[] = {16, 32, 48, 64};
+  double highest = 0, last = 0;
+  for (Sample& x : r.samples) {
+    if (!x.step) continue;
+    // Step 3's backward peaks 30 MiB above the others'; step 7, of the
+    // same size, does not.
+    if (x.phase == Phase::kBackward && *x.step == 3) x.peak_allocated_mib += 30.0;
+    if (x.phase != Phase::kForward) continue;
+    x.samples = ramp[*x.step % 4];
+    x.allocated_mib += 0.5 * static_cast<double>(*x.samples);
+    x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+  }
+  for (const Sample& x : r.samples) {
+    if (x.phase != Phase::kBackward || (*x.step != 3 && *x.step != 7)) continue;
+    highest = std::max(highest, x.peak_allocated_mib);
+    last = x.peak_allocated_mib;
+  }
+  ASSERT_GT(highest, last + 29);
+  const Verdict v = analyse({{"ramp.json", r}}, {}, {1000.0}).verdicts.front();
+  ASSERT_FALSE(v.step_capacity.empty());
+  const StepSizeCapacity& c = v.step_capacity.front();
+  EXPECT_EQ(c.most, 64);
+  EXPECT_GE(c.largest_step_need_mib, highest - 1e-9);
+  char peak[32];
+  std::snprintf(peak, sizeof peak, "%.2f MiB", highest);
+  EXPECT_NE(describe(c).find(std::string("the job's largest step, 64 samples, peaked at ") + peak), std::string::npos)
+      << describe(c);
+}
+
 // Steps of 16 sequences whose length varies (48 to 192 tokens each): where
 // each step's forward holds 0.25 MiB a token and 0.0002 MiB more a token
 // per token of length (attention's length x length part), the fit finds
