@@ -7,9 +7,14 @@ tensors.
 
 samples: the first tensor's first dimension, in call order (positional
 arguments, then keywords as written): the batch. tokens: for sequence
-inputs, the first integer tensor of two dimensions with that batch (token
-ids, batch x length), its element count; padding included, since what the
-model makes scales with the padded shape.
+inputs, the integer tensors of two dimensions with that batch (token ids,
+batch x length), a batch of each length among them: the ids, their
+attention mask and labels of one length are one sequence, and an
+encoder-decoder's labels (or decoder ids) of another length are its
+second (a T5 job's memory followed its source and target tokens, 3.2 MiB
+apart at worst, and its source ids alone 43.8 MiB). Padding included,
+since what the model makes scales with the padded shape. Where source and
+target lengths are equal in a step they are read as one.
 
 A flat batch with its bags' offsets or lengths (EmbeddingBag's
 model(ids, offsets), a recommender's packed ids): where the first tensor is
@@ -47,7 +52,7 @@ def sizes(args, kwargs):
     # (model(x), model(input_ids=ids, labels=ids)), the common call, are read
     # without the walk, in the walk's order (positional, then keywords).
     if len(args) + (len(kwargs) if kwargs else 0) <= 64:
-        first = bags = None
+        first = bags = ids = None
         for t in (args if not kwargs else (*args, *kwargs.values())):
             if not isinstance(t, _Tensor):
                 if t is None:
@@ -60,8 +65,11 @@ def sizes(args, kwargs):
             elif bags is None and _bags_of(first, t):
                 bags = t
             if t.dim() == 2 and not (t.is_floating_point() or t.is_complex()) and t.dtype != _bool:
-                return _result(first, t)
-        return _result(first, None, bags)
+                if ids is None:
+                    ids = [t]
+                else:
+                    ids.append(t)
+        return _result(first, ids, None if ids else bags)
     return _walked(args, kwargs)
 
 
@@ -97,12 +105,20 @@ def _bags_of(first, t):
 
 
 def _result(first, ids, bags=None):
+    """ids: the call's integer tensors of two dimensions, in order."""
     if first is None:
         return None, None
     if bags is not None:
         return int(bags.numel()), int(first.numel())
     samples = int(first.size(0))
-    tokens = int(ids.numel()) if ids is not None and int(ids.size(0)) == samples and ids.numel() > 0 else None
+    tokens = None
+    if ids:
+        lengths = set()
+        for t in ids:
+            if int(t.size(0)) == samples:
+                lengths.add(int(t.size(1)))
+        total = samples * sum(lengths)
+        tokens = total if total > 0 else None
     return (samples if samples > 0 else None), tokens
 
 
@@ -111,7 +127,8 @@ def _walked(args, kwargs):
         found = _batch_of_items(v)
         if found is not None:
             return found
-    first = ids = bags = None
+    first = bags = None
+    ids = []
     for t in _tensors((args, kwargs or {}), 0, [0]):
         if t.dim() == 0:
             continue
@@ -119,11 +136,9 @@ def _walked(args, kwargs):
             first = t
         elif bags is None and _bags_of(first, t):
             bags = t
-        if ids is None and _token_ids(t):
-            ids = t
-        if ids is not None:
-            break
-    return _result(first, ids, None if ids is not None else bags)
+        if _token_ids(t):
+            ids.append(t)
+    return _result(first, ids, None if ids else bags)
 
 
 def _batch_of_items(v):

@@ -101,6 +101,14 @@ class Inputs(unittest.TestCase):
             (({"ids": torch.zeros(60, dtype=torch.long), "offsets": torch.arange(0, 60, 20), "x": [1]},), {}, (3, 60)),
             ((torch.zeros(7, dtype=torch.long), torch.zeros(7, dtype=torch.long)), {}, (7, None)),
             ((torch.zeros(7), torch.zeros(3, dtype=torch.long)), {}, (7, None)),  # features, not flat ids
+            # An encoder-decoder's source and target (T5: labels set the
+            # decoder's length): a batch of each length; ids, mask and
+            # labels of one length are one sequence.
+            ((), {"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                  "labels": torch.zeros(16, 40, dtype=torch.long)}, (16, 16 * 168)),
+            ((), {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}, (16, 2048)),
+            (({"input_ids": ids, "decoder_input_ids": torch.zeros(16, 40, dtype=torch.long)},), {}, (16, 16 * 168)),
+            ((ids,), {"labels": torch.zeros(4, 40, dtype=torch.long)}, (16, 2048)),  # labels of another batch
         ]
         for args, kwargs, want in cases:
             self.assertEqual(_inputs.sizes(args, kwargs), want, (args, kwargs))

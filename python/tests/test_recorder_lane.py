@@ -47,6 +47,31 @@ class KeywordModel(torch.nn.Module):
         return self.body(x + self.emb(ids).mean(1))
 
 
+class Seq2SeqModel(torch.nn.Module):
+    """Called as model(x, ids=..., labels=...): a source and a target of
+    their own lengths, an encoder-decoder's tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = mlp()
+        self.emb = torch.nn.Embedding(50, 32)
+
+    def forward(self, x, ids=None, mask=None, labels=None):
+        return self.body(x + self.emb(ids).mean(1) + self.emb(labels).mean(1))
+
+
+class BagModel(torch.nn.Module):
+    """Called as model(ids, offsets): EmbeddingBag's flat ids and bags."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = mlp()  # seeds the generator: the bags' weights are the same in both recordings
+        self.bag = torch.nn.EmbeddingBag(50, 32)
+
+    def forward(self, ids, offsets):
+        return self.body(self.bag(ids, offsets))
+
+
 class DictModel(torch.nn.Module):
     """Called with a dict: the recorder's Python walks it."""
 
@@ -234,6 +259,35 @@ class Lane(LaneCase):
         report = self.same(loop, make=KeywordModel, every=1)
         forwards = [s for s in report["samples"] if s["phase"] == "forward"]
         self.assertEqual((forwards[-1]["samples"], forwards[-1]["tokens"]), (4 + 29 % 5, (4 + 29 % 5) * (6 + 29 % 3)))
+
+    def test_a_source_and_target_of_their_own_lengths_are_both_tokens(self):
+        def loop(model, opt, rec):
+            for step in range(30):
+                n, src, tgt = 4 + step % 3, 6 + step % 4, 3 + step % 5
+                ids = torch.randint(0, 50, (n, src))
+                out = model(torch.randn(n, 32), ids=ids, mask=torch.ones_like(ids),
+                            labels=torch.randint(0, 50, (n, tgt)))
+                F.cross_entropy(out, torch.randint(0, 8, (n,))).backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, make=Seq2SeqModel, every=1)
+        forwards = [s for s in report["samples"] if s["phase"] == "forward"]
+        # Step 29: 6 samples, source 7, target 7: equal lengths read as one.
+        self.assertEqual((forwards[-1]["samples"], forwards[-1]["tokens"]), (6, 6 * 7))
+        self.assertEqual((forwards[-3]["samples"], forwards[-3]["tokens"]), (4, 4 * (9 + 5)))  # step 27
+
+    def test_bags_of_flat_ids_are_the_samples(self):
+        def loop(model, opt, rec):
+            for step in range(30):
+                bags = 4 + step % 3
+                ids = torch.randint(0, 50, (bags * 5,))
+                out = model(ids, torch.arange(0, bags * 5, 5))
+                F.cross_entropy(out, torch.randint(0, 8, (bags,))).backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, make=BagModel, every=1)
+        forwards = [s for s in report["samples"] if s["phase"] == "forward"]
+        self.assertEqual((forwards[-1]["samples"], forwards[-1]["tokens"]), (6, 30))
 
     def test_a_dict_batch_is_walked_by_the_python(self):
         def loop(model, opt, rec):

@@ -485,10 +485,17 @@ class Lane {
     const Py_ssize_t n_kwargs = has_kwargs ? PyDict_Size(kwargs.ptr()) : 0;
     if (n_args + n_kwargs > 64) return helpers_.attr("sizes")(args, kwargs);
     const at::Tensor* first = nullptr;
-    const at::Tensor* ids = nullptr;
+    const at::Tensor* bags = nullptr;
+    // The integer tensors of two dimensions: (batch, length) each, as
+    // _inputs._result reads them (a batch of each length among those of
+    // the first's batch).
+    std::vector<std::pair<std::int64_t, std::int64_t>> ids;
     bool walk = false;
+    const auto integer = [](const at::Tensor& t) {
+      return !(t.is_floating_point() || t.is_complex()) && t.scalar_type() != at::kBool;
+    };
     auto visit = [&](PyObject* o) {
-      if (ids != nullptr || walk) return;
+      if (walk) return;
       if (o == Py_None) return;
       if (!THPVariable_Check(o)) {
         walk = true;
@@ -500,8 +507,13 @@ class Lane {
         return;
       }
       if (t.dim() == 0) return;
-      if (first == nullptr) first = &t;
-      if (t.dim() == 2 && !(t.is_floating_point() || t.is_complex()) && t.scalar_type() != at::kBool) ids = &t;
+      if (first == nullptr) {
+        first = &t;
+      } else if (bags == nullptr && first->dim() == 1 && t.dim() == 1 && integer(*first) && integer(t) &&
+                 t.numel() > 0 && t.numel() < first->numel()) {
+        bags = &t;  // _inputs._bags_of: the flat first's offsets or lengths
+      }
+      if (t.dim() == 2 && integer(t)) ids.emplace_back(t.size(0), t.size(1));
     };
     for (Py_ssize_t i = 0; i < n_args; ++i) visit(PyTuple_GET_ITEM(a, i));
     if (has_kwargs) {
@@ -512,9 +524,18 @@ class Lane {
     }
     if (walk) return helpers_.attr("sizes")(args, kwargs);
     if (first == nullptr) return none_pair();
+    if (ids.empty() && bags != nullptr) return py::make_tuple(py::int_(bags->numel()), py::int_(first->numel()));
     const std::int64_t samples = first->size(0);
     py::object tokens = py::none();
-    if (ids != nullptr && ids->size(0) == samples && ids->numel() > 0) tokens = py::int_(ids->numel());
+    std::vector<std::int64_t> lengths;
+    for (const auto& [batch, length] : ids) {
+      if (batch == samples && std::find(lengths.begin(), lengths.end(), length) == lengths.end()) {
+        lengths.push_back(length);
+      }
+    }
+    std::int64_t total = 0;
+    for (const std::int64_t l : lengths) total += samples * l;
+    if (total > 0) tokens = py::int_(total);
     return py::make_tuple(samples > 0 ? py::object(py::int_(samples)) : py::object(py::none()), tokens);
   }
 
