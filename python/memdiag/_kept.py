@@ -346,7 +346,7 @@ class KeptTracker:
                 if len(windows) >= 2 and len(seen) < 2:
                     continue
                 first = next(i for i, w in enumerate(windows) if sig in w)
-                _, _, record, _ = seen[-1][sig]
+                record = seen[-1][sig][2]
                 # Measured on the windows confirmed (what outlived a second
                 # walk) where the last walk's own window holds the kind
                 # too: it also holds what the next step lets go (a cache of
@@ -378,7 +378,14 @@ class KeptTracker:
                 if r.get("made_by") is None and sig in self._module_named:
                     named = self._module_named[sig]
                     r["made_by"] = _modules_named(sorted(named, key=named.get))
-                if any(w[sig][2]["shape"] != r["shape"] for w in seen):
+                # Of several shapes in a step (a copy of every gradient:
+                # the parameters' own shapes, the same every step), how
+                # many: the record's shape is the largest. Varying is from
+                # step to step (a mask per sequence length), not within one.
+                shapes = seen[-1][sig][4]
+                if len(shapes) > 1:
+                    r["shapes"] = len(shapes)
+                if any(w[sig][4] != shapes for w in seen):
                     r["shape_varies"] = True
                 at = self._allocated_at(ref for w in reversed(span) if sig in w
                                         for _, views in reversed(w[sig][3]) for ref in views)
@@ -538,8 +545,9 @@ def _modules_named(names):
 
 
 def _by_kind(entries):
-    """sig -> (count, bytes, first record, [(bytes, views' weakrefs)] a
-    storage) of (weakref, sig, storage, record) entries, each storage once."""
+    """sig -> (count, bytes, the largest one's record, [(bytes, views'
+    weakrefs)] a storage, frozenset of their shapes, the largest one's
+    bytes) of (weakref, sig, storage, record) entries, each storage once."""
     kept = {}
     storages = {}  # storage -> its views' weakrefs, in the kind it was counted under
     for ref, sig, key, record in entries:
@@ -551,10 +559,11 @@ def _by_kind(entries):
             views.append(ref)
             continue
         storages[key] = views = [ref]
-        count, nbytes, first, held = kept.get(sig, (0, 0, record, []))
-        if first["shape"] != record["shape"] and not first.get("shape_varies"):
-            first = dict(first, shape_varies=True)
-        kept[sig] = (count + 1, nbytes + key[3], first, held + [(key[3], views)])
+        count, nbytes, first, held, shapes, most = kept.get(sig, (0, 0, record, [], frozenset(), 0))
+        if key[3] > most:
+            first, most = record, key[3]
+        kept[sig] = (count + 1, nbytes + key[3], first, held + [(key[3], views)],
+                     shapes | {tuple(record["shape"])}, most)
     return kept
 
 

@@ -1648,6 +1648,8 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
                     f"training step (at {r['where'] or 'an unknown line'}) held {r['mib_per_step']:.1f} MiB saved "
                     f"at consecutive cleanups")
         shape = (" x ".join(str(d) for d in r["shape"]) or "a scalar") + (" (its shape varying)" if r.get("shape_varies") else "")
+        if r.get("shapes"):
+            shape = f"{r['shapes']} shapes, the largest {shape}," 
         if r.get("grows"):
             what = f"the {r['made_by']}" if r.get("made_by") else "a tensor replaced every step by a larger copy of itself"
             return f"{what}, grown every step ({shape} {r['dtype']} by the last walk, +{r['mib_per_step']:.1f} MiB a step)"

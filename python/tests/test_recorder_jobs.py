@@ -734,6 +734,34 @@ class Kept(unittest.TestCase):
         self.assertNotIn("metric", v["response"])
         self.assertFalse([w for w in v["not_helpful"] if w.startswith("detach() alone")], v["not_helpful"])
 
+    def test_a_copy_of_every_gradient_kept_is_named_as_copies_of_the_parameters(self):
+        # Every step's p.grad.clone() of every parameter kept in a list (an
+        # independent check's): tensors of several shapes in a step, the
+        # same shapes every step, the parameters' size. Read as "its shape
+        # varying with the steps" and told to be a cache keyed by shape.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 128),
+                                    torch.nn.ReLU(), torch.nn.Linear(128, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        history = []
+        out = os.path.join(tempfile.mkdtemp(), "clones.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(6):
+                F.cross_entropy(model(torch.randn(64, 256)), torch.randint(0, 10, (64,))).backward()
+                history.append([p.grad.clone() for p in model.parameters()])
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        r, v = report_and_verdict(out)
+        records = self.kept_records(r)
+        self.assertTrue(records, r["events"])
+        self.assertFalse([k for k in records if k.get("shape_varies")], records)
+        self.assertEqual(sorted(k.get("shapes") for k in records), [3, 3], records)  # 3 weights, 3 biases
+        weights = sum(p.numel() * 4 for p in model.parameters()) / 2 ** 20
+        self.assertAlmostEqual(sum(k["mib_per_step"] for k in records), weights, delta=0.01 * weights)
+        self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
+        self.assertIn("Stop keeping a copy of the parameters (or their gradients) every step", v["response"])
+        self.assertNotIn("shape", v["response"])
+
     def test_a_running_sum_of_losses_is_named_a_graph_that_outlives_its_step(self):
         for steps in (3, 4):
             whats = [k["what"] for k in self.kept_records(self.record("sum", steps=steps)[1])]

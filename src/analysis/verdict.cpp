@@ -132,6 +132,23 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
   for (Evidence& e : detail::general_evidence(v.dominant, p)) v.evidence.push_back(std::move(e));
   v.kept_tensors_not_graphs =
       v.dominant == Cause::kRetainedGraph && detail::kept_tensors_explaining_growth(p).has_value();
+  // Kept tensors a step that are a whole number of copies of the
+  // parameters (an independent check's list of every p.grad.clone(): 73
+  // tensors of the parameters' shapes, 14.52 MiB a step, its weights'
+  // size, were told to be a cache keyed by the input's shape).
+  if (v.dominant == Cause::kRetainedGraph && p.held_parameter_mib >= thresholds::kMinimumSignalMib) {
+    double copies_mib = 0;
+    for (const KeptRecord& k : p.kept) {
+      if (k.what == KeptRecord::What::kTensor && !k.held_steps && !k.grad_fn && !k.made_by && !k.grows) {
+        copies_mib += k.mib_per_step;
+      }
+    }
+    const double copies = std::round(copies_mib / p.held_parameter_mib);
+    if (copies >= 1 && std::fabs(copies_mib - copies * p.held_parameter_mib) <= 0.02 * p.held_parameter_mib) {
+      v.kept_parameter_copies = static_cast<std::int64_t>(copies);
+      v.kept_parameter_copies_mib = copies_mib;
+    }
+  }
   // New parameters and their state at every cleanup, half the growth or
   // more: what the step keeps is weights, not a graph.
   if (v.dominant == Cause::kRetainedGraph && p.cleanup_parameters_grew_steps > 0) {

@@ -194,6 +194,7 @@ json to_json(const Event& ev) {
       if (k.what == KeptRecord::What::kTensor) {
         r["shape"] = k.shape;
         if (k.shape_varies) r["shape_varies"] = true;
+        if (k.shapes) r["shapes"] = *k.shapes;
         r["dtype"] = k.dtype;
         r["device"] = k.device;
         r["grad_fn"] = opt(k.grad_fn);

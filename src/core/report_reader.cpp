@@ -193,7 +193,7 @@ Sample read_sample(const JsonNode& n) {
 
 KeptRecord read_kept(const JsonNode& n) {
   n.expect_object();
-  n.only({"what", "shape", "shape_varies", "dtype", "device", "grad_fn", "made_by", "where", "allocated_at", "per_step", "every_steps", "mib_per_step",
+  n.only({"what", "shape", "shape_varies", "shapes", "dtype", "device", "grad_fn", "made_by", "where", "allocated_at", "per_step", "every_steps", "mib_per_step",
           "graph_nodes", "graph_nodes_before", "held_steps", "grows", "from_step"});
   KeptRecord k;
   k.what = n.field("what").as_enum<KeptRecord::What>();
@@ -203,6 +203,7 @@ KeptRecord read_kept(const JsonNode& n) {
     for (std::size_t i = 0; i < shape.size() && i < 16; ++i) k.shape.push_back(shape.at(i).as_integer(0, limits::kMaxExactInteger));
   }
   if (n.given("shape_varies")) k.shape_varies = n.field("shape_varies").as_bool();
+  if (n.given("shapes")) k.shapes = n.field("shapes").as_integer(2, limits::kMaxExactInteger);
   k.dtype = n.opt_str("dtype").value_or("");
   k.device = n.opt_str("device").value_or("");
   k.grad_fn = n.opt_str("grad_fn");

@@ -470,6 +470,16 @@ std::string kept_or_base_response(const Verdict& v) {
           break;  // held as long as the graphs beside it: saved by them (a first layer's input), their fix frees it
         }
         if (saved_by_double_backward(k, records)) break;  // the gradient's fix below frees it
+        if (v.kept_parameter_copies && !k.held_steps && !k.grad_fn && !k.made_by && !k.grows) {
+          const std::int64_t n = *v.kept_parameter_copies;
+          s = "stop keeping " + (n == 1 ? std::string("a copy") : std::to_string(n) + " copies") +
+              " of the parameters (or their gradients) every step: what the loop keeps, " +
+              format_mib(v.kept_parameter_copies_mib) + " MiB a step, is " +
+              (n == 1 ? std::string("the") : std::to_string(n) + "x the") +
+              " weights' size (p.grad.clone() or p.detach().clone() into a list); accumulate into one buffer (or "
+              "let .grad accumulate over backward calls), or keep one copy updated in place (an EMA's)";
+          break;
+        }
         if (!k.held_steps && double_backward(k)) {
           s = "keep a gradient made with create_graph=True detached (g.detach(), or the penalty's .item()) once its "
               "backward has run: its graph (" + *k.grad_fn +

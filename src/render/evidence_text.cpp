@@ -138,7 +138,8 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
              " (" +
              (several ? k.dtype + " tensors of the modules' own shapes, " +
                             (shape.empty() ? std::string("a scalar") : shape) + " among them"
-                      : (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
+                      : (k.shapes ? "of " + std::to_string(*k.shapes) + " shapes, the largest " : std::string()) +
+                            (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype +
                             (k.shape_varies ? " at the last walk, its shape varying with the steps" : "")) +
              ", " + rate +
              (k.held_steps ? ", held " + std::to_string(*k.held_steps) + " steps and then let go: bounded at about " +

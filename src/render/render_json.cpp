@@ -132,6 +132,7 @@ json figures(const Evidence& e) {
             for (const KeptRecord& k : x.kept) {
               list.push_back({{"what", to_string(k.what)}, {"shape", k.shape}, {"dtype", k.dtype},
                               {"shape_varies", k.shape_varies},
+                              {"shapes", opt(k.shapes)},
                               {"grad_fn", opt(k.grad_fn)}, {"made_by", opt(k.made_by)}, {"where", opt(k.where)},
                               {"allocated_at", opt(k.allocated_at)},
                               {"per_step", k.per_step}, {"every_steps", opt(k.every_steps)},

@@ -141,6 +141,7 @@ Report full_report() {
     c.where.reset();
     c.allocated_at = "train.py:57";  // the allocator's stack named the line (CUDA)
     c.shape_varies = false;
+    c.shapes = 3;  // of three shapes in a step
     c.held_steps = 3;
     KeptRecord h = t;  // a history grown every step
     h.grad_fn.reset();

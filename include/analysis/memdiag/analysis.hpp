@@ -916,6 +916,12 @@ struct Verdict {
   // The label, response and would-not-help are about those, not graphs.
   std::optional<double> parameters_made_per_step_mib;
   double state_made_per_step_mib = 0;
+  // Tensors kept every step outside any graph and no model output whose
+  // bytes a step are a whole number of copies of the parameters (within
+  // 2%): a copy of every gradient or weight kept each step (p.grad.clone()
+  // into a list). How many copies, and their MiB a step.
+  std::optional<std::int64_t> kept_parameter_copies;
+  double kept_parameter_copies_mib = 0;
 };
 
 // The MiB a cause accounts for in one run (the component components_of

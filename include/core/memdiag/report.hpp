@@ -142,6 +142,9 @@ struct KeptRecord {
   What what = What::kTensor;
   std::vector<std::int64_t> shape;  // kTensor (the last walk's, where it varied)
   bool shape_varies = false;        // kTensor: the kind's shape differed from step to step
+  // kTensor: of several shapes in one step (a copy of every gradient: the
+  // parameters' shapes), how many; shape is then the largest one's.
+  std::optional<std::int64_t> shapes;
   std::string dtype, device;
   std::optional<std::string> grad_fn;  // the autograd node that made it
   std::optional<std::string> made_by;  // "logits of BertForMaskedLM": a model output it was
