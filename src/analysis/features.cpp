@@ -438,6 +438,24 @@ void post_cleanup_trend(RunFeatures& f) {
       }
     }
     f.growth_significant = slope > floor && (share >= thresholds::kGrowthPositiveShare || staircase);
+    if (f.growth_significant && ys.size() >= 5) {
+      std::vector<double> mid, rise;
+      bool steady_up = true;
+      for (std::size_t i = 1; i < ys.size(); ++i) {
+        const double r = (ys[i] - ys[i - 1]) / std::max(1.0, xs[i] - xs[i - 1]);
+        if (r <= floor || (!rise.empty() && r < rise.back() - floor)) steady_up = false;
+        mid.push_back(0.5 * (xs[i] + xs[i - 1]));
+        rise.push_back(r);
+      }
+      if (steady_up && rise.back() >= 2 * rise.front() && rise.back() - rise.front() >= 2 * floor) {
+        const double a = ols_slope(mid, rise);
+        if (a > 0) {
+          f.growth_acceleration_mib = a;
+          f.growth_last_rise_mib = rise.back();
+          f.growth_first_rise_mib = rise.front();
+        }
+      }
+    }
     if (f.first_step_persistent_mib) {
       // Growth that recurs every step also happened in step 0; what is left
       // is made once.

@@ -585,9 +585,16 @@ std::string describe(const Evidence& e) {
             std::string s = "post-cleanup allocation grows " + mib(x.per_step_mib) + " every step (" +
                             format_fixed(100 * x.positive_share, 0) + "% of steps up), " + mib(x.total_mib) + " over " +
                             std::to_string(x.at.steps) + " steps" + at(x.at);
+            if (x.acceleration_mib) {
+              // The mean understates a growth that speeds up: said, and
+              // projected on rises that keep growing.
+              s += ", and faster every step: it rose " + mib(x.first_rise_mib) + " at the first step and " +
+                   mib(x.last_rise_mib) + " at the last, " + mib(*x.acceleration_mib) +
+                   " more each step (what keeps it multiplies: a hook, a list or a callback added every step)";
+            }
             if (x.fills_at_step && x.budget_mib) {
-              s += "; at this rate the run's peak passes " + mib(*x.budget_mib) + " by step " +
-                   std::to_string(*x.fills_at_step);
+              s += std::string(x.acceleration_mib ? "; if the rises keep growing so," : "; at this rate") +
+                   " the run's peak passes " + mib(*x.budget_mib) + " by step " + std::to_string(*x.fills_at_step);
             }
             return s;
           },

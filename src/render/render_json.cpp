@@ -89,7 +89,9 @@ json figures(const Evidence& e) {
           [](const evidence::RetainedGrowth& x) -> json {
             return {{"per_step_mib", x.per_step_mib}, {"positive_share", x.positive_share},
                     {"total_mib", x.total_mib}, {"at", point_json(x.at)},
-                    {"fills_at_step", opt(x.fills_at_step)}, {"budget_mib", opt(x.budget_mib)}};
+                    {"fills_at_step", opt(x.fills_at_step)}, {"budget_mib", opt(x.budget_mib)},
+                    {"acceleration_mib", opt(x.acceleration_mib)}, {"first_rise_mib", x.first_rise_mib},
+                    {"last_rise_mib", x.last_rise_mib}};
           },
           [](const evidence::RetainedShareOfForward& x) -> json {
             return {{"per_step_mib", x.per_step_mib}, {"forward_mib", x.forward_mib},

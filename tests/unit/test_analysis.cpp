@@ -196,6 +196,59 @@ TEST(Features, ParametersMadeEveryStepAreTheLoopsGrowth) {
   }
 }
 
+// A growth that speeds up (an independent check's forward hook
+// registered every step, each keeping an output: rises of 2, 3, 4, ...
+// MiB): said as speeding up, and the step that fills the budget projected
+// on rises that keep growing (step 22 measured; a line through 6 cleanups
+// said 66). Constant rises are a line, as before.
+TEST(Features, GrowthThatSpeedsUpIsProjectedOnItsRises) {
+  for (const bool speeds_up : {true, false}) {
+    SCOPED_TRACE(speeds_up ? "rises of 2, 3, 4, ..." : "rises of 4 every step");
+    Synth s;
+    s.device = "cpu";
+    s.params_mib = 20;
+    s.activations_mib = 80;
+    s.steps = 8;
+    Report r = synth(s);
+    // Kept by the end of step k: 2 + 3 + ... + (k + 2), or 4 (k + 1).
+    const auto kept = [&](int k) { return speeds_up ? (k + 1) * (k + 4) / 2.0 : 4.0 * (k + 1); };
+    for (Sample& x : r.samples) {
+      if (!x.step) continue;
+      const int k = static_cast<int>(*x.step);
+      const double held = x.phase == Phase::kCleanup ? kept(k) : (k > 0 ? kept(k - 1) : 0.0);
+      x.allocated_mib += held;
+      x.peak_allocated_mib += held;
+    }
+    const RunFeatures f = compute_features(r, "x");
+    ASSERT_TRUE(f.growth_significant);
+    EXPECT_EQ(f.growth_acceleration_mib.has_value(), speeds_up);
+    const Analysis a = analyse({{"x.json", r}}, {}, {1000.0});
+    const auto* g = find<evidence::RetainedGrowth>(a.verdicts.front());
+    ASSERT_TRUE(g) << to_string(a.verdicts.front().dominant);
+    ASSERT_TRUE(g->fills_at_step);
+    // The peak by step n: the last step's, plus the rises to come.
+    const double peak = f.peak_allocated_mib;
+    double projected = peak;
+    std::int64_t n = r.samples.back().step.value_or(0);
+    while (projected < 1000.0) {
+      ++n;
+      projected += kept(static_cast<int>(n)) - kept(static_cast<int>(n) - 1);
+    }
+    if (speeds_up) {
+      ASSERT_TRUE(g->acceleration_mib);
+      EXPECT_NEAR(*g->acceleration_mib, 1.0, 1e-9);
+      EXPECT_NEAR(*g->fills_at_step, n, 1);
+      const std::string text = render_text(Comparison{a});
+      EXPECT_NE(text.find("and faster every step: it rose 3.00 MiB at the first step and 9.00 MiB at the last"),
+                std::string::npos)
+          << text;
+    } else {
+      EXPECT_FALSE(g->acceleration_mib);
+      EXPECT_EQ(*g->fills_at_step, n);
+    }
+  }
+}
+
 TEST(Features, IncrementsAndGrowth) {
   Synth s;
   s.params_mib = 10;

@@ -320,6 +320,11 @@ struct RetainedGrowth {
   // report gives neither.
   std::optional<std::int64_t> fills_at_step;
   std::optional<double> budget_mib;
+  // Growth that speeds up (RunFeatures::growth_acceleration_mib): how much
+  // more a step keeps each step, and the first and last rises; the step
+  // that fills the budget is then projected on rises that keep speeding up.
+  std::optional<double> acceleration_mib;
+  double first_rise_mib = 0, last_rise_mib = 0;
 };
 struct RetainedShareOfForward {
   double per_step_mib = 0;

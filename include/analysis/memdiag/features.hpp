@@ -177,6 +177,15 @@ struct RunFeatures {
   // and the share of step-to-step changes that were increases.
   std::optional<double> growth_per_step_mib;
   std::optional<double> growth_positive_share;
+  // Growth that speeds up: every step's rise at least the one before's
+  // (over five cleanups or more), the last at least twice the first (a
+  // forward hook registered every step, each keeping an output: rises of
+  // 2, 3, 4, ... MiB). How much more a step rises each step (the rises'
+  // slope), and the last rise. A line through the cleanups puts the step
+  // that fills the budget too late (step 66 where 22 measured).
+  std::optional<double> growth_acceleration_mib;
+  double growth_last_rise_mib = 0;
+  double growth_first_rise_mib = 0;
   // The post-cleanup allocation rose once, between two consecutive
   // cleanups, and never moved by more than the growth floor otherwise (a
   // data-parallel job rebuilding its gradient buckets after its first
