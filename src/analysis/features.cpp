@@ -436,6 +436,16 @@ void post_cleanup_trend(RunFeatures& f) {
           f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), static_cast<int>(xs[i]), ys[i] - ys[i - 1]};
         }
       }
+    } else if (ups >= 2 && downs == 0 && late_ups == 0) {
+      std::size_t first = 0, last = 0;
+      for (std::size_t i = 1; i < ys.size(); ++i) {
+        if (ys[i] - ys[i - 1] > floor) {
+          if (first == 0) first = i;
+          last = i;
+        }
+      }
+      f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[first - 1]), static_cast<int>(xs[last]),
+                                        ys[last] - ys[first - 1], ups};
     }
     f.growth_significant = slope > floor && (share >= thresholds::kGrowthPositiveShare || staircase);
     if (f.growth_significant && ys.size() >= 5) {

@@ -305,7 +305,7 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
   if (!t.growth_per_step_mib) return "post-cleanup trend unknown (one step)";
   if (t.unseen_frees) {
     return "post-cleanup allocation " +
-           (t.rise ? "rose once, " + signed_mib(t.rise->mib) + " between the cleanups of steps " +
+           (t.rise ? std::string(t.rise->rises > 1 ? "rose " : "rose once, ") + signed_mib(t.rise->mib) + " between the cleanups of steps " +
                                     std::to_string(t.rise->after_step) + " and " + std::to_string(t.rise->next_step) +
                                     ","
                               : "moved " + signed_mib(*t.growth_per_step_mib) + " per step") +
@@ -316,9 +316,15 @@ std::string trend_line(const evidence::PostCleanupTrend& t) {
     // One step up and flat around it: a slope over the steps (42.65 MiB
     // at one step read "stable (+8.53 MiB per step)") says what did not
     // happen.
-    std::string s = "post-cleanup allocation rose once, " + signed_mib(t.rise->mib) + " between the cleanups of steps " +
-                    std::to_string(t.rise->after_step) + " and " + std::to_string(t.rise->next_step) +
-                    ", and is otherwise stable over " + std::to_string(t.steps) + " steps";
+    std::string s =
+        t.rise->rises > 1
+            ? "post-cleanup allocation rose " + signed_mib(t.rise->mib) + " between the cleanups of steps " +
+                  std::to_string(t.rise->after_step) + " and " + std::to_string(t.rise->next_step) + " (" +
+                  std::to_string(t.rise->rises) + " rises: something filled and stopped, a cache or a warm-up) and is "
+                  "flat since, over " + std::to_string(t.steps) + " steps"
+            : "post-cleanup allocation rose once, " + signed_mib(t.rise->mib) + " between the cleanups of steps " +
+                  std::to_string(t.rise->after_step) + " and " + std::to_string(t.rise->next_step) +
+                  ", and is otherwise stable over " + std::to_string(t.steps) + " steps";
     if (t.made_once) s += ": made once, then kept";
     if (t.too_few_steps) {
       s += ": too few cleanups to tell memory kept every step from a one-off (a longer run, among the confirming "
@@ -774,7 +780,7 @@ std::string describe(const Warning& w) {
                         [](const warning::GrowthUnseenFrees& x) {
                           return x.source + ": its post-cleanup allocation " +
                                  (x.rise
-                                      ? "rose once, " + signed_mib(x.rise->mib) + " after step " +
+                                      ? std::string(x.rise->rises > 1 ? "rose " : "rose once, ") + signed_mib(x.rise->mib) + " after step " +
                                             std::to_string(x.rise->after_step) + ","
                                       : "moved " + signed_mib(x.growth_per_step_mib) + " a step,") +
                                  " not taken for a leak: a CPU rank's allocated is read off PyTorch's profiler, "

@@ -72,7 +72,8 @@ json figures(const Evidence& e) {
                     {"gradients_held_mib", x.gradients_held_mib}, {"gradients_held_cleanups", x.gradients_held_cleanups},
                     {"gradients_unknown_cleanups", x.gradients_unknown_cleanups},
                     {"rise", x.rise ? json{{"after_step", x.rise->after_step},
-                                          {"next_step", x.rise->next_step}, {"mib", x.rise->mib}}
+                                          {"next_step", x.rise->next_step}, {"mib", x.rise->mib},
+                                          {"rises", x.rise->rises}}
                                                : json(nullptr)}};
           },
           [](const evidence::OptimizerStateMade& x) -> json {

@@ -249,6 +249,39 @@ TEST(Features, GrowthThatSpeedsUpIsProjectedOnItsRises) {
   }
 }
 
+// A cache that fills over the first steps and stops (an independent
+// check's: 7.8 MiB kept at steps 0, 1 and 2, then none): one rise over
+// those steps, said as such, not "stable (+4.91 MiB per step)", and the
+// would-not-help does not say nothing is retained.
+TEST(Features, ACacheFilledOverTheFirstStepsIsOneRise) {
+  Synth s;
+  s.device = "cpu";
+  s.params_mib = 20;
+  s.activations_mib = 80;
+  s.steps = 8;
+  Report r = synth(s);
+  const auto kept = [](int k) { return 8.0 * std::min(k, 3); };  // by the end of step k
+  for (Sample& x : r.samples) {
+    if (!x.step) continue;
+    const int k = static_cast<int>(*x.step);
+    const double held = x.phase == Phase::kCleanup ? kept(k) : kept(std::max(0, k - 1));
+    x.allocated_mib += held;
+    x.peak_allocated_mib += held;
+  }
+  const RunFeatures f = compute_features(r, "x");
+  EXPECT_FALSE(f.growth_significant);
+  ASSERT_TRUE(f.one_rise);
+  EXPECT_EQ(f.one_rise->after_step, 0);
+  EXPECT_EQ(f.one_rise->next_step, 3);
+  EXPECT_EQ(f.one_rise->rises, 3);
+  EXPECT_NEAR(f.one_rise->mib, 24.0, 1e-9);
+  const std::string text = render_text(Comparison{analyse({{"x.json", r}})});
+  EXPECT_NE(text.find("post-cleanup allocation rose +24.00 MiB between the cleanups of steps 0 and 3 (3 rises"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("nothing is being retained"), std::string::npos) << text;
+}
+
 TEST(Features, IncrementsAndGrowth) {
   Synth s;
   s.params_mib = 10;

@@ -190,10 +190,15 @@ struct RunFeatures {
   // cleanups, and never moved by more than the growth floor otherwise (a
   // data-parallel job rebuilding its gradient buckets after its first
   // step, a free the CPU's profiler did not see): a step, not a slope.
+  // Or it rose at several cleanups in the first half of the steps only
+  // and never fell (a cache filled over the first three steps, then
+  // full): one rise over those steps (rises: how many), not a slope
+  // ("stable (+4.91 MiB per step)" beside 23.4 MiB kept since step 2).
   struct OneRise {
     int after_step = 0;  // between this step's cleanup and the next recorded one's
     int next_step = 0;
     double mib = 0;
+    int rises = 1;
   };
   std::optional<OneRise> one_rise;
   bool growth_significant = false;
