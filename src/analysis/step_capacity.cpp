@@ -324,6 +324,8 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
     }
   }
   for (const StepPoint& pt : pts) base.base_mib = std::max(base.base_mib, pt.base_mib + base.per_step_mib);
+  if (p.growth_significant && p.growth_per_step_mib) base.growth_per_step_mib = p.growth_per_step_mib;
+  base.recorded_steps = static_cast<int>(p.steps.size());
   return base;
 }
 

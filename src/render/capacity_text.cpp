@@ -446,6 +446,11 @@ std::string describe(const StepSizeCapacity& c) {
     s += "; the job's largest step, " + std::to_string(c.most) + " " + unit + ", peaked at " +
          mib(c.largest_step_need_mib) + (c.largest_step_need_mib <= c.budget_mib ? " (it fits)" : " (more than the budget)");
   }
+  if (c.growth_per_step_mib) {
+    s += "; this holds for the " + std::to_string(c.recorded_steps) + " steps recorded only: the loop keeps " +
+         mib(*c.growth_per_step_mib) + " more every step (the growth above), so a later step of that size needs that "
+         "much more for each step since (fix what it keeps first)";
+  }
   return s + ". Allocated memory: where sizes vary the allocator's reserve can need more (expandable segments reclaim it)";
 }
 

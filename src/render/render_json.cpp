@@ -478,6 +478,7 @@ json step_capacity_json(const Verdict& v) {
                    {"failed_step", opt(c.failed_step)},
                    {"per_token_per_length_mib", opt(c.per_token_per_length_mib)},
                    {"length_samples", opt(c.length_samples)},
+                   {"growth_per_step_mib", opt(c.growth_per_step_mib)},
                    {"text", describe(c)}});
   }
   return out;

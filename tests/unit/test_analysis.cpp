@@ -452,6 +452,38 @@ TEST(StepCapacity, TheLargestStepIsSaidAtTheHighestPeakOfItsSize) {
       << describe(c);
 }
 
+// Sizes that vary in a loop that keeps more every step (an independent
+// check's list of every step's logits): the answer is said to hold for
+// the steps recorded only, each later step needing the growth more.
+TEST(StepCapacity, ALoopThatKeepsMoreEveryStepIsSaidToHoldForItsStepsOnly) {
+  for (const double leak : {0.0, 3.0}) {
+    SCOPED_TRACE(leak > 0 ? "with a leak" : "without");
+    Synth s;
+    s.batch = 64;
+    s.steps = 8;
+    s.activations_mib = 0;
+    s.retained_per_step_mib = leak;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    const std::int64_t ramp[] = {16, 32, 48, 64};
+    for (Sample& x : r.samples) {
+      if (x.phase != Phase::kForward) continue;
+      x.samples = ramp[*x.step % 4];
+      x.allocated_mib += 0.5 * static_cast<double>(*x.samples);
+      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+    }
+    const Verdict v = analyse({{"ramp.json", r}}, {}, {1000.0}).verdicts.front();
+    ASSERT_FALSE(v.step_capacity.empty());
+    const StepSizeCapacity& c = v.step_capacity.front();
+    EXPECT_EQ(c.growth_per_step_mib.has_value(), leak > 0);
+    const std::string text = describe(c);
+    EXPECT_EQ(text.find("this holds for the 8 steps recorded only: the loop keeps 3.00 MiB more every step") !=
+                  std::string::npos,
+              leak > 0)
+        << text;
+  }
+}
+
 // Steps of 16 sequences whose length varies (48 to 192 tokens each): where
 // each step's forward holds 0.25 MiB a token and 0.0002 MiB more a token
 // per token of length (attention's length x length part), the fit finds

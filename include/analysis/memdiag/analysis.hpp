@@ -735,6 +735,12 @@ struct StepSizeCapacity {
   // tokens that many sequences of one length.
   std::optional<double> per_token_per_length_mib;
   std::optional<std::int64_t> length_samples;
+  // The loop keeps this much more every step (its post-cleanup growth,
+  // where significant): the answer holds for the steps recorded only, each
+  // later one needing that much more (a list of every step's logits: 484
+  // tokens said to fit 300 MiB, which the run passed at its tenth step).
+  std::optional<double> growth_per_step_mib;
+  int recorded_steps = 0;
 };
 const char* to_string(StepSizeCapacity::Unit u);
 
