@@ -45,7 +45,6 @@ std::vector<Component> components_of(const RunFeatures& f) {
 }
 
 namespace detail {
-namespace {
 
 // Post-cleanup memory that rises with the steps' own size (a loop that
 // holds the last batch's tensors through cleanup, on a ramp) is not kept
@@ -70,6 +69,24 @@ bool grows_with_size(const RunFeatures& p) {
   // A ramp never goes down: its growth cannot be told from the size's.
   return down_steps == 0 || grew_anyway == 0;
 }
+
+// No leak where the steps' forwards varied (their inputs did), the
+// recorder's walk of the live tensors at the cleanups found nothing
+// kept, and the rise per step is within what the loop held at its
+// cleanups: the batch it holds until the next replaces it, larger as the
+// images grew (an independent check's ConvNeXt on ascending sizes read
+// "unbounded" at +0.3 MiB a step beside 1.5 MiB held); so, where the
+// walk read every step's cleanup and found nothing kept (an independent
+// check's Faster R-CNN on images of their own sizes: +0.61 MiB a step
+// over 3 steps beside 12.2 MiB held read "unbounded" against 1687 MiB
+// of activations). A loop of one shape leaking after the walked steps
+// is still a leak (a review's).
+bool walk_saw_no_leak(const RunFeatures& p) {
+  return p.kept.empty() && p.walk_held_mib && p.growth_per_step_mib && *p.growth_per_step_mib <= *p.walk_held_mib &&
+         (p.forward_range.has_value() || p.walk_covered_every_step);
+}
+
+namespace {
 
 // The run's highest phase peak split into what grows with the batch (the
 // peak less the model's state counted at that phase and what persists
@@ -178,24 +195,10 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
     d.threshold = thresholds::kDominanceRatio;
   }
   const bool retained_decides = d.rule == DecisionRule::kDominant && d.top && d.top->cause == Cause::kRetainedGraph;
-  // No leak where the steps' forwards varied (their inputs did), the
-  // recorder's walk of the live tensors at the cleanups found nothing
-  // kept, and the rise per step is within what the loop held at its
-  // cleanups: the batch it holds until the next replaces it, larger as the
-  // images grew (an independent check's ConvNeXt on ascending sizes read
-  // "unbounded" at +0.3 MiB a step beside 1.5 MiB held); so, where the
-  // walk read every step's cleanup and found nothing kept (an independent
-  // check's Faster R-CNN on images of their own sizes: +0.61 MiB a step
-  // over 3 steps beside 12.2 MiB held read "unbounded" against 1687 MiB
-  // of activations). A loop of one shape leaking after the walked steps
-  // is still a leak (a review's).
-  const bool walk_saw_no_leak = p.kept.empty() && p.walk_held_mib && p.growth_per_step_mib &&
-                                *p.growth_per_step_mib <= *p.walk_held_mib &&
-                                (p.forward_range.has_value() || p.walk_covered_every_step);
   if ((d.rule == DecisionRule::kDominant || d.rule == DecisionRule::kTooClose) && !retained_decides &&
       p.growth_significant && p.steps.size() >= static_cast<std::size_t>(thresholds::kMinGrowthSteps) &&
       p.retained_growth_mib &&
-      *p.retained_growth_mib >= thresholds::kMinimumSignalMib && !grows_with_size(p) && !walk_saw_no_leak) {
+      *p.retained_growth_mib >= thresholds::kMinimumSignalMib && !grows_with_size(p) && !walk_saw_no_leak(p)) {
     // Memory kept on every step is unbounded: it runs out at some step,
     // however much larger a steady consumer is now (BERT's logits kept in a
     // list read inconclusive over 6 steps beside its activations).

@@ -2,6 +2,7 @@
 // the decided cause, and the warnings a reader must not miss.
 #include "evidence.hpp"
 #include "confirm.hpp"
+#include "decide.hpp"
 #include "step_capacity.hpp"
 #include "sweeps.hpp"
 #include "modules.hpp"
@@ -28,6 +29,10 @@ evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   t.unseen_frees = unseen;
   t.too_few_steps = growth_unjudged(p);
   t.rise = rise_said(p);
+  if (p.growth_significant) {
+    t.follows_size = grows_with_size(p);
+    if (walk_saw_no_leak(p)) t.walk_held_mib = p.walk_held_mib;
+  }
   return t;
 }
 

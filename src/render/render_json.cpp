@@ -71,6 +71,7 @@ json figures(const Evidence& e) {
                     {"state_grew_mib", x.state_grew_mib}, {"held_graph_mib", x.held_graph_mib},
                     {"gradients_held_mib", x.gradients_held_mib}, {"gradients_held_cleanups", x.gradients_held_cleanups},
                     {"gradients_unknown_cleanups", x.gradients_unknown_cleanups},
+                    {"follows_size", x.follows_size}, {"walk_held_mib", opt(x.walk_held_mib)},
                     {"rise", x.rise ? json{{"after_step", x.rise->after_step},
                                           {"next_step", x.rise->next_step}, {"mib", x.rise->mib},
                                           {"rises", x.rise->rises}}

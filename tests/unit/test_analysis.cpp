@@ -371,6 +371,36 @@ TEST(Features, AScheduleReadsPerSampleFromEachStepsOwnForward) {
   EXPECT_NEAR(*fwd->per_sample_mib, 0.5, 1e-9);
 }
 
+// Cleanups that rise with the steps' size (a curriculum's lengths: what
+// the loop holds at each cleanup is its last step's): growing, not read as
+// a leak, and said why (an independent check read "+1.98 MiB per step"
+// with no word of it).
+TEST(StepCapacity, CleanupsThatFollowTheStepsSizeAreSaidToFollowIt) {
+  Synth s;
+  s.device = "cpu";
+  s.batch = 64;
+  s.steps = 8;
+  s.activations_mib = 0;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  for (Sample& x : r.samples) {
+    if (!x.step) continue;
+    const double samples = 8.0 * static_cast<double>(*x.step + 1);
+    if (x.phase == Phase::kForward) {
+      x.samples = static_cast<std::int64_t>(samples);
+      x.allocated_mib += 0.5 * samples;
+      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+    }
+    if (x.phase == Phase::kCleanup) x.allocated_mib += 0.1 * samples;  // its last batch, held
+  }
+  const RunFeatures f = compute_features(r, "ramp.json");
+  ASSERT_TRUE(f.growth_significant);
+  const Analysis a = analyse({{"ramp.json", r}});
+  EXPECT_NE(a.verdicts.front().dominant, Cause::kRetainedGraph);
+  const std::string text = render_text(Comparison{a});
+  EXPECT_NE(text.find("it follows the steps' size"), std::string::npos) << text;
+}
+
 // A ramp that ran out of memory in a later step's forward (an independent
 // check's case file: "the job's largest step, 3666 samples, peaked at
 // 341.2 MiB (it fits)" where the 4888-sample step ran out): the largest

@@ -272,6 +272,12 @@ struct PostCleanupTrend {
   // beyond the least any held): taken out of those, as the state is.
   double gradients_held_mib = 0;
   int gradients_held_cleanups = 0;
+  // Growing, but with the steps' size (a curriculum's lengths, a ramp's
+  // batches: what the loop holds at each cleanup is its last step's), or
+  // within what the loop held at its cleanups where the recorder's walk
+  // found nothing kept: said, since it is not read as a leak.
+  bool follows_size = false;
+  std::optional<double> walk_held_mib;  // where the walk found nothing kept
   // Cleanups without a census left out of the trend beside those (their
   // gradients unknown).
   int gradients_unknown_cleanups = 0;
