@@ -702,6 +702,8 @@ class Kept(unittest.TestCase):
         self.assertEqual(v["dominant_cause"], "retained_graph", v["evidence"])
         self.assertTrue(any("the output of module 1 (ReLU) (128 x 1024 float32" in e and "a forward hook" in e
                             for e in v["evidence"]), v["evidence"])
+        self.assertIn("Remove the forward hook (or the module's code) that keeps the output of module 1 (ReLU)",
+                      v["response"])
 
     def test_a_gradient_made_with_create_graph_kept_is_told_to_be_detached(self):
         # A gradient penalty's input gradient (torch.autograd.grad with

@@ -470,6 +470,16 @@ std::string kept_or_base_response(const Verdict& v) {
           break;  // held as long as the graphs beside it: saved by them (a first layer's input), their fix frees it
         }
         if (saved_by_double_backward(k, records)) break;  // the gradient's fix below frees it
+        if (!retained && !k.held_steps && !k.where && !k.grows && k.made_by &&
+            k.made_by->rfind("output of module ", 0) == 0) {
+          // A submodule's output kept where no line of the loop's is: a
+          // forward hook (or the module's own code) keeps it, and metrics
+          // advice does not reach it (an independent check's hook on a
+          // GPT-2 block was told to keep .item() of the outputs).
+          s = "remove the forward hook (or the module's code) that keeps the " + *k.made_by +
+              " every step, or have it keep a detached, reduced value (x.detach().mean(), .item()) instead";
+          break;
+        }
         if (v.kept_parameter_copies && !k.held_steps && !k.grad_fn && !k.made_by && !k.grows) {
           const std::int64_t n = *v.kept_parameter_copies;
           s = "stop keeping " + (n == 1 ? std::string("a copy") : std::to_string(n) + " copies") +
