@@ -6,6 +6,7 @@
 // would be wrong by the spread of the samples.
 #include "step_capacity.hpp"
 #include "capacity.hpp"
+#include "decide.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -324,7 +325,11 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
     }
   }
   for (const StepPoint& pt : pts) base.base_mib = std::max(base.base_mib, pt.base_mib + base.per_step_mib);
-  if (p.growth_significant && p.growth_per_step_mib) base.growth_per_step_mib = p.growth_per_step_mib;
+  // A leak's growth, not one that follows the steps' size (a curriculum's
+  // last step held at its cleanup, larger as the lengths rise).
+  if (p.growth_significant && p.growth_per_step_mib && !grows_with_size(p) && !walk_saw_no_leak(p)) {
+    base.growth_per_step_mib = p.growth_per_step_mib;
+  }
   base.recorded_steps = static_cast<int>(p.steps.size());
   return base;
 }

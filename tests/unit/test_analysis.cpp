@@ -399,6 +399,10 @@ TEST(StepCapacity, CleanupsThatFollowTheStepsSizeAreSaidToFollowIt) {
   EXPECT_NE(a.verdicts.front().dominant, Cause::kRetainedGraph);
   const std::string text = render_text(Comparison{a});
   EXPECT_NE(text.find("it follows the steps' size"), std::string::npos) << text;
+  // Nor is the step capacity said to hold for the steps recorded only.
+  const Verdict v = analyse({{"ramp.json", r}}, {}, {1000.0}).verdicts.front();
+  ASSERT_FALSE(v.step_capacity.empty());
+  EXPECT_FALSE(v.step_capacity.front().growth_per_step_mib);
 }
 
 // A ramp that ran out of memory in a later step's forward (an independent
