@@ -392,6 +392,15 @@ std::string kept_or_base_response(const Verdict& v);
 // is theirs), beside the rest otherwise.
 std::string response_for(const Verdict& v) {
   std::string r = kept_or_base_response(v);
+  // A growth that speeds up: what keeps the tensors is itself added every
+  // step (an independent check's forward hook registered in the loop, each
+  // keeping a block's output): the fix for the kept tensors alone leaves
+  // the keepers piling up.
+  if (const auto* g = first_of<evidence::RetainedGrowth>(v); g && g->acceleration_mib && v.dominant == Cause::kRetainedGraph) {
+    r = "What the loop keeps grows faster every step (" + format_mib(*g->acceleration_mib) +
+        " MiB more each step): something that keeps tensors is itself added every step (a hook registered, a callback "
+        "or a list made inside the loop); make it once, before the loop. " + r;
+  }
   if (v.parameters_made_per_step_mib) {
     r = "Make parameters, modules and param groups once, before the loop (or free the old ones when a new one "
         "replaces them): every step makes " + format_mib(*v.parameters_made_per_step_mib) + " MiB of new parameters" +

@@ -242,6 +242,8 @@ TEST(Features, GrowthThatSpeedsUpIsProjectedOnItsRises) {
       EXPECT_NE(text.find("and faster every step: it rose 3.00 MiB at the first step and 9.00 MiB at the last"),
                 std::string::npos)
           << text;
+      EXPECT_EQ(a.verdicts.front().dominant, Cause::kRetainedGraph);
+      EXPECT_NE(text.find("response: What the loop keeps grows faster every step"), std::string::npos) << text;
     } else {
       EXPECT_FALSE(g->acceleration_mib);
       EXPECT_EQ(*g->fills_at_step, n);
