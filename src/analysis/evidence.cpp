@@ -219,7 +219,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       if (bounded_hold(p)) break;
       const double slope = p.growth_per_step_mib.value_or(0);
       evidence::RetainedGrowth g{slope, p.growth_positive_share.value_or(0), p.retained_growth_mib.value_or(0),
-                                 point_of(p), std::nullopt, std::nullopt};
+                                 point_of(p), std::nullopt, std::nullopt, std::nullopt, 0, 0};
       // At this rate: each later step peaks higher by what a step keeps,
       // against the run's limit, else a budget asked for, else the device.
       g.budget_mib = p.config.memory_limit_mib ? p.config.memory_limit_mib

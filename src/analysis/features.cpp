@@ -433,7 +433,7 @@ void post_cleanup_trend(RunFeatures& f) {
     if (ups == 1 && downs == 0) {
       for (std::size_t i = 1; i < ys.size(); ++i) {
         if (ys[i] - ys[i - 1] > floor) {
-          f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), static_cast<int>(xs[i]), ys[i] - ys[i - 1]};
+          f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), static_cast<int>(xs[i]), ys[i] - ys[i - 1], 1};
         }
       }
     } else if (ups >= 2 && downs == 0 && late_ups == 0) {
