@@ -356,7 +356,12 @@ class KeptTracker:
                 confirmed = len(self._kept_by_window)
                 pending_holds = self._pending is not None and sig in self._pending
                 span = windows[first:confirmed] if pending_holds and first < confirmed else windows[first:]
-                count = [w for w in span if sig in w][-1][sig][0]
+                # How many a step, over the windows it was kept in, as its
+                # MiB a step is: the last window's count beside the mean's
+                # bytes read "4 tensors ..., 3.00 MiB" of 1 MiB tensors where
+                # what was kept grew every step (hooks registered each step).
+                present_counts = [w[sig][0] for w in span if sig in w]
+                count = max(1, round(sum(present_counts) / len(present_counts)))
                 nbytes = sum(w[sig][1] for w in span if sig in w) / len(span)
                 r = dict(record)
                 # Let go since: the oldest windows' tensors of the kind are

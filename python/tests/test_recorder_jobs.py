@@ -764,6 +764,29 @@ class Kept(unittest.TestCase):
         self.assertIn("Stop keeping a copy of the parameters (or their gradients) every step", v["response"])
         self.assertNotIn("shape", v["response"])
 
+    def test_hooks_registered_every_step_are_counted_as_their_bytes_are(self):
+        # A forward hook registered every step, each keeping a detached copy
+        # of the output (an independent check's): more is kept each step.
+        # The count a step is the mean over the walked steps, as the bytes
+        # are ("4 tensors ..., 3.00 MiB" of 1 MiB tensors before), and the
+        # growth is said to speed up.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        kept = []
+        out = os.path.join(tempfile.mkdtemp(), "hooks.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for _ in range(8):
+                model[1].register_forward_hook(lambda m, i, o: kept.append(o.detach().clone()))
+                F.cross_entropy(model(torch.randn(128, 256)), torch.randint(0, 10, (128,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        r, v = report_and_verdict(out)
+        [k] = [k for k in self.kept_records(r) if k["shape"] == [128, 512]]
+        one = 128 * 512 * 4 / 2 ** 20
+        self.assertAlmostEqual(k["per_step"] * one, k["mib_per_step"], delta=0.51 * one)
+        self.assertTrue(any("faster every step" in e for e in v["evidence"]), v["evidence"])
+
     def test_a_running_sum_of_losses_is_named_a_graph_that_outlives_its_step(self):
         for steps in (3, 4):
             whats = [k["what"] for k in self.kept_records(self.record("sum", steps=steps)[1])]
