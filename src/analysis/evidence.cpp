@@ -225,23 +225,19 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       g.budget_mib = p.config.memory_limit_mib ? p.config.memory_limit_mib
                      : !budgets_mib.empty()    ? std::optional<double>(budgets_mib.front())
                                                : p.device_total_mib;
+      g.acceleration_mib = p.growth_acceleration_mib;
+      g.first_rise_mib = p.growth_first_rise_mib;
+      g.last_rise_mib = p.growth_last_rise_mib;
       if (g.budget_mib && slope > 0 && !p.steps.empty() && p.peak_allocated_mib < *g.budget_mib) {
-        double steps_left = std::ceil((*g.budget_mib - p.peak_allocated_mib) / slope);
-        if (p.growth_acceleration_mib) {
+        const double room = *g.budget_mib - p.peak_allocated_mib;
+        double steps_left = std::ceil(room / slope);
+        if (g.acceleration_mib) {
           // Rises that keep speeding up: n more steps add n d + a n (n + 1) / 2
           // (d the last rise, a its growth a step).
-          const double a = *p.growth_acceleration_mib, d = p.growth_last_rise_mib;
-          const double room = *g.budget_mib - p.peak_allocated_mib, b = d + 0.5 * a;
+          const double a = *g.acceleration_mib, b = g.last_rise_mib + 0.5 * a;
           steps_left = std::ceil((-b + std::sqrt(b * b + 2 * a * room)) / a);
-          g.acceleration_mib = a;
-          g.first_rise_mib = p.growth_first_rise_mib;
-          g.last_rise_mib = d;
         }
         g.fills_at_step = static_cast<std::int64_t>(std::min(steps_left + p.steps.back().step, 1e15));
-      } else if (p.growth_acceleration_mib) {
-        g.acceleration_mib = p.growth_acceleration_mib;
-        g.first_rise_mib = p.growth_first_rise_mib;
-        g.last_rise_mib = p.growth_last_rise_mib;
       }
       out.push_back(g);
       if (fwd > 0) {
