@@ -125,6 +125,7 @@ std::vector<CapacityPrediction> predict_capacity(const Group& g, const RunFeatur
     c.steps = p.config.steps;
     c.sequence_length = p.config.sequence_length;
     c.micro_batches = p.micro_batches;
+    if (p.forward_range && !p.sizes_varied()) c.largest_inputs_step = p.forward_range->most_step;
     c.primary_batch = p.local_batch;
     if (p.id.world_size > 1) c.rank = p.id.rank;
     const RunFeatures* search = search_for(g, p, budget);

@@ -57,8 +57,28 @@ bool bounded_hold(const RunFeatures& p) {
   return !p.growth_significant && (p.held_graph_mib || p.kept_bounded_mib >= thresholds::kMinimumSignalMib);
 }
 
+std::optional<WalkedGrowth> walked_growth(const RunFeatures& p) {
+  if (p.walk_covered_every_step) return std::nullopt;
+  const StepFigures* first = nullptr;
+  const StepFigures* last = nullptr;
+  for (const StepFigures& st : p.steps) {
+    if (!st.cleanup_allocated_mib ||
+        std::find(p.walked_steps.begin(), p.walked_steps.end(), st.step) == p.walked_steps.end()) {
+      continue;
+    }
+    if (!first) first = &st;
+    last = &st;
+  }
+  if (!first || !last || last->step <= first->step) return std::nullopt;
+  return WalkedGrowth{first->step, last->step,
+                      (*last->cleanup_allocated_mib - *first->cleanup_allocated_mib) /
+                          static_cast<double>(last->step - first->step)};
+}
+
 std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p) {
-  const double slope = p.growth_per_step_mib.value_or(0);
+  // The walk's MiB a step is its steps' mean: told against their growth.
+  const std::optional<WalkedGrowth> walked = walked_growth(p);
+  const double slope = walked ? walked->mib_per_step : p.growth_per_step_mib.value_or(0);
   double tensors = 0;
   for (const KeptRecord& k : p.kept) {
     if (k.what == KeptRecord::What::kRetainGraph) return std::nullopt;
@@ -89,8 +109,12 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
           f.samples_seen = p.step_samples.has_value();
           f.tokens_seen = p.step_tokens.has_value();
         }
-        if (p.step_samples && p.step_samples->varied()) {
-          f.samples = p.step_samples;
+        if (p.step_samples && p.step_samples->varied()) f.samples = p.step_samples;
+        if ((p.step_samples && p.step_samples->varied()) || (p.step_tokens && p.step_tokens->varied())) {
+          // Where the steps' fit says memory follows the tokens, the figure
+          // is per token, at a batch that varied or held (an independent
+          // check's Qwen2 on lengths that varied at batch 8 read "13.15 MiB
+          // per sample" beside a capacity in tokens).
           const std::optional<StepSizeCapacity> fit = step_size_fit(p);
           if (fit && fit->unit == StepSizeCapacity::Unit::kTokens && p.step_tokens) {
             // The forward's own per token, the median of each step's (the
@@ -241,12 +265,32 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       }
       out.push_back(g);
       if (fwd > 0) {
-        evidence::RetainedShareOfForward share{slope, fwd, kept_tensors_explaining_growth(p), std::nullopt, 0, 0};
+        evidence::RetainedShareOfForward share{slope,        fwd,          kept_tensors_explaining_growth(p),
+                                               std::nullopt, 0,            0,
+                                               std::nullopt, std::nullopt, std::nullopt};
         const bool attached = std::any_of(p.kept.begin(), p.kept.end(), [](const KeptRecord& k) {
           return k.what == KeptRecord::What::kTensor && !k.held_steps && k.grad_fn;
         });
-        if (share.kept_tensors_mib && attached && slope - *share.kept_tensors_mib >= thresholds::kGrowthFloorMib) {
-          share.kept_graph_mib = slope - *share.kept_tensors_mib;
+        // The kept tensors' MiB a step is the walked steps' mean: told
+        // against the cleanups' rise over those steps where the walk read
+        // some of them only (sizes that varied make the two differ), and
+        // said where the walked steps grew otherwise than the run.
+        double against = slope;
+        if (const std::optional<WalkedGrowth> walked = walked_growth(p); walked && share.kept_tensors_mib) {
+          against = walked->mib_per_step;
+          if (std::abs(against - slope) > thresholds::kLinearTolerance * slope) {
+            share.walked_first_step = walked->first_step;
+            share.walked_last_step = walked->last_step;
+            share.walked_growth_mib = against;
+          }
+        }
+        // What the graph saved is the rest where it is more than the two
+        // figures' own disagreement (the tolerance the fits allow): a
+        // kept output's graph, backward run through it, saved nothing.
+        if (share.kept_tensors_mib && attached &&
+            against - *share.kept_tensors_mib >=
+                std::max(thresholds::kGrowthFloorMib, thresholds::kLinearTolerance * *share.kept_tensors_mib)) {
+          share.kept_graph_mib = against - *share.kept_tensors_mib;
         }
         if (p.cleanup_parameters_grew_steps > 0) {
           const double steps = p.cleanup_parameters_grew_steps;

@@ -11,9 +11,18 @@ RunPoint point_of(const RunFeatures& f);
 // The one rise of the post-cleanup allocation where it is not growth: what
 // the trend and the unseen-frees warning say as a step.
 std::optional<RunFeatures::OneRise> rise_said(const RunFeatures& p);
+// Where the recorder's walk read some of the steps' cleanups only: the
+// first and last it read and what the cleanups rose a step between them.
+struct WalkedGrowth {
+  int first_step = 0;
+  int last_step = 0;
+  double mib_per_step = 0;
+};
+std::optional<WalkedGrowth> walked_growth(const RunFeatures& p);
 // The MiB a step of the tensors the walk named as kept, where they account
-// for at least half of the post-cleanup growth and none of the records is a
-// graph told to stay (retain_graph); else nothing.
+// for at least half of the post-cleanup growth (over the walked steps,
+// where the walk read some only: its figure is their mean) and none of the
+// records is a graph told to stay (retain_graph); else nothing.
 std::optional<double> kept_tensors_explaining_growth(const RunFeatures& p);
 // Memory kept across steps and bounded, with no growth: a graph held from
 // step to step (an evaluation's), or a cache of the last few steps'

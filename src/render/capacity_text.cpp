@@ -277,8 +277,12 @@ std::string describe(const CapacityPrediction& c) {
          (c.micro_batches > 1 ? " (in " + std::to_string(c.micro_batches) + " micro-batches of " +
                                     std::to_string(a.max_batch / c.micro_batches) + ", as the run's steps had)"
                               : std::string()) +
-         " at preset " + c.preset + ", " + length_words(c) + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") + ": " +
-         describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
+         " at preset " + c.preset + ", " + length_words(c) + std::to_string(c.steps) + (c.steps == 1 ? " step" : " steps") +
+         (c.largest_inputs_step ? " at the inputs of step " + std::to_string(*c.largest_inputs_step) +
+                                      ", the largest forward of the run's (its steps' inputs varied in shape at the same "
+                                      "batch: smaller inputs fit more)"
+                                : std::string()) +
+         ": " + describe_phase_line(b) + " binds, " + describe_fixed_part(b) + " + " + format_mib(b.per_sample_mib) +
          " MiB per sample" +
          (c.micro_batches > 1 ? " of the batch (its " + std::to_string(c.micro_batches) +
                                     " micro-batches hold their activations one at a time)"

@@ -480,16 +480,19 @@ std::string describe(const Evidence& e) {
                     ? adds + " per step (its batch unseen: nothing per sample), preset " +
                           x.at.preset + ", " + steps_word(x.at.steps) + ", against " + mib(x.parameter_mib) +
                           " of parameters; peak " + mib(x.peak_mib)
-                : x.samples && x.per_token_mib && x.tokens
-                    ? adds + " per step (the median step; the steps were given " + std::to_string(x.samples->least) +
-                          " to " + std::to_string(x.samples->most) + " samples and " +
+                : x.per_token_mib && x.tokens
+                    ? adds + " per step (the median step; the steps were given " +
+                          (x.samples ? std::to_string(x.samples->least) + " to " + std::to_string(x.samples->most) +
+                                           " samples and "
+                                     : "batch " + std::to_string(x.at.batch) + " and ") +
                           (x.tokens->varied() ? std::to_string(x.tokens->least) + " to " + std::to_string(x.tokens->most) +
                                                     " tokens), "
                                               : "the same " + std::to_string(x.tokens->most) + " tokens each), ") +
                           format_fixed(*x.per_token_mib, 4) + " MiB per token (" +
-                          (x.tokens->varied() ? "memory follows the tokens, not the samples: its rate per token varied "
-                                                "less over the steps"
-                                              : "memory does not follow the samples: it held with the tokens") +
+                          (x.tokens->varied() && !x.samples ? std::string("memory follows the tokens: the batch held")
+                           : x.tokens->varied() ? std::string("memory follows the tokens, not the samples: its rate per "
+                                                              "token varied less over the steps")
+                                              : std::string("memory does not follow the samples: it held with the tokens")) +
                           "), preset " + x.at.preset + ", " + steps_word(x.at.steps) + ", against " +
                           mib(x.parameter_mib) + " of parameters; peak " + mib(x.peak_mib)
                 : x.samples ? adds + " per step (the median step; the steps were given " +
@@ -629,13 +632,19 @@ std::string describe(const Evidence& e) {
             }
             if (x.kept_tensors_mib) {
               // backward freed what the graph saved: the bytes are the kept tensors' own.
+              const std::string walked =
+                  x.walked_first_step && x.walked_last_step && x.walked_growth_mib
+                      ? " a step over the walked steps " + std::to_string(*x.walked_first_step) + " to " +
+                            std::to_string(*x.walked_last_step) + ", whose cleanups rose " +
+                            mib(*x.walked_growth_mib) + " a step; named below"
+                      : std::string(" a step, named below");
               if (x.kept_graph_mib > 0) {
-                return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) +
-                       " a step, named below) outlive the step, and with them what the graph one of them carries "
-                       "saved (" + mib(x.kept_graph_mib) + " a step more)";
+                return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) + walked +
+                       ") outlive the step, and with them what the graph one of them carries saved (" +
+                       mib(x.kept_graph_mib) + " a step more)";
               }
-              return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) +
-                     " a step, named below) outlive the step, not its graph";
+              return share + ": tensors the loop keeps (" + mib(*x.kept_tensors_mib) + walked +
+                     ") outlive the step, not its graph";
             }
             return share + ": the step's graph outlives the step";
           },

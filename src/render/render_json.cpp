@@ -100,7 +100,10 @@ json figures(const Evidence& e) {
                     {"kept_tensors_mib", opt(x.kept_tensors_mib)},
                     {"parameters_per_step_mib", opt(x.parameters_per_step_mib)},
                     {"state_per_step_mib", x.state_per_step_mib},
-                    {"kept_graph_mib", x.kept_graph_mib}};
+                    {"kept_graph_mib", x.kept_graph_mib},
+                    {"walked_first_step", opt(x.walked_first_step)},
+                    {"walked_last_step", opt(x.walked_last_step)},
+                    {"walked_growth_mib", opt(x.walked_growth_mib)}};
           },
           [](const evidence::WeightsDominate& x) -> json {
             return {{"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"forward_mib", x.forward_mib},
@@ -446,6 +449,7 @@ json capacity_json(const Verdict& v) {
                         {"preset", c.preset},
                         {"steps", c.steps},
                         {"micro_batches", c.micro_batches},
+                        {"largest_inputs_step", opt(c.largest_inputs_step)},
                         {"needs_more_than_mib", opt(c.needs_more_than_mib)},
                         {"searched", searched_json(c.searched)},
                         {"searched_expandable", searched_json(c.searched_expandable)},

@@ -488,6 +488,47 @@ TEST(StepCapacity, TheLargestStepIsSaidAtTheHighestPeakOfItsSize) {
       << describe(c);
 }
 
+// Images whose size varied at the same batch (a multi-scale job): the
+// report gives the same samples every step, so the capacity is said for the
+// largest step's inputs, smaller ones fitting more (an independent check's
+// EfficientNet read "the largest batch predicted to fit is 8" with no word
+// that it was at 224 px where 96 px holds five times more).
+TEST(Capacity, ImagesOfSizesThatVariedAreSaidAtTheLargestStepsInputs) {
+  for (const bool varied : {true, false}) {
+    SCOPED_TRACE(varied ? "sizes varied" : "one size");
+    Synth s;
+    s.batch = 8;
+    s.steps = 6;
+    s.activations_mib = 0;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    const double scale[] = {1.0, 0.3, 0.5, 1.0, 0.2, 0.7};
+    for (Sample& x : r.samples) {
+      if (!x.step) continue;
+      const double act = 40.0 * (varied ? scale[*x.step] : 1.0);
+      if (x.phase == Phase::kForward) {
+        x.samples = 8;
+        x.allocated_mib += act;
+        x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+      } else if (x.phase == Phase::kBackward) {
+        x.peak_allocated_mib += act;
+      }
+    }
+    const Verdict v = analyse({{"multiscale.json", r}}, {}, {1000.0}).verdicts.front();
+    ASSERT_FALSE(v.capacity.empty());
+    const CapacityPrediction& c = v.capacity.front();
+    if (varied) {
+      ASSERT_TRUE(c.largest_inputs_step);
+      EXPECT_EQ(*c.largest_inputs_step, 3);
+      EXPECT_NE(describe(c).find("at the inputs of step 3, the largest forward of the run's"), std::string::npos)
+          << describe(c);
+    } else {
+      EXPECT_FALSE(c.largest_inputs_step);
+      EXPECT_EQ(describe(c).find("at the inputs of step"), std::string::npos) << describe(c);
+    }
+  }
+}
+
 // Sizes that vary in a loop that keeps more every step (an independent
 // check's list of every step's logits): the answer is said to hold for
 // the steps recorded only, each later step needing the growth more.
@@ -561,6 +602,21 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
     } else {
       EXPECT_FALSE(c.per_token_per_length_mib) << describe(c);
       EXPECT_EQ(c.max_size_steepest, static_cast<std::int64_t>(room / 0.25));
+    }
+    // The forward's figure is per token too where the batch held (an
+    // independent check's Qwen2 at batch 8 read "13.15 MiB per sample"
+    // beside a capacity in tokens).
+    const auto* fwd = find<evidence::ForwardIncrement>(v);
+    ASSERT_TRUE(fwd);
+    {
+      EXPECT_FALSE(fwd->samples);
+      ASSERT_TRUE(fwd->per_token_mib && fwd->tokens);
+      if (per_length == 0) {
+        EXPECT_NEAR(*fwd->per_token_mib, 0.25, 1e-6);
+      }
+      EXPECT_EQ(fwd->tokens->least, 16 * 48);
+      const std::string said = describe(Evidence{*fwd});
+      EXPECT_NE(said.find("MiB per token (memory follows the tokens: the batch held)"), std::string::npos) << said;
     }
   }
 }
@@ -1537,6 +1593,58 @@ TEST(Verdict, ARiseTheWalkReadAtEveryCleanupAsNothingKeptIsNoLeak) {
   EXPECT_EQ(first.decision.rule, DecisionRule::kGrowsEveryStep);
 }
 
+// Kept tensors of sizes that varied, walked at the first steps only: their
+// MiB a step is the walked steps' mean, told against what the cleanups rose
+// over those steps, not over the run (an independent check's kept logits
+// read 7.54 MiB a step against 10.83 over the run, the rest "what the graph
+// one of them carries saved"). A gradient's graph (create_graph) that keeps
+// as much again is still said.
+TEST(Verdict, KeptTensorsWalkedAtSomeStepsAreToldAgainstThoseStepsGrowth) {
+  const std::vector<double> rises = {0, 6, 7, 5, 12, 6, 13, 19, 15, 12, 14, 16};
+  const auto verdict = [&](double graph_share) {
+    Synth s;
+    s.steps = 12;
+    s.activations_mib = 300;
+    Report r = synth(s);
+    for (Sample& x : r.samples) {
+      if (!x.step) continue;
+      double cum = 0;
+      for (int j = 0; j <= *x.step; ++j) cum += rises[static_cast<std::size_t>(j)];
+      x.allocated_mib += cum;
+      x.peak_allocated_mib += cum;
+    }
+    Event e = make_event(EventKind::kKept, std::nullopt, std::nullopt, "kept across steps");
+    KeptRecord k;
+    k.what = KeptRecord::What::kTensor;
+    k.shape = {4, 48, 8000};
+    k.shape_varies = true;
+    k.dtype = "float32";
+    k.grad_fn = "UnsafeViewBackward0";
+    k.per_step = 1;
+    k.mib_per_step = (6 + 7 + 5 + 12 + 6 + 13) / 6.0 / (1 + graph_share);  // the walked windows' mean
+    e.kept = {k};
+    e.walked_steps = {0, 1, 2, 3, 4, 5, 6};
+    r.events.push_back(e);
+    return analyse({{"r.json", r}}).verdicts.at(0);
+  };
+  const Verdict plain = verdict(0);
+  ASSERT_EQ(plain.dominant, Cause::kRetainedGraph);
+  const auto* share = find<evidence::RetainedShareOfForward>(plain);
+  ASSERT_TRUE(share && share->kept_tensors_mib);
+  EXPECT_DOUBLE_EQ(share->kept_graph_mib, 0);
+  ASSERT_TRUE(share->walked_growth_mib);
+  EXPECT_EQ(*share->walked_first_step, 0);
+  EXPECT_EQ(*share->walked_last_step, 6);
+  EXPECT_NEAR(*share->walked_growth_mib, 49.0 / 6, 1e-9);
+  const std::string said = describe(Evidence{*share});
+  EXPECT_NE(said.find("over the walked steps 0 to 6"), std::string::npos) << said;
+  EXPECT_NE(said.find("not its graph"), std::string::npos) << said;
+  const Verdict graph = verdict(1);
+  const auto* carried = find<evidence::RetainedShareOfForward>(graph);
+  ASSERT_TRUE(carried && carried->kept_tensors_mib);
+  EXPECT_NEAR(carried->kept_graph_mib, 49.0 / 12, 1e-9);
+}
+
 // Post-cleanup memory that follows the steps' own size (a loop holding its
 // last batch through cleanup) is not a leak: it falls where a step is
 // smaller. Growth that goes on where the size goes down is.
@@ -2213,6 +2321,11 @@ TEST(Verdict, ARiseAtOneStepIsSaidAsAStepNotASlope) {
             std::string::npos)
       << said;
   EXPECT_EQ(said.find("per step"), std::string::npos) << said;
+  // The runs table says the rise too, not a slope beside "flat since".
+  const Analysis a = analyse({{"r.json", once}});
+  const Table table = runs_table(a.groups.at(0));
+  const auto column = std::find(table.headers.begin(), table.headers.end(), "growth MiB/step") - table.headers.begin();
+  EXPECT_EQ(table.rows.at(0).at(static_cast<std::size_t>(column)), "rose 42.65");
   EXPECT_FALSE(compute_features(with_cleanups({0, 20, 20, 40, 40}), "r.json").one_rise);
   EXPECT_FALSE(compute_features(with_cleanups({0, 0, 0, 0, 0}), "r.json").one_rise);
 }

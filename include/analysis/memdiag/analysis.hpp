@@ -348,6 +348,14 @@ struct RetainedShareOfForward {
   // (a gradient made with create_graph=True): the rest of the growth, what
   // that graph saved (0 where none is left, or none carries one).
   double kept_graph_mib = 0;
+  // Where the walk read some of the steps' cleanups only: the first and
+  // last it read and what the cleanups rose a step between them, the
+  // growth kept_tensors_mib is told against (an independent check's kept
+  // logits of lengths that varied: 7.54 MiB a step over the walked steps,
+  // 10.83 over the run, the rest read as a graph's).
+  std::optional<int> walked_first_step;
+  std::optional<int> walked_last_step;
+  std::optional<double> walked_growth_mib;
 };
 struct WeightsDominate {
   double parameter_mib = 0;
@@ -655,6 +663,11 @@ struct CapacityPrediction {
   // Gradient accumulation: the batch is this many micro-batches, as the
   // run's steps were (its memory follows the micro-batch, batch / this).
   int micro_batches = 1;
+  // The steps' inputs varied in shape at the same batch and tokens (image
+  // sizes that varied): the answer is for the largest step's, this step's
+  // forward (an independent check's multi-scale EfficientNet: the batch at
+  // 224 px, where 96 px holds about five times more).
+  std::optional<std::int64_t> largest_inputs_step;
   CapacityAnswer answer;
   // The points were a --find-max-batch's tries: the search's own prediction
   // (its outcomes left out, to set beside what it found).
