@@ -11,7 +11,6 @@
 #include <cmath>
 
 namespace memdiag::detail {
-namespace {
 
 evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   const bool unseen = p.growth_unseen_frees_mib.has_value();
@@ -35,6 +34,8 @@ evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once) {
   }
   return t;
 }
+
+namespace {
 
 void add_sweep(std::vector<Evidence>& out, const std::vector<Sweep>& sweeps, SweepKind kind, const Sweep** found) {
   if (const Sweep* s = find_sweep(sweeps, kind)) {

@@ -11,6 +11,9 @@ RunPoint point_of(const RunFeatures& f);
 // The one rise of the post-cleanup allocation where it is not growth: what
 // the trend and the unseen-frees warning say as a step.
 std::optional<RunFeatures::OneRise> rise_said(const RunFeatures& p);
+// The post-cleanup trend as evidence (made_once: the cause is state made
+// once, said where nothing grew), the same on every path that cites it.
+evidence::PostCleanupTrend trend(const RunFeatures& p, bool made_once);
 // Where the recorder's walk read some of the steps' cleanups only: the
 // first and last it read and what the cleanups rose a step between them.
 struct WalkedGrowth {

@@ -110,19 +110,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
     // The failing phase decides; the steps that completed add their trend.
     v.dominant = detail::oom_cause(p);
     v.evidence.push_back(detail::oom_evidence(p, v.dominant));
-    if (p.growth_per_step_mib) {
-      evidence::PostCleanupTrend t;
-      t.growth_per_step_mib = p.growth_per_step_mib;
-      t.growing = p.growth_significant;
-      t.steps = static_cast<int>(p.steps.size());
-      t.rise = detail::rise_said(p);
-      t.state_grew_mib = p.cleanup_state_taken_mib;
-      t.held_graph_mib = p.cleanup_held_graph_taken_mib;
-      t.gradients_held_mib = p.cleanup_gradients_taken_mib;
-      t.gradients_held_cleanups = p.cleanup_gradients_taken_count;
-      t.gradients_unknown_cleanups = p.cleanup_gradients_unknown_count;
-      v.evidence.push_back(t);
-    }
+    if (p.growth_per_step_mib) v.evidence.push_back(detail::trend(p, false));
   } else {
     const bool decided = v.decision.rule == DecisionRule::kDominant || v.decision.rule == DecisionRule::kGrowsEveryStep ||
                          v.decision.rule == DecisionRule::kDominantAtPeak;
