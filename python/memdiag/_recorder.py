@@ -351,6 +351,11 @@ class Recorder:
         self._last = None  # the last boundary crossed
         self._recording = True  # whether the step in progress is recorded
         self._skipped_steps = 0
+        # Steps whose zero_grad() came with no step() before it, and the
+        # parameters' versions as recording began: where no step() ever ran
+        # and the parameters changed, the loop updates them otherwise.
+        self._zero_grad_skips = 0
+        self._versions_at_start = None
 
     # ----- the explicit API -------------------------------------------------
 
@@ -485,6 +490,7 @@ class Recorder:
         # The model's buffers as recording begins, beside model_ready's
         # sample: what was allocated there beyond the weights may be them.
         self._buffers = _buffers(self.model, self.device)
+        self._versions_at_start = self._parameter_versions()
         self._close("model_ready")
         self._close("optimizer_ready")
         self._in = BETWEEN
@@ -643,7 +649,32 @@ class Recorder:
             out.append("no optimizer was given: its step() and zero_grad() mark where a step ends, so the whole "
                        "loop reads as one step whose forwards are micro-batches; pass it, memdiag.record(model, "
                        "optimizer, ...)")
+        elif self.hooks and self._zero_grad_skips >= 2 and self._zero_grad_skips >= self._step + 1 and \
+                self._versions_at_start is not None and self._parameter_versions() != self._versions_at_start:
+            # An optimizer wrapper that updates through methods of its own
+            # (SAM's first_step() and second_step(), the second calling an
+            # inner optimizer's step()): every zero_grad() read as the end
+            # of a step without its update, two of them a step of the loop,
+            # and the state's rise and fall as a history (a check's SAM over
+            # AdamW read "grew as LBFGS's history does").
+            names = ", ".join(type(o).__name__ for o in self.optimizers)
+            out.append(f"the optimizer given ({names}) never ran step(), yet the parameters changed: the loop updates "
+                       "them otherwise (an optimizer wrapper's own methods, as SAM's first_step() and second_step(), "
+                       "which call an inner optimizer's step(); or an update by hand), so every zero_grad() was read "
+                       "as the end of a step without its update, and one step of the loop may be several here; call "
+                       "the wrapper's step(closure) where it has one, or record with hooks=False and "
+                       "rec.mark(\"forward\") ... rec.mark(\"cleanup\") once per update")
         return out
+
+    def _parameter_versions(self):
+        """The sum of the optimizers' parameters' version counters (each
+        in-place change adds one): whether the parameters changed."""
+        total = 0
+        for o in self.optimizers:
+            for group in o.param_groups:
+                for p in group["params"]:
+                    total += p._version
+        return total
 
     def __exit__(self, exc_type, exc, tb):
         if exc_type is None:
@@ -1002,6 +1033,7 @@ class Recorder:
         if self._last == BACKWARD and self._in == STEP:
             # zero_grad() after backward with no step() between: the loop
             # skipped the update (a check on the loss, a scaler of its own).
+            self._zero_grad_skips += 1
             self._skip_step("step() was not called before zero_grad()")
         if self._last == STEP and self._in != BETWEEN_OPTIMIZERS:
             self._close(CLEANUP)

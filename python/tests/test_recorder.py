@@ -449,6 +449,59 @@ class Options(Tmp):
         self.assertIn("memdiag: backward() ran, but the recorded model (Wrapper) was never called", err.getvalue())
         self.check("noopt.json", "wrapper.json", "fine.json")
 
+    def test_an_optimizer_wrapper_that_never_runs_step_is_said(self):
+        # SAM's loop calls first_step() (perturb, zero_grad()) and
+        # second_step() (restore, the inner optimizer's step(), zero_grad()):
+        # the optimizer given never runs step(), every zero_grad() ends a
+        # step without its update, yet the weights change. A loop that skips
+        # every update (a check on the loss) changes nothing: no such line.
+        class SAM(torch.optim.Optimizer):
+            def __init__(self, params, rho=0.05):
+                super().__init__(params, dict(rho=rho))
+                self.base_optimizer = torch.optim.AdamW(self.param_groups, lr=1e-3)
+                self.param_groups = self.base_optimizer.param_groups
+
+            @torch.no_grad()
+            def first_step(self):
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        self.state[p]["old_p"] = p.detach().clone()
+                        p.add_(p.grad, alpha=g["rho"])
+                self.zero_grad()
+
+            @torch.no_grad()
+            def second_step(self):
+                for g in self.param_groups:
+                    for p in g["params"]:
+                        p.copy_(self.state[p]["old_p"])
+                self.base_optimizer.step()
+                self.zero_grad()
+
+        model = mlp()
+        sam = SAM(model.parameters())
+        x, y = torch.randn(16, 64), torch.randint(0, 8, (16,))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            with memdiag.record(model, sam, output=self.path("sam.json")):
+                for _ in range(3):
+                    F.cross_entropy(model(x), y).backward()
+                    sam.first_step()
+                    F.cross_entropy(model(x), y).backward()
+                    sam.second_step()
+            skipper = torch.optim.SGD(model.parameters(), lr=0.1)
+            with memdiag.record(model, skipper, output=self.path("skips.json")):
+                for _ in range(3):
+                    F.cross_entropy(model(x), y).backward()
+                    skipper.zero_grad()  # the update skipped every step
+        said = {name: [e["message"] for e in self.load(name)["events"] if e["kind"] == "recording"]
+                for name in ("sam.json", "skips.json")}
+        self.assertEqual(len(said["sam.json"]), 1, said)
+        self.assertIn("the optimizer given (SAM) never ran step(), yet the parameters changed", said["sam.json"][0])
+        self.assertIn("hooks=False", said["sam.json"][0])
+        self.assertEqual(said["skips.json"], [])
+        self.assertIn("memdiag: the optimizer given (SAM) never ran step()", err.getvalue())
+        self.check("sam.json", "skips.json")
+
     def test_a_buffer_without_storage_is_no_failure_and_not_counted(self):
         # A sparse buffer (a graph's adjacency) has no storage to read: it
         # does not stop the recording and is not counted (a meta buffer is
