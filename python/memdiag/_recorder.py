@@ -1828,8 +1828,15 @@ def _parallelism(model, optimizers=(), launch=None):
 # store, once for the launch (a rank that records more blocks than the
 # others reads the same); the others read it at their first cleanup, by
 # when rank 0 has started (step 0's collectives ran) and still lives (it
-# may host the store and end first).
+# may host the store and end first). A key a restart attempt: torchrun's
+# store outlives an attempt (--max-restarts), and an independent check's
+# two attempts, one failed and one complete, read as one rank set with
+# ranks given twice; memory_diagnostics keys its own the same way.
 _LAUNCH_KEY = "memdiag/launch"
+
+
+def _launch_key():
+    return f"{_LAUNCH_KEY}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
 _LAUNCH_WAIT = timedelta(seconds=10)
 
 
@@ -1858,10 +1865,10 @@ def _launch_begin():
         try:
             # The first recording's id stays: compare_set writes only
             # where the key is absent.
-            store.compare_set(_LAUNCH_KEY, "", uuid.uuid4().hex[:16])
+            store.compare_set(_launch_key(), "", uuid.uuid4().hex[:16])
         except Exception:
             return None
-    return _LAUNCH_KEY
+    return _launch_key()
 
 
 def _launch_read(key):

@@ -615,6 +615,19 @@ os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[4])
 dist.init_process_group("gloo", rank=0, world_size=1)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+if sys.argv[3] == "attempts":
+    # Blocks recorded as torchrun's restart attempts 0, 0 and 1 would be,
+    # the store shared (it outlives an attempt).
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for i, attempt in enumerate(["0", "0", "1"]):
+        os.environ["TORCHELASTIC_RESTART_COUNT"] = attempt
+        with memdiag.record(model, opt, output=sys.argv[2].replace(".json", f"-{i}.json")):
+            for _ in range(2):
+                F.cross_entropy(model(torch.randn(16, 64)), torch.randint(0, 8, (16,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+    dist.destroy_process_group()
+    sys.exit(0)
 if sys.argv[3] == "zero1":
     from torch.distributed.optim import ZeroRedundancyOptimizer
     model = torch.nn.parallel.DistributedDataParallel(model)
@@ -658,6 +671,23 @@ class Distributed(Tmp):
         # rank), kept in ZeroRedundancyOptimizer.optim.state.
         params = step0["tensors"]["parameters_mib"]
         self.assertAlmostEqual(step0["tensors"]["optimizer_state_mib"], 2 * params, delta=0.01 * params + 0.001)
+
+    def test_each_restart_attempt_is_a_launch_of_its_own(self):
+        # torchrun --max-restarts: the store outlives an attempt, and an
+        # independent check's failed attempt and its complete restart read
+        # as one rank set with every rank given twice. A block recorded
+        # again in one attempt keeps the attempt's id.
+        import socket
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        p = run_job(code=_DISTRIBUTED_JOB, args=[os.path.join(ROOT, "python"), self.path("a.json"), "attempts",
+                                                 str(port)], timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        ids = [self.load(f"a-{i}.json")["config"]["parallelism"].get("launch") for i in range(3)]
+        self.assertTrue(all(ids), ids)
+        self.assertEqual(ids[0], ids[1])
+        self.assertNotEqual(ids[1], ids[2])
 
     def test_fully_shard_is_zero3(self):
         r = self.job("fsdp")
