@@ -2367,8 +2367,8 @@ class ShapeKeyedCache(unittest.TestCase):
 
 
 class StepTemporaries(unittest.TestCase):
-    """Adam's update makes temporaries the size of its state (foreach, the
-    default): on a large embedding the run's peak is inside step(), which
+    """Adam's update makes temporaries the size of its state (on the CPU a
+    parameter at a time, torch's default there: the largest's): on a large embedding the run's peak is inside step(), which
     an independent check's verdict never said. Said, with fused=True as the
     fix; a fused Adam has none (measured: docs/measurements/cpu/step-temporaries)."""
 
@@ -2402,6 +2402,11 @@ class StepTemporaries(unittest.TestCase):
         self.assertTrue(made["step_peak_is_runs"], made)
         self.assertGreater(made["step_transient_mib"], 0.5 * made["parameter_mib"], made)
         self.assertIn("fused=True", v["response"])
+        # On the CPU torch updates a parameter at a time already (an
+        # independent check's ranks were told of a foreach update).
+        self.assertTrue(made["one_parameter_at_a_time"], made)
+        self.assertNotIn("foreach=False", v["response"])
+        self.assertTrue(any("a parameter at a time" in e for e in v["evidence"]), v["evidence"])
         v = self.record(fused=True)
         [made] = [e for e in v["evidence_data"] if e["code"] == "optimizer_state_made"]
         self.assertIsNone(made["step_transient_mib"], made)

@@ -163,7 +163,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       evidence::OptimizerStateMade made{setup, p.optimizer_state_made_mib.value_or(0),
                                         p.first_step_excess_mib.value_or(0), p.excess_to_parameter_ratio.value_or(0),
                                         p.held_parameter_mib, std::nullopt, std::nullopt, std::nullopt, false, false,
-                                        std::nullopt};
+                                        std::nullopt, p.id.device_kind == "cpu"};
       made.state_counted = !p.steps.empty() && p.steps.front().cleanup_optimizer_state_mib.has_value();
       if (p.optimizer_state_first_step_mib) {
         made.grown_to_mib = made.persistent_mib;
@@ -385,8 +385,10 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
     for (std::size_t i = 0; i < primary.step_notes.size() && i < kShown; ++i) w.notes.push_back(primary.step_notes[i]);
     out.push_back(std::move(w));
   }
-  if (primary.growth_unseen_frees_mib) {
-    out.push_back(warning::GrowthUnseenFrees{primary.source, *primary.growth_unseen_frees_mib, rise_said(primary)});
+  if (primary.growth_unseen_frees_mib || primary.buckets_before_recording_mib) {
+    out.push_back(warning::GrowthUnseenFrees{primary.source, primary.growth_unseen_frees_mib.value_or(0),
+                                             primary.growth_unseen_frees_mib ? rise_said(primary) : std::nullopt,
+                                             primary.buckets_before_recording_mib});
   }
   for (const DistributedView& d : views) {
     if (d.imbalanced) {
@@ -429,6 +431,19 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
         w.least_state_mib = least_state->optimizer_state_mib;
         w.most_state_rank = most_state->rank;
         explained = true;
+      }
+      // A leak of the rank that binds, where it is half the gap or more
+      // (an independent check's rank 1 kept its logits, 32 MiB a step, the
+      // whole of a 224 MiB gap, and was told the gap may be the readings).
+      double least_peak = d.max_peak_mib;
+      for (const RankRow& r : d.ranks) least_peak = std::min(least_peak, r.peak_allocated_mib);
+      for (const RankRow& r : d.ranks) {
+        if (r.rank != d.max_rank || !r.capacity_constraint || !r.kept_growth_per_step_mib) continue;
+        if (r.kept_growth_mib >= 0.5 * (d.max_peak_mib - least_peak)) {
+          w.kept_per_step_mib = r.kept_growth_per_step_mib;
+          w.kept_mib = r.kept_growth_mib;
+          explained = true;
+        }
       }
       w.cpu_readings_overstate =
           !explained && primary.id.device_kind == "cpu" && primary.id.producer == kProducerPython;

@@ -240,7 +240,16 @@ std::vector<DistributedView> distributed_views(const Group& g) {
     std::optional<std::size_t> constraint;
     for (const RunFeatures* r : rs) {
       v.ranks.push_back({r->id.rank, r->source, r->peak_allocated_mib, r->forward_increment_mib, r->first_step_excess_mib,
-                         false, r->local_batch, r->step_optimizer_state_mib});
+                         false, r->local_batch, r->step_optimizer_state_mib, std::nullopt, 0});
+      const bool named = std::any_of(r->kept.begin(), r->kept.end(), [](const KeptRecord& k) {
+        return k.what == KeptRecord::What::kTensor || k.what == KeptRecord::What::kGraph ||
+               k.what == KeptRecord::What::kRetainGraph;
+      });
+      if (r->growth_significant && named && r->growth_per_step_mib && r->steps.size() >= 2) {
+        v.ranks.back().kept_growth_per_step_mib = r->growth_per_step_mib;
+        v.ranks.back().kept_growth_mib =
+            *r->growth_per_step_mib * static_cast<double>(r->steps.back().step - r->steps.front().step);
+      }
       if (!constraint || r->peak_allocated_mib > v.max_peak_mib) {
         constraint = v.ranks.size() - 1;
         v.max_peak_mib = r->peak_allocated_mib;

@@ -367,14 +367,20 @@ std::string base_response(const Verdict& v) {
       m != nullptr && v.dominant == Cause::kOptimizerState && m->step_transient_mib && m->step_peak_is_runs) {
     // The run's peak is the update's temporaries. Measured on the CPU
     // (Adam, a 500k x 64 embedding and a head, torch 2.11): step()'s
-    // peak above its end 122.1 MiB with foreach (the default), 244.1
-    // with foreach=False (a parameter at a time, but two temporaries
-    // the size of the largest), 0.0 with fused=True.
+    // peak above its end 122.1 MiB with foreach=True, 244.1 with
+    // foreach=False (a parameter at a time, but two temporaries the size
+    // of the largest), 0.0 with fused=True. torch's default is foreach
+    // on CUDA and a parameter at a time on the CPU
+    // (_default_to_fused_or_foreach).
     return std::string(cause_response(v.dominant)) + " The run's peak is in step(), " +
            format_mib(*m->step_transient_mib) +
            " MiB above what it leaves: the update's temporaries; fused=True (Adam, AdamW, SGD) updates in place "
-           "without them (foreach=False makes them a parameter at a time, which helps only where no one parameter "
-           "is most of the model).";
+           "without them" +
+           (m->one_parameter_at_a_time
+                ? std::string(" (on the CPU the update already runs a parameter at a time: these are the "
+                              "largest parameter's temporaries).")
+                : std::string(" (foreach=False makes them a parameter at a time, which helps only where no one "
+                              "parameter is most of the model)."));
   }
   return cause_response(v.dominant);
 }

@@ -584,8 +584,11 @@ std::string describe(const Evidence& e) {
                 x.step_transient_mib
                     ? "; step() itself peaks " + mib(*x.step_transient_mib) + " above what it starts and ends with" +
                           (x.step_peak_is_runs ? ", the run's peak" : "") +
-                          " (the update's temporaries: a multi-tensor (foreach) update makes them for every parameter "
-                          "at once)"
+                          (x.one_parameter_at_a_time
+                               ? std::string(" (the update's temporaries: on the CPU torch updates a parameter at a "
+                                             "time, so they are the largest parameter's, made for each in turn)")
+                               : std::string(" (the update's temporaries: a multi-tensor (foreach) update makes them "
+                                             "for every parameter at once)"))
                     : "";
             return setup + "after the first step() " + mib(x.persistent_mib) + " stays allocated after cleanup" + of_left +
                    grew + ", " + format_fixed(x.ratio_to_parameters, 2) + "x the " + mib(x.parameter_mib) + " of parameters" +
@@ -746,6 +749,11 @@ std::string describe(const Warning& w) {
                                             mib(*x.most_state_mib) + " of optimizer state to the least's " +
                                             mib(*x.least_state_mib)
                                       : std::string()) +
+                                 (x.kept_per_step_mib
+                                      ? "; rank " + std::to_string(x.max_rank) + "'s loop keeps " +
+                                            mib(*x.kept_per_step_mib) + " more every step (named in the evidence), " +
+                                            mib(x.kept_mib) + " over its recorded steps: the leak is that rank's"
+                                      : std::string()) +
                                  (x.cpu_readings_overstate
                                       ? " (recorded on the CPU, where PyTorch's profiler misses the frees made in the "
                                         "collectives' own threads: a difference this size may be that; a CUDA run of "
@@ -797,6 +805,15 @@ std::string describe(const Warning& w) {
                                  "with batch_size= given";
                         },
                         [](const warning::GrowthUnseenFrees& x) {
+                          if (x.buckets_before_recording_mib && x.growth_per_step_mib == 0) {
+                            return x.source + ": DDP's gradient buckets (" + mib(*x.buckets_before_recording_mib) +
+                                   "), made before recording began, were rebuilt at the second step's forward; a "
+                                   "CPU rank's allocated is read off PyTorch's profiler, which saw the new ones made "
+                                   "but not the first ones' free, so the readings before the rebuild are taken " +
+                                   mib(*x.buckets_before_recording_mib) +
+                                   " higher, as the process held them (the rise is the buckets, not the forward's "
+                                   "and no leak); a CUDA run reads them directly";
+                          }
                           return x.source + ": its post-cleanup allocation " +
                                  (x.rise
                                       ? std::string(x.rise->rises > 1 ? "rose " : "rose once, ") + signed_mib(x.rise->mib) + " after step " +

@@ -82,6 +82,7 @@ json figures(const Evidence& e) {
                     {"ratio_to_parameters", x.ratio_to_parameters}, {"parameter_mib", x.parameter_mib},
                     {"grown_to_mib", opt(x.grown_to_mib)}, {"gradients_kept_mib", opt(x.gradients_kept_mib)},
                     {"step_transient_mib", opt(x.step_transient_mib)}, {"step_peak_is_runs", x.step_peak_is_runs},
+                    {"one_parameter_at_a_time", x.one_parameter_at_a_time},
                     {"state_counted", x.state_counted}, {"grew_once_at_step", opt(x.grew_once_at_step)}};
           },
           [](const evidence::StepIncrements& x) -> json {
@@ -203,6 +204,7 @@ json figures(const Warning& w) {
                           return {{"run", point_json(x.run)}, {"imbalance", x.imbalance},
                                   {"max_rank", x.max_rank}, {"max_peak_mib", x.max_peak_mib}, {"variant", x.variant},
                                   {"cpu_readings_overstate", x.cpu_readings_overstate},
+                                  {"kept_per_step_mib", opt(x.kept_per_step_mib)}, {"kept_mib", x.kept_mib},
                                   {"samples", x.most_samples > x.fewest_samples
                                                   ? json{{"most", x.most_samples}, {"fewest", x.fewest_samples},
                                                          {"most_rank", x.most_samples_rank}}
@@ -231,7 +233,8 @@ json figures(const Warning& w) {
                         [](const warning::GrowthUnseenFrees& x) -> json {
                           return {{"source", x.source}, {"growth_per_step_mib", x.growth_per_step_mib},
                                   {"rise", x.rise ? json{{"after_step", x.rise->after_step}, {"mib", x.rise->mib}}
-                                                             : json(nullptr)}};
+                                                  : json(nullptr)},
+                                  {"buckets_before_recording_mib", opt(x.buckets_before_recording_mib)}};
                         },
                         [](const warning::InputsVaried& x) -> json {
                           const auto range = [](const std::optional<SizeRange>& r) -> json {

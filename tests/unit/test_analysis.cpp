@@ -2239,6 +2239,91 @@ TEST(Distributed, RanksOfOneLaunchAreOneSetBesideOtherLaunches) {
   EXPECT_GT(incomplete(given(false).verdicts.at(0)), 0);
 }
 
+// Every rank's stop in the primary's set is said: the rank that failed first
+// may be another (an independent check's rank 1 raised at step 3, and only
+// rank 0's "Connection closed by peer", the consequence, was said).
+TEST(Distributed, EveryStoppedRankOfTheSetIsSaid) {
+  const auto rank = [](int r, const std::string& why) {
+    Synth s = named("crash");
+    s.device = "cpu";
+    s.world_size = 2;
+    s.rank = r;
+    s.steps = 4;
+    s.activations_mib = 10;
+    Report rep = synth(s);
+    rep.config.parallel.mode = ParallelMode::kDdp;
+    rep.status = RunStatus::kFailed;
+    rep.events.push_back(make_event(EventKind::kError, Phase::kForward, 3, why));
+    return rep;
+  };
+  const Analysis a = analyse({{"a-rank0.json", rank(0, "RuntimeError: Connection closed by peer")},
+                              {"a-rank1.json", rank(1, "RuntimeError: injected crash at step 3")}});
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  std::vector<std::string> stopped;
+  for (const Warning& w : a.verdicts[0].warnings) {
+    if (const auto* x = std::get_if<warning::RunStopped>(&w)) stopped.push_back(x->source + ": " + x->stop.message);
+  }
+  ASSERT_EQ(stopped.size(), 2u);
+  EXPECT_NE(std::find(stopped.begin(), stopped.end(), "a-rank1.json: RuntimeError: injected crash at step 3"),
+            stopped.end());
+  EXPECT_NE(std::find(stopped.begin(), stopped.end(), "a-rank0.json: RuntimeError: Connection closed by peer"),
+            stopped.end());
+}
+
+// A CPU rank of a DDP job recorded in Python: DDP's first gradient
+// buckets, made before recording began, are rebuilt at the second step's
+// forward, which the profiler reads as the forward's (+P once, cleanups
+// risen by P since). An independent check's ResNet-18 read "the inputs'
+// shapes varied" and a batch of 161 where 200 fit. The readings before the
+// rebuild are taken P higher: the forward is the steps' own, the buckets
+// fixed, and a CUDA run's rise is left as measured.
+TEST(Distributed, DdpBucketsMadeBeforeRecordingAreFixedNotTheForwards) {
+  const auto rank = [](const std::string& device) {
+    Synth s = named("buckets");
+    s.device = device;
+    s.world_size = 2;
+    s.batch = 64;
+    s.steps = 6;
+    s.params_mib = 40;
+    s.activations_mib = 100;
+    s.optimizer_state_mib = 40;
+    Report rep = synth(s);
+    rep.producer = Producer{kProducerPython, "test"};
+    rep.config.parallel.mode = ParallelMode::kDdp;
+    rep.config.parallel.backend = "gloo";
+    for (Sample& x : rep.samples) {
+      if (x.step && *x.step >= 1) {
+        x.allocated_mib += 40;  // the rebuilt buckets, seen made in step 1's forward
+        x.peak_allocated_mib += 40;
+      }
+    }
+    return rep;
+  };
+  const RunFeatures cpu = compute_features(rank("cpu"), "r-0.json");
+  ASSERT_TRUE(cpu.buckets_before_recording_mib);
+  EXPECT_NEAR(*cpu.buckets_before_recording_mib, 40, 1e-9);
+  EXPECT_FALSE(cpu.forward_range);
+  EXPECT_FALSE(cpu.one_rise);
+  ASSERT_TRUE(cpu.forward_increment_mib);
+  EXPECT_NEAR(*cpu.forward_increment_mib, 100, 1e-6);
+  const Verdict v = analyse({{"r-0.json", rank("cpu")}}, {}, {1000.0}).verdicts.at(0);
+  bool said = false;
+  for (const Warning& w : v.warnings) {
+    if (const auto* x = std::get_if<warning::GrowthUnseenFrees>(&w)) {
+      said = x->buckets_before_recording_mib.has_value();
+      EXPECT_NE(describe(Warning{*x}).find("DDP's gradient buckets (40.00 MiB), made before recording began"),
+                std::string::npos)
+          << describe(Warning{*x});
+    }
+  }
+  EXPECT_TRUE(said);
+  ASSERT_FALSE(v.capacity.empty());
+  EXPECT_FALSE(v.capacity.front().largest_inputs_step);
+  // On CUDA the allocator's figures see every free: nothing is corrected.
+  const RunFeatures cuda = compute_features(rank("cuda:0"), "r-0.json");
+  EXPECT_FALSE(cuda.buckets_before_recording_mib);
+}
+
 // An imbalance of ranks the Python recorder read on the CPU carries the
 // profiler's caveat only where nothing in the reports explains it: ranks
 // given 3x the samples, or holding 97.66 MiB of optimizer state to 0.27,

@@ -107,6 +107,10 @@ struct RankRow {
   bool capacity_constraint = false;
   std::int64_t batch = 0;                      // the samples it ran a step
   std::optional<double> optimizer_state_mib;  // its census's state at its last step()
+  // Its post-cleanup allocation grew every step and the recorder's walk
+  // named what its loop kept: the growth a step, and over its steps.
+  std::optional<double> kept_growth_per_step_mib;
+  double kept_growth_mib = 0;
 };
 
 // What a rank set lacks or repeats against its world size: ranks of the
@@ -308,6 +312,11 @@ struct OptimizerStateMade {
   // (Lookahead's slow weights at its k-th step, an average of the
   // weights), not a history that keeps growing. Absent otherwise.
   std::optional<int> grew_once_at_step;
+  // The run was on the CPU, where torch's optimizers update a parameter
+  // at a time by default (foreach needs CUDA): step()'s temporaries are
+  // the largest parameter's, not every parameter's at once (an independent
+  // check's CPU ranks were told of a foreach update and foreach=False).
+  bool one_parameter_at_a_time = false;
 };
 struct StepIncrements {
   double step0_mib = 0;
@@ -509,6 +518,10 @@ struct RankImbalance {
   int most_samples_rank = 0;
   std::optional<double> most_state_mib, least_state_mib;
   int most_state_rank = 0;
+  // The rank that binds keeps more every step, what its recorder's walk
+  // named (a leak on that rank only): a step's growth and its steps'.
+  std::optional<double> kept_per_step_mib;
+  double kept_mib = 0;
 };
 // The size of what the steps were given changed from step to step (a
 // schedule of batch sizes, variable-length buckets): figures per sample are
@@ -532,6 +545,11 @@ struct GrowthUnseenFrees {
   double growth_per_step_mib = 0;
   // Where it rose once (RunFeatures::one_rise).
   std::optional<RunFeatures::OneRise> rise;
+  // DDP's gradient buckets made before recording began, rebuilt at the
+  // second step's forward (RunFeatures::buckets_before_recording_mib): the
+  // readings before are taken this much higher; growth and rise are then
+  // the corrected readings' (none).
+  std::optional<double> buckets_before_recording_mib;
 };
 // The report's batch was not seen by its writer (a model that took no
 // tensor with a batch dimension) and is a 1 written in its stead: figures

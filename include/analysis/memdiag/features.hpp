@@ -292,6 +292,14 @@ struct RunFeatures {
   // profiler, which misses the collectives' frees; set where it is not
   // taken for a leak (growth_significant cleared): the growth it had.
   std::optional<double> growth_unseen_frees_mib;
+  // A CPU rank of a DDP job recorded in Python: the gradient buckets DDP
+  // made before recording began and rebuilt at the second step's forward.
+  // The profiler saw the new ones made and not the first ones' free, so
+  // the readings rose once by them; the readings before the rebuild are
+  // taken this much higher (as the process held them), and the rise is
+  // no forward's and no leak (an independent check's ResNet-18 read "the
+  // inputs' shapes varied" and 161 where 200 fit).
+  std::optional<double> buckets_before_recording_mib;
 
   double peak_allocated_mib = 0;
   std::optional<double> peak_reserved_mib;
