@@ -362,10 +362,26 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
   return out;
 }
 
-std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views,
+std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<RunFeatures>& runs,
+                                      const std::vector<DistributedView>& views,
                                       std::vector<warning::RankSetIncomplete> rank_sets) {
   std::vector<Warning> out;
   for (const RunStop& s : primary.stops) out.push_back(warning::RunStopped{primary.source, s});
+  // The other ranks' stops in the primary's rank set, after its own: the
+  // rank that failed first may be another (an independent check's rank 1
+  // raised at step 3, and only rank 0's "Connection closed by peer", the
+  // consequence, was said).
+  for (const DistributedView& view : views) {
+    const auto is_primary = [&](const RankRow& row) { return row.source == primary.source; };
+    if (std::none_of(view.ranks.begin(), view.ranks.end(), is_primary)) continue;
+    for (const RankRow& row : view.ranks) {
+      if (is_primary(row)) continue;
+      for (const RunFeatures& r : runs) {
+        if (r.source != row.source) continue;
+        for (const RunStop& s : r.stops) out.push_back(warning::RunStopped{r.source, s});
+      }
+    }
+  }
   {
     warning::InputsVaried w{primary.source, std::nullopt, std::nullopt, primary.local_batch};
     if (primary.step_samples && primary.step_samples->varied()) w.samples = primary.step_samples;
@@ -438,7 +454,7 @@ std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vec
       double least_peak = d.max_peak_mib;
       for (const RankRow& r : d.ranks) least_peak = std::min(least_peak, r.peak_allocated_mib);
       for (const RankRow& r : d.ranks) {
-        if (r.rank != d.max_rank || !r.capacity_constraint || !r.kept_growth_per_step_mib) continue;
+        if (!r.capacity_constraint || !r.kept_growth_per_step_mib) continue;
         if (r.kept_growth_mib >= 0.5 * (d.max_peak_mib - least_peak)) {
           w.kept_per_step_mib = r.kept_growth_per_step_mib;
           w.kept_mib = r.kept_growth_mib;

@@ -38,8 +38,10 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
                                      bool& confirmed, const std::vector<double>& budgets_mib = {});
 // Figures every verdict carries: the cache gap and memory outside the allocator.
 std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p);
-// How the primary run stopped, if it did, and ranks out of balance.
-std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<DistributedView>& views,
+// How the primary run stopped, if it did, and the other ranks of its set
+// (runs: the group's), and ranks out of balance.
+std::vector<Warning> collect_warnings(const RunFeatures& primary, const std::vector<RunFeatures>& runs,
+                                      const std::vector<DistributedView>& views,
                                       std::vector<warning::RankSetIncomplete> rank_sets);
 
 }  // namespace memdiag::detail

@@ -149,27 +149,7 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       v.kept_tensors_not_graphs = false;
     }
   }
-  v.warnings = detail::collect_warnings(p, v.distributed, detail::rank_set_warnings(g));
-  {
-    // The other ranks' stops in the primary's rank set, after its own: the
-    // rank that failed first may be another (an independent check's rank 1
-    // raised at step 3, and only rank 0's "Connection closed by peer", the
-    // consequence, was said).
-    std::vector<Warning> others;
-    for (const DistributedView& view : v.distributed) {
-      const bool its = std::any_of(view.ranks.begin(), view.ranks.end(),
-                                   [&](const RankRow& row) { return row.source == p.source; });
-      if (!its) continue;
-      for (const RankRow& row : view.ranks) {
-        if (row.source == p.source) continue;
-        for (const RunFeatures& r : g.runs) {
-          if (r.source != row.source) continue;
-          for (const RunStop& s : r.stops) others.push_back(warning::RunStopped{r.source, s});
-        }
-      }
-    }
-    v.warnings.insert(v.warnings.begin() + static_cast<std::ptrdiff_t>(p.stops.size()), others.begin(), others.end());
-  }
+  v.warnings = detail::collect_warnings(p, g.runs, v.distributed, detail::rank_set_warnings(g));
   v.confirm = detail::confirming_runs(v.decision, v.dominant, v.confirmed, g, p, taken);
   v.math_attention = p.model_attention == "math";
   if (!p.model_autocast.empty()) {
