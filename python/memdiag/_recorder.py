@@ -1964,13 +1964,21 @@ def _buffers(model, device):
 
 
 def _largest_module_bytes(model):
+    """The largest module's own weights, whole: a sharded (DTensor)
+    parameter counts at its full size, not this rank's shard, for a rank
+    gathers a unit's whole weights to run it (FSDP2's fully_shard) and
+    the capacity model holds them per parameter, not per sample."""
     if model is None:
         return None
     largest = 0
     for m in model.modules():
         own = list(m.parameters(recurse=False))
-        if own:
-            largest = max(largest, _census.storage_bytes(own))
+        if not own:
+            continue
+        whole = [p for p in own if getattr(p, "_local_tensor", None) is not None]
+        local = [p for p in own if getattr(p, "_local_tensor", None) is None]
+        size = _census.storage_bytes(local) + sum(p.numel() * p.element_size() for p in whole)
+        largest = max(largest, size)
     return largest
 
 

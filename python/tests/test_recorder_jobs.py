@@ -2881,6 +2881,9 @@ class Launchers(unittest.TestCase):
                 c = self.census_at_end(r)
                 self.assertAlmostEqual(c["parameters_mib"], full / 2, delta=0.01 * full)
                 self.assertAlmostEqual(c["optimizer_state_mib"], full, delta=0.01 * full)  # AdamW's 2 x P/N
+                # The largest module whole, not its shard: what a rank gathers
+                # to run it, which the capacity model holds per parameter.
+                self.assertEqual(r["model"]["largest_module_bytes"], 4 * (width * 4 * width + 4 * width))
             # No DDP bucket is claimed for sharded gradients.
             self.assertFalse([e for e in g["evidence_data"] if e["code"] == "data_parallel_buckets"])
 

@@ -39,6 +39,16 @@ double gathered_in(const PhaseShape& forward) {
              : 0.0;
 }
 
+// What a rank whose weights are sharded holds of its units above what its
+// forward began with, out of `rise`: up to two units' whole weights (the
+// gathered weights and the collective's buffer, as memdiag's ZeRO-3 holds
+// them: sharded_capacity.cpp), whatever the batch. From one batch the
+// rise cannot tell them from the batch's: an independent check's FSDP2
+// rank (an MLP of 60 MiB in units of up to 36 MiB, batch 32) peaked 83.5
+// MiB above its forward's start, 0.9 MiB of it the batch's, and was read
+// as 2.6 MiB a sample: capacity 59 where its batch 1024 trained in 280 MiB.
+double staged_units(double unit_mib, double rise_mib) { return std::min(std::max(0.0, rise_mib), 2 * unit_mib); }
+
 // What does not grow with the batch at a phase boundary: the census's
 // weights, gradients and optimizer state and what persists beside them
 // (workspaces, buckets), never more than was allocated there; without a
@@ -97,6 +107,7 @@ struct Decomposed {
   const PhaseShape* forward = nullptr;  // the same run's forward, for backward's unmeasured temporaries
   bool shards_gradients = false;        // gradients sharded by unit (the run's parallel mode)
   double gathered_mib = 0;              // weights its forward held gathered at its end (the census's rise)
+  double unit_mib = 0;                  // one unit's whole weights, where they are sharded (CapacityPoint)
   const BackwardProfile* profile = nullptr;  // backward node by node, at this batch
 };
 
@@ -141,7 +152,9 @@ std::vector<PhaseLine> node_lines(Phase phase, const Decomposed* lo, const Decom
     // freed by then outweigh what the node adds: the start line's slope
     // carries them).
     double temporary = fixed_temporary(h, i, phase == Phase::kBackward);
-    double rest_fixed = temporary, rest_slope = (rest_hi - temporary) / hi.batch;
+    // A sharded rank's units gathered in the span: per parameter.
+    const double staged = phase == Phase::kForward ? staged_units(hi.unit_mib, rest_hi - temporary) : 0.0;
+    double rest_fixed = temporary + staged, rest_slope = (rest_hi - temporary - staged) / hi.batch;
     if (two) {
       const double rest_lo = lo->profile->rise_mib[i] - lo->profile->gradients_mib[i];
       const double slope = (rest_hi - rest_lo) / (hi.batch - lo->batch);
@@ -233,8 +246,9 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
       // Unprofiled, or the phase's peak outside the model's call (a loss
       // computed by the loop on its outputs): the whole line.
       if (!peaked_in_spans) {
+        const double staged = std::max(gathered, staged_units(hi.unit_mib, h.peak_mib - hi.start_fixed));
         add(PhaseLine::Piece::kWhole,
-            line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + gathered), census);
+            line_of(series([](const Decomposed& d) { return d.shape->peak_mib; }), hi.start_fixed + staged), census);
       }
       break;
     }
@@ -276,7 +290,10 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
         // unit); from two batches the lines see it as what does not grow.
         // An independent check's root-sharded Llama was predicted 273 MiB
         // at batch 1 from batch 4's run, and peaked at 454.2.
-        const double per_parameter = d.shards_gradients && pts.size() == 1 ? std::min(mib, 2 * d.gathered_mib) : 0.0;
+        // Where the weights are sharded too, a unit's gathered weights beside
+        // its gradients and their copy: three units.
+        const double per_parameter =
+            d.shards_gradients && pts.size() == 1 ? std::min(mib, std::max(2 * d.gathered_mib, 3 * d.unit_mib)) : 0.0;
         (start_side ? start_transient : end_transient) = (mib - per_parameter) / d.batch;
         (start_side ? start_fixed_transient : end_fixed_transient) = d.batch < hi.batch ? mib : per_parameter;
         // (A later point of the same side overwrites an earlier one's, as
@@ -301,8 +318,14 @@ std::vector<PhaseLine> lines_of_phase(Phase phase, const std::vector<Decomposed>
         // loop that holds its last outputs until the next forward frees
         // them ends its forward lower than it made, and would be capped
         // too low.
+        // A sharded rank's forward temporary is mostly its units' gathered
+        // weights (staged_units): backward gathers them again, per
+        // parameter, and only the rest is taken per sample.
         const PhaseShape& f = *hi.forward;
-        double assumed = 2 * std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib)) / hi.batch;
+        const double forward_temporary = std::max(0.0, f.peak_mib - std::max(f.start_mib, f.end_mib));
+        const double staged = staged_units(hi.unit_mib, forward_temporary);
+        double assumed = 2 * (forward_temporary - staged) / hi.batch;
+        start_fixed_transient = std::max(start_fixed_transient, staged);
         const bool frozen = h.end_census && h.end_census->parameters_mib > 0 &&
                             h.end_census->gradients_mib < thresholds::kFrozenShare * h.end_census->parameters_mib;
         if (frozen) assumed = std::min(assumed, std::max(0.0, f.end_mib - f.start_mib) / hi.batch);
@@ -345,7 +368,7 @@ std::vector<PhaseLine> lines_of(const std::vector<const CapacityPoint*>& points,
       by_phase[s.phase].push_back(Decomposed{static_cast<double>(p->batch), &s,
                                              fixed_at(s.start_census, s.start_mib, weights, p->persistent_other_mib),
                                              fixed_at(s.end_census, s.end_mib, weights, p->persistent_other_mib),
-                                             forward, p->shards_gradients, gathered,
+                                             forward, p->shards_gradients, gathered, p->gathered_unit_mib,
                                              s.phase == Phase::kBackward && p->backward_profile && !p->shards_gradients
                                                  ? &*p->backward_profile
                                              : s.phase == Phase::kForward && p->forward_profile ? &*p->forward_profile
@@ -383,6 +406,9 @@ CapacityPoint capacity_point(const Report& r, std::int64_t local_batch, const st
   p.reserve_overhead_mib = std::max(0.0, peak_reserved_mib(r).value_or(0.0) - peak_allocated_mib(r));
   p.persistent_other_mib = persistent_other_mib(r);
   p.shards_gradients = definition(r.config.parallel.mode).shards_gradients;
+  if (definition(r.config.parallel.mode).shards_parameters && r.model.largest_module_bytes) {
+    p.gathered_unit_mib = to_mib(*r.model.largest_module_bytes);
+  }
   // The profile is of one micro-batch: used where the step's forwards
   // (its micro-batches, of the profile's size) make the step's batch.
   if (r.model.backward_profile && !r.model.backward_profile->names.empty()) {

@@ -2387,6 +2387,59 @@ TEST(Distributed, DdpBucketsMadeBeforeRecordingAreFixedNotTheForwards) {
   EXPECT_FALSE(cuda.buckets_before_recording_mib);
 }
 
+// An FSDP2 rank on the CPU, recorded in Python over Gloo: its forward
+// gathers two units (a unit's weights and the all-gather's buffer) whatever
+// the batch, and its readings rise in steps of what the profiler saw made
+// in the collectives and never saw freed (Gloo's threads), with nothing
+// kept. An independent check's rank (units of up to 36 MiB, about 0.05
+// MiB a sample) was given 59 within 600 MiB where its batch 1024 trained
+// in 280: both were read as the batch's. The units are fixed, and the
+// capacity is read off the readings less the unseen growth.
+TEST(Distributed, AShardedCpuRanksUnitsAndUnseenFreesAreNotTheBatchs) {
+  const auto rank = [](double unseen) {
+    Synth s = named("fsdp2");
+    s.device = "cpu";
+    s.world_size = 2;
+    s.batch = 32;
+    s.steps = 6;
+    s.params_mib = 30;
+    s.activations_mib = 4;
+    s.optimizer_state_mib = 60;
+    Report rep = synth(s);
+    rep.producer = Producer{kProducerPython, "test"};
+    rep.config.parallel.mode = ParallelMode::kZero3;
+    rep.model.largest_module_bytes = static_cast<std::int64_t>(36 * kMiB);  // whole, as the recorder writes it
+    for (Sample& x : rep.samples) {
+      const bool grads = x.phase == Phase::kBackward || x.phase == Phase::kStep;
+      const bool state = x.step && (*x.step >= 1 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
+      x.tensors = TensorCensus{30, grads ? 30.0 : 0.0, state ? 60.0 : 0.0};
+      if (x.phase == Phase::kForward) x.peak_allocated_mib += 72;  // two units at once
+      const double up = !x.step ? 0.0 : *x.step >= 4 ? 3 * unseen : *x.step >= 2 ? unseen : 0.0;
+      x.allocated_mib += up;
+      x.peak_allocated_mib += up;
+    }
+    return rep;
+  };
+  // At batch B the forward peaks at 90 (weights and state) + 72 (the
+  // units) + 4 B / 32: within 600 MiB, 3504.
+  const auto predicted = [&](double unseen) {
+    const Verdict v = analyse({{"r-0.json", rank(unseen)}}, {}, {600.0}).verdicts.at(0);
+    EXPECT_FALSE(v.capacity.empty());
+    return v.capacity.empty() ? std::int64_t{0} : v.capacity.front().answer.max_batch;
+  };
+  EXPECT_NEAR(static_cast<double>(predicted(0)), 3504, 3504 * 0.02);
+  const RunFeatures f = compute_features(rank(12), "r-0.json");
+  ASSERT_TRUE(f.growth_unseen_frees_mib);
+  EXPECT_NEAR(static_cast<double>(predicted(12)), 3504, 3504 * 0.02);
+  // A rank that does not shard its weights gathers none: its forward's
+  // rise is the batch's.
+  Report ddp = rank(0);
+  ddp.config.parallel.mode = ParallelMode::kDdp;
+  const Verdict v = analyse({{"r-0.json", ddp}}, {}, {600.0}).verdicts.at(0);
+  ASSERT_FALSE(v.capacity.empty());
+  EXPECT_LT(v.capacity.front().answer.max_batch, 400);
+}
+
 // An imbalance of ranks the Python recorder read on the CPU carries the
 // profiler's caveat only where nothing in the reports explains it: ranks
 // given 3x the samples, or holding 97.66 MiB of optimizer state to 0.27,

@@ -42,6 +42,13 @@ struct CapacityPoint {
   // Its gradients are sharded by unit (ZeRO-2/3, FSDP): backward's
   // transient holds a unit's unsharded gradients, per parameter.
   bool shards_gradients = false;
+  // Where its weights are sharded (ZeRO-3, FSDP2's fully_shard): one
+  // unit's whole weights (model.largest_module_bytes, the largest module
+  // holding parameters), which a rank gathers to run that unit. The
+  // forward's and backward's peaks hold up to two of them (the gathered
+  // weights and the collective's buffer) whatever the batch: per
+  // parameter, not per sample. 0 where not sharded or not known.
+  double gathered_unit_mib = 0;
   // Backward node by node at one step of this batch (the Python
   // recorder's): where present, backward's peak is a line per node, its
   // gradients fixed and the rest per sample, instead of its start and end.
