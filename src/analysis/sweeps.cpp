@@ -103,6 +103,16 @@ Sweep fit_sweep(SweepKind kind, std::vector<SweepPoint> pts) {
   return s;
 }
 
+// A rank set whatever each rank's batch: the Python recorder writes each
+// rank's own (a job that gives rank 0 more samples says so only there),
+// where memory_diagnostics writes the common batch and rank 0's extra.
+// One launch where the reports say which: two launches of one job at
+// other batches given together are two sets, each whole.
+const Projection kRankSetAnyBatch{
+    "rank_set_any_batch", "a rank set, each rank at its own batch",
+    {Aspect::kCase, Aspect::kProducer, Aspect::kDeviceKind, Aspect::kPreset, Aspect::kSteps, Aspect::kSequence,
+     Aspect::kSeed, Aspect::kMemoryLimit, Aspect::kVariant, Aspect::kWorld, Aspect::kLaunch}};
+
 std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
   std::vector<SweepPoint> batch, params, steps, lengths;
   // The forward increment is one forward's: under gradient accumulation a
@@ -110,7 +120,18 @@ std::vector<Sweep> collect_sweeps(const Group& g, const RunFeatures& p) {
   // micro-batches (4 of 8 at batch 32 read "1.73 MiB per sample" where
   // each sample made 6.91).
   int micro_batches = 1;
-  for (const RunFeatures* r : vary(g, p, projection::kBatchSweep, [](const RunFeatures& r) { return double(r.id.batch); })) {
+  std::vector<const RunFeatures*> at_batches = vary(g, p, projection::kBatchSweep, [](const RunFeatures& r) { return double(r.id.batch); });
+  // The primary's own rank set, where its ranks ran other batches (a job
+  // that gives rank 0 more samples): each rank is a run of the same
+  // configuration at its batch. An independent check's DDP GPT-2 at 16 and
+  // 4 samples was asked to confirm with the batch its rank 1 had run.
+  for (const RunFeatures& r : g.runs) {
+    if (r.id.rank == p.id.rank || key(kRankSetAnyBatch, r.id) != key(kRankSetAnyBatch, p.id)) continue;
+    const bool known = std::any_of(at_batches.begin(), at_batches.end(),
+                                   [&](const RunFeatures* x) { return x->id.batch == r.id.batch; });
+    if (!known) at_batches.push_back(&r);
+  }
+  for (const RunFeatures* r : at_batches) {
     const int k = std::max(1, r->micro_batches);
     micro_batches = std::max(micro_batches, k);
     if (r->forward_increment_mib) {
@@ -165,16 +186,6 @@ const Sweep* find_sweep(const std::vector<Sweep>& sweeps, SweepKind kind) {
   }
   return nullptr;
 }
-
-// A rank set whatever each rank's batch: the Python recorder writes each
-// rank's own (a job that gives rank 0 more samples says so only there),
-// where memory_diagnostics writes the common batch and rank 0's extra.
-// One launch where the reports say which: two launches of one job at
-// other batches given together are two sets, each whole.
-const Projection kRankSetAnyBatch{
-    "rank_set_any_batch", "a rank set, each rank at its own batch",
-    {Aspect::kCase, Aspect::kProducer, Aspect::kDeviceKind, Aspect::kPreset, Aspect::kSteps, Aspect::kSequence,
-     Aspect::kSeed, Aspect::kMemoryLimit, Aspect::kVariant, Aspect::kWorld, Aspect::kLaunch}};
 
 namespace {
 

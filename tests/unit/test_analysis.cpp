@@ -2254,6 +2254,47 @@ TEST(Distributed, RanksOfOneLaunchAreOneSetBesideOtherLaunches) {
 // A leak on one rank (an independent check's rank 1 kept its logits, 32 MiB
 // a step, the whole of a 224 MiB gap): the imbalance is that rank's, not
 // "a difference this size may be" the CPU's readings.
+// Uneven ranks are a batch sweep of their own: a DDP job that gives
+// rank 0 16 samples and rank 1 4 measured the forward at both, and an
+// independent check's GPT-2 was asked to confirm with batch 4 (rank 1's
+// own run). Another launch's rank at another batch is not one of them.
+TEST(Distributed, UnevenRanksOfOneLaunchAreTheBatchSweep) {
+  const auto rank = [](int r, int batch, const std::string& launch) {
+    Synth s = named("uneven");
+    s.device = "cpu";
+    s.world_size = 2;
+    s.rank = r;
+    s.batch = batch;
+    s.steps = 6;
+    s.activations_mib = 6 * batch;
+    Report rep = synth(s);
+    rep.producer = Producer{kProducerPython, "test"};
+    rep.config.parallel.mode = ParallelMode::kDdp;
+    rep.config.parallel.launch = launch;
+    return rep;
+  };
+  const Verdict v = analyse({{"u-rank0.json", rank(0, 16, "a")}, {"u-rank1.json", rank(1, 4, "a")}}).verdicts.at(0);
+  EXPECT_EQ(v.dominant, Cause::kActivations);
+  EXPECT_TRUE(v.confirmed);
+  const Sweep* sweep = nullptr;
+  for (const Sweep& x : v.sweeps) {
+    if (x.kind == SweepKind::kBatch) sweep = &x;
+  }
+  ASSERT_TRUE(sweep);
+  ASSERT_EQ(sweep->points.size(), 2u);
+  EXPECT_EQ(sweep->points.front().source, "u-rank1.json");
+  EXPECT_TRUE(v.confirm.empty());
+  // Rank 1 of another launch, beside a whole set of the first: not a point.
+  const Analysis two = analyse({{"u-rank0.json", rank(0, 16, "a")},
+                                {"u-rank1.json", rank(1, 16, "a")},
+                                {"w-rank1.json", rank(1, 4, "b")}});
+  for (const Verdict& x : two.verdicts) {
+    for (const Sweep& w : x.sweeps) {
+      for (const SweepPoint& pt : w.points) EXPECT_NE(pt.source, "w-rank1.json") << x.primary_source;
+    }
+  }
+}
+
 TEST(Distributed, ARanksOwnLeakExplainsTheImbalance) {
   const auto rank = [](int r, double leak, bool walked) {
     Synth s = named("leak");
