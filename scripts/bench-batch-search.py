@@ -17,7 +17,10 @@ trials by default; here it runs to a gap of one sample so both answer the
 same question. Prints one line per search and the ratio of their times.
 
 Each side runs --repeat times (default 3), interleaved, and its median
-is taken (every time printed). memdiag's time is the whole command. Each
+is taken (every time printed). memdiag's time is the whole command, and
+its search alone as its report times it (its tries, then the fresh runs of
+the answer and the batch above, side by side, at the slower: the fresh
+processes start while it searches). Each
 Python search runs in a process of its own and is timed two ways: the
 search alone (its model and optimizer already built in a started process,
 as Lightning's tuner has them; the ratio is taken against this), and the
@@ -58,7 +61,13 @@ def memdiag_search(bin_dir, case, preset, steps, limit, device):
         if rc not in (0, 3):
             sys.exit(f"bench-batch-search: memory_diagnostics --find-max-batch exited {rc}")
         c = json.load(open(out))["capacity"]
-        return c["max_batch"], len(c["tries"]), bool(c.get("confirmed")), seconds
+        # The search alone, as the report times it: its tries one after
+        # another, then each pair of fresh runs (the answer and the batch
+        # above, run side by side) at the slower of the two.
+        checks = [t.get("seconds", 0.0) for t in c.get("checks", [])]
+        alone = sum(t.get("seconds", 0.0) for t in c["tries"]) + sum(
+            max(checks[i:i + 2]) for i in range(0, len(checks), 2))
+        return c["max_batch"], len(c["tries"]), bool(c.get("confirmed")), seconds, alone
 
 
 class Job:
@@ -170,7 +179,7 @@ def main():
     os.unlink(spec_file.name)
     median = lambda xs: sorted(xs)[len(xs) // 2]
     each = lambda xs: f" (the median of {len(xs)}: {', '.join(f'{t:.2f}' for t in sorted(xs))})" if len(xs) > 1 else ""
-    found, tries, confirmed, _ = md[0]
+    found, tries, confirmed = md[0][:3]
     md_s, py_s, whole_s = median([r[3] for r in md]), median([r[2] for r in alone]), median(whole)
     py_found, trials = alone[0][0], alone[0][1]
     print(f"{a.case} {a.preset}, {a.steps} steps, {a.limit_mib:g} MiB")
@@ -179,6 +188,10 @@ def main():
     print(f"  Lightning-style binsearch in Python: {py_found}, {trials} trials, {py_s:.2f} s for the search alone"
           f"{each([r[2] for r in alone])}")
     print(f"  time ratio memdiag / Python: {md_s / py_s:.2f}x")
+    md_alone = median([r[4] for r in md])
+    print(f"  memdiag's search alone (its tries, then each pair of fresh runs side by side, as its report times"
+          f" them; its process's start, LibTorch's load and CUDA's start left out, as the Python search's are):"
+          f" {md_alone:.2f} s{each([r[4] for r in md])}; ratio {md_alone / py_s:.2f}x")
     print(f"  the Python search as a whole command (start, import, model, search): {whole_s:.2f} s{each(whole)};"
           f" ratio {md_s / whole_s:.2f}x")
 
