@@ -73,6 +73,33 @@ def sizes(args, kwargs):
     return _walked(args, kwargs)
 
 
+def leading(args, kwargs):
+    """The call's first tensor where it is given as it is (model(x),
+    model(input_ids=x)), else None: what tells a chunk of a batch."""
+    if args:
+        t = args[0]
+    elif kwargs:
+        t = next(iter(kwargs.values()))
+    else:
+        return None
+    return t if isinstance(t, _Tensor) else None
+
+
+def follows(a, b):
+    """Whether b is the chunk of a batch that comes after a: one storage,
+    b's first byte right after a's last, the same dtype and shape past the
+    first dimension, both contiguous (x.chunk(K), x.split(n), x[i:j] of a
+    contiguous batch). Two tensors made apart that the allocator happened
+    to place side by side are not: their storages differ."""
+    try:
+        return (a.dtype == b.dtype and a.dim() == b.dim() and a.dim() > 0 and a.shape[1:] == b.shape[1:] and
+                a.is_contiguous() and b.is_contiguous() and
+                b.data_ptr() == a.data_ptr() + a.numel() * a.element_size() and
+                a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, AttributeError, TypeError):  # no storage (a subclass, meta)
+        return False
+
+
 def device_bytes(args, kwargs, device):
     """Bytes of the call's tensors on `device` (the walk's tensors, as
     _walked reaches them), each view once: what the step's inputs hold

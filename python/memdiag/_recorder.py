@@ -258,6 +258,13 @@ class Recorder:
         # another step or micro-batch, once the step's backward is recorded.
         self._in_step_call = 0
         self._forward_calls = 1  # the model's counted calls in the forward phase (chunks before one backward)
+        # Whether those calls are chunks of one batch (each call's first
+        # tensor following the last's in one storage), and a weak reference
+        # to the last call's first tensor, to tell the next call by: the
+        # samples are then the calls' added up, not the first call's.
+        self._forward_chunked = False
+        self._last_input = None
+        self._first_call_inputs = (None, None)
         self._recount_gradients = False  # zero_grad() ran after the last sample: the next forward's recounts them
         self._pending_loss = None
         self._step = -1
@@ -515,6 +522,7 @@ class Recorder:
                              f"(expected after {' or '.join(expected)})")
         if phase == FORWARD:
             self._forward_calls = 1
+            self._forward_chunked = False
             self._count_forward()  # the phase began at the previous mark
             self._forward_inputs = (None, None)  # mark() is not told what the forward was given
             self._forward_input_bytes = None
@@ -861,6 +869,9 @@ class Recorder:
                 self._kept.forward_called()
             # Read where a sample takes them (a step not recorded has none).
             self._forward_inputs = inputs = _inputs.sizes(args, kwargs) if self._recording else (None, None)
+            self._forward_chunked = False
+            first = _inputs.leading(args, kwargs) if self._recording else None
+            self._last_input = weakref.ref(first) if first is not None else None
             # What the call's tensors hold on the device, on the first two
             # steps only: a job whose batch is mostly its inputs is told
             # that checkpointing leaves them (they were made before the
@@ -885,6 +896,36 @@ class Recorder:
             # into one loss, two views) stays in the same forward phase:
             # counted, for its activations are all held at once.
             self._forward_calls += 1
+            self._chunk_of_one_batch(args, kwargs)
+
+    def _chunk_of_one_batch(self, args, kwargs):
+        """Another call of the model in one forward: where its first tensor
+        follows the last call's in one storage (x.chunk(K), x.split(n)), the
+        calls are chunks of one batch and the samples theirs added up (an
+        independent check's ViT split in two read as batch 16 of its 32,
+        twice the memory a sample, and unpaired with its baseline). Views
+        of a pair made apart are not: the samples stay the first call's."""
+        last = self._last_input() if self._last_input is not None else None
+        here = _inputs.leading(args, kwargs) if last is not None else None
+        if here is not None and (self._forward_calls == 2 or self._forward_chunked) and _inputs.follows(last, here):
+            samples, tokens = _inputs.sizes(args, kwargs)
+            if not self._forward_chunked:
+                self._first_call_inputs = self._forward_inputs
+            s0, t0 = self._forward_inputs[:2]
+            if s0 is not None and samples is not None:
+                self._forward_chunked = True
+                self._forward_inputs = (s0 + samples, t0 + tokens if t0 is not None and tokens is not None else None)
+                self._batch_from(samples)
+                self._last_input = weakref.ref(here)
+                return
+        if self._forward_chunked:
+            # A later call that is no chunk of the same batch: the calls
+            # are not one batch's chunks after all; the first call's again.
+            if self._step == 0 and self._first_call_inputs[0] is not None:
+                self._inferred_batch -= self._forward_inputs[0] - self._first_call_inputs[0]
+            self._forward_inputs = self._first_call_inputs
+            self._forward_chunked = False
+        self._last_input = None
 
     def _forward_post(self, module, args, output):
         if self._kept is not None and self._kept.walking:
@@ -935,6 +976,7 @@ class Recorder:
             if self._in in (BETWEEN, BETWEEN_OPTIMIZERS) or (self._in == STEP and self._last == BACKWARD):
                 between_optimizers = self._in == BETWEEN_OPTIMIZERS
                 self._forward_calls = 1
+                self._forward_chunked = False
                 self._count_forward()
                 # Unseen (None, None), or an eval-mode forward's inputs.
                 self._forward_inputs = self._uncounted_inputs
@@ -1154,7 +1196,8 @@ class Recorder:
             if phase == FORWARD:
                 extra = (self._micro, self._forward_inputs if self._forward_input_bytes is None and
                          self._forward_calls < 2 else
-                         (*self._forward_inputs, self._forward_input_bytes, self._forward_calls), None)
+                         (*self._forward_inputs, self._forward_input_bytes, self._forward_calls,
+                          self._forward_chunked), None)
             elif phase == BACKWARD:
                 extra = (self._micro, None, None)
             elif phase == STEP and self._losses:
@@ -1639,6 +1682,8 @@ def _sample_dict(sample, host_reader):
             s["input_mib"] = inputs[2] / _probe.MIB
         if len(inputs) > 3 and inputs[3] > 1:
             s["forwards"] = inputs[3]
+            if len(inputs) > 4 and inputs[4]:
+                s["forwards_chunked"] = True
         if samples is not None:
             s["samples"] = samples
             if tokens is not None:

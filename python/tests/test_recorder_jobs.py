@@ -1500,7 +1500,7 @@ class CallsBeforeOneBackward(unittest.TestCase):
     report says how many calls the forward held, and the response asks for
     a backward per chunk."""
 
-    def record(self, summed):
+    def record(self, summed, one_batch=False):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(256, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 10))
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -1508,8 +1508,12 @@ class CallsBeforeOneBackward(unittest.TestCase):
         with memdiag.record(model, opt, output=out, every=1):
             for _ in range(4):
                 losses = []
-                for _ in range(4):
-                    x, y = torch.randn(512, 256), torch.randint(0, 10, (512,))
+                batch = (torch.randn(2048, 256), torch.randint(0, 10, (2048,)))
+                for k in range(4):
+                    # Chunks of one batch (x.chunk: one storage, each after
+                    # the last), or four batches made apart.
+                    x, y = (batch[0].chunk(4)[k], batch[1].chunk(4)[k]) if one_batch else \
+                        (torch.randn(512, 256), torch.randint(0, 10, (512,)))
                     loss = F.cross_entropy(model(x), y) / 4
                     if summed:
                         losses.append(loss)
@@ -1525,6 +1529,8 @@ class CallsBeforeOneBackward(unittest.TestCase):
         r, v = self.record(summed=True)
         forwards = [(s["step"], s.get("samples"), s.get("forwards")) for s in r["samples"] if s["phase"] == "forward"]
         self.assertEqual(forwards, [(i, 512, 4) for i in range(4)])
+        # Made apart (two views of a pair would be): the first call's samples.
+        self.assertFalse(any("forwards_chunked" in s for s in r["samples"]))
         self.assertEqual(v["dominant_cause"], "activations", v["evidence"])
         [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
         self.assertEqual(fwd["calls"], 4)
@@ -1534,6 +1540,25 @@ class CallsBeforeOneBackward(unittest.TestCase):
         self.assertIn("the model was called 4 times before one backward", v["evidence"][0])
         self.assertTrue(v["response"].startswith("Call backward after each of the model's 4 calls"), v["response"])
         self.assertFalse(any(n.startswith("Splitting the batch into chunks") for n in v["not_helpful"]), v["not_helpful"])
+
+    def test_chunks_of_one_batch_are_its_samples_added_up(self):
+        # x.chunk(4) of one batch of 2048, one backward: the batch is 2048,
+        # not the first chunk's 512 (an independent check's ViT split in two
+        # read as batch 16 of its 32, 12.56 MiB a sample where 6.26 were,
+        # and unpaired with its baseline).
+        r, v = self.record(summed=True, one_batch=True)
+        forwards = [(s["step"], s.get("samples"), s.get("forwards"), s.get("forwards_chunked"))
+                    for s in r["samples"] if s["phase"] == "forward"]
+        self.assertEqual(forwards, [(i, 2048, 4, True) for i in range(4)])
+        self.assertEqual(r["config"]["batch_size_per_device"], 2048)
+        [fwd] = [e for e in v["evidence_data"] if e["code"] == "forward_increment"]
+        self.assertEqual((fwd["calls"], fwd["calls_chunked"]), (4, True))
+        self.assertIn("chunks of one batch: the samples are theirs added up", v["evidence"][0])
+        # Per sample of the 2048 (with what the loop held of the step
+        # before), not of the first chunk's 512: four times less.
+        self.assertLess(fwd["per_sample_mib"] * 2048, 1.5 * fwd["forward_mib"])
+        self.assertTrue(v["response"].startswith("Call backward after each of the model's 4 calls, on its chunk's"),
+                        v["response"])
 
     def test_a_backward_per_chunk_is_micro_batches_not_calls(self):
         r, v = self.record(summed=False)

@@ -100,10 +100,11 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       {
         evidence::ForwardIncrement f{fwd, p.forward_per_sample_mib, p.parameter_mib, p.peak_allocated_mib, point_of(p), std::nullopt,
                                     p.held_over_mib, p.forward_freed_gradients_mib, std::nullopt, false, 1, std::nullopt, std::nullopt,
-                                    std::nullopt, std::nullopt, 0, std::nullopt, false, false, 1};
+                                    std::nullopt, std::nullopt, 0, std::nullopt, false, false, 1, false};
         f.input_mib = p.forward_input_mib;
         f.gathered_parameters_mib = p.forward_gathered_mib;
         f.calls = p.forward_calls;
+        f.calls_chunked = p.forward_calls_chunked;
         if (p.forward_range && !(p.step_samples && p.step_samples->varied())) {
           f.range = p.forward_range;
           f.tokens_varied = p.step_tokens && p.step_tokens->varied();

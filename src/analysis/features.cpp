@@ -108,6 +108,7 @@ void read_samples(const Report& r, RunFeatures& f) {
           st.forward_tokens = s.tokens;
           if (s.input_mib) f.forward_input_mib = s.input_mib;  // the latest step's that says
           if (s.forwards) f.forward_calls = std::max(f.forward_calls, *s.forwards);
+          if (s.forwards_chunked) f.forward_calls_chunked = true;
           if (s.samples) st.samples = st.samples.value_or(0) + *s.samples;
           if (s.tokens) st.tokens = st.tokens.value_or(0) + *s.tokens;
           break;

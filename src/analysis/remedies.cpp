@@ -30,14 +30,20 @@ std::optional<double> cause_mib(Cause cause, const RunFeatures& f) {
 
 namespace detail {
 
-std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base) {
+std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base, std::size_t* at) {
   const std::size_t n = std::min(r.losses.size(), base.losses.size());
   if (n == 0) return std::nullopt;
   double worst = 0;
+  std::size_t where = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double b = base.losses[i];
-    worst = std::max(worst, std::fabs(r.losses[i] - b) / std::max(std::fabs(b), 1e-12));
+    const double d = std::fabs(r.losses[i] - b) / std::max(std::fabs(b), 1e-12);
+    if (d > worst) {
+      worst = d;
+      where = i;
+    }
   }
+  if (at != nullptr) *at = where;
   return worst;
 }
 
@@ -56,6 +62,33 @@ std::optional<double> cause_at_failure(Cause cause, const OomAt& oom) {
     case Cause::kActivations: return oom.other_mib;
     default: return std::nullopt;
   }
+}
+
+// What the reports show a variant did beside its baseline, whatever its
+// label (memdiag/analysis.hpp's RemedyRow::observed). An independent
+// check's checkpointing labelled "remat" and accumulation labelled
+// "microbatch" were told to try checkpoint and accumulate.
+// Only for a variant that names no remedy of memory_diagnostics' and runs
+// in its baseline's mode: a sharded rank holds less state for the same
+// gradients and is no lighter optimizer.
+std::vector<RemedyKind> observed_remedies(const RunFeatures& r, const RunFeatures& base) {
+  std::vector<RemedyKind> out;
+  if (!r.id.remedies.empty() || r.id.mode != base.id.mode || r.id.world_size != base.id.world_size) return out;
+  if (r.model_checkpointing && !base.model_checkpointing) out.push_back(RemedyKind::kCheckpoint);
+  if (r.micro_batches > 1 && base.micro_batches <= 1) out.push_back(RemedyKind::kAccumulate);
+  if (r.model_autocast == "bfloat16" && base.model_autocast.empty()) out.push_back(RemedyKind::kAutocastBf16);
+  // Less state for the same gradients (the same weights trained): a
+  // lighter optimizer. Fewer gradients is frozen weights, not that.
+  const auto gradients = [](const RunFeatures& x) -> std::optional<double> {
+    if (!x.step_model_state_mib || !x.step_parameters_mib || !x.step_optimizer_state_mib) return std::nullopt;
+    return *x.step_model_state_mib - *x.step_parameters_mib - *x.step_optimizer_state_mib;
+  };
+  const std::optional<double> g = gradients(r), g0 = gradients(base);
+  if (g && g0 && *g0 > 0 && std::fabs(*g - *g0) <= thresholds::kRemedyReduction * *g0 && *base.step_optimizer_state_mib > 0 &&
+      *r.step_optimizer_state_mib < (1 - thresholds::kRemedyReduction) * *base.step_optimizer_state_mib) {
+    out.push_back(RemedyKind::kSgd);
+  }
+  return out;
 }
 
 RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant) {
@@ -87,7 +120,30 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
   row.ms_per_step_min = r.ms_per_step_min;
   row.ms_per_step_max = r.ms_per_step_max;
   if (r.ms_per_step && base.ms_per_step && *base.ms_per_step > 0) row.time_ratio = *r.ms_per_step / *base.ms_per_step;
-  row.max_loss_diff = max_loss_diff(r, base);
+  std::size_t at = 0;
+  row.max_loss_diff = max_loss_diff(r, base, &at);
+  if (row.max_loss_diff) {
+    row.loss_diff_index = at;
+    row.loss_at_diff = r.losses[at];
+    row.baseline_loss_at_diff = base.losses[at];
+  }
+  row.observed = observed_remedies(r, base);
+  const bool autocast_remedy = std::any_of(r.id.remedies.begin(), r.id.remedies.end(),
+                                           [](const Remedy& x) { return x.kind == RemedyKind::kAutocastBf16; });
+  if (base.model_autocast.empty() && !r.model_autocast.empty()) {
+    row.precision = r.model_autocast;
+  } else if (autocast_remedy && !std::any_of(base.id.remedies.begin(), base.id.remedies.end(), [](const Remedy& x) {
+               return x.kind == RemedyKind::kAutocastBf16;
+             })) {
+    row.precision = "bfloat16";
+  }
+  row.loss_tolerance = row.precision == "bfloat16"  ? thresholds::kBf16LossTolerance
+                       : row.precision == "float16" ? thresholds::kFp16LossTolerance
+                                                    : thresholds::kLossTolerance;
+  row.changes_training = row.max_loss_diff ? *row.max_loss_diff > row.loss_tolerance
+                                           : std::any_of(r.id.remedies.begin(), r.id.remedies.end(), [](const Remedy& x) {
+                                               return definition(x.kind).changes_training;
+                                             });
   row.host_is_device =
       r.id.device_kind == "cpu" &&
       std::any_of(r.id.remedies.begin(), r.id.remedies.end(), [](const Remedy& x) { return definition(x.kind).moves_to_host; });
@@ -140,11 +196,7 @@ std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
   // Measured where both runs have losses; where the baseline has none (it
   // ran out first), what the remedy's definition says it does.
-  auto changes_training = [](const RemedyRow& r) {
-    if (r.max_loss_diff) return *r.max_loss_diff > thresholds::kLossTolerance;
-    return std::any_of(r.remedies.begin(), r.remedies.end(),
-                       [](const Remedy& x) { return definition(x.kind).changes_training; });
-  };
+  auto changes_training = [](const RemedyRow& r) { return r.changes_training; };
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const RemedyRow& r = rows[i];

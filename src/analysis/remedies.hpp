@@ -13,8 +13,9 @@ namespace memdiag::detail {
 // the verdict is read from these.
 Group baseline_runs(const Group& g);
 std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant);
-// The largest relative difference of a step's loss from the baseline's.
-std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base);
+// The largest relative difference of a step's loss from the baseline's,
+// and (at) the index of that step among the losses compared.
+std::optional<double> max_loss_diff(const RunFeatures& r, const RunFeatures& base, std::size_t* at = nullptr);
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows);
 // The lowest peak among the rows that reduce the cause and complete.
 std::optional<std::size_t> lowest_peak_remedy(const std::vector<RemedyRow>& rows);

@@ -223,7 +223,8 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
       if (k == RemedyKind::kCheckpoint && !v.checkpointing_taken.empty()) continue;
       if ((k == RemedyKind::kBf16 || k == RemedyKind::kAutocastBf16) && !v.lower_precision.empty()) continue;
       const bool measured = std::any_of(v.remedies.begin(), v.remedies.end(), [k](const RemedyRow& r) {
-        return find_remedy(r.remedies, k).has_value() || variant_names(r, k);
+        return find_remedy(r.remedies, k).has_value() || variant_names(r, k) ||
+               std::find(r.observed.begin(), r.observed.end(), k) != r.observed.end();
       });
       if (!measured) v.remedies_not_measured.push_back(k);
     }

@@ -41,6 +41,7 @@ json to_json(const Sample& s) {
   if (s.tokens) j["tokens"] = *s.tokens;
   if (s.input_mib) j["input_mib"] = *s.input_mib;
   if (s.forwards) j["forwards"] = *s.forwards;
+  if (s.forwards_chunked) j["forwards_chunked"] = true;
   if (s.loss) j["loss"] = *s.loss;
   j["tensors"] = s.tensors ? census_json(*s.tensors) : json(nullptr);
   return j;

@@ -155,7 +155,11 @@ Sample read_sample(const JsonNode& n) {
   s.tokens = n.opt_integer("tokens", 1, limits::kMaxExactInteger);
   s.input_mib = n.opt_mib("input_mib");
   if (auto f = n.opt_integer("forwards", 2, limits::kMaxBatch)) s.forwards = static_cast<int>(*f);
-  for (const char* key : {"samples", "tokens", "input_mib", "forwards"}) {
+  if (n.given("forwards_chunked")) {
+    s.forwards_chunked = n.field("forwards_chunked").as_bool();
+    if (s.forwards_chunked && !s.forwards) n.field("forwards_chunked").fail("chunks of one batch need 'forwards' (2 or more calls)");
+  }
+  for (const char* key : {"samples", "tokens", "input_mib", "forwards", "forwards_chunked"}) {
     if (n.given(key) && s.phase != Phase::kForward) {
       n.field(key).fail(std::string("only a forward sample says what it was given, not '") + to_string(s.phase) + "'");
     }

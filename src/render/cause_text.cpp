@@ -268,6 +268,14 @@ std::string base_response(const Verdict& v) {
     if (const evidence::ForwardIncrement* f = called_before_backward(v)) {
       // Chunks of a batch whose losses are summed before one backward
       // hold every chunk's activations: a backward per chunk is the fix.
+      // Chunks of one batch the recorder saw as such (one storage, each
+      // following the last): the fix is open whatever the loss.
+      if (f->calls_chunked) {
+        return "Call backward after each of the model's " + std::to_string(f->calls) +
+               " calls, on its chunk's share of the loss (they are chunks of one batch: the gradients accumulate "
+               "between them, and each chunk's activations are freed by its own backward) instead of summing the "
+               "losses first. " + activations_response(v);
+      }
       return "Call backward after each of the model's " + std::to_string(f->calls) +
              " calls where their losses add up (chunks of one batch: the gradients accumulate between them, and "
              "each chunk's activations are freed by its own backward) instead of summing the losses first; "
@@ -610,9 +618,15 @@ const RemedyRow* measured_lower(const Verdict& v, const std::vector<RemedyKind>&
   for (const RemedyRow& r : v.remedies) {
     if (r.status != RunStatus::kComplete || r.baseline_status != RunStatus::kComplete) continue;
     if (!(r.peak_change_fraction < -thresholds::kRemedyReduction)) continue;
-    const bool match = std::any_of(r.remedies.begin(), r.remedies.end(), [&](const Remedy& x) {
-      return std::find(about.begin(), about.end(), x.kind) != about.end();
-    });
+    // By its remedies, or by what the reports show it did (a Python job's
+    // "sgd" with less optimizer state: RemedyRow::observed).
+    const bool match = std::any_of(r.remedies.begin(), r.remedies.end(),
+                                   [&](const Remedy& x) {
+                                     return std::find(about.begin(), about.end(), x.kind) != about.end();
+                                   }) ||
+                       std::any_of(r.observed.begin(), r.observed.end(), [&](RemedyKind k) {
+                         return std::find(about.begin(), about.end(), k) != about.end();
+                       });
     if (match && (best == nullptr || r.peak_change_fraction < best->peak_change_fraction)) best = &r;
   }
   return best;

@@ -528,8 +528,9 @@ std::string describe(const Evidence& e) {
               // Chunks run forward before one backward (an independent
               // check's accumulation that summed a list of losses).
               s += "; the model was called " + std::to_string(x.calls) +
-                   " times before one backward, so every call's activations are held at once (the samples are "
-                   "the first call's)";
+                   " times before one backward, so every call's activations are held at once (" +
+                   (x.calls_chunked ? "chunks of one batch: the samples are theirs added up)"
+                                    : "the samples are the first call's)");
             }
             if (x.gradients_freed_mib > 0) {
               s += "; the loop's zero_grad() runs inside the forward (after the model's call) and frees the last "

@@ -58,7 +58,7 @@ json figures(const Evidence& e) {
                     {"tokens", x.tokens ? json{{"least", x.tokens->least}, {"most", x.tokens->most}} : json(nullptr)},
                     {"micro_batches", x.micro_batches}, {"micro_batch_samples", opt(x.micro_batch_samples)},
                     {"input_mib", opt(x.input_mib)}, {"gathered_parameters_mib", x.gathered_parameters_mib},
-                    {"calls", x.calls},
+                    {"calls", x.calls}, {"calls_chunked", x.calls_chunked},
                     {"range", x.range ? json{{"least_mib", x.range->least_mib}, {"least_step", x.range->least_step},
                                              {"most_mib", x.range->most_mib}, {"most_step", x.range->most_step},
                                              {"tokens_varied", x.tokens_varied}, {"samples_seen", x.samples_seen},
@@ -334,6 +334,8 @@ json run_json(const RunFeatures& r) {
 json remedies_json(const Verdict& v) {
   json remedies = json::array();
   for (const RemedyRow& r : v.remedies) {
+    json observed = json::array();
+    for (RemedyKind k : r.observed) observed.push_back(to_string(k));
     remedies.push_back({{"remedy", r.remedy},
                         {"source", r.source},
                         {"baseline_source", r.baseline_source},
@@ -355,6 +357,12 @@ json remedies_json(const Verdict& v) {
                         {"ms_per_step_max", opt(r.ms_per_step_max)},
                         {"time_ratio", opt(r.time_ratio)},
                         {"max_loss_diff", opt(r.max_loss_diff)},
+                        {"loss_at_diff", opt(r.loss_at_diff)},
+                        {"baseline_loss_at_diff", opt(r.baseline_loss_at_diff)},
+                        {"loss_tolerance", r.loss_tolerance},
+                        {"precision", r.precision.empty() ? json(nullptr) : json(r.precision)},
+                        {"changes_training", r.changes_training},
+                        {"observed", observed},
                         {"cause_mib", opt(r.cause_mib)},
                         {"baseline_cause_mib", opt(r.baseline_cause_mib)},
                         {"baseline_cause_at_failure", r.baseline_cause_at_failure},

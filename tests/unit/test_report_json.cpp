@@ -275,9 +275,13 @@ std::set<std::string> written_paths() {
   labelled.model.outside_parameters_mib = 90.5;
   labelled.model.backward_profile = BackwardProfile{1, 8, 64, 120.5, {"AddmmBackward0", "AccumulateGrad"}, {8.5, 8.5}, {8.0, 8.0}, {8.0, 8.0}, {0.25, 0.0}};
   labelled.model.forward_profile = BackwardProfile{1, 8, 64, 110.0, {"Linear", "Net"}, {6.0, 4.0}, {0.0, 0.0}, {4.0, 4.0}, {0.5, 0.25}};
-  // A forward of four calls of the model before one backward.
+  // A forward of four calls of the model before one backward, chunks of
+  // one batch.
   for (Sample& s : labelled.samples) {
-    if (s.phase == Phase::kForward) s.forwards = 4;
+    if (s.phase == Phase::kForward) {
+      s.forwards = 4;
+      s.forwards_chunked = true;
+    }
   }
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});

@@ -252,8 +252,11 @@ struct ForwardIncrement {
   bool tokens_seen = false;   // the steps' tokens were recorded
   // The model was called this many times before one backward (the
   // report's forwards: chunks of a batch summed into one loss): every
-  // call's activations held at once, the samples the first call's.
+  // call's activations held at once, the samples the first call's ...
   int calls = 1;
+  // ... unless they were chunks of one batch (the report's
+  // forwards_chunked): the samples are theirs added up.
+  bool calls_chunked = false;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
@@ -617,6 +620,28 @@ struct RemedyRow {
   std::optional<double> ms_per_step_min, ms_per_step_max;  // the spread of those steps
   std::optional<double> time_ratio;      // ms per step against the baseline's
   std::optional<double> max_loss_diff;   // largest relative difference of a step's loss
+  // Where it is: the step's index among the compared losses and both
+  // losses there (a baseline that memorised its batch, at 0.0024, makes
+  // any relative difference huge: the values say what it is).
+  std::optional<std::size_t> loss_diff_index;
+  std::optional<double> loss_at_diff, baseline_loss_at_diff;
+  // The variant computes in a lower precision than its baseline with its
+  // weights kept in theirs (autocast): "bfloat16" or "float16", else
+  // empty. Its losses are then held to that precision's rounding
+  // (loss_tolerance), not to the exact tolerance: what it changes is the
+  // arithmetic, not what the model learns.
+  std::string precision;
+  double loss_tolerance = 0;  // thresholds::kLossTolerance, or the precision's
+  // It changes what the model learns: its losses differ beyond
+  // loss_tolerance, or, where the baseline has none (it ran out first),
+  // one of its remedies does by design.
+  bool changes_training = false;
+  // What the reports show the variant did, whatever its label says
+  // (a Python job's variant is a name of the user's): checkpointing on in
+  // its model and not the baseline's, its batch in micro-batches where the
+  // baseline's was one, autocast where the baseline had none, less
+  // optimizer state than the baseline's made (a lighter optimizer: sgd).
+  std::vector<RemedyKind> observed;
   // The dominant cause's component in this run and in the baseline, and
   // whether the remedy reduces the cause: lower by more than
   // thresholds::kRemedyReduction, or for a retained graph, no longer growing
@@ -1043,6 +1068,12 @@ inline constexpr double kRemedyReduction = 0.10;
 // baseline's by more than this (relative): accumulation's reordered sums
 // stay far below it, bf16 does not.
 inline constexpr double kLossTolerance = 1e-4;
+// ... and where the variant computes in a lower precision with its weights
+// kept (autocast), that precision's machine epsilon: bf16 keeps 8
+// significant bits (2^-7), fp16 11 (2^-10). A ViT's losses under bf16
+// autocast differed by 0.02% from fp32's over six steps, on one path.
+inline constexpr double kBf16LossTolerance = 1.0 / 128;
+inline constexpr double kFp16LossTolerance = 1.0 / 1024;
 // An out-of-memory error with free memory reserved is fragmentation when the
 // pieces stranded in split segments are at least this share of that free
 // memory (and at least the request); a cache merely large otherwise.

@@ -165,6 +165,7 @@ struct RunFeatures {
   // The most calls of the model before one backward over the steps (the
   // forward samples' forwards); 1 where every forward was one call.
   int forward_calls = 1;
+  bool forward_calls_chunked = false;  // ... chunks of one batch: the samples are theirs added up
   // Each step's samples and tokens over the recorded steps.
   std::optional<SizeRange> step_samples, step_tokens;
   // The steps' samples or tokens varied (dynamic batching, a schedule).

@@ -86,8 +86,13 @@ struct Sample {
   // On a forward sample (the Python recorder's): the model's calls before
   // the backward that ended this forward, where more than one (chunks of a
   // batch summed into one loss): every call's activations held at once.
-  // samples and tokens are the first call's.
+  // samples and tokens are the first call's, unless forwards_chunked.
   std::optional<int> forwards;
+  // ... and the calls were consecutive chunks of one batch (each call's
+  // first tensor follows the last call's in one storage, as x.chunk(K)
+  // gives them): samples and tokens are the calls' added up. Two views of
+  // a pair, made apart, are not.
+  bool forwards_chunked = false;
   // On a step's "step" sample: the mean loss over the step's whole batch
   // (with accumulation, the micro-batches' losses weighted by their size).
   std::optional<double> loss;
