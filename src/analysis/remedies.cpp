@@ -68,6 +68,19 @@ std::optional<double> cause_at_failure(Cause cause, const OomAt& oom) {
 // label (memdiag/analysis.hpp's RemedyRow::observed). An independent
 // check's checkpointing labelled "remat" and accumulation labelled
 // "microbatch" were told to try checkpoint and accumulate.
+// The phase of a run's highest peak (the earliest of equal ones).
+std::optional<Phase> peak_phase(const RunFeatures& f) {
+  std::optional<Phase> at;
+  double most = 0;
+  for (const auto& [phase, mib] : f.peak_by_phase) {
+    if (!at || mib > most) {
+      at = phase;
+      most = mib;
+    }
+  }
+  return at;
+}
+
 // Only for a variant that names no remedy of memory_diagnostics' and runs
 // in its baseline's mode: a sharded rank holds less state for the same
 // gradients and is no lighter optimizer.
@@ -128,6 +141,8 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant)
     row.baseline_loss_at_diff = base.losses[at];
   }
   row.observed = observed_remedies(r, base);
+  row.peak_phase = peak_phase(r);
+  row.baseline_peak_phase = peak_phase(base);
   const bool autocast_remedy = std::any_of(r.id.remedies.begin(), r.id.remedies.end(),
                                            [](const Remedy& x) { return x.kind == RemedyKind::kAutocastBf16; });
   if (base.model_autocast.empty() && !r.model_autocast.empty()) {

@@ -363,6 +363,8 @@ json remedies_json(const Verdict& v) {
                         {"precision", r.precision.empty() ? json(nullptr) : json(r.precision)},
                         {"changes_training", r.changes_training},
                         {"observed", observed},
+                        {"peak_phase", r.peak_phase ? json(to_string(*r.peak_phase)) : json(nullptr)},
+                        {"baseline_peak_phase", r.baseline_peak_phase ? json(to_string(*r.baseline_peak_phase)) : json(nullptr)},
                         {"cause_mib", opt(r.cause_mib)},
                         {"baseline_cause_mib", opt(r.baseline_cause_mib)},
                         {"baseline_cause_at_failure", r.baseline_cause_at_failure},

@@ -420,6 +420,15 @@ std::string describe_best_remedy(const Verdict& v) {
       s += ", " + std::string(to_string(v.dominant)) + " " + format_mib(*r.baseline_cause_mib) +
            (r.baseline_cause_at_failure ? " MiB when the baseline failed" : "") + " -> " + format_mib(*r.cause_mib) + " MiB";
     }
+    if (v.dominant == Cause::kActivations && r.reduces_cause && r.peak_phase && r.baseline_peak_phase &&
+        *r.peak_phase != *r.baseline_peak_phase &&
+        (*r.peak_phase == Phase::kStep || *r.peak_phase == Phase::kCleanup || *r.peak_phase == Phase::kOptimizerReady ||
+         *r.peak_phase == Phase::kModelReady)) {
+      // The peak left the phases that hold the activations: less of them
+      // would not lower it.
+      s += "; its peak is now " + std::string(to_string(*r.peak_phase)) + "'s, where the baseline's was " +
+           to_string(*r.baseline_peak_phase) + "'s: less activations would not lower it further";
+    }
     if (r.changes_training && r.max_loss_diff) {
       s += "; it changes what the model learns: " + loss_change(r) + ", beyond the " +
            format_percent(r.loss_tolerance, 2) + " tolerance";

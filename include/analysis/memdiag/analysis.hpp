@@ -642,6 +642,12 @@ struct RemedyRow {
   // baseline's was one, autocast where the baseline had none, less
   // optimizer state than the baseline's made (a lighter optimizer: sgd).
   std::vector<RemedyKind> observed;
+  // The phase of each run's highest peak: where a remedy moved it out of
+  // the phases that hold the activations (to step(): the optimizer's
+  // temporaries), less of them would not lower it further (an
+  // independent check's BERT under accumulation peaked in step() at
+  // 229.1 MiB, its activations down from 132.3 to 33.07).
+  std::optional<Phase> peak_phase, baseline_peak_phase;
   // The dominant cause's component in this run and in the baseline, and
   // whether the remedy reduces the cause: lower by more than
   // thresholds::kRemedyReduction, or for a retained graph, no longer growing
