@@ -1,5 +1,6 @@
 #include "memdiag/regression.hpp"
 
+#include "memdiag/phase_shape.hpp"
 #include "memdiag/run_identity.hpp"
 
 #include <algorithm>
@@ -45,20 +46,78 @@ std::optional<double> gradients_mib(const Report& r) {
   return most;
 }
 
+// The optimizer's state: the census's at the last step() where the run
+// has one (what the first step left counts a loop's kept outputs too: a
+// leak read as state, an SGD job's held tensors as 3 MiB of it), else that.
+std::optional<double> optimizer_state_mib(const RunFeatures& f) {
+  return f.step_optimizer_state_mib ? f.step_optimizer_state_mib : f.first_step_persistent_mib;
+}
+
+// What the loop holds between steps beside the model state: the median of
+// what the cleanups after the first held beyond the census (the first
+// cleanup comes before anything of a step before it is held: an
+// evaluation's graph kept from one step to the next, made after the
+// step's zero_grad(), is at every cleanup but the first). A leak's growth
+// counts half here and whole in growth_per_step, weighed over its steps.
+std::optional<double> held_between_steps_mib(const Report& r) {
+  std::vector<double> rests;
+  std::optional<double> first;
+  for (const Sample& s : r.samples) {
+    if (s.phase != Phase::kCleanup || !s.tensors) continue;
+    const double rest = std::max(0.0, s.allocated_mib - fixed_mib(*s.tensors));
+    if (!first) {
+      first = rest;
+    } else {
+      rests.push_back(rest);
+    }
+  }
+  if (rests.empty()) return first;
+  std::sort(rests.begin(), rests.end());
+  return rests[rests.size() / 2];
+}
+
 std::vector<ComponentDelta> components(const Report& br, const Report& nr, const RunFeatures& b, const RunFeatures& n) {
   std::vector<ComponentDelta> out;
   out.push_back({MovedComponent::kParameters, b.parameter_mib, n.parameter_mib});
   const auto bg = gradients_mib(br), ng = gradients_mib(nr);
   if (bg || ng) out.push_back({MovedComponent::kGradients, bg.value_or(0), ng.value_or(0)});
-  if (b.first_step_persistent_mib || n.first_step_persistent_mib) {
-    out.push_back({MovedComponent::kOptimizerState, b.first_step_persistent_mib.value_or(0),
-                   n.first_step_persistent_mib.value_or(0)});
-  }
+  const auto bs = optimizer_state_mib(b), ns = optimizer_state_mib(n);
+  if (bs || ns) out.push_back({MovedComponent::kOptimizerState, bs.value_or(0), ns.value_or(0)});
   if (b.forward_increment_mib || n.forward_increment_mib) {
     out.push_back({MovedComponent::kActivations, b.forward_increment_mib.value_or(0), n.forward_increment_mib.value_or(0)});
   }
   if (b.growth_per_step_mib || n.growth_per_step_mib) {
     out.push_back({MovedComponent::kGrowthPerStep, b.growth_per_step_mib.value_or(0), n.growth_per_step_mib.value_or(0)});
+  }
+  const auto bh = held_between_steps_mib(br), nh = held_between_steps_mib(nr);
+  if (bh || nh) out.push_back({MovedComponent::kHeldBetweenSteps, bh.value_or(0), nh.value_or(0)});
+  return out;
+}
+
+// What a component's change does to the peak, to weigh one against
+// another: a growth per step over the run's steps, the rest as they are.
+double weight(const ComponentDelta& c, int steps) {
+  const double d = c.new_mib - c.base_mib;
+  return c.component == MovedComponent::kGrowthPerStep ? d * std::max(1, steps - 1) : d;
+}
+
+// The component that moved most in the peak's direction (up: moved; down:
+// fell), by more than 0.5 MiB. Weights that grew are named first: their
+// gradients and state follow them.
+std::optional<MovedComponent> most_moved(const std::vector<ComponentDelta>& cs, int steps, bool up) {
+  if (up) {
+    for (const ComponentDelta& c : cs) {
+      if (c.component == MovedComponent::kParameters && c.new_mib - c.base_mib > 0.5) return c.component;
+    }
+  }
+  std::optional<MovedComponent> out;
+  double most = 0.5;
+  for (const ComponentDelta& c : cs) {
+    const double w = up ? weight(c, steps) : -weight(c, steps);
+    if (w > most) {
+      most = w;
+      out = c.component;
+    }
   }
   return out;
 }
@@ -72,6 +131,7 @@ const char* to_string(MovedComponent c) {
     case MovedComponent::kOptimizerState: return "optimizer_state";
     case MovedComponent::kActivations: return "activations";
     case MovedComponent::kGrowthPerStep: return "growth_per_step";
+    case MovedComponent::kHeldBetweenSteps: return "held_between_steps";
   }
   return nullptr;  // past the last value: all_values() stops here
 }
@@ -118,17 +178,37 @@ RegressionReport compare_to_baseline(const std::vector<SourcedReport>& now, cons
     if (b.second.status == RunStatus::kComplete && n.second.status != RunStatus::kComplete) p.regressed = true;
     p.components =
         components(b.second, n.second, compute_features(b.second, b.first), compute_features(n.second, n.first));
-    double most = 0.5;
-    for (const ComponentDelta& c : p.components) {
-      if (c.new_mib - c.base_mib > most) {
-        most = c.new_mib - c.base_mib;
-        p.moved = c.component;
-      }
-    }
+    const int steps = static_cast<int>(n.second.config.steps);
+    p.moved = most_moved(p.components, steps, true);
+    if (p.new_peak_mib < p.base_peak_mib) p.fell = most_moved(p.components, steps, false);
     out.pairs.push_back(std::move(p));
   }
   for (const SourcedReport& b : baseline) {
     if (!used.count(match_key(b.second))) out.baseline_without_new.push_back(b.first);
+  }
+  // The unmatched of one case on both sides: its configuration changed.
+  std::map<std::string, bool> paired;
+  for (const SourcedReport& n : now) {
+    if (std::find(out.new_without_baseline.begin(), out.new_without_baseline.end(), n.first) ==
+        out.new_without_baseline.end()) {
+      continue;
+    }
+    for (const SourcedReport& b : baseline) {
+      if (paired[b.first] || std::find(out.baseline_without_new.begin(), out.baseline_without_new.end(), b.first) ==
+                                 out.baseline_without_new.end()) {
+        continue;
+      }
+      const RunIdentity ni = identity_of(n.second), bi = identity_of(b.second);
+      // One job: its case, producer, device kind, rank and variant.
+      if (ni.case_name != bi.case_name || ni.producer != bi.producer || ni.device_kind != bi.device_kind ||
+          ni.rank != bi.rank || variant_label(ni) != variant_label(bi)) {
+        continue;
+      }
+      paired[b.first] = true;
+      out.changed.push_back({n.first, b.first, differences(projection::kBaselineMatch, bi, ni),
+                             peak_allocated_mib(b.second), peak_allocated_mib(n.second)});
+      break;
+    }
   }
   return out;
 }

@@ -31,12 +31,16 @@ recorder), the change to make and record instead.
 
 Exit codes: 0 fine, 1 a gate (--expect, --fail-on, --baseline) failed or -o
 could not be written, 2 bad input (every other file is still analysed; each
-problem is one line on stderr).
+problem is one line on stderr; 2 wins over 1, and the gates' outcome is
+still printed).
 
 Against a baseline (a memory regression gate for pull requests): reports are
-matched by case, preset, batch, steps, rank, device kind and remedies; per
-phase the peak and the end-of-phase allocated are shown against the
-baseline's, with the component that moved; unmatched reports are listed.
+matched by case, preset, batch, steps, sequence length, seed, memory limit,
+world, rank, device kind and remedies; per phase the peak and the
+end-of-phase allocated are shown against the baseline's, with the component
+that moved. A report without a baseline is listed; a baseline without a new
+report fails the gate, and where the two are one job whose configuration
+changed (its batch, steps, length) both peaks are said.
 
 Examples:
   compare_memory_reports alpha.json beta.json gamma.json       diagnose, as text

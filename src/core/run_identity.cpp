@@ -216,6 +216,16 @@ std::string describe(const Projection& p, const RunIdentity& id) {
   return s;
 }
 
+std::string differences(const Projection& p, const RunIdentity& before, const RunIdentity& after) {
+  std::string s;
+  for (Aspect a : p.keeps) {
+    if (value(a, before) == value(a, after)) continue;
+    const std::string b = words(a, before), n = words(a, after);
+    s += (s.empty() ? "" : ", ") + (b.empty() ? "none" : b) + " -> " + (n.empty() ? "none" : n);
+  }
+  return s;
+}
+
 std::vector<Aspect> varying_aspects(const std::vector<RunIdentity>& runs, const std::vector<Aspect>& among) {
   std::vector<Aspect> out;
   for (Aspect a : among) {

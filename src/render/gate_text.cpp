@@ -36,9 +36,12 @@ std::vector<GateLine> gate_lines(const std::vector<GateCheck>& gates, const Regr
       out.push_back({!p.regressed, (p.regressed ? "regressed: " : "within " + regression_threshold(r->thresholds) + ": ") +
                                        describe(p)});
     }
-    for (const std::string& s : r->new_without_baseline) out.push_back({true, "no baseline yet for " + printable(s)});
+    for (const ConfigurationChange& c : r->changed) out.push_back({false, "configuration changed: " + describe(c)});
+    for (const std::string& s : r->new_without_baseline) {
+      if (!change_of(*r, s)) out.push_back({true, "no baseline yet for " + printable(s)});
+    }
     for (const std::string& s : r->baseline_without_new) {
-      out.push_back({false, "no new report for baseline " + printable(s)});
+      if (!change_of(*r, s)) out.push_back({false, "no new report for baseline " + printable(s)});
     }
     if (r->nothing_matched()) out.push_back({false, regression_outcome(*r)});
   }

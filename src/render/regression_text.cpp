@@ -30,12 +30,25 @@ std::string pair_line(const RegressionPair& p) {
   if (p.new_status != p.base_status) {
     s += std::string(", status ") + to_string(p.base_status) + " -> " + to_string(p.new_status);
   }
-  if (p.moved) {
+  for (const auto& [which, word] : {std::pair{p.moved, "moved"}, std::pair{p.fell, "fell"}}) {
+    if (!which) continue;
     for (const ComponentDelta& c : p.components) {
-      if (c.component == *p.moved) {
-        s += std::string("; moved: ") + to_string(c.component) + " " + format_mib(c.base_mib) + " -> " +
-             format_mib(c.new_mib) + " MiB (" + format_signed_mib(c.new_mib - c.base_mib) + " MiB)";
+      if (c.component == *which) {
+        s += std::string("; ") + word + ": " + to_string(c.component) + " " + format_mib(c.base_mib) + " -> " +
+             format_mib(c.new_mib) + " MiB" + (c.component == MovedComponent::kGrowthPerStep ? " a step" : "") + " (" +
+             format_signed_mib(c.new_mib - c.base_mib) + " MiB)";
       }
+    }
+    if (*which == MovedComponent::kParameters && word == std::string("moved")) {
+      // The weights' gradients and optimizer state follow them.
+      double with = 0;
+      for (const ComponentDelta& c : p.components) {
+        if (c.component == MovedComponent::kParameters || c.component == MovedComponent::kGradients ||
+            c.component == MovedComponent::kOptimizerState) {
+          with += c.new_mib - c.base_mib;
+        }
+      }
+      s += ", " + format_signed_mib(with) + " MiB with their gradients and optimizer state";
     }
   }
   return s;
@@ -60,9 +73,27 @@ Table phase_table(const RegressionPair& p) { return regression_phase_table(p); }
 
 std::string describe(const RegressionPair& p) { return pair_line(p); }
 
+std::string describe(const ConfigurationChange& c) {
+  return printable(c.new_source) + " matches no baseline: " + printable(c.base_source) + ", the same job, ran " +
+         c.changed + " (peak " + format_mib(c.base_peak_mib) + " -> " + format_mib(c.new_peak_mib) + " MiB, " +
+         percent(c.base_peak_mib, c.new_peak_mib) +
+         "), so the two are not compared and the gate fails: record the baseline again at the new configuration, "
+         "or run the job as the baseline did";
+}
+
+const ConfigurationChange* change_of(const RegressionReport& r, const std::string& source) {
+  for (const ConfigurationChange& c : r.changed) {
+    if (c.new_source == source || c.base_source == source) return &c;
+  }
+  return nullptr;
+}
+
 std::string regression_outcome(const RegressionReport& r) {
   if (r.regressed()) return "memory regressed";
   if (r.nothing_matched()) return "nothing matched the baseline, so nothing was compared (the gate fails)";
+  if (!r.baseline_without_new.empty()) {
+    return "a baseline has no new report to compare (a job's configuration changed, or it did not run): the gate fails";
+  }
   return "no regression";
 }
 
@@ -75,8 +106,13 @@ std::string regression_text(const RegressionReport& r) {
     out << (p.regressed ? "REGRESSED " : "ok        ") << pair_line(p) << "\n"
         << phase_table(p).to_text("    ");
   }
-  for (const std::string& s : r.new_without_baseline) out << "no baseline for " << printable(s) << "\n";
-  for (const std::string& s : r.baseline_without_new) out << "no new report for baseline " << printable(s) << "\n";
+  for (const ConfigurationChange& c : r.changed) out << "CHANGED   " << describe(c) << "\n";
+  for (const std::string& s : r.new_without_baseline) {
+    if (!change_of(r, s)) out << "no baseline for " << printable(s) << "\n";
+  }
+  for (const std::string& s : r.baseline_without_new) {
+    if (!change_of(r, s)) out << "no new report for baseline " << printable(s) << "\n";
+  }
   out << "result: " << regression_outcome(r) << "\n";
   return out.str();
 }
@@ -92,9 +128,12 @@ std::string regression_markdown(const RegressionReport& r) {
     out << "\n### " << markdown_text(printable(p.key)) << "\n\n" << phase_table(p).to_markdown();
   }
   if (!r.new_without_baseline.empty() || !r.baseline_without_new.empty()) out << "\nUnmatched:\n";
-  for (const std::string& s : r.new_without_baseline) out << "- no baseline for " << markdown_text(printable(s)) << "\n";
+  for (const ConfigurationChange& c : r.changed) out << "- **changed** " << markdown_text(describe(c)) << "\n";
+  for (const std::string& s : r.new_without_baseline) {
+    if (!change_of(r, s)) out << "- no baseline for " << markdown_text(printable(s)) << "\n";
+  }
   for (const std::string& s : r.baseline_without_new) {
-    out << "- no new report for baseline " << markdown_text(printable(s)) << "\n";
+    if (!change_of(r, s)) out << "- no new report for baseline " << markdown_text(printable(s)) << "\n";
   }
   std::string outcome = regression_outcome(r);
   outcome[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(outcome[0])));
@@ -117,14 +156,21 @@ nlohmann::json regression_json(const RegressionReport& r) {
     pairs.push_back({{"key", p.key}, {"new_report", p.new_source}, {"baseline_report", p.base_source},
                      {"new_status", to_string(p.new_status)}, {"baseline_status", to_string(p.base_status)},
                      {"base_peak_mib", p.base_peak_mib}, {"new_peak_mib", p.new_peak_mib}, {"regressed", p.regressed},
-                     {"moved", p.moved ? json(to_string(*p.moved)) : json(nullptr)}, {"phases", phases},
+                     {"moved", p.moved ? json(to_string(*p.moved)) : json(nullptr)},
+                     {"fell", p.fell ? json(to_string(*p.fell)) : json(nullptr)}, {"phases", phases},
                      {"components", comps}, {"text", pair_line(p)}});
+  }
+  json changed = json::array();
+  for (const ConfigurationChange& c : r.changed) {
+    changed.push_back({{"new_report", c.new_source}, {"baseline_report", c.base_source}, {"changed", c.changed},
+                       {"base_peak_mib", c.base_peak_mib}, {"new_peak_mib", c.new_peak_mib}, {"text", describe(c)}});
   }
   return {{"max_increase_fraction", r.thresholds.max_increase_fraction},
           {"max_increase_mib", r.thresholds.max_increase_mib ? json(*r.thresholds.max_increase_mib) : json(nullptr)},
           {"pairs", pairs},
           {"new_without_baseline", r.new_without_baseline},
           {"baseline_without_new", r.baseline_without_new},
+          {"changed", changed},
           {"regressed", r.regressed()},
           {"failed", r.failed()},
           {"outcome", regression_outcome(r)}};

@@ -120,8 +120,18 @@ std::string render_junit(const Comparison& comparison) {
       baseline.push_back(c);
     }
     for (const std::string& s : regression->new_without_baseline) {
+      if (change_of(*regression, s)) continue;  // its baseline's case says it
       Case c{"memdiag.baseline", printable(s) + " has a baseline", std::nullopt, "", std::nullopt, std::nullopt};
       c.skipped_message = "no baseline report matches " + printable(s) + " (listed, not compared)";
+      baseline.push_back(c);
+    }
+    // A baseline left without a new report fails: what the gate guards
+    // went unchecked (a job whose batch changed passed unseen).
+    for (const std::string& s : regression->baseline_without_new) {
+      Case c{"memdiag.baseline", printable(s) + " has a new report", std::nullopt, "", std::nullopt, std::nullopt};
+      const ConfigurationChange* ch = change_of(*regression, s);
+      c.failure_message = ch ? describe(*ch) : "no new report matches the baseline " + printable(s);
+      c.failure_body = *c.failure_message + "\n";
       baseline.push_back(c);
     }
     if (regression->nothing_matched()) {

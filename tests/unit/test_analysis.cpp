@@ -4,6 +4,7 @@
 #include "memdiag/analysis.hpp"
 #include "memdiag/render.hpp"
 #include "memdiag/report_json.hpp"
+#include "memdiag/regression.hpp"
 #include "memdiag/report_reader.hpp"
 
 #include "synthetic.hpp"
@@ -2743,4 +2744,92 @@ TEST(Verdict, WeightsAShardedModelGathersAreParametersNotActivations) {
     if (x.tensors && x.phase == Phase::kForward) x.tensors->parameters_mib = 8;
   }
   EXPECT_NEAR(*compute_features(blind, "r-0.json").forward_increment_mib, 17.0, 1e-9);
+}
+
+// The regression gate names what moved by the figures that decide it, from
+// an independent check of pull requests against a main branch
+// (docs/measurements/cpu/independent-s69-gates): a leak is a growth over
+// the run's steps, not the state its first step left; a wider layer is its
+// weights, whose gradients and state follow; memory an evaluation holds
+// from step to step beside the model state is named; a falling peak says
+// what fell; and a job whose batch changed fails the gate, with both peaks
+// said, rather than passing as two unmatched reports.
+TEST(Regression, WhatMovedIsNamedAndAChangedConfigurationFails) {
+  const auto with_census = [](Report r, double params, double state) {
+    for (Sample& x : r.samples) {
+      const bool grads = x.phase == Phase::kBackward || x.phase == Phase::kStep;
+      const bool stepped = x.step && (*x.step >= 1 || x.phase == Phase::kStep || x.phase == Phase::kCleanup);
+      x.tensors = TensorCensus{params, grads ? params : 0.0, stepped ? state : 0.0};
+    }
+    return r;
+  };
+  Synth s = named("job");
+  s.device = "cpu";
+  s.steps = 6;
+  s.params_mib = 10;
+  s.activations_mib = 100;
+  s.optimizer_state_mib = 20;
+  const Report base = with_census(synth(s), 10, 20);
+  const auto gate = [&](const Report& now) {
+    return compare_to_baseline({{"pr/job.json", now}}, {{"main/job.json", base}}, RegressionThresholds{});
+  };
+  {
+    Synth leak = s;
+    leak.retained_per_step_mib = 30;
+    const RegressionReport r = gate(with_census(synth(leak), 10, 20));
+    ASSERT_EQ(r.pairs.size(), 1u);
+    EXPECT_TRUE(r.failed());
+    ASSERT_TRUE(r.pairs[0].moved);
+    EXPECT_EQ(*r.pairs[0].moved, MovedComponent::kGrowthPerStep);
+  }
+  {
+    Synth wider = s;
+    wider.params_mib = 20;
+    wider.optimizer_state_mib = 40;
+    const RegressionReport r = gate(with_census(synth(wider), 20, 40));
+    ASSERT_TRUE(r.pairs.at(0).moved);
+    EXPECT_EQ(*r.pairs[0].moved, MovedComponent::kParameters);
+    EXPECT_NE(describe(r.pairs[0]).find("with their gradients and optimizer state"), std::string::npos)
+        << describe(r.pairs[0]);
+  }
+  {
+    Report held = base;
+    for (Sample& x : held.samples) {
+      if (x.step) {
+        x.allocated_mib += 25;  // an evaluation's graph, held at every cleanup
+        x.peak_allocated_mib += 25;
+      }
+    }
+    const RegressionReport r = gate(held);
+    ASSERT_TRUE(r.pairs.at(0).moved);
+    EXPECT_EQ(*r.pairs[0].moved, MovedComponent::kHeldBetweenSteps);
+  }
+  {
+    Synth less = s;
+    less.activations_mib = 40;
+    const RegressionReport r = gate(with_census(synth(less), 10, 20));
+    EXPECT_FALSE(r.failed());
+    EXPECT_FALSE(r.pairs.at(0).moved);
+    ASSERT_TRUE(r.pairs[0].fell);
+    EXPECT_EQ(*r.pairs[0].fell, MovedComponent::kActivations);
+  }
+  {
+    Synth doubled = s;
+    doubled.batch = 16;
+    doubled.activations_mib = 200;
+    const RegressionReport r = gate(with_census(synth(doubled), 10, 20));
+    EXPECT_TRUE(r.pairs.empty());
+    EXPECT_TRUE(r.failed());
+    ASSERT_EQ(r.changed.size(), 1u);
+    EXPECT_EQ(r.changed[0].changed, "batch 8 -> batch 16");
+    EXPECT_NE(describe(r.changed[0]).find("(peak 140.0 -> 240.0 MiB, +71.4%)"), std::string::npos) << describe(r.changed[0]);
+    // Beside a job that matched and held: the gate still fails.
+    const RegressionReport both = compare_to_baseline(
+        {{"pr/job.json", with_census(synth(doubled), 10, 20)}, {"pr/other.json", synth(named("other"))}},
+        {{"main/job.json", base}, {"main/other.json", synth(named("other"))}}, RegressionThresholds{});
+    EXPECT_EQ(both.pairs.size(), 1u);
+    EXPECT_FALSE(both.regressed());
+    EXPECT_TRUE(both.failed());
+    EXPECT_NE(regression_outcome(both).find("the gate fails"), std::string::npos) << regression_outcome(both);
+  }
 }

@@ -120,6 +120,9 @@ bool same(const Projection& p, const RunIdentity& a, const RunIdentity& b);
 // "alpha, cuda, preset small, batch 4, ...": the kept aspects in words, for
 // messages that name a configuration (the baseline gate's pairs).
 std::string describe(const Projection& p, const RunIdentity& id);
+// What differs between two runs under a projection, in words, each aspect
+// "before -> after": "batch 16 -> batch 32, 6 steps -> 8 steps".
+std::string differences(const Projection& p, const RunIdentity& before, const RunIdentity& after);
 
 // The aspects (among those given) whose values differ between runs that
 // share a case: what a sweep of planned runs varies, for its file names and

@@ -58,6 +58,12 @@ nlohmann::json comparison_json(const Comparison& c);
 // the gate's outcome in words, the same in every format.
 std::string regression_outcome(const RegressionReport& r);
 std::string describe(const RegressionPair& p);
+// "pr/resnet18.json matches no baseline: main/resnet18.json, the same job,
+// ran batch 16 -> batch 32 (peak ...), not compared; ..."
+std::string describe(const ConfigurationChange& c);
+// The change a baseline (or a new report) without a counterpart is part
+// of, where it is one.
+const ConfigurationChange* change_of(const RegressionReport& r, const std::string& source);
 // "--expect alpha=activations: alpha, cpu is activations"
 std::string describe(const GateCheck& g);
 
