@@ -4,8 +4,10 @@
 # every peak against committed baseline reports, and write JUnit (the CI's
 # test view), HTML (an artifact) and markdown (a pull-request comment), each
 # starting with PASS or FAIL and what failed. Exit 0 when every gate holds,
-# 1 when a gate fails or a peak grew beyond --max-increase, 2 on unreadable
-# reports or a usage error.
+# 1 when a gate fails, a peak grew beyond --max-increase or a baseline has no
+# new report (a job whose batch, steps or length changed: both peaks are
+# said; --refresh-baseline accepts it on purpose), 2 on unreadable reports
+# or a usage error.
 #
 #   scripts/ci-memory-gate.sh [--refresh-baseline] OUT_DIR BASELINE_DIR [gate options] [--] [memory_diagnostics flags]
 #
