@@ -597,9 +597,7 @@ std::optional<double> buckets_made_before_recording(const RunFeatures& f) {
 // 12 MiB), took it as 2.6 MiB a sample where 0.05 was.
 Report without_unseen_frees(const Report& r) {
   std::map<int, double> rest;  // step -> beyond the census at its cleanup
-  for (const Sample& s : r.samples) {
-    if (s.phase == Phase::kCleanup && s.step && s.tensors) rest[*s.step] = s.allocated_mib - fixed_mib(*s.tensors);
-  }
+  for (const auto& [step, mib] : beyond_census_at_cleanups(r)) rest[step] = mib;
   Report seen = r;
   if (rest.empty()) return seen;
   double least = rest.begin()->second;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 
 namespace memdiag {
 namespace {
@@ -61,17 +62,9 @@ std::optional<double> optimizer_state_mib(const RunFeatures& f) {
 // counts half here and whole in growth_per_step, weighed over its steps.
 std::optional<double> held_between_steps_mib(const Report& r) {
   std::vector<double> rests;
-  std::optional<double> first;
-  for (const Sample& s : r.samples) {
-    if (s.phase != Phase::kCleanup || !s.tensors) continue;
-    const double rest = std::max(0.0, s.allocated_mib - fixed_mib(*s.tensors));
-    if (!first) {
-      first = rest;
-    } else {
-      rests.push_back(rest);
-    }
-  }
-  if (rests.empty()) return first;
+  for (const auto& [step, mib] : beyond_census_at_cleanups(r)) rests.push_back(std::max(0.0, mib));
+  if (rests.empty()) return std::nullopt;
+  if (rests.size() > 1) rests.erase(rests.begin());
   std::sort(rests.begin(), rests.end());
   return rests[rests.size() / 2];
 }
@@ -186,25 +179,21 @@ RegressionReport compare_to_baseline(const std::vector<SourcedReport>& now, cons
   for (const SourcedReport& b : baseline) {
     if (!used.count(match_key(b.second))) out.baseline_without_new.push_back(b.first);
   }
-  // The unmatched of one case on both sides: its configuration changed.
-  std::map<std::string, bool> paired;
+  // The unmatched of one job on both sides (its case, producer, device
+  // kind, rank and variant): its configuration changed.
+  std::set<std::string> new_left(out.new_without_baseline.begin(), out.new_without_baseline.end());
+  std::set<std::string> base_left(out.baseline_without_new.begin(), out.baseline_without_new.end());
   for (const SourcedReport& n : now) {
-    if (std::find(out.new_without_baseline.begin(), out.new_without_baseline.end(), n.first) ==
-        out.new_without_baseline.end()) {
-      continue;
-    }
+    if (!new_left.count(n.first)) continue;
+    const RunIdentity ni = identity_of(n.second);
     for (const SourcedReport& b : baseline) {
-      if (paired[b.first] || std::find(out.baseline_without_new.begin(), out.baseline_without_new.end(), b.first) ==
-                                 out.baseline_without_new.end()) {
-        continue;
-      }
-      const RunIdentity ni = identity_of(n.second), bi = identity_of(b.second);
-      // One job: its case, producer, device kind, rank and variant.
+      if (!base_left.count(b.first)) continue;
+      const RunIdentity bi = identity_of(b.second);
       if (ni.case_name != bi.case_name || ni.producer != bi.producer || ni.device_kind != bi.device_kind ||
           ni.rank != bi.rank || variant_label(ni) != variant_label(bi)) {
         continue;
       }
-      paired[b.first] = true;
+      base_left.erase(b.first);
       out.changed.push_back({n.first, b.first, differences(projection::kBaselineMatch, bi, ni),
                              peak_allocated_mib(b.second), peak_allocated_mib(n.second)});
       break;

@@ -64,10 +64,6 @@ std::optional<double> cause_at_failure(Cause cause, const OomAt& oom) {
   }
 }
 
-// What the reports show a variant did beside its baseline, whatever its
-// label (memdiag/analysis.hpp's RemedyRow::observed). An independent
-// check's checkpointing labelled "remat" and accumulation labelled
-// "microbatch" were told to try checkpoint and accumulate.
 // The phase of a run's highest peak (the earliest of equal ones).
 std::optional<Phase> peak_phase(const RunFeatures& f) {
   std::optional<Phase> at;
@@ -81,6 +77,10 @@ std::optional<Phase> peak_phase(const RunFeatures& f) {
   return at;
 }
 
+// What the reports show a variant did beside its baseline, whatever its
+// label (memdiag/analysis.hpp's RemedyRow::observed). An independent
+// check's checkpointing labelled "remat" and accumulation labelled
+// "microbatch" were told to try checkpoint and accumulate.
 // Only for a variant that names no remedy of memory_diagnostics' and runs
 // in its baseline's mode: a sharded rank holds less state for the same
 // gradients and is no lighter optimizer.
@@ -209,15 +209,14 @@ std::vector<RemedyRow> remedy_rows(const Group& g, Cause dominant) {
 }
 
 std::optional<std::size_t> best_remedy(const std::vector<RemedyRow>& rows) {
-  // Measured where both runs have losses; where the baseline has none (it
-  // ran out first), what the remedy's definition says it does.
-  auto changes_training = [](const RemedyRow& r) { return r.changes_training; };
+  // Rows that keep the training first (RemedyRow::changes_training: the
+  // losses, or where the baseline has none the remedy's definition).
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const RemedyRow& r = rows[i];
     if (!r.reduces_cause || r.status != RunStatus::kComplete || r.host_is_device) continue;
-    if (!best || std::make_tuple(changes_training(r), r.peak_change_mib) <
-                     std::make_tuple(changes_training(rows[*best]), rows[*best].peak_change_mib)) {
+    if (!best || std::make_tuple(r.changes_training, r.peak_change_mib) <
+                     std::make_tuple(rows[*best].changes_training, rows[*best].peak_change_mib)) {
       best = i;
     }
   }

@@ -30,6 +30,14 @@ std::vector<PhaseShape> phase_shapes(const Report& r) {
   return out;
 }
 
+std::vector<std::pair<int, double>> beyond_census_at_cleanups(const Report& r) {
+  std::vector<std::pair<int, double>> out;
+  for (const Sample& s : r.samples) {
+    if (s.phase == Phase::kCleanup && s.step && s.tensors) out.emplace_back(*s.step, s.allocated_mib - fixed_mib(*s.tensors));
+  }
+  return out;
+}
+
 double persistent_other_mib(const Report& r) {
   // Non-census memory at the end of each cleanup, less what of the step the
   // loop still holds there: a loop keeps its batch and its last outputs in

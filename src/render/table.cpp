@@ -382,9 +382,10 @@ std::string format_loss(double v) {
   return buf;
 }
 
-// "losses differ by up to 4.07% from the baseline's (step 3: 2.2149 against
-// 2.1278)": the step's two losses beside the share, which alone says
-// little where the baseline's loss is near zero (a memorised batch).
+// "losses differ by up to 4.07% from the baseline's (at the 6th loss
+// compared: 2.30484 against 2.21465)": the two losses beside the share,
+// which alone says little where the baseline's loss is near zero (a
+// memorised batch).
 std::string loss_change(const RemedyRow& r) {
   std::string s = "losses differ by up to " + format_percent(*r.max_loss_diff, 2) + " from the baseline's";
   if (r.loss_diff_index && r.loss_at_diff && r.baseline_loss_at_diff) {

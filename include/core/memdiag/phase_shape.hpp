@@ -9,6 +9,7 @@
 #include "memdiag/report.hpp"
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace memdiag {
@@ -30,5 +31,10 @@ std::vector<PhaseShape> phase_shapes(const Report& r);
 // batch. 0 without a census or a completed
 // step.
 double persistent_other_mib(const Report& r);
+
+// What each cleanup with a census held beyond it (allocated less weights,
+// gradients and optimizer state), in the samples' order: (step, MiB), the
+// figure unclamped.
+std::vector<std::pair<int, double>> beyond_census_at_cleanups(const Report& r);
 
 }  // namespace memdiag
