@@ -208,7 +208,12 @@ Verdict diagnose(const Group& group, const std::set<std::string>& taken, const s
                      v.capacity.end());
   }
   v.sharded_capacity = detail::predict_sharded_capacity(g, p, budgets_mib, world_sizes);
-  v.remedies = detail::remedy_rows(group, v.dominant);
+  std::vector<Cause> tied;
+  if (v.dominant == Cause::kInconclusive && v.decision.rule == DecisionRule::kTooClose && v.decision.top &&
+      v.decision.runner_up) {
+    tied = {v.decision.top->cause, v.decision.runner_up->cause};
+  }
+  v.remedies = detail::remedy_rows(group, v.dominant, tied);
   v.parallel_modes = detail::mode_rows(group);
   v.best_remedy = detail::best_remedy(v.remedies);
   v.lowest_peak_remedy = detail::lowest_peak_remedy(v.remedies);

@@ -685,7 +685,10 @@ TEST(Render, ATieNamesTheOneRunThatTellsItsPairApart) {
   EXPECT_NE(r.find(", activations does not."), std::string::npos) << r;
   r = response(Cause::kOptimizerState, Cause::kActivations);
   EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kSmallerBatch);
-  EXPECT_NE(r.find("activations shrink with the batch, optimizer_state does not"), std::string::npos) << r;
+  EXPECT_NE(r.find("the runs below at other batches tell them apart: activations follow the batch, optimizer_state does "
+                   "not"),
+            std::string::npos)
+      << r;
   // The weights and the state, both per parameter: no run, an answer to both.
   r = response(Cause::kOptimizerState, Cause::kParameters);
   EXPECT_EQ(tied_pair_test(v.decision), TiedPairTest::kModelState);

@@ -619,7 +619,7 @@ struct RemedyRow {
   std::optional<double> ms_per_step;     // the median step after the first
   std::optional<double> ms_per_step_min, ms_per_step_max;  // the spread of those steps
   std::optional<double> time_ratio;      // ms per step against the baseline's
-  std::optional<double> max_loss_diff;   // largest relative difference of a step's loss
+  std::optional<double> max_loss_diff;   // largest difference of a step's loss, of the baseline's largest loss
   // Where it is: the step's index among the compared losses and both
   // losses there (a baseline that memorised its batch, at 0.0024, makes
   // any relative difference huge: the values say what it is).
@@ -632,9 +632,16 @@ struct RemedyRow {
   // arithmetic, not what the model learns.
   std::string precision;
   double loss_tolerance = 0;  // thresholds::kLossTolerance, or the precision's
+  // A variant of one's own job that made fewer gradients than its
+  // baseline for the same weights (the most the census counted at a
+  // phase's end, each run's): it trains fewer of them (frozen layers).
+  // Set only then; it changes what the model learns whatever the losses.
+  std::optional<double> gradients_mib, baseline_gradients_mib;
   // It changes what the model learns: its losses differ beyond
-  // loss_tolerance, or, where the baseline has none (it ran out first),
-  // one of its remedies does by design.
+  // loss_tolerance (each step's difference against the baseline's largest
+  // loss over the steps compared), it trains fewer weights
+  // (gradients_mib), or, where the baseline has no losses (it ran out
+  // first), one of its remedies does by design.
   bool changes_training = false;
   // What the reports show the variant did, whatever its label says
   // (a Python job's variant is a name of the user's): checkpointing on in
@@ -654,6 +661,10 @@ struct RemedyRow {
   // (a smaller graph kept every step still runs out, only later).
   std::optional<double> cause_mib;
   std::optional<double> baseline_cause_mib;
+  // Where the verdict is inconclusive (two consumers within the margin):
+  // the one these figures are of, the first of the two the row reduces,
+  // else the larger. Unset otherwise (the dominant cause's).
+  std::optional<Cause> cause;
   // The baseline ran out before its figure existed: baseline_cause_mib is
   // what it held of the cause when it failed (the optimizer state it was
   // making, the activations and temporaries beside the model state), a
@@ -950,12 +961,13 @@ struct Verdict {
   // configuration were given: each, per rank, the replicated one first.
   std::vector<ModeRow> parallel_modes;
   // The row that lowers the peak most among those that reduce the dominant
-  // cause and complete, preferring those that keep the training (losses
-  // within thresholds::kLossTolerance); index into remedies.
+  // cause, complete and keep the training (RemedyRow::changes_training
+  // false); none where each such row changes it. Index into remedies.
   std::optional<std::size_t> best_remedy;
   // The row with the lowest peak among those that reduce the cause and
   // complete, whatever their losses: named beside best_remedy when it is
-  // another row (one that changes what the model learns).
+  // another row (one that changes what the model learns), and alone,
+  // said so, where there is no best.
   std::optional<std::size_t> lowest_peak_remedy;
   // Where variants were measured: the remedies and sharded modes meant for
   // the dominant cause (their definitions' answers) that no row measured.
