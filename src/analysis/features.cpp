@@ -431,13 +431,30 @@ void post_cleanup_trend(RunFeatures& f) {
       if (d < -floor) ++downs;
     }
     const bool staircase = downs == 0 && ups >= 2 && late_ups >= 1;
+    // A rise that stopped: flat for at least two steps since its last rise,
+    // and for longer than any pause between its rises (a staircase's every
+    // other step pauses one). A MoCo queue of detached keys filled over
+    // five steps and flat for the last two of eight read "grows 7.86 MiB
+    // every step" and "stop retaining graphs".
+    std::size_t last_up = 0, gap = 0, max_gap = 0;
+    for (std::size_t i = 1; i < ys.size(); ++i) {
+      if (ys[i] - ys[i - 1] > floor) {
+        if (last_up > 0) max_gap = std::max(max_gap, gap);
+        last_up = i;
+        gap = 0;
+      } else {
+        ++gap;
+      }
+    }
+    const std::size_t tail = last_up > 0 ? ys.size() - 1 - last_up : 0;
+    const bool stopped = downs == 0 && ups >= 2 && tail >= 2 && tail > max_gap;
     if (ups == 1 && downs == 0) {
       for (std::size_t i = 1; i < ys.size(); ++i) {
         if (ys[i] - ys[i - 1] > floor) {
           f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[i - 1]), static_cast<int>(xs[i]), ys[i] - ys[i - 1], 1};
         }
       }
-    } else if (ups >= 2 && downs == 0 && late_ups == 0) {
+    } else if (ups >= 2 && downs == 0 && (late_ups == 0 || stopped)) {
       std::size_t first = 0, last = 0;
       for (std::size_t i = 1; i < ys.size(); ++i) {
         if (ys[i] - ys[i - 1] > floor) {
@@ -448,7 +465,7 @@ void post_cleanup_trend(RunFeatures& f) {
       f.one_rise = RunFeatures::OneRise{static_cast<int>(xs[first - 1]), static_cast<int>(xs[last]),
                                         ys[last] - ys[first - 1], ups};
     }
-    f.growth_significant = slope > floor && (share >= thresholds::kGrowthPositiveShare || staircase);
+    f.growth_significant = slope > floor && (share >= thresholds::kGrowthPositiveShare || staircase) && !stopped;
     if (f.growth_significant && ys.size() >= 5) {
       std::vector<double> mid, rise;
       bool steady_up = true;

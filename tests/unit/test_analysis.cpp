@@ -2161,6 +2161,18 @@ TEST(Verdict, AStaircaseIsGrowthAndAPlateauIsNot) {
   EXPECT_FALSE(plateau.growth_significant);
   const RunFeatures noisy = with_cleanups({0, 3, 0, 3, 0, 3, 0, 3});
   EXPECT_FALSE(noisy.growth_significant);
+  // A rise that stopped: flat for two steps since, longer than it ever
+  // paused (an independent check's MoCo queue, filled over five steps of
+  // eight: 56, 68, 80, 92, 104, 108, 108, 108 MiB read as a leak).
+  const RunFeatures queue = with_cleanups({0, 12, 24, 36, 48, 52, 52, 52});
+  EXPECT_FALSE(queue.growth_significant);
+  ASSERT_TRUE(queue.one_rise);
+  EXPECT_NEAR(queue.one_rise->mib, 52, 1e-9);
+  EXPECT_EQ(queue.one_rise->rises, 5);
+  // Still rising at the end, or paused no longer than before: growth.
+  EXPECT_TRUE(with_cleanups({0, 12, 24, 36, 48, 52}).growth_significant);
+  EXPECT_TRUE(with_cleanups({0, 12, 24, 36, 48, 60, 72, 72}).growth_significant);
+  EXPECT_TRUE(with_cleanups({0, 0, 0, 64, 64, 64, 128, 128, 128, 192, 192, 192}).growth_significant);
 }
 
 // A recorded job's variant whose label names a remedy was measured: it is
