@@ -138,10 +138,13 @@ def maybe_engage(rec):
     lane = rec._lane
     lane.set_losses(buffer._native, len(buffer._kept))
     lane.set_census_dict(c)
+    # The holders in a list of the recorder's: the lane keeps it past a
+    # spill, and a replaced optimizer is let go by emptying it in place.
+    rec._lane_holders = list(rec._state_holders) if rec.census else []
     lane.adopt((_CODES[rec._in], _CODES[rec._last], rec._step, rec._recording, rec._timing, rec._phase_started,
                 rec._recount_gradients, census, rec._state_entries, probe._used, probe._used_reserved,
                 probe._nvml_used_at, probe._nvml_last, rec._forward_inputs, rec._micro, list(rec._losses)),
-               rec._params_cache if rec.census else [], list(rec._state_holders) if rec.census else [])
+               rec._params_cache if rec.census else [], rec._lane_holders)
     rec._lane_on = True
 
 

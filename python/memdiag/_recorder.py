@@ -161,6 +161,34 @@ def _patched_scaler_step(scaler, optimizer, *args, **kwargs):
     return result
 
 
+try:  # torch.optim deletes its submodules' names: imported by path
+    from torch.optim.optimizer import register_optimizer_step_pre_hook as _register_global_step_pre_hook
+except ImportError:  # a torch before 2.0: an optimizer made anew in the loop is not followed
+    _register_global_step_pre_hook = None
+
+
+def _global_step_pre(optimizer, args, kwargs):
+    """torch's global step pre-hook, run before any optimizer's own: an
+    optimizer the recorder does not follow is looked at once
+    (Recorder._optimizer_stepped)."""
+    rec = _active[0]
+    if rec is None:
+        return
+    if optimizer in rec.optimizers:
+        return  # the loop's every step(): `in` tests identity first, nothing else
+    if _current_thread() is not rec._thread or rec._finished or rec._optimizer_step_hooks is None or \
+            _in_weak_set(rec._ignored, optimizer):
+        return
+    rec._run_timed(rec._optimizer_stepped, optimizer)
+
+
+def _in_weak_set(weak_set, obj):
+    try:
+        return obj in weak_set
+    except TypeError:  # not weakly referable
+        return False
+
+
 def _oom_observer(device, alloc, device_allocated, device_free):
     rec = _active[0]
     if rec is not None:
@@ -183,6 +211,15 @@ class Recorder:
                  description="", batch_size=None, steps=None, seed=None, preset="default", variant=None,
                  device=None, census=True, warmup=True, hooks=True, snapshot=None, remedies=(), sync="none",
                  process_memory=True, every=None, kept=True, modules=True, profile_backward=True):
+        # Held, not weakly referred to: the census reads their state at
+        # every step, the lane is handed their state holders, and the report
+        # describes them at the end (one the loop dropped inside the block
+        # would be missing from it); a weak reference would cost a call at
+        # each of those. One the loop replaces is let go at the new one's
+        # first step(), before the new one makes its state
+        # (_optimizer_stepped): the old state is held from the loop's
+        # re-creation to that step() only, as a loop that kept its
+        # optimizer holds it, so the peak is no higher than that loop's.
         self.optimizers = _optimizer_list(optimizer)
         _check_arguments(model, optimizer, self.optimizers)
         self.model = model
@@ -239,6 +276,19 @@ class Recorder:
         self._thread = threading.current_thread()
         self._handles = []
         self._patched = []
+        # Optimizers' hooks, by the optimizer's id, for one replaced to be
+        # unhooked; the step hooks any optimizer is given (_install_hooks).
+        self._optimizer_handles = {}
+        self._optimizer_step_hooks = None
+        # Optimizers seen stepping that the recorder does not follow
+        # (another model's, a recorded wrapper's inner one), and the ones
+        # replaced: weakly, to hold none of them alive.
+        self._ignored = weakref.WeakSet()
+        self._retired = weakref.WeakSet()
+        self._replacements = []  # the notes saying so, for stderr at the end
+        # The state holders handed to the lane (maybe_engage), emptied in
+        # place when an optimizer is replaced: the lane keeps the list.
+        self._lane_holders = []
         self._samples = []
         self._events = []
         self._losses = []  # this step's losses (handles into _loss_buffer), one per backward
@@ -585,6 +635,8 @@ class Recorder:
         for why in self._setup_mistakes():
             self._events.append(_report.event("recording", "", None, why, None))
             print(f"memdiag: {why}", file=sys.stderr)
+        for why in self._replacements:  # in the events already, where it happened
+            print(f"memdiag: {why}", file=sys.stderr)
         inferred = self._inferred_batch if self._step0_forwards_sized else 0
         if self.batch_size is not None and inferred and inferred != self.batch_size:
             # A batch given that the inputs' first dimension does not show
@@ -721,13 +773,15 @@ class Recorder:
             # say to retry a smaller batch) still leaves the nesting count right.
             self._handles.append(self.model.register_forward_hook(hooks["forward_post"], always_call=True))
             self._wrap(self.model, "zero_grad")
+        self._optimizer_step_hooks = (hooks["step_pre"], hooks["step_post"])
         for opt in self.optimizers:
-            if _step_hooks_run(opt):
-                self._handles.append(opt.register_step_pre_hook(hooks["step_pre"]))
-                self._handles.append(opt.register_step_post_hook(hooks["step_post"]))
-            else:
-                self._wrap_step(opt, hooks["step_pre"], hooks["step_post"])
-            self._wrap(opt, "zero_grad")
+            self._hook_optimizer(opt)
+        if self.optimizers and _register_global_step_pre_hook is not None:
+            # Every optimizer's step() in the process: one the loop made
+            # anew in place of the one given (opt = AdamW(model.parameters())
+            # every few steps) is followed from its first step()
+            # (_optimizer_stepped). A known one costs one identity test.
+            self._handles.append(_register_global_step_pre_hook(_global_step_pre))
         with _backward_lock:
             if _original_backward[0] is None:
                 _original_backward[0] = torch.autograd.backward
@@ -783,6 +837,110 @@ class Recorder:
         setattr(obj, method, wrapped)
         self._patched.append((obj, method))
 
+    def _hook_optimizer(self, opt):
+        """The step hooks and the zero_grad() wrapper on one optimizer,
+        kept apart by optimizer so that one replaced can be unhooked."""
+        pre, post = self._optimizer_step_hooks
+        if _step_hooks_run(opt):
+            handles = [opt.register_step_pre_hook(pre), opt.register_step_post_hook(post)]
+            self._handles.extend(handles)
+            self._optimizer_handles[id(opt)] = handles
+        else:
+            self._wrap_step(opt, pre, post)
+        self._wrap(opt, "zero_grad")
+
+    def _unhook_optimizer(self, opt):
+        """Undoes _hook_optimizer: the instance's wrappers hold it (each
+        calls its bound method: a cycle only a collection frees), so they
+        go, and the recorder keeps nothing of it."""
+        for h in self._optimizer_handles.pop(id(opt), ()):
+            h.remove()
+            self._handles = [x for x in self._handles if x is not h]
+        for obj, method in self._patched:
+            if obj is opt:
+                with contextlib.suppress(AttributeError):
+                    delattr(obj, method)
+        self._patched = [(obj, method) for obj, method in self._patched if obj is not opt]
+
+    def _optimizer_stepped(self, new):
+        """An optimizer the recorder was not given ran step() (the global
+        pre-hook, before the instance's own hooks run). Where its
+        parameters are those of an optimizer recorded, the loop replaced
+        that one: the recorder follows the new one from this step() on and
+        lets the old go. Anything else (another model's optimizer, one a
+        recorded wrapper steps inside its own step()) is left alone, as
+        before, and not looked at again."""
+        if self._finished or not self.optimizers:
+            # No optimizer given: nothing is replaced (the report says that
+            # the loop had none to read its steps by).
+            return
+        recorded = self.optimizers
+        if _in_weak_set(self._retired, new):
+            # One replaced that steps again: both are in use (a loop that
+            # steps two over the same weights); followed beside the other,
+            # not swapped back and forth a step at a time.
+            self._follow_optimizer(None, new, "an optimizer replaced earlier ({new}) ran step() again at step {step}: "
+                                   "memdiag follows it beside {others}")
+            return
+        holders = _census.state_holders(recorded)
+        if any(new is h for h in holders) or any(h is o for h in _census.state_holders([new])[1:] for o in recorded):
+            # A recorded wrapper's inner optimizer (Lookahead's, SAM's base,
+            # ZeroRedundancyOptimizer's .optim), stepped inside the
+            # wrapper's step(); or a wrapper of a recorded optimizer, whose
+            # inner step() is the one read.
+            self._ignore_optimizer(new)
+            return
+        mine = {id(p) for g in getattr(new, "param_groups", ()) for p in g["params"]}
+        old = next((o for o in recorded if any(id(p) in mine for g in o.param_groups for p in g["params"])), None)
+        if old is None and self.model is not None:
+            # Failing that, the model's weights (replaced modules: the
+            # optimizer given holds weights the model no longer has): the
+            # optimizer given that holds none of them is the one replaced.
+            model = {id(p) for p in self.model.parameters()}
+            if model & mine:
+                stale = [o for o in recorded if not any(id(p) in model for g in o.param_groups for p in g["params"])]
+                old = stale[0] if len(stale) == 1 else None
+        if old is None:
+            self._ignore_optimizer(new)
+            return
+        self._follow_optimizer(old, new, "the optimizer was replaced at step {step} ({old} -> {new}): memdiag follows "
+                               "the new one and holds the old one no more")
+
+    def _ignore_optimizer(self, opt):
+        with contextlib.suppress(TypeError):  # not weakly referable: looked at again next time
+            self._ignored.add(opt)
+
+    def _follow_optimizer(self, old, new, message):
+        """Follows `new` in place of `old` (None: beside the others) from
+        the step() now starting: its hooks are installed before torch runs
+        the instance's, so that this very step() is read."""
+        _lane.spill(self)  # the state the lane holds names the old optimizer's state holders
+        names = {"new": type(new).__name__, "old": type(old).__name__ if old is not None else "",
+                 "others": ", ".join(type(o).__name__ for o in self.optimizers), "step": max(self._step, 0)}
+        if old is not None:
+            self._unhook_optimizer(old)
+            self.optimizers = [new if o is old else o for o in self.optimizers]
+            self._stepped.discard(id(old))
+            with contextlib.suppress(TypeError):
+                self._retired.add(old)
+        else:
+            with contextlib.suppress(TypeError):
+                self._retired.discard(new)
+            self.optimizers = self.optimizers + [new]
+        # What the census and the lane kept of the old one: its state
+        # holders. The next count lists them again, and counts every role.
+        self._params_cache = None
+        self._state_holders = ()
+        self._lane_holders.clear()
+        self._last_census = None
+        self._state_entries = None
+        self._hook_optimizer(new)
+        why = message.format(**names)
+        self._replacements.append(why)
+        # No step on the event: compare_memory_reports reads a note with
+        # one as a step whose update did not run, and this one's did.
+        self._events.append(_report.event("note", "", None, why, None))
+
     def _wrap_step(self, opt, pre, post):
         """step() of an optimizer whose class never ran Optimizer.__init__
         (timm's Lookahead wraps another optimizer and sets its attributes
@@ -804,6 +962,10 @@ class Recorder:
         for h in self._handles:
             h.remove()
         self._handles = []
+        self._optimizer_handles = {}
+        # The lane's hooks where it has one: they hold the lane, which holds
+        # the recorder's (a cycle the collector cannot see).
+        self._optimizer_step_hooks = None
         for obj, method in self._patched:
             with contextlib.suppress(AttributeError):
                 delattr(obj, method)  # the instance's wrapper: the class's method shows through again

@@ -8,6 +8,7 @@ evaluation forwards between steps, and data-parallel jobs under torchrun
 import collections
 import dataclasses
 import contextlib
+import gc
 import json
 import os
 import subprocess
@@ -1221,6 +1222,128 @@ class SeveralOptimizers(unittest.TestCase):
             r = json.load(f)
         phases = [s["phase"] for s in r["samples"] if s.get("step") is not None]
         self.assertEqual(phases, ["forward", "backward", "step", "cleanup"] * 6)
+
+
+class ReplacedOptimizer(unittest.TestCase):
+    """A loop that makes its optimizer anew (opt = AdamW(model.parameters())
+    every few steps, as after unfreezing or between stages). An independent
+    check's: the recorder followed the first optimizer only, so six steps of
+    64 samples read as three (the last of four micro-batches, "64 to 256
+    samples a step"), and it held the first optimizer and its 128 MiB of
+    state alive after the loop let it go (a peak of 449.1 MiB against 320.9
+    for the same loop with one optimizer)."""
+
+    def loop(self, width, recreate, steps=6, batch=64, other=None, watch=None):
+        """The loop recorded: AdamW over an MLP of `width`, made anew every
+        second step where `recreate`; `other`: (model, optimizer) of another
+        model stepped beside it; `watch(step, first)`: called after each
+        step's update with a weak reference to the first optimizer."""
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, 8))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        first = weakref.ref(opt)
+        out = os.path.join(tempfile.mkdtemp(), "reopt.json")
+        with memdiag.record(model, opt, output=out, kept=False) as rec:
+            for step in range(steps):
+                if recreate and step > 0 and step % 2 == 0:
+                    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+                    if watch is not None:  # before the new one makes its state
+                        opt.register_step_pre_hook(lambda o, args, kwargs, step=step: watch(step, first, "pre") and None)
+                F.cross_entropy(model(torch.randn(batch, width)), torch.randint(0, 8, (batch,))).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                if other is not None:
+                    # Its gradients made by hand: a backward of another
+                    # module after the cleanup is read as the next step's
+                    # pass the hooks did not see, which is not what this is
+                    # about.
+                    for p in other[0].parameters():
+                        p.grad = torch.full_like(p, 0.01)
+                    other[1].step()
+                    other[1].zero_grad(set_to_none=True)
+                if watch is not None:
+                    watch(step, first, "end")
+        with open(out) as f:
+            return json.load(f), rec, opt
+
+    def test_an_optimizer_made_anew_is_followed_and_the_old_one_let_go(self):
+        alive = {}
+
+        def watch(step, first, where):
+            gc.collect()
+            alive[step, where] = first() is not None
+
+        r, rec, last = self.loop(256, True, watch=watch)
+        # The first optimizer is gone once the loop let it go, before its
+        # successor makes its state (it was held to the end of the block).
+        self.assertEqual(alive, {(0, "end"): True, (1, "end"): True, (2, "pre"): False, (2, "end"): False,
+                                 (3, "end"): False, (4, "pre"): False, (4, "end"): False, (5, "end"): False})
+        self.assertEqual(rec.optimizers, [last])
+        self.assertEqual([s["step"] for s in r["samples"] if s["phase"] == "cleanup"], list(range(6)))
+        fw = forwards(r)
+        self.assertEqual([(s["step"], s.get("micro_batch", 0), s.get("samples")) for s in fw],
+                         [(i, 0, 64) for i in range(6)])
+        self.assertEqual([s["phase"] for s in r["samples"] if s["step"] is not None],
+                         ["forward", "backward", "step", "cleanup"] * 6)
+        replaced = [n for n in notes(r) if "optimizer was replaced" in n]
+        self.assertEqual(replaced, [f"the optimizer was replaced at step {k} (AdamW -> AdamW): memdiag follows the "
+                                    "new one and holds the old one no more" for k in (2, 4)])
+        # Each new optimizer's state is counted from its first step() on.
+        state = 2 * sum(p.numel() for p in last.param_groups[0]["params"]) * 4 / 2**20
+        steps = [s for s in r["samples"] if s["phase"] == "step"]
+        for s in steps:  # (and Adam's step counters)
+            self.assertAlmostEqual(s["tensors"]["optimizer_state_mib"], state, delta=0.01)
+        if BIN:
+            text = subprocess.run([comparer(), rec.output], check=True, capture_output=True, text=True).stdout
+            self.assertNotIn("samples a step", text)
+            self.assertNotIn("without its update", text)
+
+    def test_the_peak_is_the_one_optimizer_loops(self):
+        # 2048 x 2048: AdamW's state is 32 MiB, which the old optimizer kept
+        # on top of the new one's from its first step() on.
+        # Each loop's model and optimizers let go before the next is
+        # recorded: the CPU's allocated counts every live tensor.
+        def peak(recreate):
+            r = self.loop(2048, recreate, batch=16)[0]
+            gc.collect()
+            return max(s["peak_allocated_mib"] for s in r["samples"])
+        once, again = peak(False), peak(True)
+        self.assertLessEqual(again, once + 1.0, (again, once))
+        self.assertGreater(once, 16 * 3 + 32)  # the weights, their gradients, the state and more: the loop is measured
+
+    def test_another_models_optimizer_is_not_followed(self):
+        torch.manual_seed(1)
+        side = torch.nn.Linear(16, 4)
+        side_opt = torch.optim.SGD(side.parameters(), lr=0.1)
+        r, rec, last = self.loop(64, False, other=(side, side_opt))
+        self.assertEqual(len(rec.optimizers), 1)
+        self.assertIsNot(rec.optimizers[0], side_opt)
+        self.assertEqual([c["class"] for c in r["case"]["optimizer"]], ["torch.optim.adamw.AdamW"])
+        self.assertFalse([n for n in notes(r) if "replaced" in n])
+        self.assertEqual([s["phase"] for s in r["samples"] if s["step"] is not None],
+                         ["forward", "backward", "step", "cleanup"] * 6)
+        # Nothing of the recorder's stays on it.
+        self.assertNotIn("zero_grad", vars(side_opt))
+        self.assertFalse(side_opt._optimizer_step_pre_hooks)
+
+    def test_a_recorded_wrappers_inner_optimizer_is_not_taken_for_a_new_one(self):
+        # The wrapper's step() calls its inner AdamW's, an optimizer the
+        # recorder was not given whose weights are the recorded ones.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+        opt = Lookahead(torch.optim.AdamW(model.parameters(), lr=1e-3), k=2)
+        out = os.path.join(tempfile.mkdtemp(), "inner.json")
+        with memdiag.record(model, opt, output=out, kept=False) as rec:
+            for _ in range(4):
+                F.cross_entropy(model(torch.randn(16, 32)), torch.randint(0, 8, (16,))).backward()
+                opt.step()
+                opt.zero_grad()
+        with open(out) as f:
+            r = json.load(f)
+        self.assertEqual(rec.optimizers, [opt])
+        self.assertFalse([n for n in notes(r) if "replaced" in n])
+        self.assertEqual([s["phase"] for s in r["samples"] if s["step"] is not None],
+                         ["forward", "backward", "step", "cleanup"] * 4)
 
 
 class Closures(unittest.TestCase):

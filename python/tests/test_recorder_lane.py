@@ -415,6 +415,43 @@ class Lane(LaneCase):
         notes = [e["message"] for e in report["events"] if "skipped by the gradient scaler" in e["message"]]
         self.assertEqual(len(notes), 2, notes)
 
+    def test_an_optimizer_made_anew_while_the_lane_holds_the_state(self):
+        # The loop makes its AdamW anew at steps 15 and 25, in steady steps:
+        # the lane hands the state back at the new one's first step(), the
+        # recorder follows it, and the one made at 15 is let go once the
+        # one made at 25 steps (the lane kept the state holders it was
+        # handed past its hand-back).
+        import gc
+        import weakref
+        seen = []
+
+        def loop(model, opt, rec):
+            second = None
+            for step in range(35):
+                if step in (15, 25):
+                    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                    second = second or weakref.ref(opt)
+                    # Before the new one makes its state (its hooks run
+                    # after the recorder's global one): the old one is gone.
+                    def check(o, args, kwargs, step=step):
+                        if not o.state:  # its first step()
+                            gc.collect()
+                            seen.append((step, engaged, second() is not None))
+                    opt.register_step_pre_hook(check)
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                engaged = rec._lane_on
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, engagements=2, every=1)
+        # The lane's run, then the Python's.
+        self.assertEqual(seen, [(15, True, True), (25, True, False), (15, False, True), (25, False, False)])
+        replaced = [e for e in report["events"] if "optimizer was replaced" in e["message"]]
+        self.assertEqual([e["message"].split(" (")[0] for e in replaced],
+                         ["the optimizer was replaced at step 15", "the optimizer was replaced at step 25"])
+        self.assertEqual([s["phase"] for s in report["samples"] if s["step"] is not None],
+                         ["forward", "backward", "step", "cleanup"] * 35)
+
     def test_the_step_read_from_another_thread_mid_hook_changes_nothing(self):
         # A progress thread reads rec.step while the lane is inside a hook
         # (here: inside its NVML reading, which calls back into Python):
