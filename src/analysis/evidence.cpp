@@ -202,6 +202,15 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
           if (transient >= thresholds::kMinimumSignalMib && transient >= 0.25 * made.persistent_mib) {
             made.step_transient_mib = transient;
             made.step_peak_is_runs = step->peak_mib >= run_peak - 1e-9;
+            // A parameter at a time makes about two temporaries the size of
+            // the parameter: more than three times the largest module's own
+            // weights is every parameter's at once (foreach=True asked for
+            // on the CPU: an independent check's 16 layers of 4 MiB made
+            // 64.10 MiB and were told "the largest parameter's").
+            if (made.one_parameter_at_a_time && p.largest_module_mib && *p.largest_module_mib > 0 &&
+                transient > 3 * *p.largest_module_mib) {
+              made.one_parameter_at_a_time = false;
+            }
           }
         }
       }

@@ -8,6 +8,44 @@
 
 namespace memdiag {
 
+namespace {
+
+// Reports of one configuration given no variant label that differ in what
+// the reports show the model did (checkpointing on, autocast): the one
+// that did it is that variant, named by it, and measured against the one
+// that did not. Two reports of a GPT-2 with and without
+// gradient_checkpointing_enable() were read as one run merged, still told
+// to try checkpointing (independent-s70-jobs P9).
+void name_observed_variants(Group& g) {
+  std::map<std::string, std::vector<RunFeatures*>> same;
+  for (RunFeatures& r : g.runs) {
+    if (is_baseline_variant(r.id)) same[key(projection::kVariantBaseline, r.id)].push_back(&r);
+  }
+  for (auto& entry : same) {
+    std::vector<RunFeatures*>& runs = entry.second;
+    const auto differs = [&](auto feature) {
+      return std::any_of(runs.begin(), runs.end(), [&](const RunFeatures* r) { return feature(*r); }) &&
+             !std::all_of(runs.begin(), runs.end(), [&](const RunFeatures* r) { return feature(*r); });
+    };
+    const auto checkpointed = [](const RunFeatures& r) { return r.model_checkpointing; };
+    const auto autocast = [](const RunFeatures& r) { return !r.model_autocast.empty(); };
+    const bool by_checkpointing = differs(checkpointed), by_autocast = differs(autocast);
+    if (!by_checkpointing && !by_autocast) continue;
+    for (RunFeatures* r : runs) {
+      std::string name;
+      if (by_checkpointing && r->model_checkpointing) name = "checkpointing";
+      if (by_autocast && !r->model_autocast.empty()) {
+        const std::string& dtype = r->model_autocast;
+        name += std::string(name.empty() ? "" : "+") + "autocast-" +
+                (dtype == "bfloat16" ? "bf16" : dtype == "float16" ? "fp16" : dtype);
+      }
+      if (!name.empty()) r->id.variant_name = name;
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<Group> group_runs(std::vector<RunFeatures> runs) {
   // The verdict pool: one case on one kind of device, world and memory
   // limit, by one producer (memdiag/run_identity.hpp).
@@ -31,6 +69,7 @@ std::vector<Group> group_runs(std::vector<RunFeatures> runs) {
   std::vector<Group> out;
   for (const std::string& key : order) {
     Group g = std::move(by_key[key]);
+    name_observed_variants(g);
     std::stable_sort(g.runs.begin(), g.runs.end(), [](const RunFeatures& a, const RunFeatures& b) {
       return std::make_tuple(a.parameter_mib, a.id.batch, a.id.steps, a.id.rank) <
              std::make_tuple(b.parameter_mib, b.id.batch, b.id.steps, b.id.rank);

@@ -446,9 +446,9 @@ std::string response_for(const Verdict& v) {
       h != nullptr && v.dominant == Cause::kActivations && !v.outside_parameters_mib) {
     r += " Besides, " + format_mib(h->held_beyond_inputs_mib()) +
          " MiB of a step's tensors stay past its cleanup until the next forward replaces them, so two steps' worth "
-         "meet at the peak: the loop keeps the last step's outputs or their graph (a variable still bound to them, "
-         "or a model run with gradients on whose result was only detached); del them after use, and run a model "
-         "that needs no gradients under torch.no_grad().";
+         "meet at the peak: a variable of the loop still holds the last step's outputs, or a result computed with "
+         "gradients on that no backward freed (its graph keeps what it saved, even where only its detached copy "
+         "is used); del it after use, and compute what needs no gradients under torch.no_grad().";
   }
   if (!v.outside_parameters_mib) return r;
   const std::string outside =

@@ -2206,6 +2206,64 @@ TEST(Remedies, AVariantNamedForARemedyIsNotListedAsNotMeasured) {
   EXPECT_TRUE(has(not_measured("gradcheckpoint"), RemedyKind::kCheckpoint));
 }
 
+// step()'s temporaries on the CPU: a parameter at a time by torch's
+// default, about two temporaries of the largest parameter; more than three
+// times the largest module's own weights is every parameter's at once
+// (foreach=True asked for: an independent check's 16 layers of 4 MiB made
+// 64.10 MiB and were told "the largest parameter's").
+TEST(Verdict, StepTemporariesOfEveryParameterAtOnceAreNotCalledOneAtATime) {
+  const auto made = [](double largest_module_mib) {
+    Synth s = named("deep");
+    s.device = "cpu";
+    s.params_mib = 40;
+    s.optimizer_state_mib = 80;
+    Report r = synth(s);
+    r.model.largest_module_bytes = static_cast<std::int64_t>(largest_module_mib * 1024 * 1024);
+    for (Sample& x : r.samples) {
+      if (x.phase == Phase::kStep) x.peak_allocated_mib += 30;  // the update's temporaries
+    }
+    const Verdict v = analyse({{"r.json", r}}).verdicts.at(0);
+    EXPECT_EQ(v.dominant, Cause::kOptimizerState);
+    const auto* m = find<evidence::OptimizerStateMade>(v);
+    EXPECT_TRUE(m && m->step_transient_mib);
+    return m != nullptr && m->one_parameter_at_a_time;
+  };
+  EXPECT_TRUE(made(16));    // 30 MiB: two of a 16 MiB layer's temporaries at most
+  EXPECT_FALSE(made(2.5));  // 30 MiB of 2.5 MiB layers: all at once
+}
+
+// Two reports of one configuration with no variant label that differ in
+// what the recorder saw the model do are that variant and its baseline,
+// not one run merged (independent-s70-jobs P9: a GPT-2 with and without
+// gradient_checkpointing_enable(), 384.3 against 153.3 MiB, read as one
+// group still told to try checkpointing).
+TEST(Remedies, ReportsThatDifferInWhatTheModelDidAreAVariantAndItsBaseline) {
+  Synth s = named("gpt2");
+  s.activations_mib = 100;
+  Report base = synth(s);
+  base.producer = Producer{kProducerPython, "test"};
+  s.activations_mib = 20;
+  Report checkpointed = synth(s);
+  checkpointed.producer = base.producer;
+  checkpointed.model.checkpointing = true;
+  Report amp = synth(s);
+  amp.producer = base.producer;
+  amp.model.autocast = "bfloat16";
+  const Analysis a = analyse({{"base.json", base}, {"ckpt.json", checkpointed}, {"amp.json", amp}});
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  const Verdict& v = a.verdicts[0];
+  ASSERT_EQ(v.remedies.size(), 2u);
+  std::set<std::string> names;
+  for (const RemedyRow& r : v.remedies) {
+    names.insert(r.remedy);
+    EXPECT_EQ(r.baseline_source, "base.json");
+    EXPECT_TRUE(r.reduces_cause) << r.remedy;
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"checkpointing", "autocast-bf16"}));
+  // The same reports twice: nothing told apart, nothing named.
+  EXPECT_TRUE(analyse({{"a.json", base}, {"b.json", base}}).verdicts.at(0).remedies.empty());
+}
+
 // A job that checkpoints already is not sent to measure checkpointing: a
 // remedy row beside it (bf16) leaves the other activation remedies listed,
 // not the one it takes.
