@@ -452,6 +452,34 @@ class Lane(LaneCase):
         self.assertEqual([s["phase"] for s in report["samples"] if s["step"] is not None],
                          ["forward", "backward", "step", "cleanup"] * 35)
 
+    def test_a_weight_replaced_while_the_lane_holds_the_state(self):
+        # resize_token_embeddings in a steady step: the embedding's weight
+        # replaced in its group, its state popped and the new one's made.
+        # No count of the state changes; which parameters hold it does, and
+        # the lane's census counts the new weight as the Python's does.
+        def make():
+            torch.manual_seed(0)
+            return torch.nn.Sequential(torch.nn.Embedding(100, 32), torch.nn.Flatten(), torch.nn.Linear(128, 8))
+
+        def loop(model, opt, rec):
+            for step in range(35):
+                if step == 20:
+                    old = model[0].weight
+                    model[0] = torch.nn.Embedding(400, 32)
+                    for g in opt.param_groups:
+                        g["params"] = [model[0].weight if p is old else p for p in g["params"]]
+                    opt.state.pop(old, None)
+                    del old
+                F.cross_entropy(model(torch.randint(0, 100, (8, 4))), torch.randint(0, 8, (8,))).backward()
+                opt.step()
+                opt.zero_grad()
+        report = self.same(loop, make=make, every=1)
+        mib = 1024 * 1024
+        cleanups = {s["step"]: s["tensors"]["parameters_mib"] for s in report["samples"]
+                    if s["phase"] == "cleanup" and s.get("tensors")}
+        self.assertAlmostEqual(cleanups[19], (100 * 32 + 128 * 8 + 8) * 4 / mib, places=6)
+        self.assertAlmostEqual(cleanups[34], (400 * 32 + 128 * 8 + 8) * 4 / mib, places=6)
+
     def test_the_step_read_from_another_thread_mid_hook_changes_nothing(self):
         # A progress thread reads rec.step while the lane is inside a hook
         # (here: inside its NVML reading, which calls back into Python):

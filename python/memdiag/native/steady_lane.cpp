@@ -559,6 +559,19 @@ class Lane {
         }
         out.push_back(keys);
       }
+      {
+        // Which parameters hold it (the recorder's Python: the XOR of
+        // their id()s): a weight replaced, its state popped and the new
+        // one's made, changes no count.
+        std::int64_t ids = 0;
+        if (PyDict_Check(state.ptr())) {
+          PyObject* key = nullptr;
+          PyObject* value = nullptr;
+          Py_ssize_t pos = 0;
+          while (PyDict_Next(state.ptr(), &pos, &key, &value)) ids ^= static_cast<std::int64_t>(reinterpret_cast<std::intptr_t>(key));
+        }
+        out.push_back(ids);
+      }
       if (n <= 4) {
         std::int64_t lists = 0;
         PyObject* values = PyObject_CallMethod(state.ptr(), "values", nullptr);
