@@ -121,6 +121,8 @@ def maybe_engage(rec):
         return
     if (rec._in, rec._last) not in ((r.BETWEEN, r.CLEANUP), (r.CLEANUP, r.STEP)) or rec._pending_loss is not None:
         return
+    if rec._evaluation is not None:
+        return  # an evaluation the next sample says: the recorder's Python makes it
     if rec._kept is not None and rec._step <= max(r._kept.WALKED_STEPS):
         return
     if rec._modules is not None and (rec._modules.active() or rec._step < max(r._modules.TRACKED_STEPS)):

@@ -75,6 +75,30 @@ class CudaProbe:
     def resolve_segment(reading):
         return reading
 
+    def evaluation_begin(self):
+        """An evaluation's forward starts (a forward of the model that
+        trains nothing, memdiag/_recorder.py): the phase's peak so far is
+        carried into its reading and the allocator's peak reset, so that
+        what the evaluation reaches is not the phase's. Returns the bytes
+        allocated now."""
+        return self.segment()[0]
+
+    def evaluation_end(self):
+        """The evaluation's forward ended: the peak since evaluation_begin()
+        in bytes, read and reset, and not carried (the phase's own peak
+        goes on from what is allocated now)."""
+        if self.native is not None:
+            return self.native.read(self._index, True, False)[1]
+        peak = torch.cuda.max_memory_allocated(self._index)
+        torch._C._cuda_resetPeakMemoryStats(self._index)
+        return peak
+
+    def evaluation_undo(self, peaks):
+        """Forwards read as an evaluation's were a training forward after
+        all (a model trained in eval() mode: backward followed): their
+        peaks (bytes, from evaluation_end) are the phase's again."""
+        self._carried_peak = max(self._carried_peak, *peaks) if peaks else self._carried_peak
+
     def allocated_mib(self):
         return _mib(torch.cuda.memory_allocated(self.device))
 
@@ -341,6 +365,11 @@ class CpuProbe:
         self._unreported = tracked[:_TRACKED_MOST]
         self._unseen = {}
         self._segment_peak = existing_bytes  # since the last segment mark (a profiled backward's nodes)
+        # The phase's peak when an evaluation's forward began (put by while
+        # it runs), and per undo mark the evaluation ends whose peaks go
+        # back to the phase (evaluation_undo).
+        self._phase_peak_before = existing_bytes
+        self._undo = {}
         self._readings = {}
         self._marks = 0
         self._on = False
@@ -417,6 +446,11 @@ class CpuProbe:
                 timeline.append((e.start_ns(), -1, int(name.rsplit(".", 1)[1])))
             elif name.startswith("memdiag.segment."):
                 timeline.append((e.start_ns(), -2, int(name.rsplit(".", 1)[1])))
+            elif name.startswith("memdiag.eval"):
+                kind = {"memdiag.evalbegin": -3, "memdiag.evalend": -4, "memdiag.evalundo": -5}.get(
+                    name.rsplit(".", 1)[0])
+                if kind is not None:
+                    timeline.append((e.start_ns(), kind, int(name.rsplit(".", 1)[1])))
         # A mark and a memory event at the same instant: the mark first (the
         # boundary was crossed before the next phase allocated).
         timeline.sort(key=lambda t: (t[0], t[1]))
@@ -439,9 +473,19 @@ class CpuProbe:
             elif kind == -1:  # a point inside a phase: read, the phase's peak goes on
                 live = max(0, live - self._unseen.pop(value, 0))
                 self._readings[value] = (live, peak)
-            else:  # a segment: read with the peak since the last one; the phase's goes on
+            elif kind == -2:  # a segment: read with the peak since the last one; the phase's goes on
                 self._readings[value] = (live, segment_peak)
                 segment_peak = live
+            elif kind == -3:  # an evaluation starts: its peak is its own, the phase's is put by
+                self._readings[value] = (live, live)
+                self._phase_peak_before = peak
+                peak = live
+            elif kind == -4:  # it ended: read its peak; the phase's goes on from before it
+                self._readings[value] = (live, peak)
+                peak = max(self._phase_peak_before, live)
+            else:  # its forwards were a training forward after all: their peaks are the phase's again
+                ends = self._undo.pop(value, ())
+                peak = max([peak] + [self._readings[m][1] for m in ends if m in self._readings])
         self._live, self._peak, self._segment_peak = live, peak, segment_peak
         return len(events)
 
@@ -583,6 +627,35 @@ class CpuProbe:
 
     def resolve_segment(self, n):
         return self._readings.get(n)
+
+    def _named_mark(self, prefix):
+        n = self._marks
+        self._marks += 1
+        with torch.profiler.record_function(f"{prefix}.{n}"):
+            pass
+        return n
+
+    def evaluation_begin(self):
+        """An evaluation's forward starts (a forward of the model that
+        trains nothing): a mark read as the allocated bytes then; from it
+        to evaluation_end()'s mark the phase's peak is put by, and what the
+        evaluation reaches is read apart. Returns the mark."""
+        return self._named_mark("memdiag.evalbegin")
+
+    def evaluation_end(self):
+        """The evaluation's forward ended: a mark read as (allocated, the
+        peak since evaluation_begin); the phase's peak goes on from the
+        higher of its own before the evaluation and what is allocated now.
+        Returns the mark."""
+        return self._named_mark("memdiag.evalend")
+
+    def evaluation_undo(self, ends):
+        """Forwards read as an evaluation's were a training forward after
+        all (backward followed): the peaks read at their end marks are the
+        phase's again, from here on the timeline."""
+        n = self._named_mark("memdiag.evalundo")
+        self._undo[n] = list(ends)
+        return n
 
     def sync(self):
         pass

@@ -54,6 +54,11 @@ _original_backward = [None]
 _original_scaler_step = [None]
 _oom_observer_attached = set()
 _NO_HOST = (None, None)  # a phase whose host was not read
+# On the forward stack (Recorder._forward_stack), beside True and False (a
+# call counted or not): an evaluation's top-level call, under no_grad or
+# inference_mode, or in eval() mode with gradients on. Neither is True:
+# `True in stack` still says whether a counted call is in progress.
+_EVALUATING, _EVALUATING_WITH_GRAD = None, 0
 # Steady steps whose end reads the device's use though the allocator's
 # reserve did not move: memory made outside the allocator (a library's, a
 # leak through cudaMalloc) shows as a trend at this cadence.
@@ -334,6 +339,18 @@ class Recorder:
         # pops what its pre-hook pushed.
         self._forward_stack = []
         self._uncounted_inputs = (None, None)  # the last forward not counted (eval mode), should backward follow
+        # The evaluations since the last sample's reading (forwards of the
+        # model that train nothing: a validation pass between steps), for
+        # the next sample: [forwards, the most samples, the most tokens,
+        # allocated at the first one's start, the peaks at their ends] (on
+        # CUDA bytes; on the CPU the probe's marks). None: none ran. While
+        # one is pending, _close is the instance's _close_evaluated.
+        self._evaluation = None
+        # Those of them in eval() mode with gradients on since the last
+        # phase boundary, should backward follow and make them the step's
+        # forward (a model trained in eval mode): (the pending evaluation
+        # before them, their peaks); None: none.
+        self._evaluation_grad = None
         # What the loop keeps across steps, named (live tensors walked at a
         # few cleanups); None: not looked for.
         self._kept = _kept.KeptTracker(_unwrap(model)) if kept else None
@@ -591,11 +608,17 @@ class Recorder:
             _lane.spill(self)
             if status == "complete" and self._last_phase() == STEP:
                 self._close(CLEANUP)  # the loop ended after its last step()
+            elif status == "complete" and self._evaluation is not None and self._evaluation[4] and \
+                    self._last == CLEANUP and self._in == BETWEEN:
+                # An evaluation after the last step's cleanup (its
+                # zero_grad()): the cleanup is read again, as at a further
+                # zero_grad(), and says it.
+                self._close_again(CLEANUP)
             last = self._samples[-1] if self._samples else None
             if type(last) is tuple and last[0] == CLEANUP and last[6] is _NO_HOST:
                 # The host at the last step's end, read off the cadence (what
                 # the loop holds on the host when it stops counts).
-                self._samples[-1] = last[:6] + (self._host.read(self._cuda),)
+                self._samples[-1] = last[:6] + (self._host.read(self._cuda),) + last[7:]
             if self._in is not None:
                 self._record_end(status, error)
             if self._modules is not None:
@@ -613,6 +636,7 @@ class Recorder:
             if self._modules is not None and self._modules.active():
                 self._modules.end(completed=False)  # the forward did not reach backward
             self._remove_hooks()
+            self.__dict__.pop("_close", None)  # an evaluation's (_close_evaluated): no cycle left
             if self._backward_profile is not None:
                 self._backward_profile.remove()  # a backward that ran out of memory
             # The lane holds the recorder's hooks, which hold the recorder:
@@ -675,6 +699,12 @@ class Recorder:
                 if live < counted:
                     live, raised = counted, raised + 1
                 s["allocated_mib"], s["peak_allocated_mib"] = live / _probe.MIB, max(peak, live) / _probe.MIB
+                if "_evaluation" in s:
+                    forwards, samples, tokens, start, ends = s.pop("_evaluation")
+                    start = readings[start][0]
+                    s["evaluation"] = {"forwards": forwards, "samples": samples, "tokens": tokens,
+                                       "peak_mib": max([start] + [readings[m][1] for m in ends]) / _probe.MIB,
+                                       "start_mib": start / _probe.MIB}
             if raised:
                 self._events.append(_report.event(
                     "note", "", None, f"the CPU's allocated read below the tensors counted at {raised} phase"
@@ -998,7 +1028,15 @@ class Recorder:
             self._seen_forward = True  # counted here, or by backward (a model trained in eval mode)
         counted = not nested and module.training and _is_grad_enabled() and \
             not (self._in_step_call and self._last == BACKWARD)
-        stack.append(counted)
+        if not counted and not stack and (not module.training or not _is_grad_enabled()) and \
+                not (self._in_step_call and self._last == BACKWARD):
+            # An evaluation (a validation pass): its peak is read apart and
+            # taken out of the phase's, for the next sample to say.
+            grad = _is_grad_enabled()
+            self._evaluation_begin(args, kwargs, grad)
+            stack.append(_EVALUATING_WITH_GRAD if grad else _EVALUATING)
+        else:
+            stack.append(counted)
         if not counted:
             if not nested and _is_grad_enabled():
                 self._uncounted_inputs = _inputs.sizes(args, kwargs)
@@ -1060,6 +1098,62 @@ class Recorder:
             self._forward_calls += 1
             self._chunk_of_one_batch(args, kwargs)
 
+    def _evaluation_begin(self, args, kwargs, grad):
+        """A top-level forward of the model that trains nothing starts
+        (under no_grad or inference_mode, or in eval() mode with gradients
+        on): the phase's peak is put by and the evaluation's read apart
+        (the probe's evaluation_begin), counted in the pending evaluation."""
+        start = self._probe.evaluation_begin()
+        samples, tokens = _inputs.sizes(args, kwargs)
+        ev = self._evaluation
+        if grad and self._evaluation_grad is None:
+            self._evaluation_grad = (None if ev is None else ev[:4] + [list(ev[4])], [])
+        if ev is None:
+            self._evaluation = ev = [0, None, None, start, []]
+            self._close = self._close_evaluated  # the next sample says it
+        ev[0] += 1
+        if samples is not None and (ev[1] is None or samples > ev[1]):
+            ev[1] = samples
+        if tokens is not None and (ev[2] is None or tokens > ev[2]):
+            ev[2] = tokens
+
+    def _evaluation_end(self, grad):
+        """The evaluation's forward ended: its peak read (the probe's
+        evaluation_end), the phase's going on without it."""
+        end = self._probe.evaluation_end()
+        ev = self._evaluation
+        if ev is None:
+            return
+        if self._cuda:
+            ev[4] = [max(ev[4][0], end)] if ev[4] else [end]
+        else:
+            ev[4].append(end)
+        if grad and self._evaluation_grad is not None:
+            self._evaluation_grad[1].append(end)
+
+    def _evaluation_undo(self):
+        """backward() counted the forwards in eval() mode since the last
+        boundary as the step's (a model trained in eval mode): they were no
+        evaluation, and their peaks are the forward phase's."""
+        before, ends = self._evaluation_grad
+        self._evaluation_grad = None
+        self._evaluation = before
+        if ends:
+            self._probe.evaluation_undo(ends)
+
+    def _close_evaluated(self, phase, again=False):
+        """_close while an evaluation is pending: the sample it makes
+        carries the evaluation, which ends there."""
+        n = len(self._samples)
+        Recorder._close(self, phase, again)
+        self._evaluation_grad = None  # a boundary: backward no longer counts them
+        ev = self._evaluation
+        if ev is not None and len(self._samples) > n and ev[4]:
+            self._samples[-1] = self._samples[-1][:7] + (tuple(ev),)
+            self._evaluation = None
+        if self._evaluation is None:
+            self.__dict__.pop("_close", None)
+
     def _chunk_of_one_batch(self, args, kwargs):
         """Another call of the model in one forward: where its first tensor
         follows the last call's in one storage (x.chunk(K), x.split(n)), the
@@ -1095,11 +1189,14 @@ class Recorder:
         stack = self._forward_stack
         if stack and _active[0] is self and _current_thread() is self._thread and not self._finished:
             counted = stack.pop()
-            if counted and not stack and self._step == 0 and self._autocast is None:
-                # Autocast applied inside the model's call (Accelerate's
-                # prepare() wraps forward in it): the pre-hook saw none, the
-                # output says so, 16-bit from 32-bit weights.
-                self._autocast = _autocast_by_output(output, self.model)
+            if counted:
+                if not stack and self._step == 0 and self._autocast is None:
+                    # Autocast applied inside the model's call (Accelerate's
+                    # prepare() wraps forward in it): the pre-hook saw none, the
+                    # output says so, 16-bit from 32-bit weights.
+                    self._autocast = _autocast_by_output(output, self.model)
+            elif counted is not False and not stack:
+                self._evaluation_end(counted is _EVALUATING_WITH_GRAD)
             if not stack and self._kept is not None and self._step in _kept.WALKED_STEPS:
                 self._kept.forward_returned(output, type(_unwrap(module)).__name__)
 
@@ -1137,6 +1234,8 @@ class Recorder:
             # to here.
             if self._in in (BETWEEN, BETWEEN_OPTIMIZERS) or (self._in == STEP and self._last == BACKWARD):
                 between_optimizers = self._in == BETWEEN_OPTIMIZERS
+                if self._evaluation_grad is not None:
+                    self._evaluation_undo()
                 self._forward_calls = 1
                 self._forward_chunked = False
                 self._count_forward()
@@ -1404,7 +1503,7 @@ class Recorder:
             # A list (a tuple's figures are CUDA's): every mark the phase
             # ended at, a third backward's too.
             figures = (last[2] if type(last[2]) is list else [last[2]]) + [figures]
-        self._samples[-1] = (new[0], new[1], figures, new[3] + last[3]) + new[4:]
+        self._samples[-1] = (new[0], new[1], figures, new[3] + last[3]) + new[4:7] + _evaluations(last, new)
 
     def _take_census(self, phase=None):
         """The census at the end of `phase`. A role is recounted only where
@@ -1830,9 +1929,22 @@ def record(model=None, optimizer=None, output="memdiag-report.json", **options):
     return Recorder(model, optimizer, output, **options)
 
 
+def _evaluations(first, second):
+    """The evaluation a sample read again (_close_again) carries: those of
+    both readings (a tuple of one, or none), as one."""
+    a, b = first[7] if len(first) > 7 else None, second[7] if len(second) > 7 else None
+    if a is None or b is None:
+        return (a or b,) if a or b else ()
+    def most(x, y):
+        return y if x is None else x if y is None else max(x, y)
+    # The peaks (CUDA's bytes, the CPU's marks) are taken the highest of
+    # when the report is made.
+    return ((a[0] + b[0], most(a[1], b[1]), most(a[2], b[2]), a[3], a[4] + b[4]),)
+
+
 def _sample_dict(sample, host_reader):
     """A sample as the report holds it, from what _sample kept."""
-    phase, step, figures, elapsed, (micro, inputs, losses), census, (statm, pinned) = sample
+    phase, step, figures, elapsed, (micro, inputs, losses), census, (statm, pinned) = sample[:7]
     if type(figures) is tuple:  # CUDA
         allocated, reserved, used, peak, inactive, process, retries = figures
         s = {"phase": phase, "step": step, "allocated_mib": allocated, "reserved_mib": reserved,
@@ -1863,6 +1975,13 @@ def _sample_dict(sample, host_reader):
     if losses:
         s["_loss_handles"] = list(losses)
     s["tensors"] = census
+    if len(sample) > 7:
+        forwards, samples, tokens, start, peaks = sample[7]
+        if type(figures) is tuple:
+            s["evaluation"] = {"forwards": forwards, "samples": samples, "tokens": tokens,
+                               "peak_mib": max(peaks) / _probe.MIB, "start_mib": start / _probe.MIB}
+        else:  # the CPU's marks, read off the profiler's timeline when recording ends
+            s["_evaluation"] = (forwards, samples, tokens, start, peaks)
     return s
 
 

@@ -1765,6 +1765,160 @@ class TeacherWithGradients(unittest.TestCase):
         self.assertNotIn("outside the recorded model", v["response"])
 
 
+class Evaluations(unittest.TestCase):
+    """A validation pass between training steps (an independent check's
+    job_evalspike, RESULTS.md P3): model.eval(); with torch.no_grad():
+    model(xe) at 256 samples every other step, the training batch 16. Its
+    peak was read as the next training forward's on the CPU (and lost on
+    CUDA, whose peak the forward resets), so the capacity grew it with the
+    training batch. Each sample after one says it (`evaluation`), and no
+    phase's peak holds it."""
+
+    def record(self, evaluate="no_grad", steps=6, where="between", **options):
+        torch.manual_seed(0)
+        # Wide and shallow: the activations at 256 samples (8 MiB) are
+        # above what any training phase holds (weights, gradients and
+        # momentum of 1.2 MiB each, activations at 16 samples).
+        model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        xe = torch.randn(256, 64)
+
+        def evaluation():
+            model.eval()
+            if evaluate == "no_grad":
+                with torch.no_grad():
+                    model(xe).argmax(1)
+            elif evaluate == "inference_mode":
+                with torch.inference_mode():
+                    model(xe).argmax(1)
+            else:  # eval() mode with gradients on, no backward: a validation that forgot no_grad
+                model(xe).argmax(1)
+            model.train()
+
+        out = os.path.join(tempfile.mkdtemp(), "eval.json")
+        with memdiag.record(model, opt, output=out, kept=False, **options):
+            for step in range(steps):
+                model.train()
+                x, y = torch.randn(16, 64), torch.randint(0, 10, (16,))
+                F.cross_entropy(model(x), y).backward()
+                if evaluate and where == "inside" and step % 2 == 1:
+                    evaluation()  # between backward and step(): in the step phase
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                if evaluate and where == "between" and step % 2 == 1:
+                    evaluation()
+        with open(out) as f:
+            return json.load(f)
+
+    def peaks(self, r, phase):
+        return {s["step"]: s["peak_allocated_mib"] for s in r["samples"] if s["phase"] == phase}
+
+    def test_each_forward_keeps_its_own_peak_and_the_next_sample_says_the_evaluation(self):
+        for evaluate in ("no_grad", "inference_mode", "eval_mode"):
+            with self.subTest(evaluate=evaluate):
+                r = self.record(evaluate)
+                plain = self.record(None)
+                forward = self.peaks(r, "forward")
+                if evaluate != "eval_mode":
+                    # Steps 2 and 4 follow an evaluation; 1, 3 and 5 do not.
+                    for step in (2, 4):
+                        for other in (1, 3, 5):
+                            self.assertAlmostEqual(forward[step], forward[other], delta=0.5, msg=(evaluate, forward))
+                    for step in range(1, 6):
+                        self.assertAlmostEqual(forward[step], self.peaks(plain, "forward")[step], delta=0.5)
+                else:
+                    # With gradients on, what the evaluation saved for a
+                    # backward (4 MiB) is still held when its forward
+                    # returns, until the loop drops its output: the
+                    # phase's, as is whatever an evaluation hands back;
+                    # its transient is not.
+                    for step in (2, 4):
+                        self.assertLess(forward[step], forward[1] + 4.5, forward)
+                said = [(s["phase"], s["step"]) for s in r["samples"] if "evaluation" in s]
+                # The last evaluation, after the last step's zero_grad(): its
+                # cleanup read again.
+                self.assertEqual(said, [("forward", 2), ("forward", 4), ("cleanup", 5)])
+                highest = max(s["peak_allocated_mib"] for s in r["samples"])
+                held = [s["allocated_mib"] for s in r["samples"] if s["phase"] == "cleanup" and s["step"] == 1][0]
+                for s in r["samples"]:
+                    if "evaluation" not in s:
+                        continue
+                    e = s["evaluation"]
+                    self.assertEqual(sorted(e), ["forwards", "peak_mib", "samples", "start_mib", "tokens"])
+                    self.assertEqual((e["forwards"], e["samples"], e["tokens"]), (1, 256, None))
+                    self.assertGreater(e["peak_mib"], highest + 3, (e, highest))
+                    self.assertLess(e["start_mib"], e["peak_mib"])
+                    # Started from what the loop held between steps.
+                    self.assertAlmostEqual(e["start_mib"], held, delta=0.5)
+                self.assertFalse(any("evaluation" in s for s in plain["samples"]))
+
+    def test_an_evaluation_inside_the_step_phase_is_its_sample_s(self):
+        r = self.record("no_grad", where="inside")
+        step = self.peaks(r, "step")
+        said = [(s["phase"], s["step"]) for s in r["samples"] if "evaluation" in s]
+        self.assertEqual(said, [("step", 1), ("step", 3), ("step", 5)])
+        for k in (1, 3, 5):
+            self.assertAlmostEqual(step[k], step[k + 1 if k < 5 else 4], delta=0.5, msg=step)
+        highest = max(s["peak_allocated_mib"] for s in r["samples"])
+        for s in r["samples"]:
+            if "evaluation" in s:
+                self.assertEqual(s["evaluation"]["samples"], 256)
+                self.assertGreater(s["evaluation"]["peak_mib"], highest + 4)
+
+    def test_two_evaluations_before_one_sample_are_counted_together(self):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "two.json")
+        with memdiag.record(model, opt, output=out, kept=False):
+            for step in range(3):
+                F.cross_entropy(model(torch.randn(16, 64)), torch.randint(0, 10, (16,))).backward()
+                opt.step()
+                opt.zero_grad()
+                if step == 0:
+                    with torch.no_grad():
+                        model(torch.randn(64, 64))
+                        model(torch.randn(128, 64))
+        with open(out) as f:
+            r = json.load(f)
+        said = [(s["phase"], s["step"], s["evaluation"]["forwards"], s["evaluation"]["samples"])
+                for s in r["samples"] if "evaluation" in s]
+        self.assertEqual(said, [("forward", 1, 2, 128)])
+
+    def test_a_model_trained_in_eval_mode_has_no_evaluation(self):
+        # Frozen batch norm: every forward in eval() mode with gradients on,
+        # and backward follows: the step's forward, its peak the phase's.
+        def loop(mode):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(64, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 10))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            out = os.path.join(tempfile.mkdtemp(), f"{mode}.json")
+            getattr(model, mode)()
+            with memdiag.record(model, opt, output=out, kept=False):
+                for _ in range(4):
+                    F.cross_entropy(model(torch.randn(256, 64)), torch.randint(0, 10, (256,))).backward()
+                    opt.step()
+                    opt.zero_grad()
+            with open(out) as f:
+                return json.load(f)
+        frozen, trained = loop("eval"), loop("train")
+        self.assertFalse(any("evaluation" in s for s in frozen["samples"]))
+        self.assertEqual([s["samples"] for s in forwards(frozen)], [256] * 4)
+        for a, b in zip(forwards(frozen), forwards(trained)):
+            self.assertAlmostEqual(a["peak_allocated_mib"], b["peak_allocated_mib"], delta=0.5)
+
+    def test_the_comparer_reads_the_reports(self):
+        d = tempfile.mkdtemp()
+        paths = []
+        for name, evaluate in (("with", "no_grad"), ("without", None)):
+            r = self.record(evaluate)
+            paths.append(os.path.join(d, f"{name}.json"))
+            with open(paths[-1], "w") as f:
+                json.dump(r, f)
+        done = subprocess.run([comparer(), *paths], capture_output=True, text=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+
 class BackwardProfile(unittest.TestCase):
     """Step 1's backward node by node (model.backward_profile): the
     gradients at each node's peak are fixed, the rest grows with the batch,

@@ -321,6 +321,43 @@ class Lane(LaneCase):
                 opt.zero_grad()
         self.same(loop, engagements=3, every=1)
 
+    def test_evaluations_between_steady_steps_are_said_by_the_next_sample(self):
+        # A validation pass under no_grad at another batch: after the
+        # zero_grad() that ends a steady step (the next forward says it),
+        # after step() before zero_grad() (the cleanup says it), and
+        # between backward and step() (the step says it). The lane hands
+        # the state back at the evaluation's forward and takes it again at
+        # a later step's end; the samples are the Python's.
+        def loop(model, opt, rec):
+            for step in range(60):
+                x, y = torch.randn(8, 32), torch.randint(0, 8, (8,))
+                F.cross_entropy(model(x), y).backward()
+                if step % 10 == 7:
+                    with torch.no_grad():
+                        model(torch.randn(64, 32))
+                opt.step()
+                if step % 10 == 5:
+                    with torch.inference_mode():
+                        model(torch.randn(48, 32))
+                opt.zero_grad()
+                if step % 10 == 3:
+                    model.eval()
+                    with torch.no_grad():
+                        model(torch.randn(32, 32))
+                        model(torch.randn(96, 32))
+                    model.train()
+        report = self.same(loop, engagements=4, every=1)
+        said = {(s["phase"], s["step"]): s["evaluation"] for s in report["samples"] if "evaluation" in s}
+        want = {}
+        for k in range(0, 60, 10):
+            want[("forward", k + 4)] = (2, 96)
+            want[("cleanup", k + 5)] = (1, 48)
+            want[("step", k + 7)] = (1, 64)
+        self.assertEqual({k: (e["forwards"], e["samples"]) for k, e in said.items()}, want)
+        for e in said.values():
+            self.assertGreaterEqual(e["peak_mib"], e["start_mib"])
+            self.assertIsNone(e["tokens"])
+
     def test_two_losses_of_one_forward(self):
         # l1.backward(retain_graph=True); l2.backward(): the lane ends the
         # first, the recorder's Python the second as the same micro-batch's
