@@ -364,6 +364,10 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
                                                p.id.device_kind != "cpu",
                                                std::min(p.buffer_mib, *p.held_before_training_mib), p.largest_buffers});
   }
+  if (p.evaluations && p.evaluations->peak_mib > p.training_peak_mib + thresholds::kMinimumSignalMib) {
+    out.push_back(evidence::EvaluationPeak{p.evaluations->peak_mib, p.training_peak_mib, p.evaluations->forwards,
+                                           p.evaluations->samples, p.evaluations->step});
+  }
   if (p.device_minus_reserved_mib) out.push_back(evidence::OutsideAllocator{*p.device_minus_reserved_mib});
   // What was kept is said whatever the cause: a graph kept through a
   // running sum grows memory too little to decide anything, yet it is the

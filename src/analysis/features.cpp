@@ -40,6 +40,19 @@ void read_samples(const Report& r, RunFeatures& f) {
   const Sample* prev = nullptr;
   for (const Sample& s : r.samples) {
     f.peak_allocated_mib = std::max(f.peak_allocated_mib, s.peak_allocated_mib);
+    f.training_peak_mib = std::max(f.training_peak_mib, s.peak_allocated_mib);
+    if (s.evaluation) {
+      // The run's peak, not any training phase's.
+      f.peak_allocated_mib = std::max(f.peak_allocated_mib, s.evaluation->peak_mib);
+      if (!f.evaluations) f.evaluations = RunFeatures::Evaluations{};
+      RunFeatures::Evaluations& e = *f.evaluations;
+      e.forwards += s.evaluation->forwards;
+      if (s.evaluation->peak_mib >= e.peak_mib) {
+        e.peak_mib = s.evaluation->peak_mib;
+        e.samples = s.evaluation->samples;
+        e.step = s.step;
+      }
+    }
     double& pp = f.peak_by_phase[s.phase];
     pp = std::max(pp, s.peak_allocated_mib);
     if (s.reserved_mib) {

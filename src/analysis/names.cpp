@@ -48,6 +48,7 @@ const char* evidence_code(const Evidence& e) {
                         [](const evidence::StrandedSplits&) { return "stranded_splits"; },
                         [](const evidence::OutsideAllocator&) { return "outside_allocator"; },
                         [](const evidence::HeldBeforeTraining&) { return "held_before_training"; },
+                        [](const evidence::EvaluationPeak&) { return "evaluation_peak"; },
                         [](const evidence::OutOfMemory&) { return "out_of_memory"; },
                         [](const evidence::KeptAcrossSteps&) { return "kept_across_steps"; },
                         [](const evidence::ForwardByModule&) { return "forward_by_module"; },

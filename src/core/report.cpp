@@ -105,7 +105,10 @@ Event make_event(EventKind kind, std::optional<Phase> phase, std::optional<int> 
 
 double peak_allocated_mib(const Report& r) {
   double peak = 0;
-  for (const Sample& s : r.samples) peak = std::max(peak, s.peak_allocated_mib);
+  for (const Sample& s : r.samples) {
+    peak = std::max(peak, s.peak_allocated_mib);
+    if (s.evaluation) peak = std::max(peak, s.evaluation->peak_mib);  // the run's, not a phase's
+  }
   return peak;
 }
 

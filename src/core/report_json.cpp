@@ -44,6 +44,13 @@ json to_json(const Sample& s) {
   if (s.forwards_chunked) j["forwards_chunked"] = true;
   if (s.loss) j["loss"] = *s.loss;
   j["tensors"] = s.tensors ? census_json(*s.tensors) : json(nullptr);
+  if (s.evaluation) {
+    j["evaluation"] = {{"forwards", s.evaluation->forwards},
+                       {"samples", opt(s.evaluation->samples)},
+                       {"tokens", opt(s.evaluation->tokens)},
+                       {"peak_mib", s.evaluation->peak_mib},
+                       {"start_mib", s.evaluation->start_mib}};
+  }
   return j;
 }
 

@@ -167,6 +167,19 @@ Sample read_sample(const JsonNode& n) {
   if (s.tokens && s.samples && *s.tokens < *s.samples) n.field("tokens").fail("fewer tokens than samples");
   if (n.given("loss")) s.loss = n.field("loss").as_number(-1e30, 1e30);
   if (n.given("tensors")) s.tensors = read_census(n.field("tensors"));
+  if (n.given("evaluation")) {
+    const JsonNode e = n.field("evaluation");
+    e.expect_object();
+    e.only({"forwards", "samples", "tokens", "peak_mib", "start_mib"});
+    Sample::Evaluation ev;
+    if (auto f = e.opt_integer("forwards", 1, limits::kMaxBatch)) ev.forwards = static_cast<int>(*f);
+    ev.samples = e.opt_integer("samples", 1, limits::kMaxBatch);
+    ev.tokens = e.opt_integer("tokens", 1, limits::kMaxExactInteger);
+    ev.peak_mib = e.mib("peak_mib");
+    ev.start_mib = e.mib("start_mib");
+    if (ev.peak_mib + limits::kPeakSlackMiB < ev.start_mib) e.field("peak_mib").fail("peak is below the start");
+    s.evaluation = ev;
+  }
   if (s.step.has_value() == is_setup_phase(s.phase)) {
     n.field("step").fail(s.step ? std::string("setup phase '") + to_string(s.phase) + "' has a step"
                                 : std::string("phase '") + to_string(s.phase) + "' needs a step");

@@ -101,6 +101,11 @@ std::string caveat_words(const CapacityAnswer& a) {
 }  // namespace
 
 std::string describe_phase_line(const PhaseLine& l) {
+  if (l.piece == PhaseLine::Piece::kEvaluation) {
+    return "the forwards that train nothing (an evaluation between steps" +
+           (l.evaluation_samples ? ", " + std::to_string(*l.evaluation_samples) + " samples" : std::string()) +
+           ", whatever the training batch)";
+  }
   std::string phase;
   switch (l.phase) {
     case Phase::kSetup: phase = "the warm-up"; break;
@@ -120,6 +125,7 @@ std::string describe_phase_line(const PhaseLine& l) {
           phase = "backward at its node " + std::to_string(l.node) + " of " + std::to_string(l.nodes) + " (" +
                   l.node_name + ")";
           break;
+        case PhaseLine::Piece::kEvaluation: break;  // said above
       }
       break;
     case Phase::kStep: phase = "step()"; break;

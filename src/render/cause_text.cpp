@@ -450,6 +450,12 @@ std::string response_for(const Verdict& v) {
          "gradients on that no backward freed (its graph keeps what it saved, even where only its detached copy "
          "is used); del it after use, and compute what needs no gradients under torch.no_grad().";
   }
+  if (const auto* e = first_of<evidence::EvaluationPeak>(v)) {
+    r += " The run's peak is its evaluation's: the forwards that train nothing reach " + format_mib(e->peak_mib) +
+         " MiB" + (e->samples ? " at " + std::to_string(*e->samples) + " samples" : std::string()) +
+         ", above every training phase (" + format_mib(e->training_peak_mib) +
+         " MiB), whatever the training batch: evaluate in smaller batches.";
+  }
   if (!v.outside_parameters_mib) return r;
   const std::string outside =
       "backward makes gradients for " + format_mib(*v.outside_parameters_mib) +
@@ -642,7 +648,15 @@ namespace {
 // every chunk's activations stay saved).
 const RemedyRow* measured_lower(const Verdict& v, const std::vector<RemedyKind>& about) {
   const RemedyRow* best = nullptr;
+  // Rows against the run the verdict is read from, where there are some:
+  // a lighter optimizer that cut the state of a smaller batch's baseline
+  // (where the state was the cause) said nothing against "would not help"
+  // at the batch whose cause is the activations (an independent scan's
+  // four batches compared at once).
+  const bool primary_rows = std::any_of(v.remedies.begin(), v.remedies.end(),
+                                        [&](const RemedyRow& r) { return r.baseline_source == v.primary_source; });
   for (const RemedyRow& r : v.remedies) {
+    if (primary_rows && r.baseline_source != v.primary_source) continue;
     if (r.status != RunStatus::kComplete || r.baseline_status != RunStatus::kComplete) continue;
     if (!(r.peak_change_fraction < -thresholds::kRemedyReduction)) continue;
     // By its remedies, or by what the reports show it did (a Python job's

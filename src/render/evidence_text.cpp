@@ -682,6 +682,14 @@ std::string describe(const Evidence& e) {
                    " to place requests no block fitted; reserved peaked at " + mib(x.peak_reserved_mib) + " for " +
                    mib(x.peak_allocated_mib) + " allocated";
           },
+          [](const evidence::EvaluationPeak& x) {
+            return "forwards that train nothing (an evaluation between steps, " + std::to_string(x.forwards) +
+                   (x.forwards == 1 ? " call" : " calls") +
+                   (x.samples ? ", up to " + std::to_string(*x.samples) + " samples each" : std::string()) +
+                   ") peaked at " + mib(x.peak_mib) + (x.step ? " (before step " + std::to_string(*x.step) + "'s reading)" : std::string()) +
+                   ", above the training phases' " + mib(x.training_peak_mib) +
+                   ": the run's peak is the evaluation's, at its own batch whatever the training batch";
+          },
           [](const evidence::HeldBeforeTraining& x) {
             std::string s = "when recording began " + mib(x.mib) + " was allocated beyond the model's " +
                             mib(x.parameter_mib) + " of weights and what the warm-up made: ";

@@ -135,6 +135,10 @@ json figures(const Evidence& e) {
           [](const evidence::OutsideAllocator& x) -> json {
             return {{"device_minus_reserved_mib", x.device_minus_reserved_mib}};
           },
+          [](const evidence::EvaluationPeak& x) -> json {
+            return {{"peak_mib", x.peak_mib}, {"training_peak_mib", x.training_peak_mib}, {"forwards", x.forwards},
+                    {"samples", opt(x.samples)}, {"step", opt(x.step)}};
+          },
           [](const evidence::KeptAcrossSteps& x) -> json {
             json list = json::array();
             for (const KeptRecord& k : x.kept) {
@@ -383,6 +387,7 @@ json line_json(const PhaseLine& l) {
   const char* piece = l.piece == PhaseLine::Piece::kStart ? "start"
                       : l.piece == PhaseLine::Piece::kEnd ? "end"
                       : l.piece == PhaseLine::Piece::kNode ? "node"
+                      : l.piece == PhaseLine::Piece::kEvaluation ? "evaluation"
                                                            : "whole";
   json tensors = nullptr;
   if (l.tensors) {
@@ -392,6 +397,7 @@ json line_json(const PhaseLine& l) {
   }
   json j = {{"phase", to_string(l.phase)}, {"piece", piece},         {"fixed_mib", l.fixed_mib},
             {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
+  if (l.piece == PhaseLine::Piece::kEvaluation) j["evaluation_samples"] = opt(l.evaluation_samples);
   if (l.piece == PhaseLine::Piece::kNode) {
     j["node"] = {{"index", l.node}, {"of", l.nodes}, {"name", l.node_name}, {"gradients_mib", l.gradients_mib}};
     if (l.temporary_mib > 0) j["node"]["temporary_mib"] = l.temporary_mib;

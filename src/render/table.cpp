@@ -488,13 +488,19 @@ std::string describe_best_remedy(const Verdict& v) {
   // left to the table's loss column (an independent check's sgd, 4.07%
   // from AdamW's losses, was a number in a column only).
   std::string others;
+  // Rows against several baselines (a sweep of batches, each with its
+  // variants): each named with its baseline ("sgd; sgd; sgd" said nothing).
+  std::set<std::string> baselines;
+  for (const RemedyRow& x : v.remedies) baselines.insert(x.baseline_source);
   for (std::size_t i = 0; i < v.remedies.size(); ++i) {
     const RemedyRow& x = v.remedies[i];
     if (!x.changes_training || (!x.max_loss_diff && !x.gradients_mib) || (shown && i == *shown) ||
         (v.lowest_peak_remedy && i == *v.lowest_peak_remedy)) {
       continue;
     }
-    others += std::string(others.empty() ? "" : "; ") + x.remedy + ", " + (x.gradients_mib ? fewer_weights(x) : loss_change(x));
+    others += std::string(others.empty() ? "" : "; ") + x.remedy +
+              (baselines.size() > 1 ? " (against " + x.baseline_source + ")" : std::string()) + ", " +
+              (x.gradients_mib ? fewer_weights(x) : loss_change(x));
   }
   if (!others.empty()) {
     s += std::string(s.empty() ? "changes what the model learns: " : ". Changes what the model learns too: ") + others;

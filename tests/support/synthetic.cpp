@@ -107,6 +107,7 @@ Report full_report() {
   sample(r, Phase::kForward, 1).tokens = 2048;
   sample(r, Phase::kForward, 1).input_mib = 0.0625;
   sample(r, Phase::kBackward, 1).micro_batch = 0;
+  sample(r, Phase::kForward, 1).evaluation = Sample::Evaluation{2, 256, 32768, 300.5, 120.0};
   r.events.back().oom = OomDetails{};
   OomDetails& o = *r.events.back().oom;
   o.request_mib = 64;

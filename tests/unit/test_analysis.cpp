@@ -2232,6 +2232,105 @@ TEST(Verdict, StepTemporariesOfEveryParameterAtOnceAreNotCalledOneAtATime) {
   EXPECT_FALSE(made(2.5));  // 30 MiB of 2.5 MiB layers: all at once
 }
 
+// Forwards that trained nothing (a validation under no_grad between
+// steps, at 256 samples against the training batch's 16): their peak is
+// the run's, fixed whatever the training batch; a budget below it fits no
+// batch, one above it leaves the training lines to decide (an independent
+// check's evaluation peaked at 401.7 MiB, read as the training forward's:
+// "batch 13 fits 350 MiB", and none does).
+TEST(Capacity, AnEvaluationBetweenStepsBoundsEveryBatchByItsOwnPeak) {
+  Synth s = named("evalspike");
+  s.device = "cpu";
+  s.activations_mib = 40;
+  s.batch = 16;
+  s.steps = 6;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  double training = 0;
+  for (const Sample& x : r.samples) training = std::max(training, x.peak_allocated_mib);
+  for (Sample& x : r.samples) {
+    if (x.phase == Phase::kForward && x.step && *x.step % 2 == 0 && *x.step > 0) {
+      x.evaluation = Sample::Evaluation{1, 256, std::nullopt, training + 300, x.allocated_mib};
+    }
+  }
+  const Analysis a = analyse({{"r.json", r}}, {}, {training + 100, training + 400});
+  const Verdict& v = a.verdicts.at(0);
+  EXPECT_NEAR(a.groups.at(0).runs.at(0).peak_allocated_mib, training + 300, 1e-9);
+  const auto* e = find<evidence::EvaluationPeak>(v);
+  ASSERT_TRUE(e);
+  EXPECT_NEAR(e->peak_mib, training + 300, 1e-9);
+  EXPECT_NEAR(e->training_peak_mib, training, 1e-9);
+  EXPECT_EQ(e->forwards, 2);
+  EXPECT_EQ(e->samples, 256);
+  ASSERT_EQ(v.capacity.size(), 2u);
+  for (const CapacityPrediction& c : v.capacity) {
+    SCOPED_TRACE(c.answer.budget_mib);
+    if (c.answer.budget_mib < training + 300) {
+      EXPECT_EQ(c.answer.max_batch, 0);
+      EXPECT_EQ(c.answer.binding.piece, PhaseLine::Piece::kEvaluation);
+      const std::string said = describe(c);
+      EXPECT_NE(said.find("not even one sample fits: the forwards that train nothing (an evaluation between steps, "
+                          "256 samples"),
+                std::string::npos)
+          << said;
+    } else {
+      EXPECT_GT(c.answer.max_batch, 16);
+      EXPECT_NE(c.answer.binding.piece, PhaseLine::Piece::kEvaluation);
+    }
+  }
+  EXPECT_NE(response_for(v).find("The run's peak is its evaluation's"), std::string::npos) << response_for(v);
+  // Without evaluations: no such line, no such evidence.
+  const Verdict plain = analyse({{"r.json", synth(s)}}, {}, {training + 100}).verdicts.at(0);
+  EXPECT_FALSE(find<evidence::EvaluationPeak>(plain));
+  ASSERT_EQ(plain.capacity.size(), 1u);
+  EXPECT_GT(plain.capacity[0].answer.max_batch, 16);
+}
+
+// Variants measured against several baselines at once (a sweep of
+// batches, each with its own): the would-not-help's measured note is the
+// primary run's row's, and rows said in words name their baseline (an
+// independent scan's "lighter optimizer" line quoted batch 4's sgd, where
+// the state was the cause, against batch 64's activations; and "sgd; sgd;
+// sgd").
+TEST(Remedies, RowsAgainstSeveralBaselinesAreTheirsAndSaySo) {
+  const auto run = [](int batch, double activations, double state, const std::string& variant, double loss_scale) {
+    Synth s = named("resnet");
+    s.batch = batch;
+    s.activations_mib = activations;
+    s.optimizer_state_mib = state;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    r.config.variant = variant;
+    double loss = 2.3;
+    for (Sample& x : r.samples) {
+      if (x.phase == Phase::kStep) {
+        x.loss = loss * loss_scale;
+        loss -= 0.1;
+      }
+    }
+    return r;
+  };
+  const Analysis a = analyse({{"b4-base.json", run(4, 7, 80, "", 1.0)},
+                              {"b4-sgd.json", run(4, 7, 0, "sgd", 1.05)},
+                              {"b64-base.json", run(64, 200, 80, "", 1.0)},
+                              {"b64-sgd.json", run(64, 200, 0, "sgd", 1.06)}});
+  ASSERT_EQ(a.verdicts.size(), 1u);
+  const Verdict& v = a.verdicts[0];
+  ASSERT_EQ(v.primary_source, "b64-base.json");
+  ASSERT_EQ(v.dominant, Cause::kActivations);
+  bool said = false;
+  for (const std::string& n : not_helpful_for(v)) {
+    if (n.find("lighter optimizer") == std::string::npos) continue;
+    said = true;
+    // Batch 4's row (its state 80 -> 0, -75% of its peak) is not this
+    // batch's; batch 64's sgd lowered no peak, so nothing is measured here.
+    EXPECT_EQ(n.find("Measured here"), std::string::npos) << n;
+  }
+  EXPECT_TRUE(said);
+  const std::string best = describe_best_remedy(v);
+  EXPECT_NE(best.find("sgd (against b4-base.json)"), std::string::npos) << best;
+}
+
 // Two reports of one configuration with no variant label that differ in
 // what the recorder saw the model do are that variant and its baseline,
 // not one run merged (independent-s70-jobs P9: a GPT-2 with and without

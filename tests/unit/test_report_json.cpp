@@ -283,6 +283,8 @@ std::set<std::string> written_paths() {
       s.forwards_chunked = true;
     }
   }
+  // A validation under no_grad between steps (the recorder's evaluation).
+  labelled.samples.back().evaluation = Sample::Evaluation{2, 256, 32768, 300.5, 120.0};
   // A long job's sampled steps (the Python recorder's every=).
   Report sampled = testkit::synth({});
   sampled.config.step_sampling = RunConfig::StepSampling{100, 100};

@@ -454,6 +454,16 @@ struct HeldBeforeTraining {
   double buffer_mib = 0;
   std::vector<std::pair<std::string, double>> buffers;
 };
+// Forwards that trained nothing (a validation under no_grad between
+// steps) reached higher than any training phase: the run's peak is
+// theirs, at their own batch, whatever the training batch.
+struct EvaluationPeak {
+  double peak_mib = 0;           // the highest they reached
+  double training_peak_mib = 0;  // the training phases' highest
+  int forwards = 0;              // how many ran, over the run
+  std::optional<std::int64_t> samples;  // the most one was given
+  std::optional<int> step;       // the step of the sample it came before
+};
 // What the loop kept from step to step, named by the Python recorder's
 // walk of the live tensors (the report's kept event).
 struct KeptAcrossSteps {
@@ -493,7 +503,7 @@ using Evidence =
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
                  evidence::SweepFit, evidence::ReservedGap, evidence::StrandedSplits, evidence::OutsideAllocator,
                  evidence::OutOfMemory, evidence::KeptAcrossSteps, evidence::ForwardByModule,
-                 evidence::HeldBeforeTraining>;
+                 evidence::HeldBeforeTraining, evidence::EvaluationPeak>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 

@@ -39,6 +39,11 @@ struct CapacityPoint {
   // steps' tensors, which a run with room to spare never shows.
   bool sizes_varied = false;
   bool live_grew = false;
+  // Forwards that trained nothing (an evaluation under no_grad between
+  // steps): the highest they reached, and the most samples one was given.
+  // Their batch is their own, not the training batch's.
+  std::optional<double> evaluation_peak_mib;
+  std::optional<std::int64_t> evaluation_samples;
   // Its gradients are sharded by unit (ZeRO-2/3, FSDP): backward's
   // transient holds a unit's unsharded gradients, per parameter.
   bool shards_gradients = false;
@@ -82,7 +87,11 @@ struct PhaseLine {
   // model.backward_profile), node of nodes, with gradients_mib of its
   // fixed part the gradients made or in flight there; for the forward, at
   // one span of its profile (model.forward_profile), span of spans.
-  enum class Piece { kWhole, kStart, kEnd, kNode };
+  // kEvaluation: the forwards that trained nothing (a validation pass
+  // under no_grad between steps, the report's samples' evaluation): their
+  // peak, fixed_mib, with nothing per sample of the training batch; its
+  // own batch is evaluation_samples.
+  enum class Piece { kWhole, kStart, kEnd, kNode, kEvaluation };
   Piece piece = Piece::kWhole;
   std::size_t node = 0, nodes = 0;
   std::string node_name;
@@ -98,6 +107,7 @@ struct PhaseLine {
   // with the batch (step()'s temporaries, the allocator's workspaces).
   std::optional<TensorCensus> tensors;
   double other_mib = 0;
+  std::optional<std::int64_t> evaluation_samples;  // kEvaluation: the most samples one was given
   double at(std::int64_t batch) const { return fixed_mib + per_sample_mib * static_cast<double>(batch); }
 };
 

@@ -302,7 +302,18 @@ struct RunFeatures {
   // inputs' shapes varied" and 161 where 200 fit).
   std::optional<double> buckets_before_recording_mib;
 
-  double peak_allocated_mib = 0;
+  double peak_allocated_mib = 0;  // the run's, evaluations' included
+  // Forwards that trained nothing (the samples' evaluation): the highest
+  // they reached, at what batch, how many ran; the training phases' own
+  // peak beside (peak_by_phase leaves them out).
+  struct Evaluations {
+    double peak_mib = 0;
+    std::optional<std::int64_t> samples;
+    std::optional<int> step;
+    int forwards = 0;
+  };
+  std::optional<Evaluations> evaluations;
+  double training_peak_mib = 0;
   std::optional<double> peak_reserved_mib;
   std::optional<double> max_reserved_gap_mib;       // max over samples of reserved - allocated
   std::optional<double> cache_excess_mib;           // peak reserved - peak allocated
