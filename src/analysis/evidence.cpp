@@ -105,6 +105,15 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
         f.gathered_parameters_mib = p.forward_gathered_mib;
         f.calls = p.forward_calls;
         f.calls_chunked = p.forward_calls_chunked;
+        if (f.calls > 1) {
+          for (const ModuleRecord& m : p.modules) {
+            if (m.name && m.name->empty() && !m.parent && m.calls == f.calls && m.mib > 0) {
+              // Nearer one call's worth than all of them: released.
+              const double one = m.mib / static_cast<double>(m.calls);
+              f.calls_released = fwd + p.held_over_mib < 0.5 * (m.mib + one);
+            }
+          }
+        }
         if (p.forward_range && !(p.step_samples && p.step_samples->varied())) {
           f.range = p.forward_range;
           f.tokens_varied = p.step_tokens && p.step_tokens->varied();

@@ -153,7 +153,7 @@ const evidence::ForwardIncrement* inputs_outweigh(const Verdict& v) {
 const evidence::ForwardIncrement* called_before_backward(const Verdict& v) {
   for (const Evidence& e : v.evidence) {
     const auto* f = std::get_if<evidence::ForwardIncrement>(&e);
-    if (f && f->calls > 1) return f;
+    if (f && f->calls > 1 && !f->calls_released) return f;
   }
   return nullptr;
 }

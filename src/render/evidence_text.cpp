@@ -524,7 +524,11 @@ std::string describe(const Evidence& e) {
                                      : " (the report does not say each step's size: a batch or shapes that varied)") +
                    ", and the figure is their median";
             }
-            if (x.calls > 1) {
+            if (x.calls > 1 && x.calls_released) {
+              s += "; the model was called " + std::to_string(x.calls) +
+                   " times before one backward, each call's graph released before the next (torch.autograd.grad "
+                   "frees what it used, as an attack's or a penalty's passes do): the figure is about one call's";
+            } else if (x.calls > 1) {
               // Chunks run forward before one backward (an independent
               // check's accumulation that summed a list of losses).
               s += "; the model was called " + std::to_string(x.calls) +

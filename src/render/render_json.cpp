@@ -58,7 +58,7 @@ json figures(const Evidence& e) {
                     {"tokens", x.tokens ? json{{"least", x.tokens->least}, {"most", x.tokens->most}} : json(nullptr)},
                     {"micro_batches", x.micro_batches}, {"micro_batch_samples", opt(x.micro_batch_samples)},
                     {"input_mib", opt(x.input_mib)}, {"gathered_parameters_mib", x.gathered_parameters_mib},
-                    {"calls", x.calls}, {"calls_chunked", x.calls_chunked},
+                    {"calls", x.calls}, {"calls_chunked", x.calls_chunked}, {"calls_released", x.calls_released},
                     {"range", x.range ? json{{"least_mib", x.range->least_mib}, {"least_step", x.range->least_step},
                                              {"most_mib", x.range->most_mib}, {"most_step", x.range->most_step},
                                              {"tokens_varied", x.tokens_varied}, {"samples_seen", x.samples_seen},

@@ -1946,6 +1946,42 @@ TEST(Verdict, MemoryThatFollowsTheStepsSizeIsNotGrowthOnEveryStep) {
   EXPECT_EQ(analyse({{"l.json", leaks}}).verdicts.at(0).dominant, Cause::kRetainedGraph);
 }
 
+// The model called several times before one backward: every call's
+// activations are held at once where the forward rose by all that the
+// calls made, and not where it rose by about one call's worth (each
+// call's graph released before the next: an independent check's PGD
+// attack through torch.autograd.grad, 4 calls, 484.2 MiB made and 121.0
+// held, was told to backward after each call).
+TEST(Verdict, CallsWhoseGraphsWereReleasedAreNotHeldAtOnce) {
+  const auto verdict = [](double made_by_calls) {
+    Synth s = named("pgd");
+    s.activations_mib = 120;
+    Report r = synth(s);
+    for (Sample& x : r.samples) {
+      if (x.phase == Phase::kForward) x.forwards = 4;
+    }
+    Event e;
+    e.kind = EventKind::kModules;
+    e.phase = Phase::kForward;
+    e.step = 1;
+    e.modules = {ModuleRecord{std::string(), "ResNet", std::nullopt, made_by_calls, 0, 4},
+                 ModuleRecord{std::string("layer1"), "Sequential", std::string(), made_by_calls, 0, 4}};
+    r.events.push_back(e);
+    return analyse({{"r.json", r}}).verdicts.at(0);
+  };
+  const Verdict released = verdict(480);  // four calls of 120, one held
+  const auto* f = find<evidence::ForwardIncrement>(released);
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->calls_released);
+  EXPECT_EQ(response_for(released).find("Call backward after each"), std::string::npos) << response_for(released);
+  const Verdict held = verdict(125);  // four calls of about 31, all held
+  f = find<evidence::ForwardIncrement>(held);
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->calls_released);
+  EXPECT_NE(response_for(held).find("Call backward after each of the model's 4 calls"), std::string::npos)
+      << response_for(held);
+}
+
 // The forward by module: types ranked by their own parts (added up over
 // the modules of a class), and the listing goes down through a child that
 // holds most of its parent (a language model's body under its head) to

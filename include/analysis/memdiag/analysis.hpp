@@ -257,6 +257,13 @@ struct ForwardIncrement {
   // ... unless they were chunks of one batch (the report's
   // forwards_chunked): the samples are theirs added up.
   bool calls_chunked = false;
+  // ... and unless each call's graph was released before the next (an
+  // attack's passes through torch.autograd.grad, which frees what it
+  // used): the forward rose by about one call's worth of what the model's
+  // modules made over all the calls (the modules event), not by all of it.
+  // An independent check's PGD, 4 calls, 484.2 MiB made and 121.0 held,
+  // was told every call's activations are held at once.
+  bool calls_released = false;
 };
 struct PostCleanupTrend {
   std::optional<double> growth_per_step_mib;  // absent: one step, no trend
