@@ -581,6 +581,16 @@ std::string kept_or_base_response(const Verdict& v) {
         // On the CPU the host is where the tensor is: .cpu() returns it
         // as it is, and only a smaller value keeps less (an independent
         // check's CPU job was told to store x.detach().cpu()).
+        // What the loop concatenates onto carries a graph (CatBackward0):
+        // every step's pieces keep theirs (an independent check's MoCo
+        // queue of keys not detached: the key encoder's outputs kept every
+        // step, the fix never said).
+        if (k.grows && k.grad_fn) {
+          s = "concatenate detached tensors onto what the loop keeps (torch.cat([queue, k.detach()])): the kept "
+              "tensor carries a graph (" + *k.grad_fn + ") that keeps every step's pieces and what made them; and "
+              "bound the history it lengthens every step (keep its last N entries)";
+          break;
+        }
         s = v.primary_device_kind == "cpu"
                 ? (k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
                              "statistic instead of concatenating onto it)"

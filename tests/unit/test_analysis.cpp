@@ -1863,6 +1863,43 @@ TEST(Verdict, ARiseTheWalkReadAtEveryCleanupAsNothingKeptIsNoLeak) {
   EXPECT_EQ(first.decision.rule, DecisionRule::kGrowsEveryStep);
 }
 
+// A tensor the loop lengthens every step by torch.cat, carrying a graph
+// (CatBackward0): every step's pieces keep theirs, and the fix is to
+// concatenate detached tensors (an independent check's MoCo queue of keys
+// not detached was told to bound the history only); without a graph,
+// bounding it is the fix.
+TEST(Verdict, AHistoryConcatenatedWithItsGraphIsToldToDetach) {
+  const auto response = [](std::optional<std::string> grad_fn) {
+    Synth s;
+    s.steps = 6;
+    s.activations_mib = 30;
+    s.retained_per_step_mib = 8;
+    Report r = synth(s);
+    Event e = make_event(EventKind::kKept, std::nullopt, std::nullopt, "kept across steps");
+    KeptRecord k;
+    k.what = KeptRecord::What::kTensor;
+    k.shape = {5120, 1024};
+    k.dtype = "float32";
+    k.grad_fn = std::move(grad_fn);
+    k.grows = true;
+    k.per_step = 1;
+    k.mib_per_step = 4;
+    e.kept = {k};
+    e.walked_steps = {1, 2, 3, 4};
+    r.events.push_back(e);
+    const Verdict v = analyse({{"r.json", r}}).verdicts.at(0);
+    EXPECT_EQ(v.dominant, Cause::kRetainedGraph);
+    return response_for(v);
+  };
+  const std::string attached = response("CatBackward0");
+  EXPECT_NE(attached.find("oncatenate detached tensors onto what the loop keeps (torch.cat([queue, k.detach()]))"),
+            std::string::npos)
+      << attached;
+  const std::string detached = response(std::nullopt);
+  EXPECT_EQ(detached.find("concatenate detached"), std::string::npos) << detached;
+  EXPECT_NE(detached.find("ound the history the loop lengthens every step"), std::string::npos) << detached;
+}
+
 // Kept tensors of sizes that varied, walked at the first steps only: their
 // MiB a step is the walked steps' mean, told against what the cleanups rose
 // over those steps, not over the run (an independent check's kept logits
