@@ -518,7 +518,12 @@ void post_cleanup_trend(RunFeatures& f) {
     // batch (a layer's cached input and the batch, 24 MiB at batch 4096,
     // read as fixed put the largest batch 36% too high), and the
     // forward's figure per sample has it.
-    f.capacity_point.persistent_other_mib = std::max(0.0, f.capacity_point.persistent_other_mib - f.held_over_mib);
+    // Less what persistent_other_mib set aside already (the walk's "held"
+    // is this same figure): subtracted twice, a frozen teacher's 16.4 MiB
+    // of weights left the fixed part, and a distillation's batch 1 was
+    // expected at 28.90 MiB where it peaked at 44.24.
+    f.capacity_point.persistent_other_mib =
+        std::max(0.0, f.capacity_point.persistent_other_mib - std::max(0.0, f.held_over_mib - f.held_at_cleanups_mib));
     if (f.forward_per_sample_mib && f.local_batch > 0) {
       *f.forward_per_sample_mib += f.held_over_mib / static_cast<double>(f.local_batch);
     }
@@ -773,6 +778,7 @@ RunFeatures features_of(const Report& r, const std::string& source) {
              std::find(f.walked_steps.begin(), f.walked_steps.end(), st.step) != f.walked_steps.end();
     });
   }
+  f.held_at_cleanups_mib = held_at_cleanups_mib(r);
   post_cleanup_trend(f);
   if (f.id.device_kind == "cpu" && f.id.world_size > 1 && f.id.producer == kProducerPython && f.kept.empty() &&
       f.growth_significant) {

@@ -38,6 +38,20 @@ std::vector<std::pair<int, double>> beyond_census_at_cleanups(const Report& r) {
   return out;
 }
 
+double held_at_cleanups_mib(const Report& r) {
+  double held = 0, inputs = 0;
+  for (const Event& e : r.events) {
+    if (e.kind != EventKind::kKept) continue;
+    for (const KeptRecord& k : e.kept) {
+      if (k.what == KeptRecord::What::kHeld) held = k.mib_per_step;
+    }
+  }
+  for (const Sample& s : r.samples) {
+    if (s.phase == Phase::kForward && s.input_mib) inputs = *s.input_mib;
+  }
+  return std::max(held, inputs);
+}
+
 double persistent_other_mib(const Report& r) {
   // Non-census memory at the end of each cleanup, less what of the step the
   // loop still holds there: a loop keeps its batch and its last outputs in

@@ -2175,6 +2175,42 @@ TEST(Verdict, TensorsHeldIntoTheNextForwardAreActivationsNotOptimizerState) {
   EXPECT_TRUE(f.kept.empty());  // a figure, not something kept
 }
 
+// What the loop holds of a step past its cleanup is set aside of the
+// fixed part once, not twice: the memory held beside it that is no step's
+// (a frozen teacher's weights) stays fixed (an independent check's
+// distillation lost its teacher's 16.4 MiB so, and its batch 1 was
+// expected at 28.90 MiB where it peaked at 44.24).
+TEST(Verdict, WhatTheLoopHoldsIsSetAsideOnceAndTheRestStaysFixed) {
+  Synth s = named("distill");
+  s.activations_mib = 40;
+  s.steps = 5;
+  Report r = synth(s);
+  const double held = 36, teacher = 16;
+  for (Sample& x : r.samples) {
+    x.allocated_mib += teacher;
+    x.peak_allocated_mib += teacher;
+    if (x.phase == Phase::kCleanup) x.tensors = TensorCensus{s.params_mib, 0, 0};  // the student's weights alone
+    if (!x.step || (*x.step == 0 && x.phase == Phase::kForward)) continue;
+    x.allocated_mib += held;
+    if (x.phase == Phase::kForward) {
+      x.allocated_mib -= held;
+      x.peak_allocated_mib = x.allocated_mib + held;
+    } else {
+      x.peak_allocated_mib = std::max(x.peak_allocated_mib + held, x.allocated_mib);
+    }
+  }
+  Event e;
+  e.kind = EventKind::kKept;
+  KeptRecord k;
+  k.what = KeptRecord::What::kHeld;
+  k.mib_per_step = held;
+  e.kept = {k};
+  r.events.push_back(e);
+  const RunFeatures f = compute_features(r, "r.json");
+  ASSERT_NEAR(f.held_over_mib, held, 1e-9);
+  EXPECT_NEAR(f.capacity_point.persistent_other_mib, teacher, 1e-6);
+}
+
 // A CPU rank of several recorded in Python reads its allocated off the
 // profiler, which misses Gloo's frees: growth there is not a leak unless
 // the recorder's walk named what was kept (FSDP2 over 2 ranks read

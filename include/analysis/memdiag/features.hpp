@@ -302,6 +302,9 @@ struct RunFeatures {
   // inputs' shapes varied" and 161 where 200 fit).
   std::optional<double> buckets_before_recording_mib;
 
+  // What the capacity point's persistent_other_mib set aside of each
+  // cleanup as the step's (memdiag/phase_shape.hpp's held_at_cleanups_mib).
+  double held_at_cleanups_mib = 0;
   double peak_allocated_mib = 0;  // the run's, evaluations' included
   // Forwards that trained nothing (the samples' evaluation): the highest
   // they reached, at what batch, how many ran; the training phases' own

@@ -31,6 +31,9 @@ std::vector<PhaseShape> phase_shapes(const Report& r);
 // batch. 0 without a census or a completed
 // step.
 double persistent_other_mib(const Report& r);
+// What persistent_other_mib sets aside of each cleanup as the step's, held
+// by the loop: the kept event's "held", else the last forward's inputs.
+double held_at_cleanups_mib(const Report& r);
 
 // What each cleanup with a census held beyond it (allocated less weights,
 // gradients and optimizer state), in the samples' order: (step, MiB), the
