@@ -690,7 +690,7 @@ std::string describe(const Evidence& e) {
             return "forwards that train nothing (an evaluation between steps, " + std::to_string(x.forwards) +
                    (x.forwards == 1 ? " call" : " calls") +
                    (x.samples ? ", up to " + std::to_string(*x.samples) + " samples each" : std::string()) +
-                   ") peaked at " + mib(x.peak_mib) + (x.step ? " (before step " + std::to_string(*x.step) + "'s reading)" : std::string()) +
+                   ") peaked at " + mib(x.peak_mib) + (x.step ? " (the highest by step " + std::to_string(*x.step) + ")" : std::string()) +
                    ", above the training phases' " + mib(x.training_peak_mib) +
                    ": the run's peak is the evaluation's, at its own batch whatever the training batch";
           },
