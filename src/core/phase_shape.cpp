@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace memdiag {
 
@@ -9,8 +10,21 @@ double fixed_mib(const TensorCensus& c) { return c.parameters_mib + c.gradients_
 
 std::vector<PhaseShape> phase_shapes(const Report& r) {
   std::map<Phase, PhaseShape> by_phase;
+  // A sample that carries an evaluation may still hold what it left when
+  // its forward returned (its output, freed a moment later: the CPU
+  // probe's next phase sees it, 125 MiB of a GPT-2's evaluation logits on
+  // a training forward of 2 samples): its phase is read from the others
+  // where there are some. Their peak is the evaluation's own line.
+  std::set<Phase> clean;
+  for (const Sample& s : r.samples) {
+    if (!s.evaluation) clean.insert(s.phase);
+  }
   const Sample* prev = nullptr;
   for (const Sample& s : r.samples) {
+    if (s.evaluation && clean.count(s.phase)) {
+      prev = &s;
+      continue;
+    }
     PhaseShape shape;
     shape.phase = s.phase;
     shape.peak_mib = s.peak_allocated_mib;

@@ -2388,6 +2388,18 @@ TEST(Capacity, AnEvaluationBetweenStepsBoundsEveryBatchByItsOwnPeak) {
     }
   }
   EXPECT_NE(response_for(v).find("The run's peak is its evaluation's"), std::string::npos) << response_for(v);
+  // What an evaluation left when its forward returned (its output, freed a
+  // moment later) in the next phase's peak is not read as the training's:
+  // that phase is read from its samples without an evaluation.
+  Report left = r;
+  for (Sample& x : left.samples) {
+    if (x.evaluation) x.peak_allocated_mib += 100;
+  }
+  const Verdict after = analyse({{"r.json", left}}, {}, {training + 400}).verdicts.at(0);
+  ASSERT_EQ(after.capacity.size(), 1u);
+  for (const CapacityPrediction& c : v.capacity) {
+    if (c.answer.budget_mib == training + 400) EXPECT_EQ(after.capacity[0].answer.max_batch, c.answer.max_batch);
+  }
   // Without evaluations: no such line, no such evidence.
   const Verdict plain = analyse({{"r.json", synth(s)}}, {}, {training + 100}).verdicts.at(0);
   EXPECT_FALSE(find<evidence::EvaluationPeak>(plain));
