@@ -514,21 +514,18 @@ std::optional<CapacityFit> fit_capacity(const std::vector<CapacityPoint>& points
   // batch: a line of its own, fixed (an independent check's validation at
   // 256 samples between steps of 16 peaked at 401.7 MiB; read as the
   // training forward's, batch 13 was said to fit 350 MiB, and none does).
+  const CapacityPoint* evaluated = nullptr;
   for (const CapacityPoint* p : ordered) {
-    if (!p->evaluation_peak_mib) continue;
-    PhaseLine* e = nullptr;
-    for (PhaseLine& l : fit.lines) {
-      if (l.piece == PhaseLine::Piece::kEvaluation) e = &l;
+    if (p->evaluation_peak_mib && (evaluated == nullptr || *p->evaluation_peak_mib > *evaluated->evaluation_peak_mib)) {
+      evaluated = p;
     }
-    if (e == nullptr) {
-      fit.lines.emplace_back();
-      e = &fit.lines.back();
-      e->piece = PhaseLine::Piece::kEvaluation;
-    } else if (e->fixed_mib >= *p->evaluation_peak_mib) {
-      continue;
-    }
-    e->fixed_mib = *p->evaluation_peak_mib;
-    e->evaluation_samples = p->evaluation_samples;
+  }
+  if (evaluated != nullptr) {
+    PhaseLine e;
+    e.piece = PhaseLine::Piece::kEvaluation;
+    e.fixed_mib = *evaluated->evaluation_peak_mib;
+    e.evaluation_samples = evaluated->evaluation_samples;
+    fit.lines.push_back(e);
   }
   // A CUDA limit bounds reserved memory: what the allocator held beyond the
   // live tensors at the largest run's peak is not available to them.

@@ -52,14 +52,26 @@ std::vector<std::pair<int, double>> beyond_census_at_cleanups(const Report& r) {
   return out;
 }
 
-double held_at_cleanups_mib(const Report& r) {
-  double held = 0, inputs = 0;
+namespace {
+
+// The walk's "held": what the loop holds of a step at its cleanups (the
+// last kept event's), 0 where the report has none.
+double walked_held_mib(const Report& r) {
+  double held = 0;
   for (const Event& e : r.events) {
     if (e.kind != EventKind::kKept) continue;
     for (const KeptRecord& k : e.kept) {
       if (k.what == KeptRecord::What::kHeld) held = k.mib_per_step;
     }
   }
+  return held;
+}
+
+}  // namespace
+
+double held_at_cleanups_mib(const Report& r) {
+  const double held = walked_held_mib(r);
+  double inputs = 0;
   for (const Sample& s : r.samples) {
     if (s.phase == Phase::kForward && s.input_mib) inputs = *s.input_mib;
   }
@@ -75,13 +87,7 @@ double persistent_other_mib(const Report& r) {
   // predicted batch 15% over the budget); else the forward's inputs
   // (input_mib: an MLP's 8.7 MiB of inputs at batch 4474, read as a fixed
   // 0.06 MiB from batch 32, put it 9% over).
-  double held = 0;
-  for (const Event& e : r.events) {
-    if (e.kind != EventKind::kKept) continue;
-    for (const KeptRecord& k : e.kept) {
-      if (k.what == KeptRecord::What::kHeld) held = k.mib_per_step;
-    }
-  }
+  const double held = walked_held_mib(r);
   std::vector<double> rests;
   double inputs = 0;
   for (const Sample& s : r.samples) {
