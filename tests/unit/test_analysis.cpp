@@ -2398,7 +2398,9 @@ TEST(Capacity, AnEvaluationBetweenStepsBoundsEveryBatchByItsOwnPeak) {
   const Verdict after = analyse({{"r.json", left}}, {}, {training + 400}).verdicts.at(0);
   ASSERT_EQ(after.capacity.size(), 1u);
   for (const CapacityPrediction& c : v.capacity) {
-    if (c.answer.budget_mib == training + 400) EXPECT_EQ(after.capacity[0].answer.max_batch, c.answer.max_batch);
+    if (c.answer.budget_mib == training + 400) {
+      EXPECT_EQ(after.capacity[0].answer.max_batch, c.answer.max_batch);
+    }
   }
   // Without evaluations: no such line, no such evidence.
   const Verdict plain = analyse({{"r.json", synth(s)}}, {}, {training + 100}).verdicts.at(0);
