@@ -46,6 +46,10 @@ WALKED_STEPS = (0, 1, 2, 3, 4, 5, 6)
 MAX_TENSOR_RECORDS = 5
 _GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
 _HELD_GRAPH_FLOOR = 256 << 10  # bytes: less held by a graph is no signal (the analysis's kMinimumSignalMib)
+# Resident tensors: alive from the first walk to the last, not the model's
+# state; the few largest are named, each of 1 MiB at least.
+RESIDENT_FLOOR = 1 << 20
+MAX_RESIDENT_RECORDS = 3
 _MIB = float(1 << 20)
 
 
@@ -64,6 +68,12 @@ class KeptTracker:
         # growing at every walk while the steps' inputs do not.
         self._grown_by_walk = []
         self._alive_before = None  # the tensors alive at the last walk: id -> weakref
+        # What the first walk found alive beside the model's state and
+        # every walk since still finds (the same tensor): a buffer the loop
+        # fills (a rollout's observations), data or a cache it keeps on
+        # the device. storage key -> (weakref, record), those of a
+        # megabyte or more; pruned at each walk to the ones still alive.
+        self._resident = None
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         # What was new at the walk before the last and alive at the last:
         # kept so far, and kept for good if alive at the next walk too.
@@ -173,9 +183,19 @@ class KeptTracker:
 
     # ----- at a cleanup --------------------------------------------------------
 
-    def start(self):
+    def start(self, existing=None):
         """When recording starts: the process's objects until now
-        collected and frozen, out of the walks' way."""
+        collected and frozen, out of the walks' way. existing: the tensors
+        the process held already (where they were listed), of which those
+        of a megabyte or more that are no Parameter are resident
+        candidates: frozen, the walks never see them."""
+        self._existing = {}
+        for t in existing or ():
+            if isinstance(t, torch.nn.Parameter) or type(t).__name__ in _TRACING_TENSORS:
+                continue
+            key = _storage_key(t)
+            if key is not None and key[3] >= RESIDENT_FLOOR and key not in self._existing:
+                self._existing[key] = (weakref.ref(t), _resident_record(t, key))
         # A process may hold frozen objects already (on the H200 machine,
         # Python 3.12.3 starts with 375). They are unfrozen with
         # ours at the end: left frozen, whatever the recording froze (the
@@ -214,6 +234,7 @@ class KeptTracker:
         alive = {}
         born = {}
         largest = {}  # of the tensors made since the last walk, by kind: (bytes, record) of the largest
+        resident = {}  # the first walk's: see __init__
         with warnings.catch_warnings():
             # isinstance on some of the process's objects (deprecated
             # modules' proxies) warns: the user's job must not see that.
@@ -230,6 +251,8 @@ class KeptTracker:
             if key in owned:
                 continue
             alive[id(o)] = weakref.ref(o)
+            if baseline and key[3] >= RESIDENT_FLOOR and key not in resident:
+                resident[key] = (alive[id(o)], _resident_record(o, key))
             fn = o.grad_fn
             if fn is not None:
                 roots.append(fn)
@@ -267,6 +290,20 @@ class KeptTracker:
                         # retained graph saves the outputs of many (a
                         # ResNet's every layer), one kind of tensor.
                         self._module_named.setdefault(sig, {})[by[1]] = by[2]
+        if baseline:
+            # With what the process held before recording (frozen: no walk
+            # sees it), less the model's state among it.
+            existing = {k: v for k, v in getattr(self, "_existing", {}).items() if k not in resident}
+            if existing:
+                if owned is None:
+                    owned = {_storage_key(t) for t in (state() if callable(state) else state)}
+                resident.update((k, v) for k, v in existing.items() if k not in owned)
+            self._existing = {}
+            self._resident = resident
+        elif self._resident:
+            # The same tensor over the same storage, still.
+            self._resident = {k: (ref, rec) for k, (ref, rec) in self._resident.items()
+                              if ref() is not None and _storage_key(ref()) == k}
         if not baseline:
             # What this step's tensors the loop still holds came to: its
             # outputs, loss and batch until the next step replaces them
@@ -429,6 +466,7 @@ class KeptTracker:
                             "grows": True, "where": None, "per_step": 1,
                             "mib_per_step": per_step / _MIB})
         out.extend(self._grown_records())
+        out.extend(self._resident_records(out))
         g = self._graph_nodes
         if len(g) >= 3 and g[-1] > g[-2] > g[-3]:
             out.append({"what": "graph", "graph_nodes": g[-1], "graph_nodes_before": g[-2]})
@@ -457,6 +495,34 @@ class KeptTracker:
             out.append({"what": "held", "mib_per_step": held[len(held) // 2] / _MIB})
         return out
 
+
+    def _resident_records(self, kept):
+        """The largest tensors alive at every walk from the first (step 0's
+        cleanup, which holds what the loop made before training too) to the
+        last, not the model's state: what every step's peak stands on
+        beside the weights, gradients and optimizer state (a rollout buffer
+        of 110 MiB, 45% of a PPO loop's peak, was named nowhere). Three
+        walks at least, so that a step's own tensors (its batch, its
+        outputs) have been replaced; not those of a kind kept every step
+        (the first of a list kept for good is the leak's)."""
+        if not self._resident or self.walks < 3:
+            return []
+        leaking = {(len(r["shape"]), r["dtype"], r["device"]) for r in kept
+                   if r["what"] == "tensor" and not r.get("held_steps")}
+        out = []
+        for key, (ref, record) in sorted(self._resident.items(), key=lambda kv: -kv[0][3]):
+            t = ref()
+            if t is None or (len(record["shape"]), record["dtype"], record["device"]) in leaking:
+                continue
+            r = dict(record, what="resident", per_step=1, mib_per_step=key[3] / _MIB,
+                     from_step=self.walked_steps[0])
+            at = self._allocated_at([ref])
+            if at is not None:
+                r["allocated_at"] = at
+            out.append(r)
+            if len(out) == MAX_RESIDENT_RECORDS:
+                break
+        return out
 
     def _grown_records(self):
         """Kinds of tensor made anew at each of the last three walks, each
@@ -582,6 +648,21 @@ def _alive_bytes(held):
 # of FakeTensor is deprecated" at the user's job (an independent check's
 # compiled model).
 _TRACING_TENSORS = frozenset({"FakeTensor", "FunctionalTensor"})
+
+
+def _resident_record(t, key):
+    return {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "device": key[0],
+            "grad_fn": type(t.grad_fn).__name__ if t.grad_fn is not None else None}
+
+
+def live_tensors(device_type):
+    """Every tensor on devices of the type the process's Python objects
+    hold (after a collection)."""
+    gc.collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # see at_cleanup
+        return [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and type(o).__name__ not in _TRACING_TENSORS
+                and o.device.type == device_type]
 
 
 def live_cpu_tensors():

@@ -472,6 +472,9 @@ class Recorder:
             # probe looks at their lifetimes instead.
             live = self._model_state_tensors() + _kept.live_cpu_tensors()
             self._probe = _probe.CpuProbe(_census.storage_bytes(live), live)
+            # What the walk names of what the loop made before recording
+            # (a dataset held in memory): this scan's, no second one.
+            self._live_at_start = live
             if self.snapshot:
                 self._events.append(_report.event("note", SETUP, None, "snapshot: the allocator's history is CUDA's; "
                                                   "nothing is dumped on the CPU", None))
@@ -499,6 +502,7 @@ class Recorder:
             raise
 
     def _abort_start(self):
+        self._live_at_start = None
         with contextlib.suppress(Exception):
             self._remove_hooks()
         with contextlib.suppress(Exception):
@@ -555,8 +559,23 @@ class Recorder:
                 self._modules.on_output = self._kept.module_returned
         if self.hooks:
             self._install_hooks()
+        # Let go whatever comes next: held, they would outlive the loop's own use.
+        existing, self._live_at_start = getattr(self, "_live_at_start", None), None
         if self._kept is not None:
-            self._kept.start()  # the process's objects so far frozen out of its walks
+            if self._cuda and self.device.type == "cuda":
+                # A scan of the process's objects costs 0.1-0.4 s where a
+                # library is imported: made only where the device holds a
+                # megabyte or more beyond the model's state and the warm-up
+                # (data or a buffer put on the device before the loop).
+                state = [t for t in self._model_state_tensors(device_type="cuda")]
+                beyond = (torch.cuda.memory_allocated(self.device) - _census.storage_bytes(state) -
+                          sum(e["mib"] or 0 for e in self._events if e["kind"] == "warmup") * _probe.MIB)
+                if beyond >= _kept.RESIDENT_FLOOR:
+                    existing = _kept.live_tensors("cuda")
+            # The process's objects so far frozen out of its walks; what
+            # it held already of tensors, beside, for the walks to name.
+            self._kept.start(existing)
+        del existing
         self._in = SETUP
         _signals.install(self)
         _at_exit.add(self)
@@ -1638,7 +1657,7 @@ class Recorder:
                     ts.extend(_census._state_tensors(s))
         return ts
 
-    def _model_state_tensors(self):
+    def _model_state_tensors(self, device_type="cpu"):
         ts = []
         for p in self._parameters():
             ts.append(p)
@@ -1650,7 +1669,7 @@ class Recorder:
             for state in _census.optimizer_states(opt):
                 for s in state.values():
                     ts.extend(_census._state_tensors(s))
-        return [t for t in ts if t.device.type == "cpu"]
+        return [t for t in ts if t.device.type == device_type]
 
     def _batch_from(self, samples):
         """Step 0's batch: its micro-batches' samples added up."""
@@ -2003,7 +2022,8 @@ def _compiled(model):
 
 def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
     held = [r for r in records if r["what"] == "held"]
-    records_kept = [r for r in records if r["what"] != "held"]
+    resident = [r for r in records if r["what"] == "resident"]
+    records_kept = [r for r in records if r["what"] not in ("held", "resident")]
 
     def one(r):
         if r["what"] == "graph":
@@ -2027,6 +2047,12 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
     said = ("kept across steps: " + "; ".join(one(r) for r in records_kept)) if records_kept else "nothing kept across steps"
     if held:
         said += f"; each step's tensors the loop held at its cleanup: {held[0]['mib_per_step']:.1f} MiB (the median)"
+    if resident:
+        said += (f"; alive at every cleanup walked from step {resident[0]['from_step']} on, not the model's state: " +
+                 ", ".join(f"{' x '.join(str(d) for d in r['shape']) or 'a scalar'} {r['dtype']} "
+                           f"({r['mib_per_step']:.1f} MiB" +
+                           (f", allocated at {r['allocated_at']}" if r.get("allocated_at") else "") + ")"
+                           for r in resident))
     e = _report.event("kept", "", None, said +
                       f" (live tensors walked at the cleanups of steps "
                       f"{', '.join(map(str, walked))}: "

@@ -372,7 +372,8 @@ class Kept(unittest.TestCase):
 
     def kept_records(self, report):
         # What was kept: the walk's figure of what each step held is not.
-        return [r for e in report["events"] if e["kind"] == "kept" for r in e["kept"] if r["what"] != "held"]
+        return [r for e in report["events"] if e["kind"] == "kept" for r in e["kept"]
+                if r["what"] not in ("held", "resident")]
 
     def test_outputs_kept_in_a_list_are_named_with_their_shape_and_the_line_that_made_them(self):
         out, r = self.record("outputs")
@@ -835,6 +836,57 @@ class Kept(unittest.TestCase):
                 opt.step()
                 opt.zero_grad(set_to_none=True)
         return out
+
+    def test_a_buffer_alive_at_every_step_is_named_resident_not_kept(self):
+        # A PPO-like loop: a rollout buffer filled under no_grad before the
+        # updates, its minibatches trained on (an independent check's
+        # 110 MiB buffer, 45% of the peak, was named nowhere). Beside it a
+        # clean loop's step tensors, which the next step replaces.
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "rollout.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            obs = torch.empty(16384, 256)  # 16 MiB
+            with torch.no_grad():
+                for t in range(0, 16384, 2048):
+                    obs[t:t + 2048] = torch.randn(2048, 256)
+                    model(obs[t:t + 2048])
+            for step in range(8):
+                idx = torch.randint(0, 16384, (64,))
+                model(obs[idx]).logsumexp(1).mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        r = json.load(open(out))
+        self.assertEqual(self.kept_records(r), [])
+        resident = [k for e in r["events"] if e["kind"] == "kept" for k in e["kept"] if k["what"] == "resident"]
+        self.assertEqual(len(resident), 1, resident)
+        self.assertEqual((resident[0]["shape"], resident[0]["dtype"], resident[0]["from_step"]), ([16384, 256], "float32", 0))
+        self.assertAlmostEqual(resident[0]["mib_per_step"], 16.0, places=6)
+        v = self.verdict(out)
+        [e] = [e for e in v["evidence"] if e.startswith("alive at every cleanup")]
+        self.assertIn("16384 x 256 float32 (16.00 MiB)", e)
+        self.assertIn("16.00 MiB of the loop's own tensors", v["response"])
+        self.assertNotEqual(v["dominant_cause"], "retained_graph")
+
+    def test_data_held_since_before_recording_is_named_resident(self):
+        # A dataset put in memory before the loop: the walks never see the
+        # objects made before recording (frozen out of their way); the
+        # probe's scan of the live tensors at the start names it.
+        torch.manual_seed(0)
+        data = torch.randn(8192, 512)  # 16 MiB
+        model = torch.nn.Sequential(torch.nn.Linear(512, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "dataset.json")
+        with memdiag.record(model, opt, output=out, census=False):
+            for step in range(6):
+                model(data[torch.randint(0, 8192, (32,))]).logsumexp(1).mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        r = json.load(open(out))
+        resident = [k for e in r["events"] if e["kind"] == "kept" for k in e["kept"] if k["what"] == "resident"]
+        self.assertEqual([(k["shape"], k["mib_per_step"]) for k in resident], [([8192, 512], 16.0)])
+        self.assertTrue(self.verdict(out)["response"].startswith("First, 16.00 MiB of the loop's own tensors"))
 
     def test_outputs_kept_while_the_steps_vary_in_size_are_named(self):
         # Dynamic batching in a seeded random order: no two walked steps

@@ -382,6 +382,14 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
   // running sum grows memory too little to decide anything, yet it is the
   // bug (PyTorch warns of it).
   if (!p.kept.empty()) out.push_back(evidence::KeptAcrossSteps{p.kept});
+  if (!p.resident.empty() && !p.walked_steps.empty()) {
+    evidence::ResidentTensors r{p.resident, 0, p.peak_allocated_mib, p.walked_steps.front(), p.walked_steps.back(),
+                                p.id.device_kind != "cpu"};
+    for (const KeptRecord& k : p.resident) r.mib += k.mib_per_step;
+    if (r.mib >= thresholds::kMinimumSignalMib && r.mib >= thresholds::kResidentShareOfPeak * p.peak_allocated_mib) {
+      out.push_back(std::move(r));
+    }
+  }
   return out;
 }
 

@@ -221,6 +221,9 @@ void read_events(const Report& r, RunFeatures& f) {
         for (const KeptRecord& k : e.kept) {
           if (k.what == KeptRecord::What::kHeld) {
             f.walk_held_mib = k.mib_per_step;
+          } else if (k.what == KeptRecord::What::kResident) {
+            // On the run's device only, as the bounded caches below.
+            if (k.device.empty() || k.device == f.id.device_kind) f.resident.push_back(k);
           } else {
             // On the run's device only: a CUDA job's loader holding its
             // next batches in pinned host memory is no device memory.

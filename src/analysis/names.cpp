@@ -51,6 +51,7 @@ const char* evidence_code(const Evidence& e) {
                         [](const evidence::EvaluationPeak&) { return "evaluation_peak"; },
                         [](const evidence::OutOfMemory&) { return "out_of_memory"; },
                         [](const evidence::KeptAcrossSteps&) { return "kept_across_steps"; },
+                        [](const evidence::ResidentTensors&) { return "resident_tensors"; },
                         [](const evidence::ForwardByModule&) { return "forward_by_module"; },
                     },
                     e);

@@ -42,6 +42,7 @@ const char* to_string(KeptRecord::What w) {
     case KeptRecord::What::kRetainGraph: return "retain_graph";
     case KeptRecord::What::kHeld: return "held";
     case KeptRecord::What::kHeldGraph: return "held_graph";
+    case KeptRecord::What::kResident: return "resident";
   }
   return nullptr;
 }

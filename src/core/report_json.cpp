@@ -199,6 +199,14 @@ json to_json(const Event& ev) {
     json list = json::array();
     for (const KeptRecord& k : ev.kept) {
       json r = {{"what", to_string(k.what)}};
+      if (k.what == KeptRecord::What::kResident) {
+        r["shape"] = k.shape;
+        r["dtype"] = k.dtype;
+        r["device"] = k.device;
+        r["grad_fn"] = opt(k.grad_fn);
+        r["per_step"] = k.per_step;
+        r["mib_per_step"] = k.mib_per_step;
+      }
       if (k.what == KeptRecord::What::kTensor) {
         r["shape"] = k.shape;
         if (k.shape_varies) r["shape_varies"] = true;

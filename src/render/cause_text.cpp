@@ -456,6 +456,21 @@ std::string response_for(const Verdict& v) {
          ", above every training phase (" + format_mib(e->training_peak_mib) +
          " MiB), whatever the training batch: evaluate in smaller batches.";
   }
+  if (const auto* h = first_of<evidence::ResidentTensors>(v)) {
+    // Fixed memory every step stands on: no smaller batch or checkpointing
+    // reaches it, only holding it elsewhere or smaller. Said first where
+    // it is more than the dominant consumer (a dataset of 64 MiB beside
+    // 2 MiB of optimizer state).
+    const bool first = !v.components.empty() && h->mib > v.components.front().mib;
+    const std::string said = format_mib(h->mib) + " MiB of the loop's own tensors (" +
+         format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
+         "% of the peak) stay alive at every step, under every step's peak whatever its batch: " +
+         (h->cuda ? std::string("keep such a buffer or dataset in host memory (pinned: .pin_memory()) and move each "
+                                "step's slice to the device (non_blocking=True), or store it smaller")
+                  : std::string("store such a buffer or dataset smaller")) +
+         " (uint8 frames, bf16), or hold fewer entries.";
+    r = first ? "First, " + said + " " + r : r + " Beside that, " + said;
+  }
   if (!v.outside_parameters_mib) return r;
   const std::string outside =
       "backward makes gradients for " + format_mib(*v.outside_parameters_mib) +
@@ -619,7 +634,8 @@ std::string kept_or_base_response(const Verdict& v) {
         s = "accumulate losses and metrics as numbers (total += loss.item()) or detached (x.detach()): a running "
             "sum of graph-connected tensors keeps every step's graph";
         break;
-      case KeptRecord::What::kHeld: break;
+      case KeptRecord::What::kHeld:
+      case KeptRecord::What::kResident: break;
       case KeptRecord::What::kHeldGraph:
         s = "run forwards that no backward follows (evaluation, validation) under torch.no_grad() or "
             "torch.inference_mode()" + (k.where ? " (the one at " + *k.where + ")" : std::string()) +

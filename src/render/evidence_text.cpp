@@ -96,6 +96,27 @@ std::string allocated_at(const KeptRecord& k) {
   return ", allocated at " + *k.allocated_at;
 }
 
+// "alive at every cleanup walked (steps 0 to 6) beside the model's weights,
+// gradients and optimizer state: 1024 x 4 x 84 x 84 float32 (110.2 MiB);
+// 110.2 MiB, 45% of the run's 244.6 MiB peak ...".
+std::string resident_line(const evidence::ResidentTensors& x) {
+  std::string s = "alive at every cleanup the recorder walked (steps " + std::to_string(x.first_step) + " to " +
+                  std::to_string(x.last_step) + "), beside the model's weights, gradients and optimizer state: ";
+  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
+    const KeptRecord& k = x.tensors[i];
+    std::string shape;
+    for (std::int64_t d : k.shape) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+    s += (i ? ", " : "") + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype + " (" +
+         mib(k.mib_per_step) + (k.grad_fn ? ", made by " + *k.grad_fn : std::string()) +
+         (k.allocated_at ? ", allocated at " + *k.allocated_at : std::string()) + ")";
+  }
+  const double share = x.peak_mib > 0 ? x.mib / x.peak_mib : 0.0;
+  return s + (x.tensors.size() > 1 ? "; " + mib(x.mib) + " in all" : std::string()) + ", " +
+         format_fixed(100.0 * share, 0) + "% of the run's " + mib(x.peak_mib) +
+         " peak: tensors the loop made by then and holds (a buffer it fills, data or a cache it keeps" +
+         (x.cuda ? " on the device" : "") + "), under every step's peak whatever the batch";
+}
+
 // "kept from step to step: the logits of BertForMaskedLM (16 x 128 x 30522
 // float32, 238.5 MiB each step, made at job.py:42)".
 std::string kept_line(const evidence::KeptAcrossSteps& x) {
@@ -158,7 +179,8 @@ std::string kept_line(const evidence::KeptAcrossSteps& x) {
              " nodes between cleanups: a running sum of graph-connected tensors never detached, a loss or a metric computed "
              "from the outputs, keeps every step's graph)";
         break;
-      case KeptRecord::What::kHeld: break;  // never among the kept: read into the features
+      case KeptRecord::What::kHeld:  // never among the kept: read into the features
+      case KeptRecord::What::kResident: break;
       case KeptRecord::What::kHeldGraph:
         s += "a graph no backward ran through, held from step to step: a forward of " +
              k.made_by.value_or(std::string("the model")) + " with autograd on outside the training step (in eval() mode" +
@@ -720,6 +742,7 @@ std::string describe(const Evidence& e) {
           },
           [](const evidence::OutOfMemory& x) { return oom_line(x); },
           [](const evidence::KeptAcrossSteps& x) { return kept_line(x); },
+          [](const evidence::ResidentTensors& x) { return resident_line(x); },
           [](const evidence::ForwardByModule& x) { return modules_line(x); },
       },
       e);

@@ -139,6 +139,15 @@ json figures(const Evidence& e) {
             return {{"peak_mib", x.peak_mib}, {"training_peak_mib", x.training_peak_mib}, {"forwards", x.forwards},
                     {"samples", opt(x.samples)}, {"step", opt(x.step)}};
           },
+          [](const evidence::ResidentTensors& x) -> json {
+            json list = json::array();
+            for (const KeptRecord& k : x.tensors) {
+              list.push_back({{"shape", k.shape}, {"dtype", k.dtype}, {"device", k.device}, {"grad_fn", opt(k.grad_fn)},
+                              {"allocated_at", opt(k.allocated_at)}, {"mib", k.mib_per_step}});
+            }
+            return {{"tensors", std::move(list)}, {"mib", x.mib}, {"peak_mib", x.peak_mib},
+                    {"first_step", x.first_step}, {"last_step", x.last_step}};
+          },
           [](const evidence::KeptAcrossSteps& x) -> json {
             json list = json::array();
             for (const KeptRecord& k : x.kept) {

@@ -2211,6 +2211,58 @@ TEST(Verdict, WhatTheLoopHoldsIsSetAsideOnceAndTheRestStaysFixed) {
   EXPECT_NEAR(f.capacity_point.persistent_other_mib, teacher, 1e-6);
 }
 
+// Tensors the loop holds at every cleanup beside the model's state (a
+// PPO rollout buffer, 110 MiB of a 245 MiB peak) are named, with what they
+// take of the peak, and the response says where else they can live; a
+// tenth of the peak is the floor, and only the run's own device counts.
+TEST(Verdict, TensorsAliveAtEveryCleanupAreNamedWithTheirShareOfThePeak) {
+  Synth s = named("ppo");
+  s.activations_mib = 40;
+  s.steps = 6;
+  const double buffer = 110.25;
+  auto with_resident = [&](double mib, const std::string& device) {
+    Report r = synth(s);
+    for (Sample& x : r.samples) {  // made before recording began (a dataset put on the device)
+      x.allocated_mib += mib;
+      x.peak_allocated_mib += mib;
+    }
+    Event e;
+    e.kind = EventKind::kKept;
+    KeptRecord k;
+    k.what = KeptRecord::What::kResident;
+    k.shape = {1024, 4, 84, 84};
+    k.dtype = "float32";
+    k.device = device;
+    k.per_step = 1;
+    k.mib_per_step = mib;
+    k.from_step = 0;
+    e.kept = {k};
+    e.walked_steps = {0, 1, 2, 3, 4, 5};
+    r.events.push_back(e);
+    return r;
+  };
+  const Verdict v = analyse({{"r.json", with_resident(buffer, "cuda")}}).verdicts.at(0);
+  const auto* h = find<evidence::ResidentTensors>(v);
+  ASSERT_TRUE(h);
+  EXPECT_NEAR(h->mib, buffer, 1e-9);
+  EXPECT_EQ(h->last_step, 5);
+  const std::string line = describe(Evidence{*h});
+  EXPECT_NE(line.find("1024 x 4 x 84 x 84 float32 (110.2 MiB)"), std::string::npos) << line;
+  const std::string said = response_for(v);
+  EXPECT_NE(said.find("110.2 MiB of the loop's own tensors"), std::string::npos) << said;
+  EXPECT_NE(said.find("pin_memory"), std::string::npos) << said;
+  // More than the dominant consumer (40 MiB of activations): said first.
+  EXPECT_EQ(said.rfind("First, 110.2 MiB", 0), 0u) << said;
+  // Not what the loop kept: no leak is named, no growth claimed.
+  EXPECT_FALSE(find<evidence::KeptAcrossSteps>(v));
+  EXPECT_NE(v.dominant, Cause::kRetainedGraph);
+  // Below a tenth of the peak: unsaid.
+  const Verdict small = analyse({{"r.json", with_resident(2, "cuda")}}).verdicts.at(0);
+  EXPECT_FALSE(find<evidence::ResidentTensors>(small));
+  // Pinned host memory beside a CUDA run is no device memory.
+  EXPECT_FALSE(find<evidence::ResidentTensors>(analyse({{"r.json", with_resident(buffer, "cpu")}}).verdicts.at(0)));
+}
+
 // A CPU rank of several recorded in Python reads its allocated off the
 // profiler, which misses Gloo's frees: growth there is not a leak unless
 // the recorder's walk named what was kept (FSDP2 over 2 ranks read

@@ -298,7 +298,17 @@ std::set<std::string> written_paths() {
   k.made_by = "Net";
   k.mib_per_step = 16;
   k.from_step = 0;
-  kept.kept = {k};
+  // And a tensor alive at every walked cleanup (the recorder's resident).
+  KeptRecord resident;
+  resident.what = KeptRecord::What::kResident;
+  resident.shape = {1024, 4, 84, 84};
+  resident.dtype = "float32";
+  resident.device = "cuda";
+  resident.per_step = 1;
+  resident.mib_per_step = 110.25;
+  resident.from_step = 0;
+  resident.allocated_at = "ppo.py:40";
+  kept.kept = {k, resident};
   held.events.push_back(kept);
   for (const Report& r : {full_report(), cpu, zero3, tensor, labelled, sampled, held}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);

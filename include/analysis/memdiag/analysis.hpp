@@ -471,6 +471,19 @@ struct EvaluationPeak {
   std::optional<std::int64_t> samples;  // the most one was given
   std::optional<int> step;       // the step of the sample it came before
 };
+// Tensors alive at every cleanup the Python recorder walked, beside the
+// model's weights, gradients and optimizer state (the kept event's resident
+// records): a buffer the loop fills, data or a cache it keeps on the
+// device. Every step's peak stands on them (a PPO loop's 110 MiB rollout
+// buffer, 45% of its peak, was named nowhere). Said where they are a tenth
+// of the run's peak or more.
+struct ResidentTensors {
+  std::vector<KeptRecord> tensors;  // the largest few, largest first
+  double mib = 0;                   // theirs added up
+  double peak_mib = 0;              // the run's
+  int first_step = 0, last_step = 0;  // the cleanups walked
+  bool cuda = true;
+};
 // What the loop kept from step to step, named by the Python recorder's
 // walk of the live tensors (the report's kept event).
 struct KeptAcrossSteps {
@@ -510,7 +523,7 @@ using Evidence =
                  evidence::RetainedShareOfForward, evidence::WeightsDominate, evidence::CacheExcess,
                  evidence::SweepFit, evidence::ReservedGap, evidence::StrandedSplits, evidence::OutsideAllocator,
                  evidence::OutOfMemory, evidence::KeptAcrossSteps, evidence::ForwardByModule,
-                 evidence::HeldBeforeTraining, evidence::EvaluationPeak>;
+                 evidence::HeldBeforeTraining, evidence::EvaluationPeak, evidence::ResidentTensors>;
 // A stable identifier per kind, for JSON: "forward_increment".
 const char* evidence_code(const Evidence& e);
 
@@ -1072,6 +1085,9 @@ inline constexpr double kKeptResponseFloorMib = 0.01;
 // this share of the weights gets a fix of its own beside the parameters'
 // response: a second copy of a model, most likely.
 inline constexpr double kHeldCopyShare = 0.5;
+// Tensors the loop keeps alive at every cleanup (ResidentTensors) are said
+// from this share of the run's peak: below it they change no decision.
+inline constexpr double kResidentShareOfPeak = 0.1;
 // Growth per step counts as real when above this (MiB) ...
 inline constexpr double kGrowthFloorMib = 0.05;
 // ... and above this fraction of the baseline ...

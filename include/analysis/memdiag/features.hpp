@@ -341,6 +341,10 @@ struct RunFeatures {
   // before zero_grad()"): a step whose update did not run, and the like.
   std::vector<std::string> step_notes;
   std::vector<KeptRecord> kept;  // what the loop kept from step to step, where the report names it
+  // The walk's resident tensors on the run's device (KeptRecord::What::
+  // kResident), largest first: alive at every walked cleanup, not the
+  // model's state.
+  std::vector<KeptRecord> resident;
   // One step's forward by module (the report's last modules event).
   std::vector<ModuleRecord> modules;
   std::optional<int> modules_step;

@@ -158,7 +158,11 @@ struct KeptRecord {
   // evaluation without torch.no_grad()) left a graph that still held its
   // saved tensors at consecutive cleanups: mib_per_step is what it held
   // (the median), where the forward's line, made_by the model.
-  enum class What { kTensor, kGraph, kRetainGraph, kHeld, kHeldGraph };
+  // kResident: one tensor alive at every walked cleanup from the first
+  // (from_step) to the last, not the model's state (a rollout buffer, data
+  // or a cache the loop keeps on the device): shape, dtype, device,
+  // grad_fn, allocated_at as a kTensor's; mib_per_step is its size.
+  enum class What { kTensor, kGraph, kRetainGraph, kHeld, kHeldGraph, kResident };
   What what = What::kTensor;
   std::vector<std::int64_t> shape;  // kTensor (the last walk's, where it varied)
   bool shape_varies = false;        // kTensor: the kind's shape differed from step to step
