@@ -1874,6 +1874,7 @@ class Recorder:
                                       if self._skipped_steps else None)},
             model={"parameters": sum(p.numel() for p in params),
                    "parameter_bytes": _census.storage_bytes(params),
+                   "trainable_parameter_bytes": _census.storage_bytes([p for p in params if p.requires_grad]),
                    "largest_module_bytes": _largest_module_bytes(self.model), "autocast": self._autocast,
                    "buffer_bytes": self._buffers[0] if self._buffers else None,
                    "largest_buffers": self._buffers[1] if self._buffers else None,

@@ -1780,6 +1780,48 @@ class CallsBeforeOneBackward(unittest.TestCase):
         self.assertFalse(v["response"].startswith("Call backward after each"), v["response"])
 
 
+class GradientsNotReached(unittest.TestCase):
+    """Weights that require gradients and get none are not frozen weights:
+    a checkpointed stack with use_reentrant=True whose input needs no grad
+    trains only what lies outside it (PyTorch warns that gradients will be
+    None; an independent check's job read "nearly all of them are frozen")."""
+
+    def test_a_reentrant_checkpoint_given_no_grad_inputs_is_said(self):
+        import torch.utils.checkpoint as cp
+        import warnings
+        torch.manual_seed(0)
+        blocks = torch.nn.ModuleList(torch.nn.Linear(512, 512) for _ in range(4))
+        head = torch.nn.Linear(512, 4)
+
+        class Stack(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks, self.head = blocks, head
+
+            def forward(self, x):
+                for b in self.blocks:
+                    x = cp.checkpoint(b, x, use_reentrant=True)
+                return self.head(x)
+
+        model = Stack()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "reentrant.json")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with memdiag.record(model, opt, output=out):
+                for _ in range(4):
+                    model(torch.randn(8, 512)).logsumexp(1).mean().backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+        r = json.load(open(out))
+        self.assertEqual(r["model"]["trainable_parameter_bytes"], r["model"]["parameter_bytes"])
+        v = json.loads(subprocess.run([comparer(), "--format", "json", out], check=True, capture_output=True,
+                                      text=True).stdout)["groups"][0]
+        self.assertEqual(v["dominant_cause"], "parameters")
+        self.assertTrue(any("backward never reached them" in e for e in v["evidence"]), v["evidence"])
+        self.assertTrue(v["response"].startswith("First make backward reach the weights"), v["response"])
+
+
 class TeacherWithGradients(unittest.TestCase):
     """Distillation whose teacher runs without torch.no_grad() and was never
     frozen (an independent check's: 425 of 533 MiB blamed on "the loss, the

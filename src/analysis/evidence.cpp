@@ -323,14 +323,21 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
       confirmed = sweep != nullptr && sweep->increasing;
       break;
     }
-    case Cause::kParameters:
-      out.push_back(evidence::WeightsDominate{p.held_parameter_mib, p.peak_allocated_mib, fwd,
-                                              p.first_step_excess_mib.value_or(0), point_of(p), p.max_gradient_mib,
-                                              p.max_gradient_mib && *p.max_gradient_mib < thresholds::kFrozenShare * p.held_parameter_mib,
-                                              p.forward_gathered_mib});
+    case Cause::kParameters: {
+      evidence::WeightsDominate w{p.held_parameter_mib, p.peak_allocated_mib, fwd,
+                                  p.first_step_excess_mib.value_or(0), point_of(p), p.max_gradient_mib,
+                                  p.max_gradient_mib && *p.max_gradient_mib < thresholds::kFrozenShare * p.held_parameter_mib,
+                                  p.forward_gathered_mib};
+      w.trainable_mib = p.trainable_parameter_mib;
+      // Half the weights or more require gradients that never came.
+      w.gradients_not_reached = w.mostly_frozen && p.trainable_parameter_mib &&
+                                *p.trainable_parameter_mib >= 0.5 * p.held_parameter_mib;
+      if (w.gradients_not_reached) w.mostly_frozen = false;
+      out.push_back(w);
       out.push_back(trend(p, false));
       add_sweep(out, sweeps, SweepKind::kBatch, &sweep);
       break;
+    }
     case Cause::kAllocatorCache:
       out.push_back(evidence::CacheExcess{p.peak_reserved_mib.value_or(0), p.peak_allocated_mib,
                                           p.cache_excess_mib.value_or(0)});

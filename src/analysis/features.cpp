@@ -743,6 +743,7 @@ RunFeatures features_of(const Report& r, const std::string& source) {
   f.host_own_process = r.environment.earlier_runs_in_process.value_or(0) == 0;
   read_events(r, f);
   if (r.model.buffer_bytes) f.buffer_mib = to_mib(*r.model.buffer_bytes);
+  if (r.model.trainable_parameter_bytes) f.trainable_parameter_mib = to_mib(*r.model.trainable_parameter_bytes);
   for (const ModelInfo::NamedBytes& b : r.model.largest_buffers) f.largest_buffers.emplace_back(b.name, to_mib(b.bytes));
   for (const Sample& s : r.samples) {
     if (!s.step && s.phase == Phase::kModelReady && s.tensors) {

@@ -159,6 +159,7 @@ json model_json(const ModelInfo& m) {
   if (m.layers) j["layers"] = *m.layers;
   if (m.largest_module_bytes) j["largest_module_bytes"] = *m.largest_module_bytes;
   if (m.buffer_bytes) j["buffer_bytes"] = *m.buffer_bytes;
+  if (m.trainable_parameter_bytes) j["trainable_parameter_bytes"] = *m.trainable_parameter_bytes;
   if (!m.largest_buffers.empty()) {
     json list = json::array();
     for (const ModelInfo::NamedBytes& b : m.largest_buffers) list.push_back({{"name", b.name}, {"bytes", b.bytes}});

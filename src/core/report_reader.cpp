@@ -763,6 +763,7 @@ Report read(const JsonNode& root) {
   r.model.layers = m.opt_integer("layers", 1, limits::kMaxDepth);
   r.model.largest_module_bytes = m.opt_integer("largest_module_bytes", 0, limits::kMaxExactInteger);
   r.model.buffer_bytes = m.opt_integer("buffer_bytes", 0, limits::kMaxExactInteger);
+  r.model.trainable_parameter_bytes = m.opt_integer("trainable_parameter_bytes", 0, r.model.parameter_bytes);
   if (m.given("largest_buffers")) {
     const JsonNode list = m.field("largest_buffers");
     list.expect_array();

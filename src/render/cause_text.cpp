@@ -318,6 +318,16 @@ std::string base_response(const Verdict& v) {
              "transformer layer) before the root, and let each reshard after its forward (reshard_after_forward=True, "
              "the default), so that one block's weights are gathered at a time; more ranks then divide the rest.";
     }
+    if (w && v.dominant == Cause::kParameters && w->gradients_not_reached) {
+      // No memory fix first: the job is not training what it means to.
+      return "First make backward reach the weights: " + format_mib(*w->trainable_mib) +
+             " MiB of them require gradients and at most " + format_mib(*w->gradient_mib) +
+             " MiB of gradients were made. With torch.utils.checkpoint pass use_reentrant=False (with "
+             "use_reentrant=True a checkpointed block whose inputs need no grad gives its weights none, as PyTorch's "
+             "warning \"None of the inputs have requires_grad=True\" says), and look for a detach() or a "
+             "torch.no_grad() inside the forward. Record the job again then: its activations and gradients, not "
+             "its weights, are likely to be what fills memory.";
+    }
     if (w && v.dominant == Cause::kParameters && w->mostly_frozen) {
       return weights_16_bit
                  ? "Keep the frozen weights in fewer bits (4/8-bit as QLoRA does: they are 16-bit already and never "

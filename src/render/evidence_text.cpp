@@ -682,7 +682,12 @@ std::string describe(const Evidence& e) {
             std::string s = "the weights take " + mib(x.parameter_mib) + " of a " + mib(x.peak_mib) + " peak" + at(x.at) +
                             "; forward adds " + mib(x.forward_mib) + ", the first step leaves " +
                             mib(x.first_step_excess_mib);
-            if (x.mostly_frozen) {
+            if (x.gradients_not_reached) {
+              s += "; their gradients are " + mib(*x.gradient_mib) + " at most, though " + mib(*x.trainable_mib) +
+                   " of them require gradients: backward never reached them (torch.utils.checkpoint with "
+                   "use_reentrant=True given inputs that need no grad, or a detach() or torch.no_grad() inside the "
+                   "forward), so the job trains almost none of its weights";
+            } else if (x.mostly_frozen) {
               s += "; their gradients are " + mib(*x.gradient_mib) + " at most: nearly all of them are frozen";
             }
             if (x.gathered_mib > 0) {

@@ -109,7 +109,8 @@ json figures(const Evidence& e) {
           [](const evidence::WeightsDominate& x) -> json {
             return {{"parameter_mib", x.parameter_mib}, {"peak_mib", x.peak_mib}, {"forward_mib", x.forward_mib},
                     {"first_step_excess_mib", x.first_step_excess_mib}, {"at", point_json(x.at)},
-                    {"gradient_mib", opt(x.gradient_mib)}, {"gathered_mib", x.gathered_mib}};
+                    {"gradient_mib", opt(x.gradient_mib)}, {"gathered_mib", x.gathered_mib},
+                    {"trainable_mib", opt(x.trainable_mib)}, {"gradients_not_reached", x.gradients_not_reached}};
           },
           [](const evidence::CacheExcess& x) -> json {
             return {{"peak_reserved_mib", x.peak_reserved_mib}, {"peak_allocated_mib", x.peak_allocated_mib},

@@ -91,6 +91,7 @@ Report full_report() {
   r.model.layers = 2;
   r.model.largest_module_bytes = 4096;
   r.model.buffer_bytes = 2048;
+  r.model.trainable_parameter_bytes = 1024;
   r.model.largest_buffers = {{"queue", 2040}, {"ptr", 8}};
   r.model.final_parameter_sum = 0.25;
   r.model.final_parameter_sum_of_squares = 12.5;

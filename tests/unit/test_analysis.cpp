@@ -2211,6 +2211,49 @@ TEST(Verdict, WhatTheLoopHoldsIsSetAsideOnceAndTheRestStaysFixed) {
   EXPECT_NEAR(f.capacity_point.persistent_other_mib, teacher, 1e-6);
 }
 
+// Gradients far below the weights are frozen weights only where the
+// weights do not require them: where most do (the report's
+// trainable_parameter_bytes), backward never reached them, as
+// torch.utils.checkpoint(use_reentrant=True) does given inputs that need no
+// grad (an independent check's 50 of 52 parameters read "nearly all of them
+// are frozen" and were told to quantize them).
+TEST(Verdict, WeightsThatRequireGradientsAndGotNoneAreNotCalledFrozen) {
+  Synth s = named("reentrant");
+  s.params_mib = 64;
+  s.activations_mib = 0.05;
+  s.steps = 6;
+  Report r = synth(s);
+  for (Sample& x : r.samples) x.tensors = TensorCensus{64, x.phase == Phase::kBackward ? 0.02 : 0.0, 0};
+  auto weights = [](const Report& report) {
+    const Verdict v = analyse({{"r.json", report}}).verdicts.at(0);
+    EXPECT_EQ(v.dominant, Cause::kParameters);
+    const auto* w = find<evidence::WeightsDominate>(v);
+    return std::make_pair(w ? *w : evidence::WeightsDominate{}, response_for(v));
+  };
+  // Unknown which require gradients (a report without the field): frozen.
+  auto [unknown, unknown_said] = weights(r);
+  EXPECT_TRUE(unknown.mostly_frozen);
+  EXPECT_FALSE(unknown.gradients_not_reached);
+  EXPECT_NE(unknown_said.find("Keep the frozen weights"), std::string::npos) << unknown_said;
+  // Nearly all require gradients: not reached, and said so.
+  r.model.parameter_bytes = 64 << 20;
+  r.model.trainable_parameter_bytes = 64 << 20;
+  auto [reached, said] = weights(r);
+  EXPECT_FALSE(reached.mostly_frozen);
+  EXPECT_TRUE(reached.gradients_not_reached);
+  const std::string line = describe(Evidence{reached});
+  EXPECT_NE(line.find("though 64.00 MiB of them require gradients: backward never reached them"), std::string::npos)
+      << line;
+  EXPECT_EQ(line.find("frozen"), std::string::npos) << line;
+  EXPECT_EQ(said.rfind("First make backward reach the weights", 0), 0u) << said;
+  EXPECT_NE(said.find("use_reentrant=False"), std::string::npos) << said;
+  // Really frozen (a LoRA's base): requires_grad off on nearly all.
+  r.model.trainable_parameter_bytes = 1 << 20;
+  auto [frozen, frozen_said] = weights(r);
+  EXPECT_TRUE(frozen.mostly_frozen);
+  EXPECT_FALSE(frozen.gradients_not_reached);
+}
+
 // Tensors the loop holds at every cleanup beside the model's state (a
 // PPO rollout buffer, 110 MiB of a 245 MiB peak) are named, with what they
 // take of the peak, and the response says where else they can live; a

@@ -387,6 +387,15 @@ struct WeightsDominate {
   // (a LoRA job), and the response is about the frozen weights.
   std::optional<double> gradient_mib;
   bool mostly_frozen = false;  // gradient_mib under thresholds::kFrozenShare of the weights
+  // Where the report says which weights require gradients: those that do.
+  // Gradients far below them (mostly_frozen) though most require them:
+  // backward never reached them (torch.utils.checkpoint with
+  // use_reentrant=True given inputs that need no grad, a detach() or a
+  // no_grad block inside the forward), a bug, not frozen weights (an
+  // independent check's 50 of 52 such parameters read "nearly all of them
+  // are frozen" and were told to quantize them).
+  std::optional<double> trainable_mib;
+  bool gradients_not_reached = false;
   // A fully sharded model's weights its forward gathered and still held
   // at its end (FSDP2: the root's own, or every unit's where none
   // reshards after its forward): weights too, beside this rank's shard.

@@ -267,6 +267,9 @@ struct RunFeatures {
   std::optional<ForwardRange> forward_range;
   // The most the census counted of gradients at any sample, where it did.
   std::optional<double> max_gradient_mib;
+  // The weights that require gradients (the report's
+  // model.trainable_parameter_bytes), where it says.
+  std::optional<double> trainable_parameter_mib;
   // Allocated at model_ready beyond the census's weights and the warm-up's
   // workspaces, where the report has a census there.
   std::optional<double> held_before_training_mib;

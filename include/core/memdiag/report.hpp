@@ -357,6 +357,12 @@ struct ModelInfo {
   // three by name: state a module keeps that is no parameter (MoCo's queue
   // of past keys). The Python recorder writes them.
   std::optional<std::int64_t> buffer_bytes;
+  // Of parameter_bytes, those of the parameters that require gradients at
+  // the run's end (the Python recorder's): beside the gradients the census
+  // counted, what tells frozen weights (requires_grad off) from weights
+  // that backward never reached (torch.utils.checkpoint with
+  // use_reentrant=True given inputs that need no grad).
+  std::optional<std::int64_t> trainable_parameter_bytes;
   struct NamedBytes {
     std::string name;
     std::int64_t bytes = 0;
