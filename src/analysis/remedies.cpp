@@ -177,7 +177,15 @@ RemedyRow row_for(const RunFeatures& r, const RunFeatures& base, Cause dominant,
     row.gradients_mib = r.max_gradient_mib;
     row.baseline_gradients_mib = base.max_gradient_mib;
   }
-  row.changes_training = row.gradients_mib.has_value() ||
+  // Weights cast to 16 bits where the baseline's are fp32, in the
+  // baseline's mode (a rank's shard of a sharded model reads otherwise).
+  if (r.id.remedies.empty() && r.id.mode == base.id.mode && r.id.world_size == base.id.world_size &&
+      r.bytes_per_parameter && base.bytes_per_parameter && std::fabs(*r.bytes_per_parameter - 2.0) < 0.01 &&
+      std::fabs(*base.bytes_per_parameter - 4.0) < 0.01) {
+    row.bytes_per_parameter = r.bytes_per_parameter;
+    row.baseline_bytes_per_parameter = base.bytes_per_parameter;
+  }
+  row.changes_training = row.gradients_mib.has_value() || row.bytes_per_parameter.has_value() ||
                          (row.max_loss_diff ? *row.max_loss_diff > row.loss_tolerance
                                             : std::any_of(r.id.remedies.begin(), r.id.remedies.end(), [](const Remedy& x) {
                                                 return definition(x.kind).changes_training;

@@ -378,6 +378,8 @@ json remedies_json(const Verdict& v) {
                         {"changes_training", r.changes_training},
                         {"gradients_mib", opt(r.gradients_mib)},
                         {"baseline_gradients_mib", opt(r.baseline_gradients_mib)},
+                        {"bytes_per_parameter", opt(r.bytes_per_parameter)},
+                        {"baseline_bytes_per_parameter", opt(r.baseline_bytes_per_parameter)},
                         {"observed", observed},
                         {"peak_phase", r.peak_phase ? json(to_string(*r.peak_phase)) : json(nullptr)},
                         {"baseline_peak_phase", r.baseline_peak_phase ? json(to_string(*r.baseline_peak_phase)) : json(nullptr)},

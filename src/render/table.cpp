@@ -412,6 +412,22 @@ std::string fewer_weights(const RemedyRow& r) {
   return s + ")";
 }
 
+// "its weights are 16-bit where the baseline's are 32-bit (...)": the
+// update rounded to the weights' precision, whatever the losses show.
+std::string weights_16_bit(const RemedyRow& r) {
+  std::string s = "its weights are 16-bit where the baseline's are 32-bit (" +
+                  format_fixed(*r.baseline_bytes_per_parameter, 0) + " -> " + format_fixed(*r.bytes_per_parameter, 0) +
+                  " bytes a parameter): each update is rounded to the weights' precision and those below it are lost, "
+                  "which a few steps' losses do not show, unless the optimizer keeps an fp32 copy of the weights";
+  if (r.max_loss_diff) s += " (" + loss_change(r) + ")";
+  return s;
+}
+
+// Why a row changes what the model learns, where its figures say.
+std::string learning_changed(const RemedyRow& r) {
+  return r.gradients_mib ? fewer_weights(r) : r.bytes_per_parameter ? weights_16_bit(r) : loss_change(r);
+}
+
 // Where the variant computes in a lower precision with its weights kept
 // (autocast): its losses are held to that precision's rounding.
 std::string within_precision(const RemedyRow& r) {
@@ -459,8 +475,8 @@ std::string describe_best_remedy(const Verdict& v) {
       s += "; its peak is now " + std::string(to_string(*r.peak_phase)) + "'s, where the baseline's was " +
            to_string(*r.baseline_peak_phase) + "'s: less activations would not lower it further";
     }
-    if (r.changes_training && r.gradients_mib) {
-      s += "; it changes what the model learns: " + fewer_weights(r);
+    if (r.changes_training && (r.gradients_mib || r.bytes_per_parameter)) {
+      s += "; it changes what the model learns: " + learning_changed(r);
     } else if (r.changes_training && r.max_loss_diff) {
       s += "; it changes what the model learns: " + loss_change(r) + ", beyond the " +
            format_percent(r.loss_tolerance, 2) + " tolerance";
@@ -476,7 +492,8 @@ std::string describe_best_remedy(const Verdict& v) {
       const RemedyRow& low = v.remedies[*v.lowest_peak_remedy];
       s += ". The lowest peak overall is " + low.remedy + "'s (" + format_mib(low.peak_mib) + " MiB, " +
            format_percent(low.peak_change_fraction, 1) + ")" +
-           (low.changes_training && low.gradients_mib ? ", but it changes what the model learns: " + fewer_weights(low)
+           (low.changes_training && (low.gradients_mib || low.bytes_per_parameter)
+                ? ", but it changes what the model learns: " + learning_changed(low)
             : low.changes_training && low.max_loss_diff
                 ? ", but it changes what the model learns: " + loss_change(low) + " (tolerance " +
                       format_percent(low.loss_tolerance, 2) + ")"
@@ -494,13 +511,14 @@ std::string describe_best_remedy(const Verdict& v) {
   for (const RemedyRow& x : v.remedies) baselines.insert(x.baseline_source);
   for (std::size_t i = 0; i < v.remedies.size(); ++i) {
     const RemedyRow& x = v.remedies[i];
-    if (!x.changes_training || (!x.max_loss_diff && !x.gradients_mib) || (shown && i == *shown) ||
+    if (!x.changes_training || (!x.max_loss_diff && !x.gradients_mib && !x.bytes_per_parameter) ||
+        (shown && i == *shown) ||
         (v.lowest_peak_remedy && i == *v.lowest_peak_remedy)) {
       continue;
     }
     others += std::string(others.empty() ? "" : "; ") + x.remedy +
               (baselines.size() > 1 ? " (against " + x.baseline_source + ")" : std::string()) + ", " +
-              (x.gradients_mib ? fewer_weights(x) : loss_change(x));
+              learning_changed(x);
   }
   if (!others.empty()) {
     s += std::string(s.empty() ? "changes what the model learns: " : ". Changes what the model learns too: ") + others;

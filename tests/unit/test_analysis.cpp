@@ -1724,6 +1724,56 @@ TEST(Remedies, FewerGradientsForTheSameWeightsChangeWhatTheModelLearns) {
   EXPECT_FALSE(same.remedies[0].gradients_mib);
 }
 
+// Weights kept in 16 bits where the baseline's are fp32 change what the
+// model learns whatever a few steps' losses show: each update is rounded
+// to bf16 and those below its resolution are lost (an independent check's
+// pure bf16 model, within 0.0074% of the fp32 losses over 6 steps, left
+// 6.8% of its weights unchanged and read "measured best remedy").
+TEST(Remedies, WeightsCastTo16BitsChangeWhatTheModelLearns) {
+  Synth s = named("mlp");
+  s.params_mib = 100;
+  s.optimizer_state_mib = 200;
+  s.activations_mib = 20;
+  Report base = synth(s);
+  base.producer = Producer{kProducerPython, "test"};
+  base.model.parameters = 25 << 20;
+  base.model.parameter_bytes = 100 << 20;
+  for (Sample& x : base.samples) {
+    if (x.phase == Phase::kStep) x.loss = 2.3;
+  }
+  Synth t = s;
+  t.params_mib = 50;
+  t.optimizer_state_mib = 100;
+  t.activations_mib = 10;
+  Report half = synth(t);
+  half.producer = base.producer;
+  half.config.variant = "bf16-weights";
+  half.model.parameters = 25 << 20;
+  half.model.parameter_bytes = 50 << 20;
+  for (Sample& x : half.samples) {
+    if (x.phase == Phase::kStep) x.loss = 2.3;  // the same losses over these steps
+  }
+  const Analysis a = analyse({{"base.json", base}, {"half.json", half}});
+  const Verdict& v = a.verdicts.at(0);
+  ASSERT_EQ(v.remedies.size(), 1u);
+  const RemedyRow& r = v.remedies[0];
+  ASSERT_TRUE(r.bytes_per_parameter && r.baseline_bytes_per_parameter);
+  EXPECT_NEAR(*r.bytes_per_parameter, 2, 1e-9);
+  EXPECT_TRUE(r.changes_training);
+  EXPECT_FALSE(v.best_remedy);
+  const std::string text = describe_best_remedy(v);
+  EXPECT_EQ(text.find("measured best remedy"), std::string::npos) << text;
+  EXPECT_NE(text.find("its weights are 16-bit where the baseline's are 32-bit (4 -> 2 bytes a parameter)"),
+            std::string::npos)
+      << text;
+  // Both fp32 (the same bytes a parameter): no such reading.
+  half.model.parameter_bytes = 100 << 20;
+  const Verdict same = analyse({{"base.json", base}, {"half.json", half}}).verdicts.at(0);
+  ASSERT_EQ(same.remedies.size(), 1u);
+  EXPECT_FALSE(same.remedies[0].bytes_per_parameter);
+  EXPECT_FALSE(same.remedies[0].changes_training);
+}
+
 // Each loss is compared against the baseline's largest over the steps, not
 // its own: a loss that fell 600-fold made bf16's rounding (0.0052 at 0.04)
 // read 4.5% and "changes what the model learns" where both curves
