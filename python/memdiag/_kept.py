@@ -68,6 +68,9 @@ class KeptTracker:
         # growing at every walk while the steps' inputs do not.
         self._grown_by_walk = []
         self._alive_before = None  # the tensors alive at the last walk: id -> weakref
+        # Per walk: how many storages of each kind and shape past the first
+        # dimension are alive (rank, dtype, device, autograd node, shape[1:]).
+        self._kinds_by_walk = []
         # What the first walk found alive beside the model's state and
         # every walk since still finds (the same tensor): a buffer the loop
         # fills (a rollout's observations), data or a cache it keeps on
@@ -235,6 +238,7 @@ class KeptTracker:
         born = {}
         largest = {}  # of the tensors made since the last walk, by kind: (bytes, record) of the largest
         resident = {}  # the first walk's: see __init__
+        kinds = {}  # see _kinds_by_walk: kind -> the storages alive
         with warnings.catch_warnings():
             # isinstance on some of the process's objects (deprecated
             # modules' proxies) warns: the user's job must not see that.
@@ -251,6 +255,9 @@ class KeptTracker:
             if key in owned:
                 continue
             alive[id(o)] = weakref.ref(o)
+            kinds.setdefault((o.dim(), str(o.dtype).replace("torch.", ""), key[0],
+                              type(o.grad_fn).__name__ if o.grad_fn is not None else None, tuple(o.shape[1:])),
+                             set()).add(key)
             if baseline and key[3] >= RESIDENT_FLOOR and key not in resident:
                 resident[key] = (alive[id(o)], _resident_record(o, key))
             fn = o.grad_fn
@@ -290,6 +297,7 @@ class KeptTracker:
                         # retained graph saves the outputs of many (a
                         # ResNet's every layer), one kind of tensor.
                         self._module_named.setdefault(sig, {})[by[1]] = by[2]
+        self._kinds_by_walk.append({k: len(v) for k, v in kinds.items()})
         if baseline:
             # With what the process held before recording (frozen: no walk
             # sees it), less the model's state among it.
@@ -378,10 +386,28 @@ class KeptTracker:
             # window); a tensor kept once is not called a habit. Its MiB a step is the average over the
             # windows walked since it was first kept.
             recent = windows[-4:]
+            # A run walked three times has one window: what step 1 made and
+            # step 2's cleanup still found. The last cleanup is often read
+            # as recording ends, with the loop's variables still holding
+            # their last values, which may have been made before the step
+            # before it closed (a GAN's next real batch, made before its
+            # zero_grad, and its last losses: "kept" at 3 steps and at no
+            # other count). So a kind counts there only where the last walk
+            # found more tensors of it alive (of its shape past the first
+            # dimension: the kind is by rank, and a GAN's noise is another
+            # 4-d tensor) than the walk before: kept, not just not yet
+            # replaced.
+            last_counts = (self._kinds_by_walk[-2:] if len(windows) == 1 and len(self._kinds_by_walk) >= 2
+                           else None)
             for sig in {s for w in recent[-2:] for s in w}:
                 seen = [w for w in recent if sig in w]
                 if len(windows) >= 2 and len(seen) < 2:
                     continue
+                if last_counts is not None:
+                    shape = tuple(seen[-1][sig][2]["shape"][1:])
+                    kind = (sig[0], sig[1], sig[2], sig[3], shape)
+                    if last_counts[1].get(kind, 0) <= last_counts[0].get(kind, 0):
+                        continue
                 first = next(i for i, w in enumerate(windows) if sig in w)
                 record = seen[-1][sig][2]
                 # Measured on the windows confirmed (what outlived a second

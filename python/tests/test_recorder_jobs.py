@@ -1194,6 +1194,35 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(r["config"]["batch_size_per_device"], 16)
         self.assertNotIn("batch_assumed", r["config"])
 
+    def test_a_dcgan_loops_batch_made_before_its_step_closed_is_not_kept_at_three_steps(self):
+        # The real batch is made before the discriminator's zero_grad()
+        # that closes the step before; at three steps (one window of the
+        # walk) it and the last losses, still held as recording ends, read
+        # "kept from step to step" at no other step count (an independent
+        # check's DCGAN at batch 64 and 267).
+        torch.manual_seed(0)
+        g = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+        d = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+        bce = torch.nn.BCEWithLogitsLoss()
+        for steps in (3, 4):
+            out = os.path.join(tempfile.mkdtemp(), f"dcgan-{steps}.json")
+            with memdiag.record(g, [opt_d, opt_g], output=out):
+                for _ in range(steps):
+                    real = torch.randn(64, 16)
+                    d.zero_grad(set_to_none=True)
+                    bce(d(real), torch.ones(64, 1)).backward()
+                    fake = g(torch.randn(64, 8))
+                    bce(d(fake.detach()), torch.zeros(64, 1)).backward()
+                    opt_d.step()
+                    g.zero_grad(set_to_none=True)
+                    bce(d(fake), torch.ones(64, 1)).backward()
+                    opt_g.step()
+            with open(out) as f:
+                r = json.load(f)
+            kept = [k for e in r["events"] if e["kind"] == "kept" for k in e["kept"] if k["what"] == "tensor"]
+            self.assertEqual(kept, [], steps)
+
     def test_optimizers_stepped_one_after_the_other_make_one_step_sample(self):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(1024, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 8))
