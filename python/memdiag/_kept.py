@@ -71,12 +71,16 @@ class KeptTracker:
         # Per walk: how many storages of each kind and shape past the first
         # dimension are alive (rank, dtype, device, autograd node, shape[1:]).
         self._kinds_by_walk = []
-        # What the first walk found alive beside the model's state and
-        # every walk since still finds (the same tensor): a buffer the loop
-        # fills (a rollout's observations), data or a cache it keeps on
-        # the device. storage key -> (weakref, record), those of a
-        # megabyte or more; pruned at each walk to the ones still alive.
-        self._resident = None
+        # What a walk found alive beside the model's state and every walk
+        # since still finds (the same tensor): a buffer the loop fills (a
+        # rollout's observations), data or a cache it keeps on the device,
+        # another model's weights (an EMA copy made in the loop). storage
+        # key -> (weakref, record, the step of the walk that first found
+        # it, whether a Parameter): tensors of a megabyte or more, and
+        # Parameters of no recorded model or optimizer of any size (one
+        # copy of a model is many small ones); pruned at each walk to the
+        # ones still alive.
+        self._resident = {}
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         # What was new at the walk before the last and alive at the last:
         # kept so far, and kept for good if alive at the next walk too.
@@ -194,11 +198,12 @@ class KeptTracker:
         candidates: frozen, the walks never see them."""
         self._existing = {}
         for t in existing or ():
-            if isinstance(t, torch.nn.Parameter) or type(t).__name__ in _TRACING_TENSORS:
+            if type(t).__name__ in _TRACING_TENSORS:
                 continue
             key = _storage_key(t)
-            if key is not None and key[3] >= RESIDENT_FLOOR and key not in self._existing:
-                self._existing[key] = (weakref.ref(t), _resident_record(t, key))
+            parameter = isinstance(t, torch.nn.Parameter)
+            if key is not None and (parameter or key[3] >= RESIDENT_FLOOR) and key not in self._existing:
+                self._existing[key] = (weakref.ref(t), _resident_record(t, key), 0, parameter)
         # A process may hold frozen objects already (on the H200 machine,
         # Python 3.12.3 starts with 375). They are unfrozen with
         # ours at the end: left frozen, whatever the recording froze (the
@@ -237,7 +242,7 @@ class KeptTracker:
         alive = {}
         born = {}
         largest = {}  # of the tensors made since the last walk, by kind: (bytes, record) of the largest
-        resident = {}  # the first walk's: see __init__
+        resident = {}  # found at this walk: see __init__
         kinds = {}  # see _kinds_by_walk: kind -> the storages alive
         with warnings.catch_warnings():
             # isinstance on some of the process's objects (deprecated
@@ -245,8 +250,9 @@ class KeptTracker:
             warnings.simplefilter("ignore")
             objects = [o for o in gc.get_objects() if isinstance(o, torch.Tensor)]
         for o in objects:
-            if isinstance(o, torch.nn.Parameter) or type(o).__name__ in _TRACING_TENSORS:
+            if type(o).__name__ in _TRACING_TENSORS:
                 continue
+            parameter = isinstance(o, torch.nn.Parameter)
             key = _storage_key(o)
             if key is None:
                 continue
@@ -254,12 +260,21 @@ class KeptTracker:
                 owned = {_storage_key(t) for t in (state() if callable(state) else state)}
             if key in owned:
                 continue
+            if parameter:
+                # Another module's weights, made since recording began (the
+                # model's own were made before and are frozen out of the
+                # walk): resident where they stay; nothing else of the walk.
+                if key not in self._resident:
+                    resident[key] = (weakref.ref(o), _resident_record(o, key), step, True)
+                continue
             alive[id(o)] = weakref.ref(o)
             kinds.setdefault((o.dim(), str(o.dtype).replace("torch.", ""), key[0],
                               type(o.grad_fn).__name__ if o.grad_fn is not None else None, tuple(o.shape[1:])),
                              set()).add(key)
-            if baseline and key[3] >= RESIDENT_FLOOR and key not in resident:
-                resident[key] = (alive[id(o)], _resident_record(o, key))
+            if key[3] >= RESIDENT_FLOOR and key not in resident and key not in self._resident:
+                # New or not, the first walk that sees it: a step's own
+                # tensors are replaced by the next, and fall out below.
+                resident[key] = (alive[id(o)], _resident_record(o, key), step, False)
             fn = o.grad_fn
             if fn is not None:
                 roots.append(fn)
@@ -305,13 +320,12 @@ class KeptTracker:
             if existing:
                 if owned is None:
                     owned = {_storage_key(t) for t in (state() if callable(state) else state)}
-                resident.update((k, v) for k, v in existing.items() if k not in owned)
+                resident.update((k, (v[0], v[1], step, v[3])) for k, v in existing.items() if k not in owned)
             self._existing = {}
-            self._resident = resident
-        elif self._resident:
-            # The same tensor over the same storage, still.
-            self._resident = {k: (ref, rec) for k, (ref, rec) in self._resident.items()
-                              if ref() is not None and _storage_key(ref()) == k}
+        # The same tensor over the same storage, still; and what this walk
+        # found first.
+        self._resident = {k: v for k, v in self._resident.items() if v[0]() is not None and _storage_key(v[0]()) == k}
+        self._resident.update(resident)
         if not baseline:
             # What this step's tensors the loop still holds came to: its
             # outputs, loss and batch until the next step replaces them
@@ -533,22 +547,41 @@ class KeptTracker:
         (the first of a list kept for good is the leak's)."""
         if not self._resident or self.walks < 3:
             return []
-        leaking = {(len(r["shape"]), r["dtype"], r["device"]) for r in kept
-                   if r["what"] == "tensor" and not r.get("held_steps")}
+        # Found by the third walk from the end at the latest: alive at three
+        # walks, so that a step's own tensors (its batch, its outputs, kept
+        # one step longer by a prefetching loader) have been replaced.
+        latest = self.walked_steps[-3]
+        kept_kinds = {(len(r["shape"]), r["dtype"], r["device"]) for r in kept if r["what"] == "tensor"}
         out = []
-        for key, (ref, record) in sorted(self._resident.items(), key=lambda kv: -kv[0][3]):
-            t = ref()
-            if t is None or (len(record["shape"]), record["dtype"], record["device"]) in leaking:
+        weights = {}  # device -> [bytes, count, largest (bytes, record), first step]
+        for key, (ref, record, first, parameter) in sorted(self._resident.items(), key=lambda kv: -kv[0][3]):
+            if ref() is None or first > latest:
                 continue
-            r = dict(record, what="resident", per_step=1, mib_per_step=key[3] / _MIB,
-                     from_step=self.walked_steps[0])
+            if parameter:
+                w = weights.setdefault(key[0], [0, 0, (0, record), first])
+                w[0] += key[3]
+                w[1] += 1
+                w[3] = min(w[3], first)
+                if key[3] > w[2][0]:
+                    w[2] = (key[3], record)
+                continue
+            if (len(record["shape"]), record["dtype"], record["device"]) in kept_kinds:
+                continue  # the oldest of what the loop keeps (or caches) every step: the leak's own record
+            if len(out) == MAX_RESIDENT_RECORDS:
+                continue
+            r = dict(record, what="resident", per_step=1, mib_per_step=key[3] / _MIB, from_step=first)
             at = self._allocated_at([ref])
             if at is not None:
                 r["allocated_at"] = at
             out.append(r)
-            if len(out) == MAX_RESIDENT_RECORDS:
-                break
-        return out
+        for device, (nbytes, count, (_, record), first) in weights.items():
+            if nbytes >= RESIDENT_FLOOR:
+                # One record for all of them: the largest one's shape, their
+                # count and bytes.
+                out.append(dict(record, what="resident", per_step=count, mib_per_step=nbytes / _MIB, from_step=first,
+                                made_by="parameters of no recorded model or optimizer"))
+        out.sort(key=lambda r: -r["mib_per_step"])
+        return out[:MAX_RESIDENT_RECORDS]
 
     def _grown_records(self):
         """Kinds of tensor made anew at each of the last three walks, each

@@ -888,6 +888,35 @@ class Kept(unittest.TestCase):
         self.assertEqual([(k["shape"], k["mib_per_step"]) for k in resident], [([8192, 512], 16.0)])
         self.assertTrue(self.verdict(out)["response"].startswith("First, 16.00 MiB of the loop's own tensors"))
 
+    def test_an_ema_copy_made_in_the_loop_is_named_as_weights_of_no_recorded_model(self):
+        # copy.deepcopy(model) after the first step: Parameters of no
+        # recorded model or optimizer, many small ones, found from step 1
+        # (an independent check's EMA, a third of the peak, read only
+        # "rose once").
+        import copy
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(4)])
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        out = os.path.join(tempfile.mkdtemp(), "ema.json")
+        ema = None
+        with memdiag.record(model, opt, output=out, census=False):
+            for step in range(6):
+                model(torch.randn(32, 512)).square().mean().backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                if ema is None:
+                    ema = copy.deepcopy(model).requires_grad_(False)
+                with torch.no_grad():
+                    for pe, pm in zip(ema.parameters(), model.parameters()):
+                        pe.lerp_(pm, 0.01)
+        r = json.load(open(out))
+        [k] = [k for e in r["events"] if e["kind"] == "kept" for k in e["kept"] if k["what"] == "resident"]
+        self.assertEqual((k["made_by"], k["per_step"], k["shape"], k["from_step"]),
+                         ("parameters of no recorded model or optimizer", 8, [512, 512], 1))
+        self.assertAlmostEqual(k["mib_per_step"], 4 * (512 * 512 + 512) * 4 / (1 << 20), places=6)
+        self.assertEqual(self.kept_records(r), [])
+        self.assertIn("weights outside the recorded model", self.verdict(out)["response"])
+
     def test_outputs_kept_while_the_steps_vary_in_size_are_named(self):
         # Dynamic batching in a seeded random order: no two walked steps
         # keep logits of one shape, the bug is the same (a hostile check

@@ -207,6 +207,7 @@ json to_json(const Event& ev) {
         r["grad_fn"] = opt(k.grad_fn);
         r["per_step"] = k.per_step;
         r["mib_per_step"] = k.mib_per_step;
+        if (k.made_by) r["made_by"] = *k.made_by;
       }
       if (k.what == KeptRecord::What::kTensor) {
         r["shape"] = k.shape;

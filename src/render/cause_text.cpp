@@ -472,14 +472,32 @@ std::string response_for(const Verdict& v) {
     // it is more than the dominant consumer (a dataset of 64 MiB beside
     // 2 MiB of optimizer state).
     const bool first = !v.components.empty() && h->mib > v.components.front().mib;
-    const std::string said = format_mib(h->mib) + " MiB of the loop's own tensors (" +
+    // All of it another model's weights (an EMA copy): their own fix.
+    const bool weights_only = std::all_of(h->tensors.begin(), h->tensors.end(),
+                                          [](const KeptRecord& k) { return k.made_by.has_value(); });
+    const std::string said =
+        weights_only
+            ? format_mib(h->mib) + " MiB of weights outside the recorded model and its optimizers (" +
+                  format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
+                  "% of the peak) stay alive at every step: where it is a copy of the model that is not trained (an "
+                  "EMA, a frozen teacher), " +
+                  (h->cuda ? std::string("keep it on the host (torch.optim.swa_utils.AveragedModel(model, "
+                                         "device=\"cpu\")) or in bf16, or update it every few steps from a host copy")
+                           : std::string("keep it in bf16, or drop it where the run can do without")) +
+                  "; it needs no gradients or optimizer state."
+            : format_mib(h->mib) + " MiB of the loop's own tensors (" +
          format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
          "% of the peak) stay alive at every step, under every step's peak whatever its batch: " +
          (h->cuda ? std::string("keep such a buffer or dataset in host memory (pinned: .pin_memory()) and move each "
                                 "step's slice to the device (non_blocking=True), or store it smaller")
                   : std::string("store such a buffer or dataset smaller")) +
          " (uint8 frames, bf16), or hold fewer entries.";
-    r = first ? "First, " + said + " " + r : r + " Beside that, " + said;
+    // The weights' response said it already (held before training began,
+    // a copy of the model beside the model's own).
+    const auto* before = first_of<evidence::HeldBeforeTraining>(v);
+    const bool said_already = weights_only && before && v.dominant == Cause::kParameters &&
+                              before->mib - before->buffer_mib >= thresholds::kHeldCopyShare * before->parameter_mib;
+    if (!said_already) r = first ? "First, " + said + " " + r : r + " Beside that, " + said;
   }
   if (!v.outside_parameters_mib) return r;
   const std::string outside =

@@ -101,20 +101,27 @@ std::string allocated_at(const KeptRecord& k) {
 // 110.2 MiB, 45% of the run's 244.6 MiB peak ...".
 std::string resident_line(const evidence::ResidentTensors& x) {
   std::string s = "alive at every cleanup the recorder walked (steps " + std::to_string(x.first_step) + " to " +
-                  std::to_string(x.last_step) + "), beside the model's weights, gradients and optimizer state: ";
+                  std::to_string(x.last_step) + ") from the first that found them, beside the model's weights, "
+                  "gradients and optimizer state: ";
   for (std::size_t i = 0; i < x.tensors.size(); ++i) {
     const KeptRecord& k = x.tensors[i];
     std::string shape;
     for (std::int64_t d : k.shape) shape += (shape.empty() ? "" : " x ") + std::to_string(d);
-    s += (i ? ", " : "") + (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype + " (" +
-         mib(k.mib_per_step) + (k.grad_fn ? ", made by " + *k.grad_fn : std::string()) +
+    shape = (shape.empty() ? std::string("a scalar") : shape) + " " + k.dtype;
+    // Many tensors of one record: another model's weights (an EMA copy).
+    s += (i ? ", " : "") +
+         (k.made_by ? *k.made_by + " (" + std::to_string(k.per_step) + " tensors, the largest " + shape + ": " +
+                          mib(k.mib_per_step) + " in all"
+                    : shape + " (" + mib(k.mib_per_step)) +
+         (k.from_step && *k.from_step > x.first_step ? ", from step " + std::to_string(*k.from_step) : std::string()) +
+         (k.grad_fn ? ", made by " + *k.grad_fn : std::string()) +
          (k.allocated_at ? ", allocated at " + *k.allocated_at : std::string()) + ")";
   }
   const double share = x.peak_mib > 0 ? x.mib / x.peak_mib : 0.0;
   return s + (x.tensors.size() > 1 ? "; " + mib(x.mib) + " in all" : std::string()) + ", " +
          format_fixed(100.0 * share, 0) + "% of the run's " + mib(x.peak_mib) +
-         " peak: tensors the loop made by then and holds (a buffer it fills, data or a cache it keeps" +
-         (x.cuda ? " on the device" : "") + "), under every step's peak whatever the batch";
+         " peak: tensors the loop made and holds (a buffer it fills, data or a cache it keeps" +
+         (x.cuda ? " on the device" : "") + ", another model's weights), under every step's peak whatever the batch";
 }
 
 // "kept from step to step: the logits of BertForMaskedLM (16 x 128 x 30522

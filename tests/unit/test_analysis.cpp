@@ -2354,6 +2354,24 @@ TEST(Verdict, TensorsAliveAtEveryCleanupAreNamedWithTheirShareOfThePeak) {
   EXPECT_FALSE(find<evidence::ResidentTensors>(small));
   // Pinned host memory beside a CUDA run is no device memory.
   EXPECT_FALSE(find<evidence::ResidentTensors>(analyse({{"r.json", with_resident(buffer, "cpu")}}).verdicts.at(0)));
+  // Another model's weights (an EMA copy made in the loop, found from step
+  // 1): one record of many tensors, and the weights' own fix.
+  Report ema = with_resident(buffer, "cuda");
+  KeptRecord& w = ema.events.back().kept.back();
+  w.made_by = "parameters of no recorded model or optimizer";
+  w.per_step = 10;
+  w.shape = {2048, 2048};
+  w.from_step = 1;
+  const Verdict e = analyse({{"r.json", ema}}).verdicts.at(0);
+  ASSERT_TRUE(find<evidence::ResidentTensors>(e));
+  const std::string ema_line = describe(Evidence{*find<evidence::ResidentTensors>(e)});
+  EXPECT_NE(ema_line.find("parameters of no recorded model or optimizer (10 tensors, the largest 2048 x 2048 float32: "
+                          "110.2 MiB in all, from step 1)"),
+            std::string::npos)
+      << ema_line;
+  const std::string ema_said = response_for(e);
+  EXPECT_NE(ema_said.find("AveragedModel"), std::string::npos) << ema_said;
+  EXPECT_EQ(ema_said.find("pin_memory"), std::string::npos) << ema_said;
 }
 
 // A CPU rank of several recorded in Python reads its allocated off the

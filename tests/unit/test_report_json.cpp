@@ -308,7 +308,10 @@ std::set<std::string> written_paths() {
   resident.mib_per_step = 110.25;
   resident.from_step = 0;
   resident.allocated_at = "ppo.py:40";
-  kept.kept = {k, resident};
+  KeptRecord weights = resident;
+  weights.made_by = "parameters of no recorded model or optimizer";
+  weights.per_step = 10;
+  kept.kept = {k, resident, weights};
   held.events.push_back(kept);
   for (const Report& r : {full_report(), cpu, zero3, tensor, labelled, sampled, held}) {
     for (const std::string& p : testkit::document_paths(json::parse(dump_report(r)))) out.insert(p);

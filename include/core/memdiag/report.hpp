@@ -159,9 +159,11 @@ struct KeptRecord {
   // saved tensors at consecutive cleanups: mib_per_step is what it held
   // (the median), where the forward's line, made_by the model.
   // kResident: one tensor alive at every walked cleanup from the first
-  // (from_step) to the last, not the model's state (a rollout buffer, data
-  // or a cache the loop keeps on the device): shape, dtype, device,
-  // grad_fn, allocated_at as a kTensor's; mib_per_step is its size.
+  // that found it (from_step) to the last, not the model's state (a rollout
+  // buffer, data or a cache the loop keeps on the device): shape, dtype,
+  // device, grad_fn, allocated_at as a kTensor's; mib_per_step is its size.
+  // With made_by, the Parameters of no recorded model or optimizer on a
+  // device (another model's weights): per_step of them, their bytes.
   enum class What { kTensor, kGraph, kRetainGraph, kHeld, kHeldGraph, kResident };
   What what = What::kTensor;
   std::vector<std::int64_t> shape;  // kTensor (the last walk's, where it varied)
