@@ -324,6 +324,22 @@ std::optional<StepSizeCapacity> step_size_fit(const RunFeatures& p) {
       base.length_samples = static_cast<std::int64_t>(largest_samples);
     }
   }
+  if (tokens && !base.per_token_per_length_mib && largest_samples > 0) {
+    for (const StepPoint& pt : pts) {
+      if (pt.samples <= 0) continue;
+      const double l = pt.size / pt.samples;
+      base.shortest_length = std::min(base.shortest_length.value_or(l), l);
+      base.longest_length = std::max(base.longest_length.value_or(l), l);
+    }
+    if (base.longest_length && *base.longest_length < 1.5 * *base.shortest_length) {
+      base.length_samples = static_cast<std::int64_t>(largest_samples);
+    } else {
+      // Lengths that span enough for fit_with_length to tell a length
+      // term, which it found none of: measured linear.
+      base.shortest_length.reset();
+      base.longest_length.reset();
+    }
+  }
   for (const StepPoint& pt : pts) base.base_mib = std::max(base.base_mib, pt.base_mib + base.per_step_mib);
   // A leak's growth, not one that follows the steps' size (a curriculum's
   // last step held at its cleanup, larger as the lengths rise).
@@ -358,6 +374,15 @@ std::vector<StepSizeCapacity> predict_step_capacity(const RunFeatures& p, const 
     } else {
       c.max_size = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.per_unit_mib)) : 0;
       c.max_size_steepest = room > 0 ? static_cast<std::int64_t>(std::floor(room / c.steepest_per_unit_mib)) : 0;
+      if (c.longest_length && c.length_samples && *c.length_samples > 0 && c.max_size_steepest > c.most) {
+        // Every token's memory at the steepest rate at the longest length,
+        // growing in proportion to the length: rate x T x (T / (S x L)).
+        const double samples = static_cast<double>(*c.length_samples);
+        const std::int64_t n = *c.length_samples;
+        const auto low = static_cast<std::int64_t>(
+            std::floor(std::sqrt(room * samples * *c.longest_length / c.steepest_per_unit_mib)));
+        if (low / n * n < c.max_size_steepest) c.max_size_if_all_grows_with_length = low / n * n;
+      }
     }
     out.push_back(c);
   }

@@ -444,7 +444,23 @@ std::string describe(const StepSizeCapacity& c) {
   }
   if (samples_held) s += "; a step of more samples needs more of what does not follow the tokens";
   const double reach = c.most > 0 ? static_cast<double>(c.max_size_steepest) / static_cast<double>(c.most) : 0;
-  if (reach > 1.5) s += ", extrapolated x" + format_fixed(reach, 1) + " from the largest step seen (a step near it checks)";
+  if (c.max_size_if_all_grows_with_length && c.length_samples && c.shortest_length && c.longest_length) {
+    // Lengths too close together to measure attention's part: where the
+    // step grows by longer sequences the answer is a range.
+    const std::int64_t n = *c.length_samples;
+    s += "; extrapolated x" + format_fixed(reach, 2) + " from the largest step seen, and " +
+         (samples_held ? std::string("at ") + std::to_string(n) + " samples more tokens means longer sequences"
+                       : std::string("where the step grows by longer sequences, not more of them")) +
+         ": the steps' lengths (" + format_fixed(*c.shortest_length, 0) + " to " +
+         format_fixed(*c.longest_length, 0) + " tokens a sequence) were too close together to tell what grows with "
+         "the length (attention's length x length scores), so the limit lies between " +
+         std::to_string(*c.max_size_if_all_grows_with_length) + " tokens (" + std::to_string(n) + " sequences of " +
+         std::to_string(*c.max_size_if_all_grows_with_length / n) + ", if all of a token's memory grew with the "
+         "length) and " + std::to_string(c.max_size_steepest) + " (if none did); a step near it checks, and steps "
+         "of more varied lengths measure it";
+  } else if (reach > 1.2) {
+    s += ", extrapolated x" + format_fixed(reach, reach < 2 ? 2 : 1) + " from the largest step seen (a step near it checks)";
+  }
   if (c.failed_step) {
     // The step that ran out is the job's largest need, whatever its size:
     // "it fits" of the largest that completed read as the job fitting.

@@ -517,6 +517,9 @@ json step_capacity_json(const Verdict& v) {
                    {"failed_step", opt(c.failed_step)},
                    {"per_token_per_length_mib", opt(c.per_token_per_length_mib)},
                    {"length_samples", opt(c.length_samples)},
+                   {"shortest_length", opt(c.shortest_length)},
+                   {"longest_length", opt(c.longest_length)},
+                   {"max_size_if_all_grows_with_length", opt(c.max_size_if_all_grows_with_length)},
                    {"growth_per_step_mib", opt(c.growth_per_step_mib)},
                    {"text", describe(c)}});
   }

@@ -622,6 +622,55 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
   }
 }
 
+// Tokens fitted over lengths too close together to tell what grows with
+// the length (dynamic padding's 246 to 251 tokens a sequence at 8 samples):
+// an answer beyond the largest step is a range, from every token's memory
+// growing with the length to none of it (an independent check's 8 x 361
+// tokens said to fit 400 MiB peaked at 456.7 MiB; 8 x 320 fit).
+TEST(StepCapacity, LengthsTooCloseToTellAttentionsPartGiveARange) {
+  const std::int64_t lengths[] = {246, 249, 251, 247, 250, 248};  // step 0 left out of the fit: 247 to 251
+  for (const bool close : {true, false}) {
+    Synth s;
+    s.batch = 8;
+    s.steps = 6;
+    s.activations_mib = 0;
+    s.params_mib = 40;
+    Report r = synth(s);
+    r.producer = Producer{kProducerPython, "test"};
+    for (Sample& x : r.samples) {
+      if (x.phase != Phase::kForward) continue;
+      const std::int64_t length = close ? lengths[*x.step] : 48 * (1 + *x.step);
+      x.samples = 8;
+      x.tokens = 8 * length;
+      x.allocated_mib += 0.12 * static_cast<double>(*x.tokens);
+      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+    }
+    const Verdict v = analyse({{"pad.json", r}}, {}, {400.0}).verdicts.front();
+    ASSERT_EQ(v.step_capacity.size(), 1u);
+    const StepSizeCapacity& c = v.step_capacity.front();
+    ASSERT_EQ(c.unit, StepSizeCapacity::Unit::kTokens);
+    EXPECT_FALSE(c.per_token_per_length_mib);
+    if (!close) {
+      // Lengths that span x6 measured no length term: linear, no range.
+      EXPECT_FALSE(c.max_size_if_all_grows_with_length) << describe(c);
+      continue;
+    }
+    ASSERT_TRUE(c.max_size_if_all_grows_with_length) << describe(c);
+    ASSERT_GT(c.max_size_steepest, c.most);
+    const double room = 400 - c.base_mib;
+    const auto low = static_cast<std::int64_t>(std::sqrt(room * 8 * 251 / c.steepest_per_unit_mib)) / 8 * 8;
+    EXPECT_EQ(*c.max_size_if_all_grows_with_length, low);
+    EXPECT_LT(low, c.max_size_steepest);
+    const std::string said = describe(c);
+    EXPECT_NE(said.find("the steps' lengths (247 to 251 tokens a sequence) were too close together"), std::string::npos)
+        << said;
+    EXPECT_NE(said.find("the limit lies between " + std::to_string(low) + " tokens (8 sequences of " +
+                        std::to_string(low / 8) + ","),
+              std::string::npos)
+        << said;
+  }
+}
+
 // A recorded loop of batch 4 whose steps' sequence lengths vary (a T5's):
 // each step's forward holds need(length) MiB, AdamW's state after step 0,
 // and backward peaks with every gradient made while the activations are

@@ -860,6 +860,16 @@ struct StepSizeCapacity {
   // tokens that many sequences of one length.
   std::optional<double> per_token_per_length_mib;
   std::optional<std::int64_t> length_samples;
+  // Tokens fitted without a length term (the steps' lengths too close to
+  // tell one: a dynamically padded job's 243 to 251 tokens a sequence),
+  // where the answer lies beyond the largest step: the steps' shortest and
+  // longest sequence, and the answer if all of a token's memory grew with
+  // the length as attention's scores do, for steps of the largest step's
+  // samples (length_samples) made longer. The job's limit lies between
+  // (an independent check's 8 x 361 tokens said to fit 400 MiB peaked at
+  // 456.7; 8 x 320 fit at 390.7).
+  std::optional<double> shortest_length, longest_length;
+  std::optional<std::int64_t> max_size_if_all_grows_with_length;
   // The loop keeps this much more every step (its post-cleanup growth,
   // where significant): the answer holds for the steps recorded only, each
   // later one needing that much more (a list of every step's logits: 484
