@@ -114,7 +114,7 @@ std::vector<Evidence> cause_evidence(Cause cause, const RunFeatures& p, const st
             }
           }
         }
-        if (p.forward_range && !(p.step_samples && p.step_samples->varied())) {
+        if (p.forward_range) {
           f.range = p.forward_range;
           f.tokens_varied = p.step_tokens && p.step_tokens->varied();
           f.samples_seen = p.step_samples.has_value();

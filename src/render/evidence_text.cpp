@@ -546,12 +546,14 @@ std::string describe(const Evidence& e) {
               s += "; the steps' forwards ranged from " + mib(x.range->least_mib) + " (step " +
                    std::to_string(x.range->least_step) + ") to " + mib(x.range->most_mib) + " (step " +
                    std::to_string(x.range->most_step) + ")" +
-                   (x.tokens_varied                   ? " as their tokens did"
+                   (x.samples                         ? " as their samples did"
+                    : x.tokens_varied                 ? " as their tokens did"
                     : x.samples_seen && x.tokens_seen ? " at the same batch and tokens"
                     : x.samples_seen ? " at the same batch: the inputs' shapes varied (image sizes, or lengths not "
                                        "read as tokens)"
                                      : " (the report does not say each step's size: a batch or shapes that varied)") +
-                   ", and the figure is their median";
+                   ": the figure is their median, and the largest, under the run's peak, is what the verdict sets "
+                   "against the other consumers";
             }
             if (x.calls > 1 && x.calls_released) {
               s += "; the model was called " + std::to_string(x.calls) +

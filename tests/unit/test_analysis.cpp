@@ -622,6 +622,41 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
   }
 }
 
+// Steps of varying size: the largest step's forward, under the run's peak,
+// is what the verdict sets against the other consumers, not the median
+// step's (an independent check's dynamically padded LM read "inconclusive",
+// 29.52 MiB of optimizer state against a median forward of 29.22, where
+// its longest steps' forwards were 57-60 MiB and set the peak).
+TEST(Verdict, StepsOfVaryingSizeAreJudgedByTheirLargestForward) {
+  const std::int64_t lengths[] = {100, 120, 250, 110, 240, 130, 245, 115};
+  Synth s = named("padded");
+  s.batch = 2;
+  s.steps = 8;
+  s.activations_mib = 0;
+  s.optimizer_state_mib = 30;
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  for (Sample& x : r.samples) {
+    if (x.phase != Phase::kForward) continue;
+    x.samples = 2;
+    x.tokens = 2 * lengths[*x.step];
+    x.allocated_mib += 0.12 * static_cast<double>(*x.tokens);  // 24 to 60 MiB, the median about 29
+    x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+  }
+  const Verdict v = analyse({{"r.json", r}}).verdicts.at(0);
+  EXPECT_EQ(v.dominant, Cause::kActivations) << to_string(v.dominant);
+  ASSERT_FALSE(v.components.empty());
+  EXPECT_EQ(v.components.front().cause, Cause::kActivations);
+  EXPECT_NEAR(v.components.front().mib, 0.12 * 2 * 250, 1e-6);
+  const auto* fwd = find<evidence::ForwardIncrement>(v);
+  ASSERT_TRUE(fwd && fwd->range);
+  EXPECT_EQ(fwd->range->most_step, 2);
+  const std::string said = describe(Evidence{*fwd});
+  EXPECT_NE(said.find("the largest, under the run's peak, is what the verdict sets against the other consumers"),
+            std::string::npos)
+      << said;
+}
+
 // Tokens fitted over lengths too close together to tell what grows with
 // the length (dynamic padding's 246 to 251 tokens a sequence at 8 samples):
 // an answer beyond the largest step is a range, from every token's memory
