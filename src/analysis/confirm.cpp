@@ -289,13 +289,25 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
       out.push_back(c);
     }
   };
+  // A batch the group measured already, at the primary's preset (its
+  // report was given beside this one, at these steps or others): not asked
+  // for again (an independent check's detection sweep of batches 1, 2 and
+  // 4 was told to record batches 1 and 2).
+  const auto given = [&](int b) {
+    return std::any_of(g.runs.begin(), g.runs.end(), [&](const RunFeatures& r) {
+      return r.config.batch_size_per_device == b && r.config.preset == p.config.preset &&
+             r.config.variant == p.config.variant && r.config.remedies.empty() == p.config.remedies.empty();
+    });
+  };
   switch (cause) {
     case Cause::kActivations:
       if (sized) {
         size_runs();
         break;
       }
-      for (int b : other_batches(p)) out.push_back(plan.batch(b));
+      for (int b : other_batches(p)) {
+        if (!given(b)) out.push_back(plan.batch(b));
+      }
       break;
     case Cause::kOptimizerState:
       if (auto r = plan.other_preset()) out.push_back(*r);
@@ -316,11 +328,7 @@ std::vector<ConfirmingRun> confirming_runs(const Decision& d, Cause cause, bool 
           return;
         }
         for (int b : other_batches(p)) {
-          const bool given = skip_given && std::any_of(g.runs.begin(), g.runs.end(), [&](const RunFeatures& r) {
-                               return r.config.batch_size_per_device == b && r.config.steps == p.config.steps &&
-                                      r.config.preset == p.config.preset;
-                             });
-          if (!given) out.push_back(plan.batch(b));
+          if (!(skip_given && given(b))) out.push_back(plan.batch(b));
         }
       };
       // The one run that tells the two tied consumers apart

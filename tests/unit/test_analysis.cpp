@@ -1273,6 +1273,31 @@ TEST(ConfirmingRuns, NameTheCaseFileAndNeverAReportGiven) {
   EXPECT_EQ(v.confirm[1].run.output, "runs/my-model-batch4-2.json");
 }
 
+// A batch the group measured already is not asked for again, at these
+// steps or others (an independent check's detection sweep of batches 1, 2
+// and 4, not proportional for its images' sizes, was told to record
+// batches 1 and 2).
+TEST(ConfirmingRuns, NeverAskForABatchTheGroupMeasured) {
+  Synth s = named("det");
+  s.activations_mib = 100;
+  s.batch = 8;
+  Report primary = synth(s);
+  const auto batches = [](const Verdict& v) {
+    std::vector<int> out;
+    for (const ConfirmingRun& c : v.confirm) {
+      if (c.run.batch_size_per_device) out.push_back(*c.run.batch_size_per_device);
+    }
+    return out;
+  };
+  EXPECT_EQ(batches(analyse({{"b8.json", primary}}).verdicts.at(0)), (std::vector<int>{1, 4}));
+  Synth t = s;
+  t.batch = 1;
+  t.steps = 6;  // other steps: the same batch measured
+  t.activations_mib = 12.5 * 1.4;  // not proportional: no sweep confirms
+  const Verdict v = analyse({{"b8.json", primary}, {"b1.json", synth(t)}}).verdicts.at(0);
+  EXPECT_EQ(batches(v), (std::vector<int>{4}));
+}
+
 TEST(ConfirmingRuns, OptimizerStateAsksForAnotherPresetOnlyWhenTheCaseHasOne) {
   Synth s = named("adam-model");
   s.device = "cpu";
