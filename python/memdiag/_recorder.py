@@ -308,6 +308,7 @@ class Recorder:
         # BETWEEN_OPTIMIZERS (after one optimizer's step(), before the rest's).
         self._in = None
         self._stepped = set()  # ids of the optimizers that stepped in this step (several given)
+        self._zeroed_after_step = False  # a stepped optimizer's or the model's zero_grad() since the last step()
         # Inside an optimizer's step(): a closure it calls again (LBFGS's
         # line search evaluates the loss several times) is the step's, not
         # another step or micro-batch, once the step's backward is recorded.
@@ -873,12 +874,12 @@ class Recorder:
                 return result
             if rec is not None and not rec._timing:
                 if _active[0] is rec and _current_thread() is rec._thread and not rec._finished:
-                    rec._after_zero_grad()
+                    rec._after_zero_grad(obj)
             elif rec is not None:
                 t = _ns()
                 try:
                     if _active[0] is rec and _current_thread() is rec._thread and not rec._finished:
-                        rec._after_zero_grad()
+                        rec._after_zero_grad(obj)
                 finally:
                     rec._host_ns += _ns() - t
             return result
@@ -1071,11 +1072,18 @@ class Recorder:
             return
         self._uncounted_inputs = (None, None)
         last = self._last
-        if last == STEP:
+        # The model called again after one optimizer's step() and before the
+        # rest's, with no zero_grad() of a stepped optimizer or of the model
+        # between: the same pass (a GAN recorded by its discriminator, whose
+        # generator's loss runs through it before the generator's step();
+        # an independent check's read 12 steps for 6). A zero_grad() there
+        # ends the pass first: an optimizer that steps only some passes.
+        continuing = last == STEP and self._in == BETWEEN_OPTIMIZERS and not self._zeroed_after_step
+        if last == STEP and not continuing:
             self._close(CLEANUP)
             self._in = BETWEEN
             last = CLEANUP
-        if self._in == BETWEEN or (self._in == STEP and last == BACKWARD):
+        if continuing or self._in == BETWEEN or (self._in == STEP and last == BACKWARD):
             # A new step, or the next micro-batch of this one.
             self._forward_calls = 1
             self._count_forward()
@@ -1098,7 +1106,10 @@ class Recorder:
             self._forward_input_bytes = _inputs.device_bytes(args, kwargs, self.device) \
                 if self._recording and step < 2 else None
             if step == 0:
-                self._batch_from(inputs[0])
+                if not continuing:
+                    # Between two optimizers' step()s the step's batch is
+                    # the one its first pass was given, not a new slice.
+                    self._batch_from(inputs[0])
                 if self._autocast is None and torch.is_autocast_enabled(self.device.type):
                     # The forward's matrix products run in this dtype: the
                     # activations they make are 16-bit already, and the
@@ -1334,16 +1345,20 @@ class Recorder:
         if len(self.optimizers) > 1:
             # With several optimizers the step ends when each has stepped
             # (a GAN's discriminator, then its generator), or at the model's
-            # next forward should one not step (a warm-up of one, a skip).
+            # next forward after a zero_grad() should one not step (a
+            # warm-up of one, a skip).
+            self._zeroed_after_step = False
             stepped = self._stepped
             stepped.add(id(optimizer))
             self._in = CLEANUP if len(stepped) >= len(self.optimizers) else BETWEEN_OPTIMIZERS
         if self._lane is not None:
             _lane.maybe_engage(self)
 
-    def _after_zero_grad(self):
+    def _after_zero_grad(self, owner=None):
         if self._in_step_call and self._last == BACKWARD:
             return  # a closure's, evaluated again inside step()
+        if self._in == BETWEEN_OPTIMIZERS and (owner is self.model or id(owner) in self._stepped):
+            self._zeroed_after_step = True  # the pass is over: the model's next call starts the next
         if self._in in (FORWARD, BETWEEN_OPTIMIZERS, BETWEEN):
             # (Between steps: a second zero_grad() after the one that
             # ended the cleanup, each optimizer's own.)

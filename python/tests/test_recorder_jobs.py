@@ -1223,6 +1223,34 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(r["config"]["batch_size_per_device"], 16)
         self.assertNotIn("batch_assumed", r["config"])
 
+    def test_a_dcgan_recorded_by_its_discriminator_steps_once_a_pass(self):
+        # The generator's loss runs through the recorded discriminator
+        # between the two step()s: the same pass, not a step of its own (an
+        # independent check's read 12 steps for 6); an optimizer's zero_grad()
+        # between them would have ended the pass (the test above's).
+        torch.manual_seed(0)
+        g = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+        d = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+        opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
+        bce = torch.nn.BCEWithLogitsLoss()
+        out = os.path.join(tempfile.mkdtemp(), "dcgan-d.json")
+        with memdiag.record(d, [opt_d, opt_g], output=out, kept=False):
+            for _ in range(4):
+                d.zero_grad()
+                bce(d(torch.randn(16, 16)), torch.ones(16, 1)).backward()
+                fake = g(torch.randn(16, 8))
+                bce(d(fake.detach()), torch.zeros(16, 1)).backward()
+                opt_d.step()
+                g.zero_grad()
+                bce(d(fake), torch.ones(16, 1)).backward()
+                opt_g.step()
+        with open(out) as f:
+            r = json.load(f)
+        per_step = [[(s["phase"], s.get("micro_batch")) for s in r["samples"] if s.get("step") == i] for i in range(4)]
+        self.assertEqual(per_step, [[("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("step", None),
+                                     ("forward", 2), ("backward", 2), ("step", None), ("cleanup", None)]] * 4)
+        self.assertEqual(max(s["step"] for s in r["samples"] if s.get("step") is not None), 3)
+
     def test_a_dcgan_loops_batch_made_before_its_step_closed_is_not_kept_at_three_steps(self):
         # The real batch is made before the discriminator's zero_grad()
         # that closes the step before; at three steps (one window of the
