@@ -915,7 +915,7 @@ class Kept(unittest.TestCase):
                          ("parameters of no recorded model or optimizer", 8, [512, 512], 1))
         self.assertAlmostEqual(k["mib_per_step"], 4 * (512 * 512 + 512) * 4 / (1 << 20), places=6)
         self.assertEqual(self.kept_records(r), [])
-        self.assertIn("weights outside the recorded model", self.verdict(out)["response"])
+        self.assertIn("MiB of another model's weights", self.verdict(out)["response"])
 
     def test_outputs_kept_while_the_steps_vary_in_size_are_named(self):
         # Dynamic batching in a seeded random order: no two walked steps
@@ -1943,6 +1943,8 @@ class TeacherWithGradients(unittest.TestCase):
         self.assertNotIn("outside_parameters_mib", r["model"])
         self.assertIsNone(v["outside_parameters_mib"])
         self.assertNotIn("outside the recorded model", v["response"])
+        # Its weights, held at every step, are named as another model's.
+        self.assertIn(f"{teacher:.2f} MiB of another model's weights", v["response"])
 
 
 class Evaluations(unittest.TestCase):

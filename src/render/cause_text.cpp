@@ -477,9 +477,9 @@ std::string response_for(const Verdict& v) {
                                           [](const KeptRecord& k) { return k.made_by.has_value(); });
     const std::string said =
         weights_only
-            ? format_mib(h->mib) + " MiB of weights outside the recorded model and its optimizers (" +
+            ? format_mib(h->mib) + " MiB of another model's weights (" +
                   format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
-                  "% of the peak) stay alive at every step: where it is a copy of the model that is not trained (an "
+                  "% of the peak, held by no recorded model or optimizer) stay alive at every step: where it is a copy of the model that is not trained (an "
                   "EMA, a frozen teacher), " +
                   (h->cuda ? std::string("keep it on the host (torch.optim.swa_utils.AveragedModel(model, "
                                          "device=\"cpu\")) or in bf16, or update it every few steps from a host copy")
