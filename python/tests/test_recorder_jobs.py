@@ -2171,6 +2171,25 @@ class BackwardProfile(unittest.TestCase):
         _, off = self.record(self.mlp, 32, (512,), 512, profile_backward=False)
         self.assertNotIn("backward_profile", off["model"])
 
+    def test_an_activations_gradient_is_not_read_as_a_weights(self):
+        # A bias-free first layer given an input that needs no grad passes
+        # its weight's gradient alone: through it the gradient of its
+        # output, batch-sized, was read as on its way to that weight (a
+        # DCGAN discriminator's 4.0 MiB at batch 64 held fixed put the
+        # capacity 5-9% over the budget). The profile's gradients are the
+        # weights' at every batch.
+        def build():
+            torch.manual_seed(0)
+            m = torch.nn.Sequential(torch.nn.Linear(512, 1024, bias=False), torch.nn.ReLU(),
+                                    torch.nn.Linear(1024, 512))
+            return m, torch.optim.AdamW(m.parameters(), lr=1e-3)
+        most = []
+        for batch in (32, 128):
+            _, r = self.record(build, batch, (512,), 512)
+            most.append(max(r["model"]["backward_profile"]["gradients_mib"]))
+            self.assertAlmostEqual(most[-1], r["model"]["parameter_bytes"] / 2**20, places=3)
+        self.assertAlmostEqual(most[0], most[1], places=6)
+
     def test_an_input_that_requires_grad_is_not_kept_alive(self):
         # A gradient penalty's interpolates (WGAN-GP) require grad: backward
         # makes their gradient through an AccumulateGrad of their own. The
