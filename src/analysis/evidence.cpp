@@ -389,9 +389,18 @@ std::vector<Evidence> general_evidence(Cause cause, const RunFeatures& p) {
   // running sum grows memory too little to decide anything, yet it is the
   // bug (PyTorch warns of it).
   if (!p.kept.empty()) out.push_back(evidence::KeptAcrossSteps{p.kept});
-  if (!p.resident.empty() && !p.walked_steps.empty()) {
-    evidence::ResidentTensors r{p.resident, 0, p.peak_allocated_mib, p.walked_steps.front(), p.walked_steps.back(),
-                                p.id.device_kind != "cpu"};
+  if ((!p.resident.empty() && !p.walked_steps.empty()) || p.buffer_mib >= thresholds::kMinimumSignalMib) {
+    evidence::ResidentTensors r;
+    r.tensors = p.resident;
+    r.peak_mib = p.peak_allocated_mib;
+    if (!p.walked_steps.empty()) {
+      r.first_step = p.walked_steps.front();
+      r.last_step = p.walked_steps.back();
+    }
+    r.cuda = p.id.device_kind != "cpu";
+    r.buffer_mib = p.buffer_mib;
+    r.buffers = p.largest_buffers;
+    r.mib = r.buffer_mib;
     for (const KeptRecord& k : p.resident) r.mib += k.mib_per_step;
     if (r.mib >= thresholds::kMinimumSignalMib && r.mib >= thresholds::kResidentShareOfPeak * p.peak_allocated_mib) {
       out.push_back(std::move(r));

@@ -473,7 +473,8 @@ std::string response_for(const Verdict& v) {
     // 2 MiB of optimizer state).
     const bool first = !v.components.empty() && h->mib > v.components.front().mib;
     // All of it another model's weights (an EMA copy): their own fix.
-    const bool weights_only = std::all_of(h->tensors.begin(), h->tensors.end(),
+    const bool weights_only = !h->tensors.empty() && h->buffer_mib <= 0 &&
+                              std::all_of(h->tensors.begin(), h->tensors.end(),
                                           [](const KeptRecord& k) { return k.made_by.has_value(); });
     const std::string said =
         weights_only
@@ -485,7 +486,11 @@ std::string response_for(const Verdict& v) {
                                          "device=\"cpu\")) or in bf16, or update it every few steps from a host copy")
                            : std::string("keep it in bf16, or drop it where the run can do without")) +
                   "; it needs no gradients or optimizer state."
-            : format_mib(h->mib) + " MiB of the loop's own tensors (" +
+            : format_mib(h->mib) + " MiB of " +
+                  (h->tensors.empty() ? std::string("the model's own buffers")
+                   : h->buffer_mib > 0 ? std::string("the loop's own tensors and the model's buffers")
+                                       : std::string("the loop's own tensors")) +
+                  " (" +
          format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
          "% of the peak) stay alive at every step, under every step's peak whatever its batch: " +
          (h->cuda ? std::string("keep such a buffer or dataset in host memory (pinned: .pin_memory()) and move each "

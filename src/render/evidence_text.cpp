@@ -100,9 +100,19 @@ std::string allocated_at(const KeptRecord& k) {
 // gradients and optimizer state: 1024 x 4 x 84 x 84 float32 (110.2 MiB);
 // 110.2 MiB, 45% of the run's 244.6 MiB peak ...".
 std::string resident_line(const evidence::ResidentTensors& x) {
-  std::string s = "alive at every cleanup the recorder walked (steps " + std::to_string(x.first_step) + " to " +
-                  std::to_string(x.last_step) + ") from the first that found them, beside the model's weights, "
-                  "gradients and optimizer state: ";
+  std::string s = x.tensors.empty()
+                      ? std::string("held at every step beside the model's weights, gradients and optimizer state: ")
+                      : "alive at every cleanup the recorder walked (steps " + std::to_string(x.first_step) + " to " +
+                            std::to_string(x.last_step) + ") from the first that found them, beside the model's "
+                            "weights, gradients and optimizer state: ";
+  if (x.buffer_mib > 0) {
+    std::string named;
+    for (const auto& [name, size] : x.buffers) {
+      if (size >= 0.01) named += (named.empty() ? "" : ", ") + name + " " + mib(size);
+    }
+    s += "the model's own buffers, " + mib(x.buffer_mib) + (named.empty() ? std::string() : " (" + named + ")") +
+         " (register_buffer: state its modules keep that is no parameter)" + (x.tensors.empty() ? "" : ", ");
+  }
   for (std::size_t i = 0; i < x.tensors.size(); ++i) {
     const KeptRecord& k = x.tensors[i];
     std::string shape;
@@ -118,10 +128,13 @@ std::string resident_line(const evidence::ResidentTensors& x) {
          (k.allocated_at ? ", allocated at " + *k.allocated_at : std::string()) + ")";
   }
   const double share = x.peak_mib > 0 ? x.mib / x.peak_mib : 0.0;
-  return s + (x.tensors.size() > 1 ? "; " + mib(x.mib) + " in all" : std::string()) + ", " +
+  return s + (x.tensors.size() + (x.buffer_mib > 0 ? 1 : 0) > 1 ? "; " + mib(x.mib) + " in all" : std::string()) + ", " +
          format_fixed(100.0 * share, 0) + "% of the run's " + mib(x.peak_mib) +
-         " peak: tensors the loop made and holds (a buffer it fills, data or a cache it keeps" +
-         (x.cuda ? " on the device" : "") + ", another model's weights), under every step's peak whatever the batch";
+         " peak" +
+         (x.tensors.empty() ? std::string()
+                            : std::string(": tensors the loop made and holds (a buffer it fills, data or a cache it keeps") +
+                                  (x.cuda ? " on the device" : "") + ", another model's weights)") +
+         ", under every step's peak whatever the batch";
 }
 
 // "kept from step to step: the logits of BertForMaskedLM (16 x 128 x 30522

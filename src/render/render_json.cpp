@@ -144,10 +144,13 @@ json figures(const Evidence& e) {
             json list = json::array();
             for (const KeptRecord& k : x.tensors) {
               list.push_back({{"shape", k.shape}, {"dtype", k.dtype}, {"device", k.device}, {"grad_fn", opt(k.grad_fn)},
-                              {"allocated_at", opt(k.allocated_at)}, {"mib", k.mib_per_step}});
+                              {"allocated_at", opt(k.allocated_at)}, {"mib", k.mib_per_step}, {"count", k.per_step},
+                              {"made_by", opt(k.made_by)}, {"from_step", opt(k.from_step)}});
             }
-            return {{"tensors", std::move(list)}, {"mib", x.mib}, {"peak_mib", x.peak_mib},
-                    {"first_step", x.first_step}, {"last_step", x.last_step}};
+            json buffers = json::array();
+            for (const auto& [name, size] : x.buffers) buffers.push_back({{"name", name}, {"mib", size}});
+            return {{"tensors", std::move(list)}, {"buffer_mib", x.buffer_mib}, {"buffers", std::move(buffers)},
+                    {"mib", x.mib}, {"peak_mib", x.peak_mib}, {"first_step", x.first_step}, {"last_step", x.last_step}};
           },
           [](const evidence::KeptAcrossSteps& x) -> json {
             json list = json::array();

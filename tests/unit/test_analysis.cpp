@@ -2481,6 +2481,25 @@ TEST(Verdict, TensorsAliveAtEveryCleanupAreNamedWithTheirShareOfThePeak) {
   const std::string ema_said = response_for(e);
   EXPECT_NE(ema_said.find("AveragedModel"), std::string::npos) << ema_said;
   EXPECT_EQ(ema_said.find("pin_memory"), std::string::npos) << ema_said;
+  // The model's own registered buffers (a memory bank): held at every step
+  // as much, and said with the rest (an independent check's 144 MiB of a
+  // 209 MiB peak read only "held before training").
+  Report bank = synth(s);
+  for (Sample& x : bank.samples) {
+    x.allocated_mib += 144;
+    x.peak_allocated_mib += 144;
+  }
+  bank.model.buffer_bytes = std::int64_t{144} << 20;
+  bank.model.largest_buffers = {{"bank", std::int64_t{128} << 20}, {"pos", std::int64_t{16} << 20}};
+  const Verdict b = analyse({{"r.json", bank}}).verdicts.at(0);
+  const auto* held = find<evidence::ResidentTensors>(b);
+  ASSERT_TRUE(held);
+  EXPECT_NEAR(held->mib, 144, 1e-9);
+  const std::string bank_line = describe(Evidence{*held});
+  EXPECT_NE(bank_line.find("the model's own buffers, 144.0 MiB (bank 128.0 MiB, pos 16.00 MiB)"), std::string::npos)
+      << bank_line;
+  const std::string bank_said = response_for(b);
+  EXPECT_EQ(bank_said.rfind("First, 144.0 MiB of the model's own buffers", 0), 0u) << bank_said;
 }
 
 // A CPU rank of several recorded in Python reads its allocated off the
