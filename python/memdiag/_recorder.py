@@ -950,6 +950,20 @@ class Recorder:
             if model & mine:
                 stale = [o for o in recorded if not any(id(p) in model for g in o.param_groups for p in g["params"])]
                 old = stale[0] if len(stale) == 1 else None
+        if old is None and self.model is not None and mine and \
+                mine <= {id(p) for p in self.model.parameters()} and \
+                not any(id(p) in mine for o in recorded for g in o.param_groups for p in g["params"]):
+            # An optimizer over others of the recorded model's weights that
+            # the recorder was not given (one for the body, one for the
+            # head, one of them passed): its state is the model's too, and
+            # its step() ends the pass. Unfollowed, its 32 MiB of moments
+            # read as "a buffer the loop fills", the forward as -12 MiB,
+            # and the capacity 30% over the budget (an independent check's).
+            self._follow_optimizer(None, new, "an optimizer not given ({new}, over {count} of the model's "
+                                   "parameters) ran step() at step {step}: memdiag follows it beside {others}; pass "
+                                   "every optimizer of the model to record() so that step 0 is read whole",
+                                   count=sum(1 for g in new.param_groups for _ in g["params"]))
+            return
         if old is None:
             self._ignore_optimizer(new)
             return
@@ -960,13 +974,13 @@ class Recorder:
         with contextlib.suppress(TypeError):  # not weakly referable: looked at again next time
             self._ignored.add(opt)
 
-    def _follow_optimizer(self, old, new, message):
+    def _follow_optimizer(self, old, new, message, **more):
         """Follows `new` in place of `old` (None: beside the others) from
         the step() now starting: its hooks are installed before torch runs
         the instance's, so that this very step() is read."""
         _lane.spill(self)  # the state the lane holds names the old optimizer's state holders
         names = {"new": type(new).__name__, "old": type(old).__name__ if old is not None else "",
-                 "others": ", ".join(type(o).__name__ for o in self.optimizers), "step": max(self._step, 0)}
+                 "others": ", ".join(type(o).__name__ for o in self.optimizers), "step": max(self._step, 0), **more}
         if old is not None:
             self._unhook_optimizer(old)
             self.optimizers = [new if o is old else o for o in self.optimizers]

@@ -1223,6 +1223,33 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(r["config"]["batch_size_per_device"], 16)
         self.assertNotIn("batch_assumed", r["config"])
 
+    def test_an_optimizer_not_given_over_the_models_weights_is_followed(self):
+        # One Adam for the first layer given, another for the rest not: its
+        # state is the model's too (an independent check's 32 MiB of moments
+        # read as "a buffer the loop fills", and its capacity 30% over).
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024))
+        given = torch.optim.Adam(model[0].parameters())
+        other = torch.optim.Adam(model[2].parameters())
+        out = os.path.join(tempfile.mkdtemp(), "half.json")
+        with memdiag.record(model, given, output=out):
+            for _ in range(4):
+                model(torch.randn(32, 256)).square().mean().backward()
+                given.step()
+                other.step()
+                given.zero_grad(set_to_none=True)
+                other.zero_grad(set_to_none=True)
+        with open(out) as f:
+            r = json.load(f)
+        self.assertTrue(any(e["message"].startswith("an optimizer not given (Adam, over 2 of the model's parameters)")
+                            for e in r["events"]), [e["message"] for e in r["events"]])
+        self.assertEqual([s["step"] for s in r["samples"] if s["phase"] == "cleanup"], [0, 1, 2, 3])
+        state = 2 * sum(p.numel() * 4 for p in model.parameters()) / 2**20
+        last = [s for s in r["samples"] if s["phase"] == "cleanup"][-1]
+        self.assertAlmostEqual(last["tensors"]["optimizer_state_mib"], state, delta=0.01)
+        resident = [k for e in r["events"] if e["kind"] == "kept" for k in e["kept"] if k["what"] == "resident"]
+        self.assertEqual(resident, [])
+
     def test_a_dcgan_recorded_by_its_discriminator_steps_once_a_pass(self):
         # The generator's loss runs through the recorded discriminator
         # between the two step()s: the same pass, not a step of its own (an
