@@ -144,6 +144,7 @@ std::string describe_fixed_part(const PhaseLine& l) {
     // far larger than the gradients it works on).
     if (l.temporary_mib >= 0.005) parts += ", its own workspace " + format_mib(l.temporary_mib);
     if (l.tensors->optimizer_state_mib > 0) parts += ", optimizer state " + format_mib(l.tensors->optimizer_state_mib);
+    if (l.held_mib >= 0.005) parts += ", held by the loop at every step " + format_mib(l.held_mib);
     if (l.other_mib >= 0.005) {
       parts += std::string(", ") + (l.phase == Phase::kStep ? "its temporaries " : "the rest ") + format_mib(l.other_mib);
     }

@@ -411,7 +411,8 @@ json line_json(const PhaseLine& l) {
                {"optimizer_state_mib", l.tensors->optimizer_state_mib}};
   }
   json j = {{"phase", to_string(l.phase)}, {"piece", piece},         {"fixed_mib", l.fixed_mib},
-            {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib}};
+            {"per_sample_mib", l.per_sample_mib}, {"tensors", tensors}, {"other_mib", l.other_mib},
+            {"held_mib", l.held_mib}};
   if (l.piece == PhaseLine::Piece::kEvaluation) j["evaluation_samples"] = opt(l.evaluation_samples);
   if (l.piece == PhaseLine::Piece::kNode) {
     j["node"] = {{"index", l.node}, {"of", l.nodes}, {"name", l.node_name}, {"gradients_mib", l.gradients_mib}};

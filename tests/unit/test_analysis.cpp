@@ -2488,6 +2488,7 @@ TEST(Verdict, TensorsAliveAtEveryCleanupAreNamedWithTheirShareOfThePeak) {
   for (Sample& x : bank.samples) {
     x.allocated_mib += 144;
     x.peak_allocated_mib += 144;
+    x.tensors = TensorCensus{s.params_mib, 0, 0};
   }
   bank.model.buffer_bytes = std::int64_t{144} << 20;
   bank.model.largest_buffers = {{"bank", std::int64_t{128} << 20}, {"pos", std::int64_t{16} << 20}};
@@ -2500,6 +2501,13 @@ TEST(Verdict, TensorsAliveAtEveryCleanupAreNamedWithTheirShareOfThePeak) {
       << bank_line;
   const std::string bank_said = response_for(b);
   EXPECT_EQ(bank_said.rfind("First, 144.0 MiB of the model's own buffers", 0), 0u) << bank_said;
+  // In the capacity's fixed part it is held by the loop, not a phase's own
+  // (a DQN's buffer and target network read as step()'s temporaries).
+  const Verdict budgeted = analyse({{"r.json", bank}}, {}, {400.0}).verdicts.at(0);
+  ASSERT_EQ(budgeted.capacity.size(), 1u);
+  EXPECT_NEAR(budgeted.capacity[0].answer.binding.held_mib, 144, 1e-6);
+  const std::string cap = describe(budgeted.capacity[0]);
+  EXPECT_NE(cap.find("held by the loop at every step 144.0"), std::string::npos) << cap;
 }
 
 // A CPU rank of several recorded in Python reads its allocated off the

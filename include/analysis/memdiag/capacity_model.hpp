@@ -26,6 +26,10 @@ struct CapacityPoint {
   // Fixed, though outside the census: workspaces, gradient buckets
   // (memdiag/phase_shape.hpp's persistent_other_mib).
   double persistent_other_mib = 0;
+  // Of it, what the report names as held at every step beside the census:
+  // the recorder's resident tensors on the run's device and the model's
+  // registered buffers (not the warm-up's workspaces or DDP's buckets).
+  double resident_mib = 0;
   // A run that ran out: the budget it ran out of, the phase, and what it
   // held plus what it asked for then (a floor of what that phase needs).
   std::optional<double> budget_mib;
@@ -107,6 +111,10 @@ struct PhaseLine {
   // with the batch (step()'s temporaries, the allocator's workspaces).
   std::optional<TensorCensus> tensors;
   double other_mib = 0;
+  // Of the fixed part beside the census, what the loop holds at every step
+  // (the points' persistent_other_mib: a buffer, data, another model's
+  // weights): not the phase's own, which other_mib is.
+  double held_mib = 0;
   std::optional<std::int64_t> evaluation_samples;  // kEvaluation: the most samples one was given
   double at(std::int64_t batch) const { return fixed_mib + per_sample_mib * static_cast<double>(batch); }
 };
