@@ -648,7 +648,8 @@ std::string kept_or_base_response(const Verdict& v) {
                    : k.made_by ? "keep a reduced value of the outputs, not the outputs: the metric's value (.item()) "
                                  "or x.argmax(-1), a sum over the batch; they are detached already, and on the CPU "
                                  ".cpu() is the same tensor and keeps all of it"
-                               : "stop collecting tensors in a list (or dict) that lives across steps, or keep a "
+                               : "stop collecting tensors in a list (or dict) that lives across steps: bound it "
+                                 "(collections.deque(maxlen=N) keeps the last N, as a replay buffer does) or keep a "
                                  "reduced value of each (.item())")
             : k.grows ? "bound the history the loop lengthens every step (keep its last N entries or a running "
                       "statistic instead of concatenating onto it), or keep it on the host (.cpu())"
@@ -660,7 +661,8 @@ std::string kept_or_base_response(const Verdict& v) {
             : k.made_by
                 ? "keep the outputs on the host, not the device: x.cpu() (they are detached already) or the "
                   "metric's value (.item()); detached, a tensor on the device still keeps its storage alive"
-                : "stop collecting tensors in a list (or dict) that lives across steps, or move them to the host "
+                : "stop collecting tensors in a list (or dict) that lives across steps: bound it "
+                  "(collections.deque(maxlen=N) keeps the last N, as a replay buffer does) or move them to the host "
                   "(.cpu())";
         break;
       case KeptRecord::What::kGraph:
