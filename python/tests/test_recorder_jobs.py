@@ -1193,19 +1193,23 @@ class SeveralOptimizers(unittest.TestCase):
         self.assertEqual(per_step, [["forward", "backward", "step", "forward", "backward", "step", "cleanup"]] * 4)
         self.assertEqual([e["step"] for e in r["events"] if "skipped by the gradient scaler" in e["message"]], [1])
 
-    def test_a_dcgan_loop_whose_step_begins_before_the_models_forward(self):
-        # PyTorch's DCGAN tutorial: the discriminator's backward on real
-        # images comes before the generator's forward, the modules' own
-        # zero_grad() clears gradients. That backward began the next step
-        # (it was read into the last step's cleanup, and step 0's batch as
-        # unseen: 1 written for 16).
+    # PyTorch's DCGAN tutorial's pass: the discriminator's backward on real
+    # images, then the generator's forward, the discriminator's step(), the
+    # generator's loss through the discriminator and its step(); the
+    # modules' own zero_grad() clears gradients.
+    DCGAN_STEP = [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("step", None),
+                  ("forward", 2), ("backward", 2), ("step", None), ("cleanup", None)]
+
+    def dcgan(self, recorded):
+        """Four passes of the DCGAN loop, `recorded` ("g" or "d") given to
+        the recorder with both optimizers; the report."""
         torch.manual_seed(0)
         g = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
         d = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
         opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
         bce = torch.nn.BCEWithLogitsLoss()
-        out = os.path.join(tempfile.mkdtemp(), "dcgan.json")
-        with memdiag.record(g, [opt_d, opt_g], output=out, kept=False):
+        out = os.path.join(tempfile.mkdtemp(), f"dcgan-{recorded}.json")
+        with memdiag.record(g if recorded == "g" else d, [opt_d, opt_g], output=out, kept=False):
             for _ in range(4):
                 d.zero_grad()
                 bce(d(torch.randn(16, 16)), torch.ones(16, 1)).backward()
@@ -1217,9 +1221,16 @@ class SeveralOptimizers(unittest.TestCase):
                 opt_g.step()
         with open(out) as f:
             r = json.load(f)
-        per_step = [[(s["phase"], s.get("micro_batch")) for s in r["samples"] if s.get("step") == i] for i in range(4)]
-        self.assertEqual(per_step, [[("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("step", None),
-                                     ("forward", 2), ("backward", 2), ("step", None), ("cleanup", None)]] * 4)
+        r["per_step"] = [[(s["phase"], s.get("micro_batch")) for s in r["samples"] if s.get("step") == i]
+                         for i in range(4)]
+        return r
+
+    def test_a_dcgan_loop_whose_step_begins_before_the_models_forward(self):
+        # The discriminator's backward on real images began the next step
+        # (it was read into the last step's cleanup, and step 0's batch as
+        # unseen: 1 written for 16).
+        r = self.dcgan("g")
+        self.assertEqual(r["per_step"], [self.DCGAN_STEP] * 4)
         self.assertEqual(r["config"]["batch_size_per_device"], 16)
         self.assertNotIn("batch_assumed", r["config"])
 
@@ -1254,28 +1265,9 @@ class SeveralOptimizers(unittest.TestCase):
         # The generator's loss runs through the recorded discriminator
         # between the two step()s: the same pass, not a step of its own (an
         # independent check's read 12 steps for 6); an optimizer's zero_grad()
-        # between them would have ended the pass (the test above's).
-        torch.manual_seed(0)
-        g = torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
-        d = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
-        opt_g, opt_d = torch.optim.Adam(g.parameters()), torch.optim.Adam(d.parameters())
-        bce = torch.nn.BCEWithLogitsLoss()
-        out = os.path.join(tempfile.mkdtemp(), "dcgan-d.json")
-        with memdiag.record(d, [opt_d, opt_g], output=out, kept=False):
-            for _ in range(4):
-                d.zero_grad()
-                bce(d(torch.randn(16, 16)), torch.ones(16, 1)).backward()
-                fake = g(torch.randn(16, 8))
-                bce(d(fake.detach()), torch.zeros(16, 1)).backward()
-                opt_d.step()
-                g.zero_grad()
-                bce(d(fake), torch.ones(16, 1)).backward()
-                opt_g.step()
-        with open(out) as f:
-            r = json.load(f)
-        per_step = [[(s["phase"], s.get("micro_batch")) for s in r["samples"] if s.get("step") == i] for i in range(4)]
-        self.assertEqual(per_step, [[("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1), ("step", None),
-                                     ("forward", 2), ("backward", 2), ("step", None), ("cleanup", None)]] * 4)
+        # between them would have ended the pass (the test below's).
+        r = self.dcgan("d")
+        self.assertEqual(r["per_step"], [self.DCGAN_STEP] * 4)
         self.assertEqual(max(s["step"] for s in r["samples"] if s.get("step") is not None), 3)
 
     def test_a_dcgan_loops_batch_made_before_its_step_closed_is_not_kept_at_three_steps(self):
