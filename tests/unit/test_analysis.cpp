@@ -41,6 +41,24 @@ const T* find(const Verdict& v) {
   return nullptr;
 }
 
+// A Python job whose steps are `samples` sequences of lengths[step] tokens
+// each: every forward sample says them and holds made(tokens) MiB more.
+Report sequence_steps(Synth s, std::int64_t samples, const std::vector<std::int64_t>& lengths,
+                      const std::function<double(double)>& made) {
+  s.batch = static_cast<int>(samples);
+  s.steps = static_cast<int>(lengths.size());
+  Report r = synth(s);
+  r.producer = Producer{kProducerPython, "test"};
+  for (Sample& x : r.samples) {
+    if (x.phase != Phase::kForward) continue;
+    x.samples = samples;
+    x.tokens = samples * lengths[static_cast<std::size_t>(*x.step)];
+    x.allocated_mib += made(static_cast<double>(*x.tokens));
+    x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
+  }
+  return r;
+}
+
 }  // namespace
 
 // A GAN steps two optimizers a pass, a backward between them: each step()
@@ -569,23 +587,13 @@ TEST(StepCapacity, ALoopThatKeepsMoreEveryStepIsSaidToHoldForItsStepsOnly) {
 // the root of 0.25 T + 0.0002 T^2 / 16 = 1000 - 100 (the synth's weights).
 // Memory that follows the tokens alone gets no length term.
 TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
-  const std::int64_t lengths[] = {64, 128, 96, 160, 48, 128, 192, 80};
   for (const double per_length : {0.0002, 0.0}) {
     Synth s;
-    s.batch = 16;
-    s.steps = 8;
     s.activations_mib = 0;
     s.params_mib = 100;
-    Report r = synth(s);
-    r.producer = Producer{kProducerPython, "test"};
-    for (Sample& x : r.samples) {
-      if (x.phase != Phase::kForward) continue;
-      const double tokens = 16.0 * static_cast<double>(lengths[*x.step]);
-      x.samples = 16;
-      x.tokens = static_cast<std::int64_t>(tokens);
-      x.allocated_mib += tokens * (0.25 + per_length * tokens / 16);
-      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
-    }
+    const Report r = sequence_steps(s, 16, {64, 128, 96, 160, 48, 128, 192, 80}, [&](double tokens) {
+      return tokens * (0.25 + per_length * tokens / 16);
+    });
     const Verdict v = analyse({{"lm.json", r}}, {}, {1000.0}).verdicts.front();
     ASSERT_EQ(v.step_capacity.size(), 1u);
     const StepSizeCapacity& c = v.step_capacity.front();
@@ -628,21 +636,12 @@ TEST(StepCapacity, TokensWhoseRateGrowsWithTheLengthAreFittedOnBoth) {
 // 29.52 MiB of optimizer state against a median forward of 29.22, where
 // its longest steps' forwards were 57-60 MiB and set the peak).
 TEST(Verdict, StepsOfVaryingSizeAreJudgedByTheirLargestForward) {
-  const std::int64_t lengths[] = {100, 120, 250, 110, 240, 130, 245, 115};
   Synth s = named("padded");
-  s.batch = 2;
-  s.steps = 8;
   s.activations_mib = 0;
   s.optimizer_state_mib = 30;
-  Report r = synth(s);
-  r.producer = Producer{kProducerPython, "test"};
-  for (Sample& x : r.samples) {
-    if (x.phase != Phase::kForward) continue;
-    x.samples = 2;
-    x.tokens = 2 * lengths[*x.step];
-    x.allocated_mib += 0.12 * static_cast<double>(*x.tokens);  // 24 to 60 MiB, the median about 29
-    x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
-  }
+  // 24 to 60 MiB a forward, the median about 29.
+  const Report r = sequence_steps(s, 2, {100, 120, 250, 110, 240, 130, 245, 115},
+                                  [](double tokens) { return 0.12 * tokens; });
   const Verdict v = analyse({{"r.json", r}}).verdicts.at(0);
   EXPECT_EQ(v.dominant, Cause::kActivations) << to_string(v.dominant);
   ASSERT_FALSE(v.components.empty());
@@ -663,23 +662,15 @@ TEST(Verdict, StepsOfVaryingSizeAreJudgedByTheirLargestForward) {
 // growing with the length to none of it (an independent check's 8 x 361
 // tokens said to fit 400 MiB peaked at 456.7 MiB; 8 x 320 fit).
 TEST(StepCapacity, LengthsTooCloseToTellAttentionsPartGiveARange) {
-  const std::int64_t lengths[] = {246, 249, 251, 247, 250, 248};  // step 0 left out of the fit: 247 to 251
   for (const bool close : {true, false}) {
     Synth s;
-    s.batch = 8;
-    s.steps = 6;
     s.activations_mib = 0;
     s.params_mib = 40;
-    Report r = synth(s);
-    r.producer = Producer{kProducerPython, "test"};
-    for (Sample& x : r.samples) {
-      if (x.phase != Phase::kForward) continue;
-      const std::int64_t length = close ? lengths[*x.step] : 48 * (1 + *x.step);
-      x.samples = 8;
-      x.tokens = 8 * length;
-      x.allocated_mib += 0.12 * static_cast<double>(*x.tokens);
-      x.peak_allocated_mib = std::max(x.peak_allocated_mib, x.allocated_mib);
-    }
+    // Step 0 is left out of the fit: 247 to 251.
+    const Report r = sequence_steps(s, 8,
+                                    close ? std::vector<std::int64_t>{246, 249, 251, 247, 250, 248}
+                                          : std::vector<std::int64_t>{48, 96, 144, 192, 240, 288},
+                                    [](double tokens) { return 0.12 * tokens; });
     const Verdict v = analyse({{"pad.json", r}}, {}, {400.0}).verdicts.front();
     ASSERT_EQ(v.step_capacity.size(), 1u);
     const StepSizeCapacity& c = v.step_capacity.front();
