@@ -217,6 +217,7 @@ Decision decide(const RunFeatures& p, const std::vector<Component>& all) {
     }
     d.margin = d.runner_up && d.runner_up->mib > 0 ? std::optional<double>(d.top->mib / d.runner_up->mib) : std::nullopt;
     d.threshold = thresholds::kGrowthPositiveShare;
+    d.growth_steps = static_cast<int>(p.steps.size());
   }
   return d;
 }

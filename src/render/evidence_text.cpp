@@ -940,7 +940,11 @@ std::string rule_words(const Decision& d, const std::string& primary_source) {
              (d.runner_up ? " beside " + std::string(to_string(d.runner_up->cause)) + " (" + mib(d.runner_up->mib) +
                                 (d.runner_up->mib > d.top->mib ? "), larger now" : "), within the margin")
                           : std::string()) +
-             ", since it grows until the run runs out";
+             ", since it grows until the run runs out" +
+             (d.growth_steps > 0 && d.growth_steps < thresholds::kMinConfirmSteps
+                  ? " as far as " + steps_word(d.growth_steps) + " show (a cache the loop bounds after more steps "
+                    "reads the same over so few: the longer run below tells)"
+                  : std::string());
     case DecisionRule::kDominantAtPeak: {
       const Decision::PeakSplit& x = *d.peak_split;
       return "activations (" + mib(d.top->mib) + ") and parameters (" + mib(d.runner_up->mib) + ") are within " +

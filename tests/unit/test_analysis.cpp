@@ -1978,6 +1978,16 @@ TEST(Verdict, GrowthOnEveryStepIsNamedBesideALargerSteadyCost) {
   double peak = 0;
   for (const Sample& x : r.samples) peak = std::max(peak, x.peak_allocated_mib);
   EXPECT_EQ(*g->fills_at_step, 5 + static_cast<std::int64_t>(std::ceil((1000 - peak) / g->per_step_mib)));
+  EXPECT_EQ(v.decision.growth_steps, 6);
+  EXPECT_EQ(describe(v.decision, "r.json").find("as far as"), std::string::npos) << describe(v.decision, "r.json");
+  // Over 3 steps a cache bounded later reads the same: said (a
+  // deque(maxlen=4) over 3 steps was called unbounded without a word).
+  Synth t = s;
+  t.steps = 3;
+  const Verdict short_run = analyse({{"r.json", synth(t)}}).verdicts.at(0);
+  ASSERT_EQ(short_run.decision.rule, DecisionRule::kGrowsEveryStep);
+  EXPECT_NE(describe(short_run.decision, "r.json").find("as far as 3 steps show"), std::string::npos)
+      << describe(short_run.decision, "r.json");
   // Steady (no growth): the activations, as before.
   s.retained_per_step_mib = 0;
   EXPECT_EQ(analyse({{"r.json", synth(s)}}).verdicts.at(0).dominant, Cause::kActivations);

@@ -180,6 +180,11 @@ struct Decision {
   // held from step to step, a cache of the last steps' tensors), no
   // growth: a longer run shows nothing more of it.
   bool retained_bounded = false;
+  // kGrowsEveryStep: the steps its growth was read over. Below
+  // thresholds::kMinConfirmSteps a cache bounded a few steps later reads
+  // the same (a deque(maxlen=4) over 3 steps was called unbounded); the
+  // text says so, and the confirming run is a longer one.
+  int growth_steps = 0;
 };
 
 // Where two consumers are within the margin (kTooClose), the one run that
