@@ -46,8 +46,9 @@ WALKED_STEPS = (0, 1, 2, 3, 4, 5, 6)
 MAX_TENSOR_RECORDS = 5
 _GRAPH_NODE_CAP = 20000  # a graph walk stops here: more is "at least"
 _HELD_GRAPH_FLOOR = 256 << 10  # bytes: less held by a graph is no signal (the analysis's kMinimumSignalMib)
-# Resident tensors: alive from the first walk to the last, not the model's
-# state; the few largest are named, each of 1 MiB at least.
+# Resident tensors: alive at every walk from the first that found them to
+# the last, not the model's state; the few largest are named, each of 1 MiB
+# at least (another model's Parameters together, whatever their sizes).
 RESIDENT_FLOOR = 1 << 20
 MAX_RESIDENT_RECORDS = 3
 _MIB = float(1 << 20)
@@ -81,6 +82,7 @@ class KeptTracker:
         # copy of a model is many small ones); pruned at each walk to the
         # ones still alive.
         self._resident = {}
+        self._existing = {}  # start()'s: the tensors held before recording that may be resident, until the first walk
         self._born = None  # what was new at the last walk: id -> (weakref, signature, storage, record)
         # What was new at the walk before the last and alive at the last:
         # kept so far, and kept for good if alive at the next walk too.
@@ -193,9 +195,9 @@ class KeptTracker:
     def start(self, existing=None):
         """When recording starts: the process's objects until now
         collected and frozen, out of the walks' way. existing: the tensors
-        the process held already (where they were listed), of which those
-        of a megabyte or more that are no Parameter are resident
-        candidates: frozen, the walks never see them."""
+        the process held already (where they were listed), of which
+        Parameters and those of a megabyte or more are resident candidates:
+        frozen, the walks never see them."""
         self._existing = {}
         for t in existing or ():
             if type(t).__name__ in _TRACING_TENSORS:
@@ -316,7 +318,7 @@ class KeptTracker:
         if baseline:
             # With what the process held before recording (frozen: no walk
             # sees it), less the model's state among it.
-            existing = {k: v for k, v in getattr(self, "_existing", {}).items() if k not in resident}
+            existing = {k: v for k, v in self._existing.items() if k not in resident}
             if existing:
                 if owned is None:
                     owned = {_storage_key(t) for t in (state() if callable(state) else state)}
@@ -537,9 +539,10 @@ class KeptTracker:
 
 
     def _resident_records(self, kept):
-        """The largest tensors alive at every walk from the first (step 0's
-        cleanup, which holds what the loop made before training too) to the
-        last, not the model's state: what every step's peak stands on
+        """The largest tensors alive at every walk from the first that found
+        them (step 0's, for what the loop made before training) to the last,
+        not the model's state, and another model's Parameters as one record:
+        what every step's peak stands on
         beside the weights, gradients and optimizer state (a rollout buffer
         of 110 MiB, 45% of a PPO loop's peak, was named nowhere). Three
         walks at least, so that a step's own tensors (its batch, its
@@ -726,11 +729,7 @@ def live_tensors(device_type):
 
 def live_cpu_tensors():
     """Every CPU tensor the process's Python objects hold (after a collection)."""
-    gc.collect()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # see at_cleanup
-        return [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and type(o).__name__ not in _TRACING_TENSORS
-                and o.device.type == "cpu"]
+    return live_tensors("cpu")
 
 
 def _storage_key(t):

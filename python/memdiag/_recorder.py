@@ -309,6 +309,7 @@ class Recorder:
         self._in = None
         self._stepped = set()  # ids of the optimizers that stepped in this step (several given)
         self._zeroed_after_step = False  # a stepped optimizer's or the model's zero_grad() since the last step()
+        self._live_at_start = None  # the CPU probe's scan of live tensors, until the walks' start takes it
         # Inside an optimizer's step(): a closure it calls again (LBFGS's
         # line search evaluates the loss several times) is the step's, not
         # another step or micro-batch, once the step's backward is recorded.
@@ -561,14 +562,14 @@ class Recorder:
         if self.hooks:
             self._install_hooks()
         # Let go whatever comes next: held, they would outlive the loop's own use.
-        existing, self._live_at_start = getattr(self, "_live_at_start", None), None
+        existing, self._live_at_start = self._live_at_start, None
         if self._kept is not None:
             if self._cuda and self.device.type == "cuda":
                 # A scan of the process's objects costs 0.1-0.4 s where a
                 # library is imported: made only where the device holds a
                 # megabyte or more beyond the model's state and the warm-up
                 # (data or a buffer put on the device before the loop).
-                state = [t for t in self._model_state_tensors(device_type="cuda")]
+                state = self._model_state_tensors(device_type="cuda")
                 beyond = (torch.cuda.memory_allocated(self.device) - _census.storage_bytes(state) -
                           sum(e["mib"] or 0 for e in self._events if e["kind"] == "warmup") * _probe.MIB)
                 if beyond >= _kept.RESIDENT_FLOOR:
@@ -2078,9 +2079,10 @@ def _kept_event(records, walk_ms, walked=_kept.WALKED_STEPS, stacks_ms=None):
     if held:
         said += f"; each step's tensors the loop held at its cleanup: {held[0]['mib_per_step']:.1f} MiB (the median)"
     if resident:
-        said += (f"; alive at every cleanup walked from step {resident[0]['from_step']} on, not the model's state: " +
-                 ", ".join(f"{' x '.join(str(d) for d in r['shape']) or 'a scalar'} {r['dtype']} "
-                           f"({r['mib_per_step']:.1f} MiB" +
+        said += ("; alive at every cleanup walked from the one that found it, not the model's state: " +
+                 ", ".join((f"{r['made_by']}, {r['per_step']} tensors, the largest " if r.get("made_by") else "") +
+                           f"{' x '.join(str(d) for d in r['shape']) or 'a scalar'} {r['dtype']} "
+                           f"({r['mib_per_step']:.1f} MiB, from step {r['from_step']}" +
                            (f", allocated at {r['allocated_at']}" if r.get("allocated_at") else "") + ")"
                            for r in resident))
     e = _report.event("kept", "", None, said +

@@ -476,12 +476,12 @@ std::string response_for(const Verdict& v) {
     const bool weights_only = !h->tensors.empty() && h->buffer_mib <= 0 &&
                               std::all_of(h->tensors.begin(), h->tensors.end(),
                                           [](const KeptRecord& k) { return k.made_by.has_value(); });
+    const std::string share = format_fixed(100.0 * h->share_of_peak(), 0) + "% of the peak";
     const std::string said =
         weights_only
-            ? format_mib(h->mib) + " MiB of another model's weights (" +
-                  format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
-                  "% of the peak, held by no recorded model or optimizer) stay alive at every step: where it is a copy of the model that is not trained (an "
-                  "EMA, a frozen teacher), " +
+            ? format_mib(h->mib) + " MiB of another model's weights (" + share +
+                  ", held by no recorded model or optimizer) stay alive at every step: where it is a copy of the "
+                  "model that is not trained (an EMA, a frozen teacher), " +
                   (h->cuda ? std::string("keep it on the host (torch.optim.swa_utils.AveragedModel(model, "
                                          "device=\"cpu\")) or in bf16, or update it every few steps from a host copy")
                            : std::string("keep it in bf16, or drop it where the run can do without")) +
@@ -490,9 +490,7 @@ std::string response_for(const Verdict& v) {
                   (h->tensors.empty() ? std::string("the model's own buffers")
                    : h->buffer_mib > 0 ? std::string("the loop's own tensors and the model's buffers")
                                        : std::string("the loop's own tensors")) +
-                  " (" +
-         format_fixed(h->peak_mib > 0 ? 100.0 * h->mib / h->peak_mib : 0.0, 0) +
-         "% of the peak) stay alive at every step, under every step's peak whatever its batch: " +
+                  " (" + share + ") stay alive at every step, under every step's peak whatever its batch: " +
          (h->cuda ? std::string("keep such a buffer or dataset in host memory (pinned: .pin_memory()) and move each "
                                 "step's slice to the device (non_blocking=True), or store it smaller")
                   : std::string("store such a buffer or dataset smaller")) +

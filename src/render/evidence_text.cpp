@@ -127,9 +127,8 @@ std::string resident_line(const evidence::ResidentTensors& x) {
          (k.grad_fn ? ", made by " + *k.grad_fn : std::string()) +
          (k.allocated_at ? ", allocated at " + *k.allocated_at : std::string()) + ")";
   }
-  const double share = x.peak_mib > 0 ? x.mib / x.peak_mib : 0.0;
   return s + (x.tensors.size() + (x.buffer_mib > 0 ? 1 : 0) > 1 ? "; " + mib(x.mib) + " in all" : std::string()) + ", " +
-         format_fixed(100.0 * share, 0) + "% of the run's " + mib(x.peak_mib) +
+         format_fixed(100.0 * x.share_of_peak(), 0) + "% of the run's " + mib(x.peak_mib) +
          " peak" +
          (x.tensors.empty() ? std::string()
                             : std::string(": tensors the loop made and holds (a buffer it fills, data or a cache it keeps") +

@@ -502,6 +502,7 @@ struct ResidentTensors {
   std::vector<std::pair<std::string, double>> buffers;
   double mib = 0;                   // theirs and the buffers' added up
   double peak_mib = 0;              // the run's
+  double share_of_peak() const { return peak_mib > 0 ? mib / peak_mib : 0.0; }
   int first_step = 0, last_step = 0;  // the cleanups walked
   bool cuda = true;
 };
